@@ -1,0 +1,206 @@
+"""Exact best-span decoding for extractive QA over overlapping context windows.
+
+A long context is split into several windows (features). Each window gives start/end logits
+and, per token, its ``(char_start, char_end)`` in the original context (``None`` for question
+tokens, special tokens and padding). We search every legal span exactly, vectorised along the
+band ``0 <= j - i < max_answer_length``, instead of the usual top-20 x top-20 shortlist, which
+can miss the true best pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+
+Offset = tuple[int, int] | None
+
+
+@dataclass
+class SpanAnswer:
+    """One candidate answer; ``start``/``end`` are character offsets, ``end`` exclusive."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+    probability: float
+
+
+@dataclass
+class QuestionDecoding:
+    """Decoding of one question: ``best`` is ``n_best[0]`` (``None`` when no span is legal)."""
+
+    best: SpanAnswer | None
+    n_best: list[SpanAnswer]
+    null_score: float
+    best_span_score: float
+
+
+def max_context_masks(offsets_per_window: Sequence[Sequence[Offset]]) -> list[np.ndarray]:
+    """Google BERT's "max context" rule: which window each context token counts in.
+
+    A token's score in a window is ``min(#context tokens left, #right) + 0.01 * #context
+    tokens``; the token counts only in its best-scoring window (ties: the first one). Tokens
+    are matched across windows by their character offsets.
+    """
+    # Scores are kept as integers (100 * min + n) so that equal scores tie exactly instead of
+    # depending on float rounding of 0.01 * n.
+    best_window: dict[tuple[int, int], tuple[int, int]] = {}
+    for window_index, offsets in enumerate(offsets_per_window):
+        context_keys = [tuple(offset) for offset in offsets if offset is not None]
+        n_context = len(context_keys)
+        for position, key in enumerate(context_keys):
+            score = 100 * min(position, n_context - 1 - position) + n_context
+            current = best_window.get(key)
+            if current is None or score > current[0]:
+                best_window[key] = (score, window_index)
+    return [
+        np.array(
+            [offset is not None and best_window[tuple(offset)][1] == window_index
+             for offset in offsets],
+            dtype=bool,
+        )
+        for window_index, offsets in enumerate(offsets_per_window)
+    ]
+
+
+def decode_question(
+    context: str,
+    windows: Sequence[dict[str, Any]],
+    max_answer_length: int = 30,
+    n_best: int = 1,
+    use_max_context: bool = False,
+) -> QuestionDecoding:
+    """Find the best ``n_best`` answer spans with distinct texts over all windows of a question.
+
+    Each window is a dict with ``start_logits``, ``end_logits`` and ``offsets``. A span (i, j)
+    is legal when both ends are context tokens, ``0 <= j - i < max_answer_length`` and, with
+    ``use_max_context``, token i counts in this window under the max-context rule.
+    """
+    if max_answer_length < 1:
+        raise BertkitError(
+            f"max_answer_length must be at least 1, got {max_answer_length}",
+            hint="pass a positive number of tokens, e.g. 30",
+        )
+    if n_best < 1:
+        raise BertkitError(f"n_best must be at least 1, got {n_best}", hint="pass e.g. 1 or 20")
+    if not windows:
+        raise ValueError("decode_question needs at least one window")
+
+    start_logits, end_logits, offsets = _read_windows(context, windows)
+    # HF run_qa keeps the least confident [CLS] score over the windows as the null score.
+    null_score = min(float(s[0] + e[0]) for s, e in zip(start_logits, end_logits))
+    max_context = max_context_masks(offsets) if use_max_context else None
+
+    scores, window_ids, start_tokens, end_tokens = [], [], [], []
+    for w, (s, e, window_offsets) in enumerate(zip(start_logits, end_logits, offsets)):
+        is_context = np.array([o is not None for o in window_offsets], dtype=bool)
+        can_start = is_context & max_context[w] if max_context is not None else is_context
+        band_scores, i, j = _band_candidates(s, e, can_start, is_context, max_answer_length)
+        scores.append(band_scores)
+        window_ids.append(np.full(len(i), w))
+        start_tokens.append(i)
+        end_tokens.append(j)
+    all_scores = np.concatenate(scores)
+    if all_scores.size == 0:
+        return QuestionDecoding(None, [], null_score, float("-inf"))
+
+    candidates = (all_scores, np.concatenate(window_ids), np.concatenate(start_tokens),
+                  np.concatenate(end_tokens))
+    answers = _top_distinct_answers(context, offsets, candidates, n_best)
+    _fill_probabilities(answers)
+    return QuestionDecoding(answers[0], answers, null_score, answers[0].score)
+
+
+def _read_windows(
+    context: str, windows: Sequence[dict[str, Any]]
+) -> tuple[list[np.ndarray], list[np.ndarray], list[list[Offset]]]:
+    """Convert and check each window; malformed windows are bugs, so they raise ValueError."""
+    start_logits, end_logits, offsets = [], [], []
+    for w, window in enumerate(windows):
+        # float64 so that a span score is exactly float(s[i]) + float(e[j]), whatever came in.
+        s = np.asarray(window["start_logits"], dtype=np.float64)
+        e = np.asarray(window["end_logits"], dtype=np.float64)
+        window_offsets = list(window["offsets"])
+        if s.ndim != 1 or s.shape != e.shape or len(window_offsets) != len(s) or len(s) == 0:
+            raise ValueError(
+                f"window {w}: start_logits {s.shape}, end_logits {e.shape} and "
+                f"{len(window_offsets)} offsets must be non-empty 1-D and of the same length"
+            )
+        for offset in window_offsets:
+            if offset is not None and not 0 <= offset[0] <= offset[1] <= len(context):
+                raise ValueError(
+                    f"window {w}: offset {offset} lies outside the context ({len(context)} chars)"
+                )
+        start_logits.append(s)
+        end_logits.append(e)
+        offsets.append(window_offsets)
+    return start_logits, end_logits, offsets
+
+
+def _band_candidates(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    can_start: np.ndarray,
+    can_end: np.ndarray,
+    max_answer_length: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scores and (i, j) of every legal span of one window, ordered by i then length."""
+    length = len(start_logits)
+    band_width = min(max_answer_length, length)
+    # band[i, k] is the span (i, i + k); cells that run past the window stay illegal.
+    band = np.zeros((length, band_width))
+    legal = np.zeros((length, band_width), dtype=bool)
+    for k in range(band_width):
+        band[: length - k, k] = start_logits[: length - k] + end_logits[k:]
+        legal[: length - k, k] = can_start[: length - k] & can_end[k:]
+    i, k = np.nonzero(legal)
+    return band[i, k], i, i + k
+
+
+def _top_distinct_answers(
+    context: str,
+    offsets: list[list[Offset]],
+    candidates: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    n_best: int,
+) -> list[SpanAnswer]:
+    """The ``n_best`` highest-scoring candidates whose texts differ (probabilities left at 0)."""
+    scores, window_ids, start_tokens, end_tokens = candidates
+    total = len(scores)
+    # Overlapping windows repeat the same span, so fetch a few spares before de-duplicating and
+    # fetch more only when the spares run out.
+    fetch = min(total, max(2 * n_best, 8))
+    while True:
+        if fetch < total:
+            picked = np.argpartition(-scores, fetch - 1)[:fetch]
+        else:
+            picked = np.arange(total)
+        # Highest score first; equal scores keep the earlier window / start / length.
+        picked = picked[np.lexsort((picked, -scores[picked]))]
+        answers: list[SpanAnswer] = []
+        seen_texts: set[str] = set()
+        for c in picked:
+            start = offsets[window_ids[c]][start_tokens[c]][0]
+            end = offsets[window_ids[c]][end_tokens[c]][1]
+            text = context[start:end]
+            if text in seen_texts:
+                continue
+            seen_texts.add(text)
+            answers.append(SpanAnswer(text, int(start), int(end), float(scores[c]), 0.0))
+            if len(answers) == n_best:
+                return answers
+        if fetch == total:
+            return answers
+        fetch = min(total, 4 * fetch)
+
+
+def _fill_probabilities(answers: list[SpanAnswer]) -> None:
+    """Softmax over the returned answers' scores only (the null score is not included)."""
+    scores = np.array([answer.score for answer in answers])
+    weights = np.exp(scores - scores.max())
+    for answer, probability in zip(answers, weights / weights.sum()):
+        answer.probability = float(probability)

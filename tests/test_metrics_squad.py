@@ -1,0 +1,153 @@
+"""SQuAD metrics against the official scripts' formulas, on hand-worked cases."""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+
+import numpy as np
+import pytest
+
+from bertkit.errors import BertkitError
+from bertkit.metrics.squad import (best_null_threshold, exact_match, f1, normalize_answer,
+                                   squad_scores)
+
+
+# The official SQuAD v1.1 evaluate script's functions, verbatim apart from formatting.
+def official_normalize_answer(s):
+    def remove_articles(text):
+        return re.sub(r'\b(a|an|the)\b', ' ', text)
+
+    def white_space_fix(text):
+        return ' '.join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return ''.join(ch for ch in text if ch not in exclude)
+
+    return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+
+def official_f1_score(prediction, ground_truth):
+    prediction_tokens = official_normalize_answer(prediction).split()
+    ground_truth_tokens = official_normalize_answer(ground_truth).split()
+    common = collections.Counter(prediction_tokens) & collections.Counter(ground_truth_tokens)
+    num_same = sum(common.values())
+    if num_same == 0:
+        return 0
+    precision = 1.0 * num_same / len(prediction_tokens)
+    recall = 1.0 * num_same / len(ground_truth_tokens)
+    return (2 * precision * recall) / (precision + recall)
+
+
+TRICKY = ["The Eiffel Tower!", "eiffel   tower", "An apple a day", "the-end", "Theater",
+          "Denver Broncos", "the Broncos", "in 1990 and 1991", "1990", "U.S.A.", "usa",
+          "dog dog cat", "dog cat cat", "l'état", "banana", "A  B\tC\nthe"]
+
+
+def test_normalize_answer_cases():
+    assert normalize_answer("The  Quick, brown FOX!") == "quick brown fox"
+    assert normalize_answer("An apple a day") == "apple day"
+    assert normalize_answer("banana Theater") == "banana theater"  # only whole words go
+    # Punctuation goes before articles, so "the-end" becomes "theend" and keeps its "the".
+    assert normalize_answer("the-end") == "theend"
+    for s in TRICKY:
+        assert normalize_answer(s) == official_normalize_answer(s)
+
+
+def test_exact_match_and_f1_by_hand():
+    assert exact_match("The Eiffel Tower!", "eiffel tower") == 1.0
+    assert exact_match("Eiffel", "eiffel tower") == 0.0
+    # [big red dog] vs [red dog barked]: 2 shared, P = R = 2/3, F1 = 2/3.
+    assert f1("the big red dog", "a red dog barked") == pytest.approx(2 / 3)
+    # [red] vs [big red dog]: P = 1, R = 1/3, F1 = 2 * 1/3 / (4/3) = 0.5.
+    assert f1("red", "big red dog") == pytest.approx(0.5)
+    # Counts are clipped: {dog: 2, cat: 1} & {dog: 1, cat: 2} = 2 shared, F1 = 2/3.
+    assert f1("dog dog cat", "dog cat cat") == pytest.approx(2 / 3)
+    assert f1("green", "blue") == 0.0
+
+
+def test_f1_agrees_with_the_official_v11_script_when_both_sides_have_tokens():
+    for prediction in TRICKY:
+        for gold in TRICKY:
+            if normalize_answer(prediction) and normalize_answer(gold):
+                assert f1(prediction, gold) == official_f1_score(prediction, gold)
+
+
+def test_empty_answers_follow_the_v2_rule():
+    assert f1("", "") == 1.0 and exact_match("", "") == 1.0
+    assert f1("the", "") == 1.0  # "the" normalises to nothing, i.e. "no answer"
+    assert f1("x", "") == 0.0 and f1("", "x") == 0.0
+
+
+def test_squad_scores_v1_takes_the_best_gold_and_counts_missing_as_zero():
+    golds = {"q1": ["Denver Broncos", "the Broncos"], "q2": ["1990"], "q3": ["red dog"]}
+    predictions = {"q1": "Broncos", "q2": "in 1990 and 1991", "unknown": "ignored"}
+    # q1: "broncos" == normalised "the Broncos" -> EM 1, F1 1.
+    # q2: [in 1990 and 1991] vs [1990]: P = 1/4, R = 1, F1 = 0.5 / 1.25 = 0.4; EM 0.
+    # q3: no prediction -> 0.
+    scores = squad_scores(predictions, golds)
+    assert scores == pytest.approx({"exact_match": 100 / 3, "f1": 100 * 1.4 / 3})
+
+
+def test_squad_scores_v2_reports_has_and_no_answer_parts():
+    golds = {"a": ["blue"], "b": [], "c": [], "d": ["the"]}
+    predictions = {"a": "blue", "b": "", "c": "green", "d": "cat"}
+    # a: 1/1. b: "" vs "" -> 1/1. c: "green" vs "" -> 0/0.
+    # d: has an answer, but "the" normalises to nothing, so (as in the v2 script) it is scored
+    #    against "" and "cat" gets 0/0.
+    scores = squad_scores(predictions, golds)
+    assert scores == pytest.approx({
+        "exact_match": 50.0, "f1": 50.0,
+        "HasAns_exact_match": 50.0, "HasAns_f1": 50.0, "HasAns_total": 2.0,
+        "NoAns_exact_match": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2.0,
+    })
+
+
+def test_squad_scores_needs_golds():
+    with pytest.raises(BertkitError):
+        squad_scores({"a": "x"}, {})
+
+
+def _answer_with_threshold(threshold, null_minus_best, predictions):
+    return {q: ("" if null_minus_best[q] > threshold else text) for q, text in predictions.items()}
+
+
+def test_best_null_threshold_by_hand():
+    golds = {"q1": ["paris"], "q2": [], "q3": ["blue whale"], "q4": []}
+    predictions = {"q1": "paris", "q2": "london", "q3": "whale", "q4": "rome"}
+    diffs = {"q1": -3.0, "q2": 2.0, "q3": -2.0, "q4": -1.0}
+    # All "" scores q2 + q4 = 2. Sweeping diffs upwards, each question switches to its text:
+    # q1 (-3): +1 -> 3; q3 (-2): +2/3 ([whale] vs [blue whale]) -> 3.667; q4 (-1): -1 -> 2.667;
+    # q2 (2): -1 -> 1.667. Best: t = -2.0 with F1 = 3.667 / 4 = 91.667%.
+    threshold, best_f1 = best_null_threshold(diffs, predictions, golds)
+    assert threshold == -2.0 and best_f1 == pytest.approx(100 * (2 + 5 / 3) / 4)
+    answered = _answer_with_threshold(threshold, diffs, predictions)
+    assert squad_scores(answered, golds)["f1"] == pytest.approx(best_f1)
+
+
+def test_best_null_threshold_moves_equal_diffs_together_and_can_answer_nothing():
+    # Both diffs are 1.0: answering both gives 1 + 0, answering neither 0 + 1. Answering only
+    # "a" (what the official script's per-question sweep would report) is not reachable.
+    golds, predictions = {"a": ["x"], "b": []}, {"a": "x", "b": "y"}
+    threshold, best_f1 = best_null_threshold({"a": 1.0, "b": 1.0}, predictions, golds)
+    assert threshold < 1.0 and best_f1 == 50.0
+    # Every text is wrong: the best is to answer nothing, with t below the smallest diff.
+    threshold, best_f1 = best_null_threshold({"a": 0.5, "b": -4.0}, {"a": "z", "b": "y"}, golds)
+    assert threshold < -4.0 and best_f1 == 50.0
+
+
+def test_best_null_threshold_is_the_best_over_all_cut_points():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(1, 8))
+        golds = {f"q{i}": ([] if rng.random() < 0.4 else ["red dog"]) for i in range(n)}
+        predictions = {q: str(rng.choice(["red dog", "dog", "cat"])) for q in golds}
+        diffs = {q: float(rng.integers(-3, 4)) for q in golds}  # integers: ties are common
+        threshold, best_f1 = best_null_threshold(diffs, predictions, golds)
+        achieved = squad_scores(_answer_with_threshold(threshold, diffs, predictions), golds)
+        assert achieved["f1"] == pytest.approx(best_f1)
+        for cut in [min(diffs.values()) - 1.0, *diffs.values()]:
+            answered = _answer_with_threshold(cut, diffs, predictions)
+            assert squad_scores(answered, golds)["f1"] <= best_f1 + 1e-9
