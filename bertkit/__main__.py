@@ -1,0 +1,3 @@
+from bertkit.cli import main
+
+main()

@@ -1,0 +1,139 @@
+"""Read user files into lists of plain dict records: CSV, TSV (GLUE style), JSON, JSONL, text lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+TABULAR_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt")
+
+
+def read_text(path: Path) -> str:
+    """The file's text as UTF-8 (BOM tolerated); a clear error for missing, empty or binary files."""
+    if not path.is_file():
+        raise BertkitError(f"file not found: {path}", "check the path")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BertkitError(
+            f"{path} is not UTF-8 text (bad byte at offset {exc.start})",
+            f"convert it, e.g. `iconv -f latin1 -t utf-8 {path.name}`",
+        ) from exc
+
+
+def read_records(path: Path, headerless: tuple | None = None) -> list[dict]:
+    """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed)."""
+    text = read_text(path)
+    return parse_records(text, path.suffix.lower(), str(path), headerless)
+
+
+def parse_records(text: str, suffix: str, source: str, headerless: tuple | None = None) -> list[dict]:
+    if suffix not in TABULAR_SUFFIXES:
+        suffix = _sniff(text)
+    if suffix == ".jsonl":
+        records = _jsonl(text, source)
+    elif suffix == ".json":
+        records = _json(text, source)
+    elif suffix in (".tsv", ".csv"):
+        records = _delimited(text, suffix, source, headerless)
+    else:
+        records = _lines(text)
+    if not records:
+        raise BertkitError(f"{source} has no data rows", "a header line alone is not enough")
+    return records
+
+
+def _sniff(text: str) -> str:
+    head = text.lstrip()[:1]
+    if head == "[":
+        return ".json"
+    if head == "{":
+        return ".json" if text.strip().count("\n") == 0 or text.lstrip().startswith('{"data"') else ".jsonl"
+    return ".txt"
+
+
+def _jsonl(text: str, source: str) -> list[dict]:
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BertkitError(f"{source}:{number}: invalid JSON ({exc.msg})", "one JSON object per line") from exc
+        if not isinstance(record, dict):
+            raise BertkitError(f"{source}:{number}: expected a JSON object", "one JSON object per line")
+        records.append(record)
+    return records
+
+
+def _json(text: str, source: str) -> list[dict]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BertkitError(f"{source}: invalid JSON at line {exc.lineno} ({exc.msg})", "check the file's syntax") from exc
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise BertkitError(f"{source}: expected a list of objects (or {{\"data\": [...]}})", "or use JSONL")
+    return data
+
+
+def _delimited(text: str, suffix: str, source: str, headerless: tuple | None) -> list[dict]:
+    if suffix == ".tsv":
+        # GLUE files carry unbalanced quotes, so quote handling must be off.
+        reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(io.StringIO(text))
+    rows = list(reader)
+    header = list(headerless) if headerless else [name.strip() for name in rows[0]]
+    body = rows if headerless else rows[1:]
+    records = []
+    for number, row in enumerate(body, 1 if headerless else 2):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            raise BertkitError(
+                f"{source}:{number}: {len(row)} fields where the header has {len(header)}",
+                "fix that line (TSV is read with quoting off, as GLUE ships it)",
+            )
+        records.append(dict(zip(header, row)))
+    return records
+
+
+def _lines(text: str) -> list[dict]:
+    records = []
+    for line in text.splitlines():
+        if "\t" in line:
+            first, second = line.split("\t", 1)
+            records.append({"text": first, "text_pair": second})
+        else:
+            records.append({"text": line})
+    while records and not any(v.strip() for v in records[-1].values()):
+        records.pop()  # trailing blank lines are not rows
+    return records
+
+
+def pick_column(columns: list[str], explicit: str | None, candidates: tuple, role: str, flag: str, source: str,
+                required: bool = True) -> str | None:
+    """The column holding ``role``: the explicit one, else the single known candidate present."""
+    if explicit:
+        if explicit not in columns:
+            raise BertkitError(f"{source}: no column {explicit!r} for {flag}", f"columns found: {', '.join(columns)}")
+        return explicit
+    found = [name for name in candidates if name in columns]
+    if len(found) == 1:
+        return found[0]
+    if not required and not found:
+        return None
+    problem = "ambiguous" if found else "missing"
+    raise BertkitError(
+        f"{source}: {problem} {role} column (found columns: {', '.join(columns)})", f"name it with {flag} COLUMN"
+    )

@@ -1,0 +1,146 @@
+"""Known dataset names: their task, Hub id, local file layout, columns and label names.
+
+A local data directory (``--data-dir`` or ``BERTKIT_DATA_DIR``) is tried first with the original
+file names (``<dir>/sst2/train.tsv``), the Hugging Face Hub second.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+DATA_DIR_ENV = "BERTKIT_DATA_DIR"
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    task: str
+    files: dict  # split -> file name inside <data dir>/<name>/
+    hub_id: str
+    hub_config: str | None
+    hub_splits: dict  # split -> Hub split name
+    columns: dict = field(default_factory=dict)  # canonical field -> local column
+    hub_columns: dict = field(default_factory=dict)  # canonical field -> Hub column
+    label_names: tuple | None = None
+    headerless: tuple | None = None  # column names for files shipped without a header row
+    dev_split: str = "dev"
+
+
+GLUE_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+ENTAILMENT = ("entailment", "not_entailment")
+
+
+def _glue(name, task, columns, hub_columns, labels, files=None, **kw) -> DatasetSpec:
+    files = files or {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    return DatasetSpec(name, task, files, "nyu-mll/glue", name, kw.pop("hub_splits", GLUE_SPLITS),
+                       columns, hub_columns, labels, **kw)
+
+
+_SINGLE = {"text": "sentence", "label": "label"}
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in [
+        _glue("sst2", "cls", _SINGLE, _SINGLE, ("negative", "positive")),
+        _glue("cola", "cls", _SINGLE, _SINGLE, ("unacceptable", "acceptable"),
+              headerless=("source", "label", "original_label", "sentence")),
+        _glue("mrpc", "pair", {"text": "#1 String", "text_pair": "#2 String", "label": "Quality"},
+              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, ("not_equivalent", "equivalent")),
+        _glue("rte", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, ENTAILMENT),
+        _glue("qnli", "pair", {"text": "question", "text_pair": "sentence", "label": "label"},
+              {"text": "question", "text_pair": "sentence", "label": "label"}, ENTAILMENT),
+        _glue("qqp", "pair", {"text": "question1", "text_pair": "question2", "label": "is_duplicate"},
+              {"text": "question1", "text_pair": "question2", "label": "label"}, ("not_duplicate", "duplicate")),
+        _glue("mnli", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "gold_label"},
+              {"text": "premise", "text_pair": "hypothesis", "label": "label"}, ("entailment", "neutral", "contradiction"),
+              files={"train": "train.tsv", "dev": "dev_matched.tsv", "dev_mismatched": "dev_mismatched.tsv",
+                     "test": "test_matched.tsv"},
+              hub_splits={"train": "train", "dev": "validation_matched", "dev_mismatched": "validation_mismatched",
+                          "test": "test_matched"}),
+        DatasetSpec("conll2003", "ner", {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
+                    "eriktks/conll2003", None, GLUE_SPLITS, {}, {"tokens": "tokens", "tags": "ner_tags"},
+                    ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")),
+        DatasetSpec("squad", "qa", {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
+                    "rajpurkar/squad", None, {"train": "train", "dev": "validation"}),
+        DatasetSpec("squad_v2", "qa", {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
+                    "rajpurkar/squad_v2", None, {"train": "train", "dev": "validation"}),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one split comes from: a local file (``path``) or a Hub dataset (``hub_id``)."""
+
+    description: str
+    spec: DatasetSpec | None = None
+    split: str | None = None
+    path: Path | None = None
+
+
+def data_dir(explicit: str | None = None) -> Path | None:
+    value = explicit or os.environ.get(DATA_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def is_known(name: str) -> bool:
+    return name in DATASETS
+
+
+def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | None = None) -> Source:
+    """Turn ``--data NAME|PATH`` and a split into a Source, local files first."""
+    path = Path(data).expanduser()
+    if data not in DATASETS:
+        if path.is_file():
+            return Source(str(path), path=path)
+        if path.is_dir():
+            raise BertkitError(f"--data {data} is a directory", "pass a file, or a known dataset name with --data-dir")
+        known = ", ".join(sorted(DATASETS))
+        raise BertkitError(f"--data {data}: no such file and not a known dataset", f"known names: {known}")
+    spec = DATASETS[data]
+    if task and spec.task != task and not (task == "pair" and spec.task == "pair"):
+        raise BertkitError(f"dataset {data} is for the '{spec.task}' task, not '{task}'", f"use `bertkit finetune {spec.task}`")
+    if split not in spec.files and split not in spec.hub_splits:
+        raise BertkitError(f"dataset {data} has no split {split!r}", f"splits: {', '.join(spec.files)}")
+    root = data_dir(explicit_dir)
+    if root is not None and split in spec.files:
+        local = root / data / spec.files[split]
+        if local.is_file():
+            return Source(str(local), spec, split, local)
+    if split not in spec.hub_splits:
+        raise BertkitError(f"{data} split {split!r} is not in the data directory {root}", "check --data-dir")
+    where = spec.hub_id + (f" ({spec.hub_config})" if spec.hub_config else "")
+    return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split)
+
+
+def load_hub_records(source: Source) -> list[dict]:
+    spec = source.spec
+    try:
+        import datasets
+
+        dataset = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_splits[source.split])
+    except Exception as exc:  # the Hub raises many types (connection, offline mode, missing repo)
+        raise BertkitError(
+            f"could not load {spec.name} from the Hugging Face Hub ({type(exc).__name__})",
+            f"put the original files in <data dir>/{spec.name}/ and pass --data-dir or set {DATA_DIR_ENV}",
+        ) from exc
+    return [dict(row) for row in dataset]
+
+
+def describe_all(explicit_dir: str | None = None) -> list[dict]:
+    """One row per known dataset: name, task, and where its train split would load from."""
+    rows = []
+    for name, spec in DATASETS.items():
+        source = None
+        try:
+            source = resolve(name, "train", explicit_dir)
+        except BertkitError:
+            pass
+        rows.append({"name": name, "task": spec.task, "source": source.description if source else "unavailable",
+                     "labels": list(spec.label_names or [])})
+    return rows

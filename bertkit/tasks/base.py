@@ -1,0 +1,90 @@
+"""The task interface: everything a task adapter provides to the shared engine.
+
+A task instance is configured (max length, options such as columns or doc stride, label names)
+and can be rebuilt from ``state()``, which is what a saved model directory stores. Tasks never
+touch devices: they turn examples into features (plain dicts of token ids plus meta columns)
+and turn per-feature numpy outputs back into one prediction per example.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from bertkit.data import readers
+from bertkit.data.registry import Source, load_hub_records
+from bertkit.errors import BertkitError
+
+TRAIN, EVAL, PREDICT = "train", "eval", "predict"
+
+
+class Task(ABC):
+    name: str
+    model_class: str  # a transformers AutoModelFor... class name
+    main_metric: str
+    output_names: tuple = ("logits",)
+    per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
+    default_max_length: int = 128
+    option_names: tuple = ()  # the keys of TrainConfig.task_options this task reads
+
+    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+        self.max_length = max_length
+        self.options = {k: v for k, v in (options or {}).items() if k in self.option_names and v is not None}
+        self.labels = list(labels) if labels else None
+        self.stats: dict = {}  # preprocessing facts worth reporting (windows, truncations...)
+
+    def state(self) -> dict:
+        return {"task": self.name, "max_length": self.max_length, "options": self.options, "labels": self.labels}
+
+    # --- reading -------------------------------------------------------------------------
+    def read(self, source: Source, purpose: str) -> list[dict]:
+        """Examples from a Source; subclasses override for formats other than plain records."""
+        if source.path is None:
+            return self.from_records(load_hub_records(source), source, purpose, hub=True)
+        headerless = source.spec.headerless if source.spec else None
+        return self.from_records(readers.read_records(source.path, headerless), source, purpose)
+
+    @abstractmethod
+    def from_records(self, records: list[dict], source: Source, purpose: str, hub: bool = False) -> list[dict]:
+        """Canonical examples (task fields only) from raw records, validating them."""
+
+    def fit_labels(self, examples: list[dict]) -> None:
+        """Set ``self.labels`` from training examples (tasks without labels do nothing)."""
+
+    def check_eval_examples(self, examples: list[dict], source: Source) -> None:
+        """Fail early when evaluation data cannot be scored by this model."""
+
+    # --- the model side ----------------------------------------------------------------------
+    def model_kwargs(self) -> dict:
+        if not self.labels:
+            return {}
+        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)),
+                "label2id": {label: i for i, label in enumerate(self.labels)}}
+
+    @abstractmethod
+    def preprocess(self, examples: list[dict], tokenizer, train: bool) -> list[dict]:
+        """Features: ``input_ids``, ``token_type_ids``, targets when training, meta columns."""
+
+    @abstractmethod
+    def postprocess(self, examples: list[dict], features: list[dict], outputs: dict) -> list:
+        """One prediction per example from per-feature outputs (``outputs[name][feature]``)."""
+
+    @abstractmethod
+    def metrics(self, examples: list[dict], predictions: list) -> dict:
+        """Scores of predictions against the examples' gold fields; includes ``main_metric``."""
+
+    @abstractmethod
+    def format_prediction(self, example: dict, prediction) -> dict:
+        """One JSON-serialisable row for ``bertkit predict``."""
+
+    def tune(self, examples: list[dict], features: list[dict], outputs: dict) -> dict:
+        """Optionally tune decoding settings on evaluation data; returns what changed."""
+        return {}
+
+
+def require_nonempty(examples: list[dict], fields: tuple, source: str) -> None:
+    """One error listing how many rows have empty text, and where."""
+    empty = [i for i, ex in enumerate(examples) if any(not str(ex.get(f) or "").strip() for f in fields)]
+    if empty:
+        where = ", ".join(str(i + 1) for i in empty[:5]) + (", ..." if len(empty) > 5 else "")
+        raise BertkitError(f"{source}: {len(empty)} row(s) with empty text (rows {where})",
+                           "remove or fill those rows")
