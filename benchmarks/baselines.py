@@ -38,7 +38,7 @@ from benchmarks._hf_common import (
     throughput_fields,
     training_args,
 )
-from benchmarks.hf_qa import hf_qa, loop_decode, squad_em_f1  # noqa: F401  (re-exported)
+from benchmarks.hf_qa import hf_qa, loop_decode, qa_feature_functions, squad_em_f1  # noqa: F401  (re-exported)
 
 RSS_NOTE = "peak_rss_mb is ru_maxrss of the whole process (max so far), not of this run alone"
 
@@ -379,8 +379,10 @@ def _smoke(rows: int, isolate: bool, epochs: float, batch_size: int) -> dict[str
         timed("hf_pipeline_bs_64", hf_pipeline_predict, sents, mdir, 64, labels=labels)
     c_tr, c_ev = load_conll(rows, rows)
     timed("hf_ner_default", hf_ner, c_tr, c_ev, model, best=False, **hp)
+    timed("hf_ner_best", hf_ner, c_tr, c_ev, model, best=True, **hp)
     q_tr, q_ev = load_squad(max(rows // 2, 8), max(rows // 2, 8))
     timed("hf_qa_default", hf_qa, q_tr, q_ev, model, best=False, **hp)
+    timed("hf_qa_best", hf_qa, q_tr, q_ev, model, best=True, **hp)
 
     for name, r in results.items():
         if isinstance(r, dict) and "train_gflops_per_s_est" in r and peak > 0:
