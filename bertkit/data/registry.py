@@ -101,6 +101,8 @@ def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | 
         if path.is_dir():
             raise BertkitError(f"--data {data} is a directory", "pass a file, or a known dataset name with --data-dir")
         known = ", ".join(sorted(DATASETS))
+        if path.suffix or os.sep in data:
+            raise BertkitError(f"file not found: {data}", f"check the path, or use a known dataset name ({known})")
         raise BertkitError(f"--data {data}: no such file and not a known dataset", f"known names: {known}")
     spec = DATASETS[data]
     if task and spec.task != task and not (task == "pair" and spec.task == "pair"):

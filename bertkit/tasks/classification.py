@@ -48,8 +48,8 @@ class SingleSentenceTask(Task):
         chosen = {"text": choose("text", PAIR_TEXT_CANDIDATES if pair else TEXT_CANDIDATES, "text", "--text-column")}
         if pair:
             candidates = tuple(c for c in PAIR_CANDIDATES if c != chosen["text"])
-            if not (spec_columns.get("text_pair") or self.options.get("text_pair_column")) \
-                    and not any(c in columns for c in candidates):
+            named = (spec_columns.get("text_pair"), self.options.get("text_pair_column"))
+            if not any(c in columns for c in candidates + named):
                 raise BertkitError(f"{source}: a pair model needs two texts per row, found only {', '.join(columns)}",
                                    "give two text columns (a tab between them in .txt) or set --text-pair-column")
             chosen["text_pair"] = choose("text_pair", candidates, "second text", "--text-pair-column")

