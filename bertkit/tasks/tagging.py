@@ -1,0 +1,220 @@
+"""Token tagging (NER): one BIO tag per word, from the word's first sub-word.
+
+Input: CoNLL column files (token first, tag last, any columns between, spaces or TABs) or
+JSON/JSONL records with ``tokens`` and ``tags`` (the Hub's ``ner_tags`` ids work too). IOB1 data
+is converted to IOB2 on load; the scheme found in training is stored as option ``input_scheme``.
+Any entity types work (``B-person``); the tag set is read from the training data.
+
+Sentences longer than ``max_length`` sub-words are split into overlapping windows over words
+(``doc_stride`` = words shared by consecutive windows, default half a window); every word is
+labelled and predicted once, in the window where it has the most context (no averaging), so
+nothing is truncated. ``stats`` counts the sentences that needed windows.
+
+Prediction input: lines of raw text (``.txt``, split into CoNLL-style words with character
+offsets), a ``text`` field in JSONL/JSON/CSV, pre-tokenised ``tokens`` in JSONL/JSON, or a
+CoNLL file. Each row gets ``words``, ``tags`` (valid IOB2) and ``entities``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bertkit.data import readers
+from bertkit.data.conll import read_conll, read_tagged_records
+from bertkit.data.registry import Source, load_hub_records
+from bertkit.decoding.tags import detect_scheme, entity_spans, iob1_to_iob2, repair_bio, split_words, validate_bio
+from bertkit.errors import BertkitError
+from bertkit.metrics.tagging import tagging_scores
+from bertkit.tasks.base import EVAL, PREDICT, TRAIN, Task
+from bertkit.tasks.word_windows import encode_words, window_features
+
+TEXT_CANDIDATES = ("text", "sentence")
+BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
+TEXT_SUFFIXES = (".txt", ".conll", ".tsv", ".csv", ".bio", ".iob", ".iob2")  # never sniffed as JSON
+QA_FIELDS = {"paragraphs", "context", "qas", "answers"}
+CLASSIFICATION_FIELDS = {"sentence", "text", "label", "labels", "sentence1", "sentence2", "question", "question1",
+                         "question2",
+                         "premise", "hypothesis", "quality", "gold_label", "is_duplicate", "#1 string", "#2 string",
+                         "review", "content", "class", "target", "text_a", "text_b", "index"}
+FORMAT_HINT = "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) " \
+              "or JSON/JSONL records with 'tokens' and 'tags'"
+
+
+class TaggingTask(Task):
+    name = "ner"
+    model_class = "AutoModelForTokenClassification"
+    main_metric = "f1"
+    per_token_outputs = True
+    option_names = ("doc_stride", "input_scheme", "strict")
+
+    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+        super().__init__(max_length, options, labels)
+        stride = self.options.get("doc_stride")
+        if stride is not None and (not isinstance(stride, int) or stride < 0):
+            raise BertkitError(f"--doc-stride {stride} is invalid for ner", "give the number of words (>= 0) "
+                               "that consecutive windows of a long sentence share")
+        self.schemes: dict = {}  # purpose -> tag scheme found in the gold data read for it
+
+    # --- reading -------------------------------------------------------------------------
+    def read(self, source: Source, purpose: str) -> list[dict]:
+        if source.path is None:
+            return self.from_records(load_hub_records(source), source, purpose, hub=True)
+        path, where = source.path, source.description
+        text = readers.read_text(path)
+        suffix = path.suffix.lower()
+        if suffix in (".json", ".jsonl") or (suffix not in TEXT_SUFFIXES and text.lstrip()[:1] in ("[", "{")):
+            records = readers.parse_records(text, suffix if suffix in (".json", ".jsonl") else "", where)
+            return self.from_records(records, source, purpose)
+        if purpose == PREDICT:
+            if _looks_like_conll(text):
+                return read_conll(path, require_tags=False)
+            if suffix in (".csv", ".tsv"):
+                return self.from_records(readers.parse_records(text, suffix, where), source, purpose)
+            return _raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
+        _reject_classification_header(text, suffix, where)
+        examples = read_conll(path)
+        spaced = sum(" " in value for ex in examples for value in ex["tokens"] + ex["tags"])
+        if spaced * 2 > sum(len(ex["tokens"]) for ex in examples):
+            raise BertkitError(f"{where}: most 'tokens' contain spaces, so this looks like sentences with labels "
+                               "(classification data), not one word per line", FORMAT_HINT)
+        return self._gold(examples, where, purpose)
+
+    def from_records(self, records, source, purpose, hub=False):
+        where = source.description
+        fields = set(records[0]) if records else set()
+        if "tokens" in fields:
+            label_names = list(source.spec.label_names) if source.spec and source.spec.label_names else None
+            examples = read_tagged_records(records, where, label_names, require_tags=purpose != PREDICT)
+            return examples if purpose == PREDICT else self._gold(examples, where, purpose)
+        if fields & QA_FIELDS:
+            raise BertkitError(f"{where}: this looks like question-answering (SQuAD) data "
+                               f"(fields: {', '.join(sorted(fields))}), not token tagging", FORMAT_HINT)
+        if purpose != PREDICT:
+            kind = "classification data, " if fields & CLASSIFICATION_FIELDS else ""
+            raise BertkitError(f"{where}: records have no 'tokens' field ({kind}fields: {', '.join(sorted(fields))})",
+                               FORMAT_HINT)
+        if all(set(r) <= {"text", "text_pair"} for r in records):  # stdin lines: the line reader splits at a TAB
+            texts = ["\t".join(str(r[k]) for k in ("text", "text_pair") if r.get(k) is not None) for r in records]
+        else:
+            column = next((c for c in TEXT_CANDIDATES if c in fields), None)
+            if column is None:
+                raise BertkitError(f"{where}: no 'text' or 'tokens' field (fields: {', '.join(sorted(fields))})",
+                                   "give raw sentences under 'text', or words under 'tokens'")
+            texts = [str(r.get(column) or "") for r in records]
+        return _raw_examples(texts, where, "row")
+
+    def _gold(self, examples: list[dict], where: str, purpose: str) -> list[dict]:
+        tag_lists = [ex["tags"] for ex in examples]
+        validate_bio(tag_lists, where)
+        scheme = detect_scheme(tag_lists)
+        if scheme == "IOB1":
+            for example in examples:
+                example["tags"] = iob1_to_iob2(example["tags"])
+        self.schemes[purpose] = scheme
+        if purpose == TRAIN:
+            self.options["input_scheme"] = scheme
+        return examples
+
+    def fit_labels(self, examples):
+        types = sorted(_types(examples))
+        if not types:
+            raise BertkitError("the training data has no entities (every tag is O)",
+                               "tag entities with B-TYPE / I-TYPE, e.g. B-PER I-PER")
+        # B- and I- of every type seen, even if a type only ever has one-word entities in training
+        self.labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
+
+    def check_eval_examples(self, examples, source):
+        known = {label[2:] for label in self.labels if label != "O"}
+        unseen = sorted(_types(examples) - known)
+        if unseen:
+            raise BertkitError(f"{source.description}: entity type(s) never seen in training: {', '.join(unseen)}",
+                               f"the model knows {', '.join(sorted(known))}; map or drop the others")
+
+    # --- features --------------------------------------------------------------------------
+    def preprocess(self, examples, tokenizer, train):
+        encodings, vanished = encode_words(tokenizer, [ex["tokens"] for ex in examples])
+        label_ids = {label: i for i, label in enumerate(self.labels or [])}
+        features, windowed, cut = [], 0, 0
+        for index, (example, encoding) in enumerate(zip(examples, encodings)):
+            windows = window_features(encoding, self.max_length, self.options.get("doc_stride"))
+            windowed += len(windows) > 1
+            budget = self.max_length - len(encoding.prefix) - len(encoding.suffix)
+            cut += sum(len(tokens) > budget for tokens in encoding.word_tokens)
+            for window in windows:
+                window["example_index"] = index
+                if train:
+                    labels = [-100] * len(window["input_ids"])
+                    for word, position in zip(window["words"], window["first_tokens"]):
+                        labels[position] = label_ids[example["tags"][word]]
+                    window["labels"] = labels
+                features.append(window)
+        self.stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),
+                      "words_without_subwords": vanished, "words_cut": cut}
+        scheme = self.schemes.get(TRAIN if train else EVAL)
+        if scheme:
+            self.stats["input_scheme"] = scheme
+        return features
+
+    def postprocess(self, examples, features, outputs):
+        predicted: list[list] = [[None] * len(ex["tokens"]) for ex in examples]
+        for feature, logits in zip(features, outputs["logits"]):
+            best = np.asarray(logits)[feature["first_tokens"]].argmax(-1) if feature["words"] else []
+            for word, label_id in zip(feature["words"], best):
+                predicted[feature["example_index"]][word] = self.labels[int(label_id)]
+        return [[tag or "O" for tag in tags] for tags in predicted]  # "O" for a word with no position
+
+    def metrics(self, examples, predictions):
+        return tagging_scores([ex["tags"] for ex in examples], predictions, strict=bool(self.options.get("strict")))
+
+    def format_prediction(self, example, prediction):
+        tags = repair_bio(prediction)
+        row = {"text": example["text"]} if "text" in example else {}
+        row.update(words=example["tokens"], tags=tags)
+        if "offsets" in example:
+            row["entities"] = entity_spans(example["tokens"], tags, example["offsets"], example["text"])
+        else:
+            row["entities"] = entity_spans(example["tokens"], tags)
+        return row
+
+
+def _types(examples: list[dict]) -> set:
+    return {tag[2:] for ex in examples for tag in ex["tags"] if tag != "O"}
+
+
+def _raw_examples(texts: list[str], where: str, unit: str, trailing: bool = False) -> list[dict]:
+    """Examples from raw sentences: CoNLL-style words with character offsets into the text."""
+    while trailing and texts and not texts[-1].strip():
+        texts = texts[:-1]
+    examples = []
+    for number, text in enumerate(texts, 1):
+        words, offsets = split_words(text)
+        if not words:
+            raise BertkitError(f"{where}: {unit} {number} has no words", f"remove empty {unit}s; one sentence per {unit}")
+        examples.append({"tokens": words, "text": text, "offsets": offsets})
+    if not examples:
+        raise BertkitError(f"{where}: no sentences to tag", "give one sentence per line")
+    return examples
+
+
+def _looks_like_conll(text: str) -> bool:
+    """A column file whose every line (of the first 500) ends in a BIO tag, or has -DOCSTART-."""
+    lines = [line for line in text.split("\n")[:500] if line.strip()]
+    if any(line.lstrip().startswith("-DOCSTART-") for line in lines):
+        return True
+    rows = [line.strip().split("\t") if "\t" in lines[0] else line.split() for line in lines]
+    return bool(rows) and len({len(row) for row in rows}) == 1 and len(rows[0]) >= 2 \
+        and all(BIO_TAG.match(row[-1].strip()) for row in rows)
+
+
+def _reject_classification_header(text: str, suffix: str, where: str) -> None:
+    """Fail clearly on a classification file (a CSV, or a header such as ``sentence<TAB>label``)."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    columns = [c.strip() for c in (first.split(",") if suffix == ".csv" else first.split("\t") if "\t" in first
+                                   else first.split())]
+    named = {c.lower() for c in columns} & CLASSIFICATION_FIELDS
+    if suffix == ".csv" or (len(columns) >= 2 and named and not BIO_TAG.match(columns[-1])):
+        raise BertkitError(f"{where}: this looks like sentence-level (classification) data (first line: "
+                           f"{', '.join(columns)}), not token tagging",
+                           FORMAT_HINT + "; for sentence labels use `bertkit finetune cls`")
