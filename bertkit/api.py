@@ -60,7 +60,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = dict(adapter.stats)
-    network = load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs())
+    network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
 
     def evaluate_epoch(current_model) -> dict:
         return _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
@@ -146,8 +146,16 @@ def _load_for_inference(model_dir, adapter, precision):
 
     tokenizer = load_tokenizer(str(model_dir), str(model_dir))
     engine = Engine(precision)
-    network = engine.prepare_model(load_model(adapter.model_class, str(model_dir), str(model_dir)))
+    network = engine.prepare_model(_fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir))))
     return engine, network, tokenizer
+
+
+def _fast(adapter, network):
+    if adapter.reads_first_token_only:
+        from bertkit.speedups import first_token_only_last_layer
+
+        first_token_only_last_layer(network)
+    return network
 
 
 def _eval_source(data, eval_data, data_dir, task) -> Source | None:

@@ -24,6 +24,7 @@ class Task(ABC):
     output_names: tuple = ("logits",)
     per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
     default_max_length: int = 128
+    reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
     option_names: tuple = ()  # the keys of TrainConfig.task_options this task reads
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):

@@ -19,6 +19,7 @@ class SingleSentenceTask(Task):
     name = "cls"
     model_class = "AutoModelForSequenceClassification"
     main_metric = "accuracy"
+    reads_first_token_only = True
     text_fields: tuple = ("text",)
     option_names = ("text_column", "text_pair_column", "label_column")
 
