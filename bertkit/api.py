@@ -87,10 +87,12 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
 
 def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None = None, batch_size: int = 64,
-             max_eval_samples: int | None = None, output: str | None = None, precision: str = "no") -> dict:
+             max_eval_samples: int | None = None, output: str | None = None, precision: str = "no",
+             task_options: dict | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them."""
     meta = load_meta(model_dir)
     adapter = task_from_state(meta["task"])
+    adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
     source = registry.resolve(data, split, data_dir, adapter.name)
     examples = _first(adapter.read(source, EVAL), max_eval_samples)
     adapter.check_eval_examples(examples, source)

@@ -59,8 +59,9 @@ def finetune(
     text_column: Optional[str] = typer.Option(None, help="cls/pair: column with the (first) text."),
     text_pair_column: Optional[str] = typer.Option(None, help="pair: column with the second text."),
     label_column: Optional[str] = typer.Option(None, help="cls/pair: column with the label."),
-    doc_stride: Optional[int] = typer.Option(None, help="qa/ner: tokens of OVERLAP between consecutive windows of a "
-                                             "long context (as in HF, not the step between windows); qa default 128."),
+    doc_stride: Optional[int] = typer.Option(None, help="qa: tokens of OVERLAP between consecutive windows of a long "
+                                             "context (as in HF, not the step between windows; default 128). ner: "
+                                             "words shared by consecutive windows of a long sentence (default: half)."),
     max_answer_length: Optional[int] = typer.Option(None, help="qa: longest answer in tokens (default 30)."),
 ):
     """Fine-tune a pretrained model and save a directory that plain transformers can load."""
@@ -84,6 +85,7 @@ def finetune(
     typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
                f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
                f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
+    _echo_windows(result.preprocessing.get("train", {}))
     if result.metrics:
         typer.echo(f"best (epoch {result.best_epoch}): {_format_metrics(result.metrics)}")
     typer.echo(f"saved to {result.output_dir}")
@@ -99,6 +101,7 @@ def eval_command(
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N examples."),
     output: Optional[str] = typer.Option(None, help="Metrics JSON file; default <model_dir>/eval-<data>-<split>.json."),
     precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+    strict: bool = typer.Option(False, "--strict", help="ner: strict IOB2 entity matching; default: conlleval rules."),
 ):
     """Score a fine-tuned model; prints the metrics and writes them as JSON."""
     from bertkit import api
@@ -109,8 +112,10 @@ def eval_command(
         if not data:
             raise BertkitError("this model was not trained on a known dataset, so --data is needed", "pass --data FILE")
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
-                          max_eval_samples=max_eval_samples, output=output, precision=precision.value)
+                          max_eval_samples=max_eval_samples, output=output, precision=precision.value,
+                          task_options={"strict": True} if strict else None)
     typer.echo(f"{report['data']}: {report['examples']} examples")
+    _echo_windows(report["preprocessing"])
     typer.echo(_format_metrics(report["metrics"]))
     for key, value in report.get("tuned", {}).items():
         typer.echo(f"tuned {key} = {value} (stored with the model)")
@@ -152,6 +157,12 @@ def datasets(data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP)):
     width = max(len(r["name"]) for r in rows)
     for row in rows:
         typer.echo(f"{row['name']:<{width}}  {row['task']:<4}  {row['source']}")
+
+
+def _echo_windows(stats: dict) -> None:
+    windowed = stats.get("windowed_sentences") or stats.get("windowed_examples")
+    if windowed:
+        typer.echo(f"{windowed} example(s) longer than --max-length were split into overlapping windows")
 
 
 def _format_metrics(metrics: dict) -> str:
