@@ -1,0 +1,216 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0): answer spans from start/end token logits.
+
+Features are ``[CLS] question [SEP] context window [SEP]``: only the context is truncated, and a
+long context becomes several windows that overlap by ``doc_stride`` tokens (HF's ``stride``).
+Questions longer than ``max_query_length`` tokens (64, as BERT's run_squad; at most half the
+window) are cut to that length. The doc stride defaults to 128 (a third of the window when
+--max-length is below 384). Each feature keeps its example index and per-token character
+offsets (``None`` outside the context) for decoding, which searches every legal span exactly
+over all windows of a question (bertkit.decoding.spans).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from bertkit.data.registry import load_hub_records
+from bertkit.data.squad import bad_start_error, read_squad_records, to_examples
+from bertkit.decoding.spans import decode_question
+from bertkit.errors import BertkitError
+from bertkit.metrics.squad import best_null_threshold, squad_scores
+from bertkit.tasks.base import PREDICT, Task
+
+DEFAULT_DOC_STRIDE = 128
+DEFAULT_MAX_ANSWER_LENGTH = 30
+DEFAULT_MAX_QUERY_LENGTH = 64
+PROBABILITY_POOL = 20  # "score" is the best answer's softmax share among this many distinct candidates
+# Google's max-context rule (a span must start in the window where its first token has the most
+# context) is an option, off by default: on the last 10 SQuAD dev articles (1,988 questions, MiniLM)
+# it changed F1 by +0.15 (256/64 windows), -0.11 (128/32, 1,749 multi-window questions) and +0.02
+# (384/128), i.e. no consistent gain, for ~40% more decoding time.
+DEFAULT_MAX_CONTEXT = False
+
+
+class QuestionAnsweringTask(Task):
+    name = "qa"
+    model_class = "AutoModelForQuestionAnswering"
+    main_metric = "f1"
+    output_names = ("start_logits", "end_logits")
+    per_token_outputs = True
+    default_max_length = 384
+    option_names = ("doc_stride", "max_answer_length", "max_query_length", "max_context", "n_best",
+                    "null_threshold", "unanswerable", "strict")
+
+    def __init__(self, max_length: int = 384, options: dict | None = None, labels: list | None = None):
+        super().__init__(max_length, options, labels)
+        self._check_options()
+        self._decoded = None  # (outputs, settings, decodings): tune() and postprocess() share one decode
+
+    # --- settings ---------------------------------------------------------------------------
+    @property
+    def doc_stride(self) -> int:
+        # 128 as in BERT; for short windows (--max-length < 384) a third of the window by default.
+        return int(self.options.get("doc_stride", min(DEFAULT_DOC_STRIDE, self.max_length // 3)))
+
+    @property
+    def max_query_length(self) -> int:
+        return int(self.options.get("max_query_length", min(DEFAULT_MAX_QUERY_LENGTH, self.max_length // 2)))
+
+    def _check_options(self) -> None:
+        for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
+            if key in self.options and int(self.options[key]) < lowest:
+                raise BertkitError(f"--{key.replace('_', '-')} must be at least {lowest}, got {self.options[key]}",
+                                   f"use a value of {lowest} or more")
+
+    # --- reading -------------------------------------------------------------------------------
+    def read(self, source, purpose):
+        if source.path is not None:
+            return self.from_records(read_squad_records(source.path), source, purpose)
+        try:
+            records = load_hub_records(source)
+        except BertkitError as exc:
+            spec = source.spec
+            raise BertkitError(f"{spec.name} {source.split} needs {spec.files.get(source.split)} in <data dir>/"
+                               f"{spec.name}/ (--data-dir or BERTKIT_DATA_DIR), and {exc.message}",
+                               "pass a file instead, e.g. split a local dev file by article with "
+                               "examples/split_squad_by_article.py and use --data/--eval-data FILE") from exc
+        return self.from_records(records, source, purpose, hub=True)
+
+    def from_records(self, records, source, purpose, hub=False):
+        self._check_options()  # predict sets n_best after construction: fail before loading the model
+        examples = to_examples(records, source.description, need_answers=purpose != PREDICT)
+        if purpose != PREDICT and self.options.get("strict"):
+            error = bad_start_error(examples, source.description)
+            if error:
+                raise error
+        return examples
+
+    def fit_labels(self, examples):
+        usable = [ex for ex in examples if not ex.get("bad_start")]
+        if not usable:
+            raise BertkitError("no training question has an answer_start that points at its answer text",
+                               "check the answer offsets (character positions in the context)")
+        self.options["unanswerable"] = any(not ex["answers"] for ex in usable)
+
+    # --- features ------------------------------------------------------------------------------
+    def preprocess(self, examples, tokenizer, train):
+        keep = [i for i, ex in enumerate(examples) if not (train and ex.get("bad_start"))]
+        questions, cut = self._questions([examples[i]["question"] for i in keep], tokenizer)
+        encoded = tokenizer(questions, [examples[i]["context"] for i in keep], truncation="only_second",
+                            max_length=self.max_length, stride=self.doc_stride, return_overflowing_tokens=True,
+                            return_offsets_mapping=True)
+        features, outside = [], 0
+        for f, ids in enumerate(encoded["input_ids"]):
+            index = keep[encoded["overflow_to_sample_mapping"][f]]
+            offsets = [tuple(o) if s == 1 else None
+                       for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))]
+            feature = {"input_ids": ids, "example_index": index, "offsets": offsets}
+            if "token_type_ids" in encoded:
+                feature["token_type_ids"] = encoded["token_type_ids"][f]
+            if train:
+                answers = examples[index]["answers"]
+                start, end = answer_tokens(offsets, answers[0]) if answers else (0, 0)
+                outside += bool(answers) and start == 0
+                feature["start_positions"], feature["end_positions"] = start, end
+            features.append(feature)
+        windows = defaultdict(int)
+        for feature in features:
+            windows[feature["example_index"]] += 1
+        self.stats = {"questions": len(keep), "features": len(features),
+                      "long_contexts": sum(n > 1 for n in windows.values()), "questions_truncated": cut,
+                      "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples)}
+        if train:
+            self.stats.update(skipped_bad_answer_start=len(examples) - len(keep), windows_without_answer=outside)
+        return features
+
+    def _questions(self, questions: list[str], tokenizer) -> tuple[list[str], int]:
+        """Questions cut to max_query_length tokens; fails when the doc stride leaves no room."""
+        limit, cut = self.max_query_length, 0
+        questions = [q.lstrip() for q in questions]  # some SQuAD v2 questions start with many spaces
+        encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
+        longest = 0
+        for i, offsets in enumerate(encoded["offset_mapping"]):
+            if len(offsets) > limit:
+                questions[i], cut = questions[i][:offsets[limit - 1][1]], cut + 1
+            longest = max(longest, min(len(offsets), limit))
+        room = self.max_length - longest - tokenizer.num_special_tokens_to_add(pair=True)
+        if self.doc_stride >= room:
+            raise BertkitError(
+                f"--doc-stride {self.doc_stride} is too large: with --max-length {self.max_length} and questions of "
+                f"up to {longest} tokens a window holds {max(room, 0)} context tokens, and the overlap between "
+                f"windows must be smaller than that",
+                f"use --doc-stride below {max(room, 1)} (e.g. {max(room // 3, 1)}) or a larger --max-length")
+        return questions, cut
+
+    # --- decoding ------------------------------------------------------------------------------
+    def _decode(self, examples, features, outputs) -> list:
+        n_best = max(int(self.options.get("n_best") or 1), PROBABILITY_POOL)
+        max_answer = int(self.options.get("max_answer_length", DEFAULT_MAX_ANSWER_LENGTH))
+        use_max_context = bool(self.options.get("max_context", DEFAULT_MAX_CONTEXT))
+        key = (n_best, max_answer, use_max_context)
+        if self._decoded is not None and self._decoded[0] is outputs and self._decoded[1] == key:
+            return self._decoded[2]
+        per_example = defaultdict(list)
+        for f, feature in enumerate(features):
+            per_example[feature["example_index"]].append({"start_logits": outputs["start_logits"][f],
+                                                         "end_logits": outputs["end_logits"][f],
+                                                         "offsets": feature["offsets"]})
+        decoded = [decode_question(ex["context"], per_example[i], max_answer, n_best, use_max_context)
+                   for i, ex in enumerate(examples)]
+        self._decoded = (outputs, key, decoded)
+        return decoded
+
+    def tune(self, examples, features, outputs):
+        """SQuAD v2: the null-score threshold that maximises F1 on this evaluation data."""
+        if not (self.options.get("unanswerable") or any(not ex["answers"] for ex in examples)):
+            return {}
+        decoded = self._decode(examples, features, outputs)
+        diffs = {str(i): (d.null_score - d.best_span_score if d.best else 1e9) for i, d in enumerate(decoded)}
+        texts = {str(i): (d.best.text if d.best else "") for i, d in enumerate(decoded)}
+        threshold, _ = best_null_threshold(diffs, texts, _golds(examples))
+        self.options["null_threshold"] = round(float(threshold), 6) if math.isfinite(threshold) else 0.0
+        return {"null_threshold": self.options["null_threshold"]}
+
+    def postprocess(self, examples, features, outputs):
+        """Per question: answer text, char start/end (end exclusive), score and the n-best list."""
+        can_abstain = "null_threshold" in self.options or self.options.get("unanswerable")
+        threshold = float(self.options.get("null_threshold", 0.0))
+        k = int(self.options.get("n_best", 1))
+        predictions = []
+        for decoding in self._decode(examples, features, outputs):
+            n_best = [{"answer": a.text, "start": a.start, "end": a.end, "score": round(a.probability, 6)}
+                      for a in decoding.n_best[:k]]
+            margin = decoding.null_score - decoding.best_span_score
+            if decoding.best is None or (can_abstain and margin > threshold):
+                null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
+                best = {"answer": "", "start": None, "end": None, "score": round(null_probability, 6)}
+            else:
+                best = dict(n_best[0])
+            predictions.append({**best, "n_best": n_best})
+        return predictions
+
+    def metrics(self, examples, predictions):
+        scores = squad_scores({str(i): p["answer"] for i, p in enumerate(predictions)}, _golds(examples))
+        return {k: (int(v) if k.endswith("_total") else v) for k, v in scores.items()}
+
+    def format_prediction(self, example, prediction):
+        row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}
+        if self.options.get("n_best"):
+            row["n_best"] = prediction["n_best"]
+        return row
+
+
+def answer_tokens(offsets: list, answer: dict) -> tuple[int, int]:
+    """First and last token of the answer in one window, or (0, 0) ([CLS]) when it is not fully inside."""
+    start_char, end_char = answer["start"], answer["start"] + len(answer["text"])
+    context = [t for t, o in enumerate(offsets) if o is not None]
+    if not context or offsets[context[0]][0] > start_char or offsets[context[-1]][1] < end_char:
+        return 0, 0
+    start = max(t for t in context if offsets[t][0] <= start_char)
+    end = min(t for t in context if t >= start and offsets[t][1] >= end_char)
+    return start, end
+
+
+def _golds(examples: list[dict]) -> dict:
+    return {str(i): [a["text"] for a in ex["answers"]] for i, ex in enumerate(examples)}
