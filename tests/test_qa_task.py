@@ -75,7 +75,7 @@ def test_question_first_then_context_windows_that_overlap_by_doc_stride(tokenize
     task = QuestionAnsweringTask(32, {"doc_stride": 8})
     features = task.preprocess([long_example()], tokenizer, train=True)
     question_ids = tokenizer("who met obama ?", add_special_tokens=False)["input_ids"]
-    assert len(features) > 3 and task.stats["long_contexts"] == 1
+    assert len(features) > 3 and task.stats["windowed_examples"] == 1
     for feature in features:
         ids = feature["input_ids"]
         assert ids[:len(question_ids) + 2] == [tokenizer.cls_token_id, *question_ids, tokenizer.sep_token_id]
@@ -194,8 +194,10 @@ def test_wrong_answer_start_is_counted_and_skipped_in_training_or_fails_when_str
     assert 0 not in {f["example_index"] for f in features}
     task.preprocess(examples, tokenizer, train=False)  # evaluation scores texts: the question stays
     assert task.stats["questions"] == len(examples)
+    strict = QuestionAnsweringTask(64, {"strict": True})
     with pytest.raises(BertkitError, match="1 question\\(s\\) whose answer_start does not point at the answer"):
-        read(QuestionAnsweringTask(64, {"strict": True}), tmp_path, "off.json", squad)
+        read(strict, tmp_path, "off.json", squad)
+    assert "strict" not in strict.state()["options"]  # not saved with the model
 
 
 # --- decoding -------------------------------------------------------------------------------------------
@@ -264,11 +266,11 @@ def test_qa_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
                                    "--output", out, "--epochs", 2, "--lr", "1e-3", "--batch-size", 16,
                                    "--max-length", 24, "--doc-stride", 6)
     assert code == 0, stderr
-    assert "train: 72 examples" in stdout and "f1" in stdout
+    assert "train: 72 examples" in stdout and "f1" in stdout and "split into overlapping windows" in stdout
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"] == {"task": "qa", "max_length": 24, "labels": None,
                             "options": {"doc_stride": 6, "unanswerable": False}}
-    assert meta["preprocessing"]["train"]["long_contexts"] > 0
+    assert meta["preprocessing"]["train"]["windowed_examples"] > 0
     assert meta["preprocessing"]["train_features"] > 72
     assert 0.0 <= meta["metrics"]["f1"] <= 100.0 and "exact_match" in meta["metrics"]
     assert AutoModelForQuestionAnswering.from_pretrained(out).config.architectures == ["BertForQuestionAnswering"]

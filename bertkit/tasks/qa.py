@@ -57,6 +57,11 @@ class QuestionAnsweringTask(Task):
     def max_query_length(self) -> int:
         return int(self.options.get("max_query_length", min(DEFAULT_MAX_QUERY_LENGTH, self.max_length // 2)))
 
+    def state(self) -> dict:  # "strict" is about one run's input, not a property of the model
+        state = super().state()
+        state["options"] = {k: v for k, v in state["options"].items() if k != "strict"}
+        return state
+
     def _check_options(self) -> None:
         for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
             if key in self.options and int(self.options[key]) < lowest:
@@ -118,7 +123,7 @@ class QuestionAnsweringTask(Task):
         for feature in features:
             windows[feature["example_index"]] += 1
         self.stats = {"questions": len(keep), "features": len(features),
-                      "long_contexts": sum(n > 1 for n in windows.values()), "questions_truncated": cut,
+                      "windowed_examples": sum(n > 1 for n in windows.values()), "questions_truncated": cut,
                       "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples)}
         if train:
             self.stats.update(skipped_bad_answer_start=len(examples) - len(keep), windows_without_answer=outside)
