@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -248,3 +249,31 @@ def test_many_windows_repeating_one_answer_force_a_wider_fetch():
     expected = _brute_force(context, windows, 30, 3, False)
     assert [(a.text, a.score) for a in result.n_best] == expected
     assert result.best.text == "ab" and len({a.text for a in result.n_best}) == 3
+
+
+def test_batched_best_span_matches_the_per_question_decoder():
+    """decode_best_batched is the same exact search, vectorised across questions and windows."""
+    from bertkit.decoding.spans import decode_best_batched
+
+    rng = np.random.default_rng(7)
+    contexts, windows, owner, expected = [], [], [], []
+    for q in range(60):
+        context = " ".join(f"w{q}x{t}" for t in range(40))
+        word_offsets = [(m.start(), m.end()) for m in re.finditer(r"\S+", context)]
+        mine = []
+        for start in range(0, 40, 25):  # overlapping windows over the words
+            chunk = word_offsets[start:start + 30]
+            offsets = [None, None, None] + chunk + [None]  # [CLS] question [SEP] ... [SEP]
+            window = {"start_logits": rng.normal(size=len(offsets)) * 3,
+                      "end_logits": rng.normal(size=len(offsets)) * 3, "offsets": offsets}
+            mine.append(window)
+            windows.append(window)
+            owner.append(q)
+        contexts.append(context)
+        expected.append(decode_question(context, mine, max_answer_length=7))
+    got = decode_best_batched(contexts, windows, owner, max_answer_length=7)
+    for slow, fast in zip(expected, got):
+        assert (fast.best.start, fast.best.end, fast.best.text) == (slow.best.start, slow.best.end, slow.best.text)
+        assert fast.best_span_score == pytest.approx(slow.best_span_score)
+        assert fast.null_score == pytest.approx(slow.null_score)
+        assert 0 < fast.best.probability <= 1
