@@ -81,6 +81,8 @@ def _json(text: str, source: str) -> list[dict]:
         raise BertkitError(f"{source}: invalid JSON at line {exc.lineno} ({exc.msg})", "check the file's syntax") from exc
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
+    elif isinstance(data, dict):
+        data = [data]  # a single record, e.g. one line on stdin
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise BertkitError(f"{source}: expected a list of objects (or {{\"data\": [...]}})", "or use JSONL")
     return data
