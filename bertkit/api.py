@@ -14,7 +14,6 @@ from bertkit.checkpoint import META_FILE, check_output_dir, load_meta, save_mode
 from bertkit.config import TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
-from bertkit.errors import BertkitError
 from bertkit.models import DEFAULT_MODEL, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN

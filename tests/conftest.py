@@ -61,6 +61,17 @@ def run_cli(capsys, monkeypatch):
     return run
 
 
+def assert_user_error(result, *fragments):
+    """A user mistake: exit 2, one `error: ... (hint: ...)` line on stderr, no traceback."""
+    code, _, stderr = result
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr and "hint:" in stderr
+    for fragment in fragments:
+        assert fragment in stderr, stderr
+
+
 def require_data(*relative: str) -> Path:
     path = DATA_DIR.joinpath(*relative)
     if not path.exists():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import assert_user_error
+
 GOOD_CSV = "text,label\n" + "".join(f"the film was {w},{l}\n" for w, l in
                                      [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4)
 
@@ -13,16 +15,6 @@ def good_csv(tmp_path):
     path = tmp_path / "train.csv"
     path.write_text(GOOD_CSV)
     return path
-
-
-def assert_user_error(result, *fragments):
-    code, _, stderr = result
-    assert code == 2, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    assert "Traceback" not in stderr and "hint:" in stderr
-    for fragment in fragments:
-        assert fragment in stderr, stderr
 
 
 def finetune(run_cli, data, out, model, *extra):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bertkit.data.registry import DATASETS, Source
+from conftest import assert_user_error
 from bertkit.errors import BertkitError
 from bertkit.tasks.tagging import TaggingTask
 from bertkit.tasks.word_windows import owners, plan_windows
@@ -54,16 +55,6 @@ def write_conll(path, data, sep=" ", rename=None) -> None:
             lines.append(f"{word}{sep}{tag}")
         lines.append("")
     path.write_text("\n".join(lines) + "\n")
-
-
-def assert_user_error(result, *fragments):
-    code, _, stderr = result
-    assert code == 2, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    assert "Traceback" not in stderr and "hint:" in stderr
-    for fragment in fragments:
-        assert fragment in stderr, stderr
 
 
 @pytest.fixture(scope="module")
