@@ -72,7 +72,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
-        "data": {"name": data if registry.is_known(data) else None, "train": train_source.description, "eval": eval_source.description if eval_source else None,
+        "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
+                 "data_dir": str(registry.data_dir(data_dir)) if registry.data_dir(data_dir) else None, "eval": eval_source.description if eval_source else None,
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
@@ -92,6 +93,8 @@ def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None
     meta = load_meta(model_dir)
     adapter = task_from_state(meta["task"])
     adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
+    # Without a data directory, a known dataset is looked up where training found it.
+    data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name)
     examples = _first(adapter.read(source, EVAL), max_eval_samples)
     adapter.check_eval_examples(examples, source)

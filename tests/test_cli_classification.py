@@ -137,3 +137,24 @@ def test_pair_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     (tmp_path / "single.txt").write_text("only one text here\nand another\n")
     code, _, stderr = run_cli("predict", out, "--input", tmp_path / "single.txt")
     assert code == 2 and "pair model needs two texts" in stderr
+
+
+def test_known_dataset_from_a_local_data_dir(tmp_path, tiny_bert, run_cli, monkeypatch):
+    """`--data sst2` reads <data dir>/sst2/{train,dev}.tsv with the label names, and `eval` finds the
+    data again through the directory recorded at training time."""
+    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
+    root = tmp_path / "data" / "sst2"
+    root.mkdir(parents=True)
+    rng = random.Random(8)
+    for split, n in (("train", 32), ("dev", 12)):
+        rows = [f"{sentence(rng, rng.choice(POSITIVE if i % 2 else NEGATIVE))} \t{i % 2}" for i in range(n)]
+        (root / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "model"
+    code, _, stderr = run_cli("finetune", "cls", "--data", "sst2", "--data-dir", tmp_path / "data", "--model",
+                              tiny_bert, "--output", out, "--epochs", 1)
+    assert code == 0, stderr
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert meta["task"]["labels"] == ["negative", "positive"] and meta["data"]["eval_examples"] == 12
+    code, stdout, stderr = run_cli("eval", out)
+    assert code == 0, stderr
+    assert "12 examples" in stdout and (out / "eval-sst2-dev.json").is_file()
