@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from benchmarks._hf_common import (
-    DEFAULT_THREADS,
     CountingCollator,
     Timer,
     current_rss_mb,
