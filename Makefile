@@ -7,6 +7,10 @@ BERTKIT_DATA_DIR ?= $(abspath ../shared/data)
 export BERTKIT_DATA_DIR
 BIN := $(VENV)/bin
 DEMO_DIR ?= runs/demo-sst2
+# Training rows for the demo; CI uses fewer (.ci/run) to keep the check short.
+DEMO_ROWS ?= 4000
+# The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
+BERTKIT ?= $(BIN)/bertkit
 
 .PHONY: install test test-fast demo bench bench-quick clean
 
@@ -27,12 +31,13 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not learning"
 
-## Fine-tune the bundled MiniLM on 4,000 SST-2 rows (a few minutes on 2 CPU cores), evaluate, predict.
+## Fine-tune the bundled MiniLM on DEMO_ROWS SST-2 rows (4,000: a few minutes on 2 CPU cores), evaluate, predict.
+## runs/ is not in git: bertkit creates the output's parent directories.
 demo: install
-	$(BIN)/bertkit finetune cls --data sst2 --model minilm --max-train-samples 4000 --epochs 1 --lr 5e-5 \
+	$(BERTKIT) finetune cls --data sst2 --model minilm --max-train-samples $(DEMO_ROWS) --epochs 1 --lr 5e-5 \
 		--output $(DEMO_DIR) --overwrite
-	$(BIN)/bertkit eval $(DEMO_DIR) --split dev
-	$(BIN)/bertkit predict $(DEMO_DIR) --input examples/sentences.txt
+	$(BERTKIT) eval $(DEMO_DIR) --split dev
+	$(BERTKIT) predict $(DEMO_DIR) --input examples/sentences.txt
 
 bench: install
 	$(BIN)/python -m benchmarks run

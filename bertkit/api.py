@@ -10,10 +10,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.checkpoint import META_FILE, check_output_dir, load_meta, save_model_dir, staged_output, write_json
+from bertkit.checkpoint import (META_FILE, check_output_dir, check_output_file, load_meta, save_model_dir,
+                                staged_output, write_json)
 from bertkit.config import TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
+from bertkit.errors import BertkitError
 from bertkit.models import DEFAULT_MODEL, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
@@ -41,9 +43,10 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     check_output_dir(output_path, overwrite)
 
     train_source = registry.resolve(data, "train", data_dir, task)
+    eval_source = _eval_source(data, eval_data, data_dir, task)
+    _check_not_inside(output_path, train_source, eval_source)
     train_examples = _first(adapter.read(train_source, TRAIN), config.max_train_samples)
     adapter.fit_labels(train_examples)
-    eval_source = _eval_source(data, eval_data, data_dir, task)
     eval_examples = []
     if eval_source is not None:
         eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
@@ -74,6 +77,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
                  "data_dir": str(registry.data_dir(data_dir)) if registry.data_dir(data_dir) else None, "eval": eval_source.description if eval_source else None,
+                 # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
+                 "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
@@ -86,16 +91,28 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     return result
 
 
-def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None = None, batch_size: int = 64,
-             max_eval_samples: int | None = None, output: str | None = None, precision: str = "no",
-             task_options: dict | None = None) -> dict:
-    """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them."""
+def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
+             batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
+             precision: str = "no", task_options: dict | None = None) -> dict:
+    """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
+    ``data`` defaults to what training evaluated on: the known dataset, or the recorded file."""
+    _check_inference_args(batch_size, "eval", max_eval_samples)
     meta = load_meta(model_dir)
+    data = data or _recorded_eval_data(meta)
+    if split is not None and not registry.is_known(data):
+        raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
+                           "drop --split, or pass --data with the file of that split")
+    split = split or "dev"
+    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
+    check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
+    if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
+        raise BertkitError(f"--output {output} would replace the model's own {target.name}",
+                           "write the metrics to another file")
     adapter = task_from_state(meta["task"])
     adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
-    source = registry.resolve(data, split, data_dir, adapter.name)
+    source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
     examples = _first(adapter.read(source, EVAL), max_eval_samples)
     adapter.check_eval_examples(examples, source)
     engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
@@ -106,7 +123,6 @@ def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None
     if tuned:  # decoding settings tuned on this data are stored for predict to reuse
         meta["task"] = adapter.state()
         write_json(Path(model_dir) / META_FILE, meta)
-    target = Path(output) if output else Path(model_dir) / f"eval-{Path(data).stem}-{split}.json"
     write_json(target, report)
     report["written_to"] = str(target)
     return report
@@ -114,9 +130,14 @@ def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None
 
 def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> list[dict]:
     """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
+    _check_inference_args(batch_size, "predict")
     meta = load_meta(model_dir)
     adapter = task_from_state(meta["task"])
-    adapter.options.update({k: v for k, v in options.items() if v is not None})
+    given = {k: v for k, v in options.items() if v is not None}
+    for key in sorted(set(given) - set(adapter.option_names)):
+        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model",
+                           "drop that option")
+    adapter.options.update(given)
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
         examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
@@ -168,6 +189,40 @@ def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     if registry.is_known(data):
         return registry.resolve(data, registry.DATASETS[data].dev_split, data_dir, task)
     return None
+
+
+def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None) -> None:
+    if batch_size < 1:
+        raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
+    if max_eval_samples is not None and max_eval_samples < 1:
+        raise BertkitError(f"--max-eval-samples must be >= 1, got {max_eval_samples}",
+                           "leave it out to use every example")
+
+
+def _recorded_eval_data(meta: dict) -> str:
+    recorded = meta.get("data", {})
+    if recorded.get("name"):
+        return recorded["name"]
+    eval_file = recorded.get("eval_file") or recorded.get("eval")  # older models recorded only "eval"
+    if not eval_file:
+        raise BertkitError("this model was trained on a file without evaluation data, so there is nothing "
+                           "recorded to evaluate on", "pass --data FILE")
+    if not Path(eval_file).is_file():
+        raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}",
+                           "pass --data FILE")
+    return eval_file
+
+
+def _eval_file_name(data: str, split: str) -> str:
+    return f"eval-{data}-{split}.json" if registry.is_known(data) else f"eval-{Path(data).stem}.json"
+
+
+def _check_not_inside(output: Path, *sources) -> None:
+    """--overwrite replaces the output directory: it must not hold the data being trained on."""
+    for source in sources:
+        if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
+            raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
+                               "would replace", "choose an --output directory outside the data's directory")
 
 
 def _first(examples: list, limit: int | None) -> list:

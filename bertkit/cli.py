@@ -12,6 +12,11 @@ import typer
 
 from bertkit.errors import BertkitError
 
+try:  # recent Typer vendors click and raises its own exception types
+    from typer import TyperException as CommandLineError
+except ImportError:  # older Typer raises click's
+    from click import ClickException as CommandLineError
+
 DEBUG_ENV = "BERTKIT_DEBUG"
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
@@ -33,6 +38,20 @@ class Precision(str, Enum):
 DATA_DIR_HELP = "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR."
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from bertkit import __version__
+
+        typer.echo(f"bertkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                       help="Print the version and exit.")):
+    """Fine-tune, evaluate and serve BERT-family models on classic NLP tasks."""
+
+
 @app.command()
 def finetune(
     task: TaskName = typer.Argument(..., help="cls: one text; pair: two texts; ner: token tags; qa: answer spans."),
@@ -40,8 +59,10 @@ def finetune(
     eval_data: Optional[str] = typer.Option(None, help="Evaluation data; default: the known dataset's dev split."),
     data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP),
     model: str = typer.Option("bert-base-uncased", help="Hub name, local directory, or 'minilm' (bundled, offline)."),
-    output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/<task>-<data>."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --output directory (only once training succeeded)."),
+    output: Optional[str] = typer.Option(None, help="Model directory to create (parents too); default "
+                                         "runs/<task>-<data>."),
+    overwrite: bool = typer.Option(False, help="Replace an existing model directory written by bertkit (only once "
+                                   "training succeeded); other directories are never replaced."),
     epochs: float = typer.Option(3.0, help="Training epochs (fractions allowed)."),
     lr: float = typer.Option(2e-5, help="Peak learning rate (BERT paper: 2e-5 .. 5e-5)."),
     batch_size: int = typer.Option(32, help="Training batch size per device (BERT paper: 16 or 32)."),
@@ -94,23 +115,21 @@ def finetune(
 @app.command("eval")
 def eval_command(
     model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`."),
-    data: Optional[str] = typer.Option(None, help="Dataset name or file; default: the dataset it was trained on."),
-    split: str = typer.Option("dev", help="Split of a known dataset: train, dev, test (mnli: dev_mismatched too)."),
+    data: Optional[str] = typer.Option(None, help="Dataset name or file; default: what training evaluated on "
+                                       "(the known dataset, or the --eval-data file)."),
+    split: Optional[str] = typer.Option(None, help="Split of a known dataset: train, dev (default), test "
+                                        "(mnli: dev_mismatched too)."),
     data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP),
     batch_size: int = typer.Option(64, help="Inference batch size."),
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N examples."),
-    output: Optional[str] = typer.Option(None, help="Metrics JSON file; default <model_dir>/eval-<data>-<split>.json."),
+    output: Optional[str] = typer.Option(None, help="Metrics JSON file in an existing directory; default "
+                                         "<model_dir>/eval-<name>-<split>.json (a file: eval-<file stem>.json)."),
     precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
     strict: bool = typer.Option(False, "--strict", help="ner: strict IOB2 entity matching; default: conlleval rules."),
 ):
     """Score a fine-tuned model; prints the metrics and writes them as JSON."""
     from bertkit import api
-    from bertkit.checkpoint import load_meta
 
-    if data is None:
-        data = load_meta(model_dir).get("data", {}).get("name")
-        if not data:
-            raise BertkitError("this model was not trained on a known dataset, so --data is needed", "pass --data FILE")
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
                           task_options={"strict": True} if strict else None)
@@ -126,25 +145,22 @@ def eval_command(
 def predict(
     model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`."),
     input: str = typer.Option(..., "--input", help="Text lines (pair: TAB between texts), JSONL, JSON, CSV, TSV; '-' = stdin."),
-    output: str = typer.Option("-", help="JSONL output file; '-' = stdout."),
+    output: str = typer.Option("-", help="JSONL output file in an existing directory; '-' = stdout."),
     batch_size: int = typer.Option(64, help="Inference batch size."),
     n_best: Optional[int] = typer.Option(None, help="qa: also return the N best distinct answers."),
     precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
 ):
     """Predict for every input row; one JSON line per row, in input order."""
     from bertkit import api
+    from bertkit.checkpoint import check_output_file, write_text
 
+    target = None if output == "-" else check_output_file(output)  # before the work, not after it
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    if output == "-":
+    if target is None:
         sys.stdout.write(lines)
     else:
-        from pathlib import Path
-
-        target = Path(output)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(lines, encoding="utf-8")
-        tmp.replace(target)
+        write_text(target, lines)
         typer.echo(f"{len(rows)} predictions written to {output}", err=True)
 
 
@@ -171,17 +187,40 @@ def _format_metrics(metrics: dict) -> str:
 
 
 def main() -> None:
-    """Entry point: user mistakes become one line on stderr and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
+    """Entry point: user mistakes, bertkit's own and the command line's, become one line on stderr
+    and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
     try:
-        app()
+        # Not standalone: Typer would print its usage errors as a multi-line box and exit itself.
+        code = app(prog_name="bertkit", standalone_mode=False)
+    except CommandLineError as exc:  # bad values, missing arguments, unknown options
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `bertkit`: the help, as asked
+            typer.echo(exc.ctx.get_help())
+            sys.exit(0)
+        if os.environ.get(DEBUG_ENV):
+            raise
+        typer.echo(f"error: {_usage_message(exc)}", err=True)
+        sys.exit(2)
     except BertkitError as exc:
         if os.environ.get(DEBUG_ENV):
             raise
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
+    if code == 130:  # Typer turns Ctrl-C into this exit code
         typer.echo("interrupted", err=True)
-        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)  # --help and --version return 0
+
+
+def _usage_message(exc) -> str:
+    """The command line parser's message on one line, with a hint naming the command's own help."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "bertkit"
+    if ctx is None or ctx.parent is None:  # some parse errors carry no or the root context: find the command
+        commands = {info.name or info.callback.__name__ for info in app.registered_commands}
+        command = next((f"bertkit {arg}" for arg in sys.argv[1:] if arg in commands), command)
+    return f"{message} (hint: see `{command} --help`)"
 
 
 if __name__ == "__main__":

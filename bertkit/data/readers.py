@@ -14,6 +14,8 @@ TABULAR_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt")
 
 def read_text(path: Path) -> str:
     """The file's text as UTF-8 (BOM tolerated); a clear error for missing, empty or binary files."""
+    if path.is_dir():
+        raise BertkitError(f"{path} is a directory", "pass the data file itself")
     if not path.is_file():
         raise BertkitError(f"file not found: {path}", "check the path")
     raw = path.read_bytes()
@@ -59,9 +61,15 @@ def _sniff(text: str) -> str:
     return ".txt"
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines split at \\n only (a trailing \\r dropped): str.splitlines would also split at U+2028,
+    U+2029, U+0085, form feed and vertical tab, turning one row into two."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def _jsonl(text: str, source: str) -> list[dict]:
     records = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -112,7 +120,7 @@ def _delimited(text: str, suffix: str, source: str, headerless: tuple | None) ->
 
 def _lines(text: str) -> list[dict]:
     records = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         if "\t" in line:
             first, second = line.split("\t", 1)
             records.append({"text": first, "text_pair": second})
@@ -123,12 +131,14 @@ def _lines(text: str) -> list[dict]:
     return records
 
 
-def pick_column(columns: list[str], explicit: str | None, candidates: tuple, role: str, flag: str, source: str,
-                required: bool = True) -> str | None:
-    """The column holding ``role``: the explicit one, else the single known candidate present."""
+def pick_column(columns: list[str], explicit: str | None, candidates: tuple, role: str, flag: str | None,
+                source: str, required: bool = True) -> str | None:
+    """The column holding ``role``: the explicit one, else the single known candidate present.
+    ``flag`` is the option that names it, None where the command has no such option (eval, predict)."""
     if explicit:
         if explicit not in columns:
-            raise BertkitError(f"{source}: no column {explicit!r} for {flag}", f"columns found: {', '.join(columns)}")
+            raise BertkitError(f"{source}: no column {explicit!r}" + (f" for {flag}" if flag else f" ({role})"),
+                               f"columns found: {', '.join(columns)}")
         return explicit
     found = [name for name in candidates if name in columns]
     if len(found) == 1:
@@ -136,6 +146,5 @@ def pick_column(columns: list[str], explicit: str | None, candidates: tuple, rol
     if not required and not found:
         return None
     problem = "ambiguous" if found else "missing"
-    raise BertkitError(
-        f"{source}: {problem} {role} column (found columns: {', '.join(columns)})", f"name it with {flag} COLUMN"
-    )
+    hint = f"name it with {flag} COLUMN" if flag else f"name the {role} column one of: {', '.join(candidates)}"
+    raise BertkitError(f"{source}: {problem} {role} column (found columns: {', '.join(columns)})", hint)

@@ -29,6 +29,7 @@ class DatasetSpec:
     label_names: tuple | None = None
     headerless: tuple | None = None  # column names for files shipped without a header row
     dev_split: str = "dev"
+    unlabelled: tuple = ()  # splits published without labels (GLUE test sets)
 
 
 GLUE_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
@@ -37,8 +38,9 @@ ENTAILMENT = ("entailment", "not_entailment")
 
 def _glue(name, task, columns, hub_columns, labels, files=None, **kw) -> DatasetSpec:
     files = files or {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    # GLUE withholds test labels (the Hub fills in -1): those splits are for predict only.
     return DatasetSpec(name, task, files, "nyu-mll/glue", name, kw.pop("hub_splits", GLUE_SPLITS),
-                       columns, hub_columns, labels, **kw)
+                       columns, hub_columns, labels, unlabelled=("test",), **kw)
 
 
 _SINGLE = {"text": "sentence", "label": "label"}
@@ -81,6 +83,7 @@ class Source:
     spec: DatasetSpec | None = None
     split: str | None = None
     path: Path | None = None
+    looked_in: Path | None = None  # the data directory that did not have the file (Hub sources)
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
@@ -92,8 +95,10 @@ def is_known(name: str) -> bool:
     return name in DATASETS
 
 
-def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | None = None) -> Source:
-    """Turn ``--data NAME|PATH`` and a split into a Source, local files first."""
+def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | None = None,
+            command: str = "finetune") -> Source:
+    """Turn ``--data NAME|PATH`` and a split into a Source, local files first. ``command`` is the CLI
+    command asking, so that hints name only what that command can do."""
     path = Path(data).expanduser()
     if data not in DATASETS:
         if path.is_file():
@@ -105,10 +110,17 @@ def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | 
             raise BertkitError(f"file not found: {data}", f"check the path, or use a known dataset name ({known})")
         raise BertkitError(f"--data {data}: no such file and not a known dataset", f"known names: {known}")
     spec = DATASETS[data]
-    if task and spec.task != task and not (task == "pair" and spec.task == "pair"):
-        raise BertkitError(f"dataset {data} is for the '{spec.task}' task, not '{task}'", f"use `bertkit finetune {spec.task}`")
+    if task and spec.task != task:
+        if command == "finetune":
+            raise BertkitError(f"dataset {data} is for the '{spec.task}' task, not '{task}'",
+                               f"use `bertkit finetune {spec.task}`")
+        raise BertkitError(f"dataset {data} is for the '{spec.task}' task, but this is a '{task}' model",
+                           f"evaluate it on {task} data (`bertkit datasets` lists each name's task)")
     if split not in spec.files and split not in spec.hub_splits:
         raise BertkitError(f"dataset {data} has no split {split!r}", f"splits: {', '.join(spec.files)}")
+    if command == "eval" and split in spec.unlabelled:
+        raise BertkitError(f"{data} split {split!r} has no labels (the benchmark withholds them), so it cannot "
+                           f"be scored", "evaluate on --split dev, or run `bertkit predict` on that file")
     root = data_dir(explicit_dir)
     if root is not None and split in spec.files:
         local = root / data / spec.files[split]
@@ -117,19 +129,30 @@ def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | 
     if split not in spec.hub_splits:
         raise BertkitError(f"{data} split {split!r} is not in the data directory {root}", "check --data-dir")
     where = spec.hub_id + (f" ({spec.hub_config})" if spec.hub_config else "")
-    return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split)
+    return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split, looked_in=root)
 
 
 def load_hub_records(source: Source) -> list[dict]:
+    from bertkit.hub import use_hub_or_cache
+
     spec = source.spec
+    # Offline, datasets would spend up to a minute in retries: one quick probe decides, and the
+    # local Hugging Face cache still serves a dataset downloaded earlier.
+    online = use_hub_or_cache()
     try:
         import datasets
 
+        if not online:
+            datasets.config.HF_HUB_OFFLINE = True  # read at import time; it may have been imported already
         dataset = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_splits[source.split])
     except Exception as exc:  # the Hub raises many types (connection, offline mode, missing repo)
+        where = (f"not in {source.looked_in / spec.name}" if source.looked_in
+                 else f"no data directory is set (--data-dir or {DATA_DIR_ENV})")
+        why = "the Hub is unreachable and it is not in the local cache" if not online else type(exc).__name__
         raise BertkitError(
-            f"could not load {spec.name} from the Hugging Face Hub ({type(exc).__name__})",
-            f"put the original files in <data dir>/{spec.name}/ and pass --data-dir or set {DATA_DIR_ENV}",
+            f"could not load {spec.name}: {where}, and not from the Hugging Face Hub ({why})",
+            f"put the original files ({', '.join(spec.files.values())}) in <data dir>/{spec.name}/ and pass "
+            f"--data-dir or set {DATA_DIR_ENV}",
         ) from exc
     return [dict(row) for row in dataset]
 

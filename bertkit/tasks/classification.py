@@ -43,7 +43,9 @@ class SingleSentenceTask(Task):
             explicit = spec_columns.get(field) or self.options.get(f"{field}_column")
             if explicit not in columns and purpose != TRAIN:
                 explicit = None  # the training layout need not match an eval/predict file: infer instead
-            return pick_column(columns, explicit, candidates, role, flag, source, required)
+            # eval and predict have no column flags: their hints must not name one
+            return pick_column(columns, explicit, candidates, role, flag if purpose == TRAIN else None, source,
+                               required)
 
         pair = len(self.text_fields) == 2
         chosen = {"text": choose("text", PAIR_TEXT_CANDIDATES if pair else TEXT_CANDIDATES, "text", "--text-column")}
@@ -52,7 +54,8 @@ class SingleSentenceTask(Task):
             named = (spec_columns.get("text_pair"), self.options.get("text_pair_column"))
             if not any(c in columns for c in candidates + named):
                 raise BertkitError(f"{source}: a pair model needs two texts per row, found only {', '.join(columns)}",
-                                   "give two text columns (a tab between them in .txt) or set --text-pair-column")
+                                   "give two text columns (a tab between them in .txt)"
+                                   + (" or set --text-pair-column" if purpose == TRAIN else ""))
             chosen["text_pair"] = choose("text_pair", candidates, "second text", "--text-pair-column")
         if purpose != PREDICT:
             chosen["label"] = choose("label", LABEL_CANDIDATES, "label", "--label-column")
