@@ -93,9 +93,14 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
              batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
-             precision: str = "no", task_options: dict | None = None) -> dict:
+             precision: str = "no", task_options: dict | None = None, store_tuned: bool | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
-    ``data`` defaults to what training evaluated on: the known dataset, or the recorded file."""
+    ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
+
+    Decoding settings tuned on the data (the SQuAD v2 null threshold) are stored with the model
+    only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
+    ``report["notices"]`` says when something tuned was not stored, or stored from other data.
+    """
     _check_inference_args(batch_size, "eval", max_eval_samples)
     meta = load_meta(model_dir)
     data = data or _recorded_eval_data(meta)
@@ -113,22 +118,42 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
-    examples = _first(adapter.read(source, EVAL), max_eval_samples)
+    every_example = adapter.read(source, EVAL)
+    examples = _first(every_example, max_eval_samples)
     adapter.check_eval_examples(examples, source)
     engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
     features = adapter.preprocess(examples, tokenizer, train=False)
     metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True)
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": tuned}
-    if tuned:  # decoding settings tuned on this data are stored for predict to reuse
-        meta["task"] = adapter.state()
-        write_json(Path(model_dir) / META_FILE, meta)
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": []}
+    if tuned:
+        partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
+        before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
+        if (partial is None) if store_tuned is None else store_tuned:
+            adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
+            meta["task"] = adapter.state()
+            write_json(Path(model_dir) / META_FILE, meta)
+            report["tuned"] = tuned
+            if partial:
+                report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
+        else:
+            report["tuned_not_stored"] = tuned
+            reason = partial or "storing was turned off (--no-store-threshold)"
+            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
+                                     f"keeps {before} (--store-threshold stores it anyway)")
     write_json(target, report)
     report["written_to"] = str(target)
     return report
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> list[dict]:
+class Predictions(list):
+    """The rows of ``predict`` (a plain list) plus ``preprocessing``: the task's facts about the
+    input, with human-readable ``notices`` (truncated texts, windows...)."""
+
+    preprocessing: dict
+
+
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> Predictions:
     """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
     _check_inference_args(batch_size, "predict")
     meta = load_meta(model_dir)
@@ -149,7 +174,9 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            tokenizer.pad_token_id)
     predictions = adapter.postprocess(examples, features, outputs)
-    return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+    rows = Predictions(adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions))
+    rows.preprocessing = dict(adapter.stats)
+    return rows
 
 
 def list_datasets(data_dir: str | None = None) -> list[dict]:
@@ -164,6 +191,26 @@ def _score(engine, adapter, network, examples, features, batch_size, pad_token_i
     predictions = adapter.postprocess(examples, features, outputs)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
     return metrics, tuned
+
+
+def _partial_evaluation(meta, data, split, source, evaluated, available) -> str | None:
+    """Why this evaluation is not the model's full dev data (None when it is)."""
+    if evaluated < available:
+        return f"only {evaluated} of {available} examples were evaluated (--max-eval-samples)"
+    trained = meta.get("data", {})
+    if trained.get("name") and data == trained["name"]:
+        dev_split = registry.DATASETS[data].dev_split
+        return None if split == dev_split else f"this is the {split} split, not {dev_split}"
+    recorded = trained.get("eval_file") or trained.get("eval")
+    if recorded and (source.description == recorded or
+                     source.path is not None and Path(recorded).expanduser().resolve() == source.path.resolve()):
+        return None
+    return f"{source.description} is not the model's dev data ({recorded or 'none recorded at training'})"
+
+
+def _settings(settings: dict) -> str:
+    return ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+                     for key, value in settings.items())
 
 
 def _load_for_inference(model_dir, adapter, precision):

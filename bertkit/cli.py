@@ -106,7 +106,8 @@ def finetune(
     typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
                f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
                f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
-    _echo_windows(result.preprocessing.get("train", {}))
+    _echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
+    _echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     if result.metrics:
         typer.echo(f"best (epoch {result.best_epoch}): {_format_metrics(result.metrics)}")
     typer.echo(f"saved to {result.output_dir}")
@@ -126,15 +127,18 @@ def eval_command(
                                          "<model_dir>/eval-<name>-<split>.json (a file: eval-<file stem>.json)."),
     precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
     strict: bool = typer.Option(False, "--strict", help="ner: strict IOB2 entity matching; default: conlleval rules."),
+    store_threshold: Optional[bool] = typer.Option(None, "--store-threshold/--no-store-threshold", help="qa v2: store "
+                                                   "the tuned null threshold; default: only from a full evaluation "
+                                                   "on the model's dev data."),
 ):
     """Score a fine-tuned model; prints the metrics and writes them as JSON."""
     from bertkit import api
 
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
-                          task_options={"strict": True} if strict else None)
+                          task_options={"strict": True} if strict else None, store_tuned=store_threshold)
     typer.echo(f"{report['data']}: {report['examples']} examples")
-    _echo_windows(report["preprocessing"])
+    _echo_notices(report["preprocessing"], report)
     typer.echo(_format_metrics(report["metrics"]))
     for key, value in report.get("tuned", {}).items():
         typer.echo(f"tuned {key} = {value} (stored with the model)")
@@ -156,6 +160,7 @@ def predict(
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
+    _echo_notices(rows.preprocessing, err=True)  # stdout stays pure JSONL
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if target is None:
         sys.stdout.write(lines)
@@ -175,10 +180,12 @@ def datasets(data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP)):
         typer.echo(f"{row['name']:<{width}}  {row['task']:<4}  {row['source']}")
 
 
-def _echo_windows(stats: dict) -> None:
-    windowed = stats.get("windowed_sentences") or stats.get("windowed_examples")
-    if windowed:
-        typer.echo(f"{windowed} example(s) longer than --max-length were split into overlapping windows")
+def _echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
+    """Print the human-readable notices that tasks (truncated texts, windows, skipped rows) and api
+    (settings not stored) put under "notices", one line each."""
+    for report in reports:
+        for notice in report.get("notices", ()):
+            typer.echo(f"{prefix}{notice}", err=err)
 
 
 def _format_metrics(metrics: dict) -> str:

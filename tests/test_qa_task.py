@@ -183,19 +183,25 @@ def test_bad_input_is_one_line_error(tmp_path, content, message):
     assert "\n" not in str(info.value)
 
 
-def test_wrong_answer_start_is_counted_and_skipped_in_training_or_fails_when_strict(tmp_path, tokenizer):
+def test_wrong_answer_start_is_repaired_or_skipped_and_counted_or_fails_when_strict(tmp_path, tokenizer):
     squad = make_squad(2, seed=3)
-    squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 1
+    qas = squad["data"][0]["paragraphs"][0]["qas"]
+    qas[0]["answers"][0]["answer_start"] += 1  # off by one: the text is still in the context
+    qas[1]["answers"][0]["text"] = "nobody"  # nowhere in the context: nothing to repair it with
     task = QuestionAnsweringTask(64)
     examples = read(task, tmp_path, "off.json", squad)
+    assert examples[0]["answers"][0]["start"] == qas[0]["answers"][0]["answer_start"] - 1
     task.fit_labels(examples)
     features = task.preprocess(examples, tokenizer, train=True)
-    assert task.stats["bad_answer_start"] == 1 and task.stats["skipped_bad_answer_start"] == 1
-    assert 0 not in {f["example_index"] for f in features}
+    assert task.stats["repaired_answer_start"] == 1 and task.stats["bad_answer_start"] == 1
+    assert task.stats["skipped_bad_answer_start"] == 1 and task.stats["questions"] == len(examples) - 1
+    assert {f["example_index"] for f in features} == set(range(len(examples))) - {1}
+    assert any(n.startswith("1 of 6 question(s) skipped") for n in task.stats["notices"])
+    assert any(n.startswith("1 of 6 question(s) had an answer_start") for n in task.stats["notices"])
     task.preprocess(examples, tokenizer, train=False)  # evaluation scores texts: the question stays
-    assert task.stats["questions"] == len(examples)
+    assert task.stats["questions"] == len(examples) and "notices" not in task.stats
     strict = QuestionAnsweringTask(64, {"strict": True})
-    with pytest.raises(BertkitError, match="1 question\\(s\\) whose answer_start does not point at the answer"):
+    with pytest.raises(BertkitError, match="2 question\\(s\\) whose answer_start does not point at the answer"):
         read(strict, tmp_path, "off.json", squad)
     assert "strict" not in strict.state()["options"]  # not saved with the model
 
@@ -246,7 +252,8 @@ def test_tune_sets_the_null_threshold_that_predict_uses(tokenizer):
     outputs = fake_outputs(features, {0: (0, 4), 1: (22, 26)}, cls={0: 0.0, 1: 8.0})
     assert task.metrics(examples, task.postprocess(examples, features, outputs))["f1"] == 100.0  # default t = 0
     tuned = task.tune(examples, features, outputs)
-    assert -9 <= tuned["null_threshold"] < 7 and task.options["null_threshold"] == tuned["null_threshold"]
+    assert -9 <= tuned["null_threshold"] < 7 and "null_threshold" not in task.options  # the caller stores it
+    task.options.update(tuned)
     predictions = task.postprocess(examples, features, outputs)
     assert [p["answer"] for p in predictions] == ["john", ""] and predictions[1]["start"] is None
     scores = task.metrics(examples, predictions)
@@ -307,12 +314,19 @@ def test_qa_v2_eval_tunes_and_stores_the_null_threshold(tmp_path, tiny_bert, run
     code, _, stderr = run_cli("finetune", "qa", "--data", train, "--model", tiny_bert, "--output", out,
                               "--epochs", 1, "--lr", "1e-3", "--batch-size", 16, "--max-length", 64)
     assert code == 0, stderr
+    # Trained without evaluation data: dev.json is not known to be the model's dev data, so the tuned
+    # threshold is reported but stored only when asked.
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "m.json")
+    assert code == 0, stderr
+    assert "tuned on this data was NOT stored" in stdout and "stored with the model" not in stdout
+    assert "null_threshold" not in json.loads((out / "bertkit.json").read_text())["task"]["options"]
+    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "m.json", "--store-threshold")
     assert code == 0, stderr
     assert "tuned null_threshold" in stdout
     metrics = json.loads((tmp_path / "m.json").read_text())["metrics"]
-    assert {"HasAns_f1", "NoAns_f1", "HasAns_total", "NoAns_total"} <= set(metrics)
+    assert {"HasAns_f1", "NoAns_f1", "HasAns_total", "NoAns_total", "best_f1", "best_f1_thresh"} <= set(metrics)
     threshold = json.loads((out / "bertkit.json").read_text())["task"]["options"]["null_threshold"]
+    assert threshold == pytest.approx(metrics["best_f1_thresh"], abs=1e-6)
     assert isinstance(threshold, float)
     (tmp_path / "q.json").write_text(json.dumps([{"question": "who ?", "context": "john lives in paris ."}]))
     code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "q.json")

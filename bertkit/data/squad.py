@@ -9,8 +9,9 @@ Accepted layouts, detected from the records themselves:
   list of ``{"text", "answer_start"}``; an empty answer list means unanswerable.
 
 An example is ``{"id", "question", "context", "answers": [{"text", "start"}]}``; ``answers`` is
-missing for prediction input without gold answers, and ``bad_start`` is set when some gold
-``answer_start`` does not point at its answer text in the context.
+missing for prediction input without gold answers. A gold ``answer_start`` that does not point at
+its answer text is moved to the nearest occurrence of the text (the example gets
+``repaired_start``), or, when the text is nowhere in the context, the example gets ``bad_start``.
 """
 
 from __future__ import annotations
@@ -122,19 +123,42 @@ def _check(examples: list[dict], source: str, need_answers: bool) -> None:
         if missing:
             fail("without gold answers", missing, 'give "answers" (an empty list: SQuAD v2 unanswerable)')
     for ex in examples:
-        if any(ex["context"][a["start"]:a["start"] + len(a["text"])] != a["text"] or a["start"] < 0
-               for a in ex.get("answers", ())):
-            ex["bad_start"] = True
+        for answer in ex.get("answers", ()):
+            if not _points_at(ex["context"], answer["start"], answer["text"]):
+                _repair(ex, answer)
+
+
+def _points_at(context: str, start: int, text: str) -> bool:
+    return start >= 0 and context[start:start + len(text)] == text
+
+
+def _repair(example: dict, answer: dict) -> None:
+    """Move a wrong answer_start to the nearest occurrence of the answer text (``repaired_start``);
+    when the text is nowhere in the context the question gets ``bad_start`` (skipped in training).
+    The given offset stays in ``given_start`` so that strict mode can report it."""
+    context, text = example["context"], answer["text"]
+    found, at = [], context.find(text)
+    while at != -1:
+        found.append(at)
+        at = context.find(text, at + 1)
+    answer["given_start"] = answer["start"]
+    if found:
+        answer["start"] = min(found, key=lambda position: abs(position - answer["given_start"]))
+        example["repaired_start"] = True
+    else:
+        example["bad_start"] = True
 
 
 def bad_start_error(examples: list[dict], source: str) -> BertkitError | None:
-    bad = [ex for ex in examples if ex.get("bad_start")]
+    """Strict mode: every answer_start must be right as given, repairable or not."""
+    bad = [ex for ex in examples if any("given_start" in a for a in ex.get("answers", ()))]
     if not bad:
         return None
     first = bad[0]
-    answer = next(a for a in first["answers"]
-                  if first["context"][a["start"]:a["start"] + len(a["text"])] != a["text"] or a["start"] < 0)
-    found = first["context"][max(answer["start"], 0):max(answer["start"], 0) + len(answer["text"])]
+    answer = next(a for a in first["answers"] if "given_start" in a)
+    given = answer["given_start"]
+    found = first["context"][max(given, 0):max(given, 0) + len(answer["text"])]
     return BertkitError(f"{source}: {len(bad)} question(s) whose answer_start does not point at the answer text "
-                        f"(first: {first['id']}: {answer['text']!r} at {answer['start']} reads {found!r})",
-                        "fix the offsets, or drop the strict option to skip those questions in training")
+                        f"(first: {first['id']}: {answer['text']!r} at {given} reads {found!r})",
+                        "fix the offsets, or drop the strict option to repair them (nearest occurrence of the "
+                        "text) or skip those questions in training")

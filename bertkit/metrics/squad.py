@@ -11,7 +11,7 @@ import collections
 import math
 import re
 import string
-from typing import Iterable
+from typing import Callable, Iterable
 
 from bertkit.errors import BertkitError
 
@@ -52,32 +52,45 @@ def f1(prediction: str, gold: str) -> float:
 
 
 def squad_scores(predictions: dict[str, str], golds: dict[str, list[str]]) -> dict[str, float]:
-    """``exact_match`` and ``f1`` in percent over the questions in ``golds``.
+    """SQuAD v1.1: ``exact_match`` and ``f1`` in percent over the questions in ``golds``.
 
     Each question takes its best score over its gold answers; a question missing from
-    ``predictions`` scores 0. When some question is unanswerable (empty gold list) the
-    ``HasAns_*`` / ``NoAns_*`` breakdowns are added, as in the v2 script.
+    ``predictions`` scores 0 (as in the v1.1 script).
     """
-    _check_golds(golds)
-    em_scores: dict[str, float] = {}
-    f1_scores: dict[str, float] = {}
-    for qid, answers in golds.items():
-        if qid not in predictions:
-            em_scores[qid] = f1_scores[qid] = 0.0
-            continue
-        gold_texts = _scorable_golds(answers)
-        em_scores[qid] = max(exact_match(predictions[qid], g) for g in gold_texts)
-        f1_scores[qid] = max(f1(predictions[qid], g) for g in gold_texts)
+    exact, f1_scores = _raw_scores(predictions, golds)
+    return {"exact_match": _percent(exact, golds), "f1": _percent(f1_scores, golds)}
 
-    result = {"exact_match": _percent(em_scores, golds), "f1": _percent(f1_scores, golds)}
+
+def squad_v2_scores(
+    predictions: dict[str, str],
+    golds: dict[str, list[str]],
+    null_minus_best: dict[str, float] | None = None,
+    best_texts: dict[str, str] | None = None,
+) -> dict:
+    """SQuAD v2.0, with the official script's keys.
+
+    ``exact``, ``f1`` (percent) and ``total`` score ``predictions`` as given, i.e. at the threshold
+    the model predicted with; ``HasAns_*`` / ``NoAns_*`` split them by whether the question has a
+    gold answer. With ``null_minus_best`` (null score minus best span score, the script's
+    ``na_prob``) and ``best_texts`` (each question's best non-null answer), the best-threshold
+    search adds ``best_exact``, ``best_exact_thresh``, ``best_f1`` and ``best_f1_thresh``: the
+    scores when a question answers "" iff its diff exceeds the threshold (see
+    ``best_null_threshold`` for the two ways it is more careful than the script). Unlike the
+    script, which leaves them out of the total, missing predictions score 0.
+    """
+    exact, f1_scores = _raw_scores(predictions, golds)
+    result: dict = {"exact": _percent(exact, golds), "f1": _percent(f1_scores, golds), "total": len(golds)}
     has_answer = [qid for qid, answers in golds.items() if answers]
     no_answer = [qid for qid, answers in golds.items() if not answers]
-    if no_answer:
-        for prefix, qids in (("HasAns", has_answer), ("NoAns", no_answer)):
-            if qids:
-                result[f"{prefix}_exact_match"] = _percent(em_scores, qids)
-                result[f"{prefix}_f1"] = _percent(f1_scores, qids)
-            result[f"{prefix}_total"] = float(len(qids))
+    for prefix, qids in (("HasAns", has_answer), ("NoAns", no_answer)):
+        if qids:
+            result.update({f"{prefix}_exact": _percent(exact, qids), f"{prefix}_f1": _percent(f1_scores, qids),
+                           f"{prefix}_total": len(qids)})
+    if null_minus_best is not None:
+        texts = best_texts if best_texts is not None else predictions
+        for name, scorer in (("exact", exact_match), ("f1", f1)):
+            threshold, best = best_null_threshold(null_minus_best, texts, golds, scorer)
+            result[f"best_{name}"], result[f"best_{name}_thresh"] = best, threshold
     return result
 
 
@@ -85,29 +98,31 @@ def best_null_threshold(
     null_minus_best: dict[str, float],
     predictions: dict[str, str],
     golds: dict[str, list[str]],
+    scorer: Callable[[str, str], float] = f1,
 ) -> tuple[float, float]:
-    """Threshold ``t`` maximising F1 when a question answers "" iff its diff exceeds ``t``.
+    """Threshold ``t`` maximising the score (F1, or ``scorer``) when a question answers "" iff its
+    diff exceeds ``t``.
 
     ``null_minus_best[qid]`` is null_score - best_span_score and ``predictions[qid]`` the best
-    non-null text. Returns ``(t, f1_percent)`` like the v2 script's ``find_best_thresh``, with
+    non-null text. Returns ``(t, score_percent)`` like the v2 script's ``find_best_thresh``, with
     two fixes: questions with equal diffs switch together (the script can stop inside such a
     group), and when answering "" everywhere is best, ``t`` lies just below the smallest diff
     rather than at 0.0 (which is only right for probabilities). Questions missing from either
     dict score 0 at every threshold.
     """
     _check_golds(golds)
-    # For each thresholdable question: its diff and how much F1 changes when it answers text
-    # instead of "" (for a no-answer question that gain is usually -1).
+    # For each thresholdable question: its diff and how much the score changes when it answers
+    # text instead of "" (for a no-answer question that gain is usually -1).
     gain_at_diff: list[tuple[float, float]] = []
     total_if_all_null = 0.0
     for qid, answers in golds.items():
         if qid not in null_minus_best or qid not in predictions:
             continue
         gold_texts = _scorable_golds(answers)
-        f1_null = max(f1("", g) for g in gold_texts)
-        f1_text = max(f1(predictions[qid], g) for g in gold_texts)
-        total_if_all_null += f1_null
-        gain_at_diff.append((float(null_minus_best[qid]), f1_text - f1_null))
+        score_null = max(scorer("", g) for g in gold_texts)
+        score_text = max(scorer(predictions[qid], g) for g in gold_texts)
+        total_if_all_null += score_null
+        gain_at_diff.append((float(null_minus_best[qid]), score_text - score_null))
     if not gain_at_diff:
         raise BertkitError(
             "no question has both a null-score difference and a prediction",
@@ -123,6 +138,21 @@ def best_null_threshold(
         if is_last_of_group and current_total > best_total:
             best_total, best_threshold = current_total, diff
     return best_threshold, 100.0 * best_total / len(golds)
+
+
+def _raw_scores(predictions: dict[str, str], golds: dict[str, list[str]]) -> tuple[dict, dict]:
+    """Per question: the best exact match and F1 over its gold answers (0 when not predicted)."""
+    _check_golds(golds)
+    exact: dict[str, float] = {}
+    f1_scores: dict[str, float] = {}
+    for qid, answers in golds.items():
+        if qid not in predictions:
+            exact[qid] = f1_scores[qid] = 0.0
+            continue
+        gold_texts = _scorable_golds(answers)
+        exact[qid] = max(exact_match(predictions[qid], g) for g in gold_texts)
+        f1_scores[qid] = max(f1(predictions[qid], g) for g in gold_texts)
+    return exact, f1_scores
 
 
 def _scorable_golds(answers: list[str]) -> list[str]:

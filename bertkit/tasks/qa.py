@@ -18,7 +18,7 @@ from bertkit.data.registry import load_hub_records
 from bertkit.data.squad import bad_start_error, read_squad_records, to_examples
 from bertkit.decoding.spans import decode_best_batched, decode_question
 from bertkit.errors import BertkitError
-from bertkit.metrics.squad import best_null_threshold, squad_scores
+from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
 from bertkit.tasks.base import PREDICT, Task
 
 DEFAULT_DOC_STRIDE = 128
@@ -123,11 +123,29 @@ class QuestionAnsweringTask(Task):
         windows = defaultdict(int)
         for feature in features:
             windows[feature["example_index"]] += 1
-        self.stats = {"questions": len(keep), "features": len(features),
-                      "windowed_examples": sum(n > 1 for n in windows.values()), "questions_truncated": cut,
-                      "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples)}
+        windowed = sum(n > 1 for n in windows.values())
+        repaired = sum(bool(ex.get("repaired_start")) for ex in examples)
+        self.stats = {"questions": len(keep), "features": len(features), "windowed_examples": windowed,
+                      "questions_truncated": cut, "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples),
+                      "repaired_answer_start": repaired}
+        notices = []
+        if windowed:
+            notices.append(f"{windowed} of {len(keep)} question(s) with a context longer than --max-length were "
+                           "split into overlapping windows")
+        if cut:
+            notices.append(f"{cut} of {len(keep)} question(s) longer than {self.max_query_length} tokens were cut "
+                           "to that length")
         if train:
-            self.stats.update(skipped_bad_answer_start=len(examples) - len(keep), windows_without_answer=outside)
+            skipped = len(examples) - len(keep)
+            self.stats.update(skipped_bad_answer_start=skipped, windows_without_answer=outside)
+            if repaired:  # evaluation scores answer texts, so offsets only matter for training targets
+                notices.append(f"{repaired} of {len(examples)} question(s) had an answer_start that does not point "
+                               "at the answer text: moved to the nearest occurrence of that text in the context")
+            if skipped:
+                notices.append(f"{skipped} of {len(examples)} question(s) skipped: an answer text that does not "
+                               "occur in the context (bad answer_start, nothing to repair it with)")
+        if notices:
+            self.stats["notices"] = notices
         return features
 
     def _questions(self, questions: list[str], tokenizer) -> tuple[list[str], int]:
@@ -172,38 +190,50 @@ class QuestionAnsweringTask(Task):
         self._decoded = (outputs, key, decoded)
         return decoded
 
+    def _can_abstain(self) -> bool:
+        return "null_threshold" in self.options or bool(self.options.get("unanswerable"))
+
+    def _is_v2(self, examples) -> bool:
+        return self._can_abstain() or any(not ex["answers"] for ex in examples)
+
     def tune(self, examples, features, outputs):
-        """SQuAD v2: the null-score threshold that maximises F1 on this evaluation data."""
-        if not (self.options.get("unanswerable") or any(not ex["answers"] for ex in examples)):
+        """SQuAD v2: the null-score threshold that maximises F1 on this evaluation data. Returned,
+        not applied: the caller decides whether to store it (bertkit.api.evaluate)."""
+        if not self._is_v2(examples):
             return {}
-        decoded = self._decode(examples, features, outputs)
-        diffs = {str(i): (d.null_score - d.best_span_score if d.best else 1e9) for i, d in enumerate(decoded)}
-        texts = {str(i): (d.best.text if d.best else "") for i, d in enumerate(decoded)}
-        threshold, _ = best_null_threshold(diffs, texts, _golds(examples))
-        self.options["null_threshold"] = round(float(threshold), 6) if math.isfinite(threshold) else 0.0
-        return {"null_threshold": self.options["null_threshold"]}
+        predictions = self.postprocess(examples, features, outputs)
+        threshold, _ = best_null_threshold(*_null_margins_and_texts(predictions), _golds(examples))
+        return {"null_threshold": float(threshold) if math.isfinite(threshold) else 0.0}
 
     def postprocess(self, examples, features, outputs):
-        """Per question: answer text, char start/end (end exclusive), score and the n-best list."""
-        can_abstain = "null_threshold" in self.options or self.options.get("unanswerable")
+        """Per question: answer text, char start/end (end exclusive), score and the n-best list,
+        plus what the v2 threshold search needs (the null margin and the best non-null text)."""
+        can_abstain = self._can_abstain()
         threshold = float(self.options.get("null_threshold", 0.0))
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
             n_best = [{"answer": a.text, "start": a.start, "end": a.end, "score": round(a.probability, 6)}
                       for a in decoding.n_best[:k]]
-            margin = decoding.null_score - decoding.best_span_score
+            margin = decoding.null_score - decoding.best_span_score if decoding.best is not None else math.inf
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
                 best = {"answer": "", "start": None, "end": None, "score": round(null_probability, 6)}
             else:
                 best = dict(n_best[0])
-            predictions.append({**best, "n_best": n_best})
+            predictions.append({**best, "n_best": n_best, "null_margin": margin,
+                                "best_text": decoding.best.text if decoding.best is not None else ""})
         return predictions
 
     def metrics(self, examples, predictions):
-        scores = squad_scores({str(i): p["answer"] for i, p in enumerate(predictions)}, _golds(examples))
-        return {k: (int(v) if k.endswith("_total") else v) for k, v in scores.items()}
+        """SQuAD v1.1 (exact_match, f1), or for a model that can say "no answer" or data with
+        unanswerable questions the official v2 report: exact/f1 at the threshold the model
+        predicted with, HasAns/NoAns, and best_exact/best_f1 with their thresholds."""
+        golds = _golds(examples)
+        answers = {str(i): p["answer"] for i, p in enumerate(predictions)}
+        if not self._is_v2(examples):
+            return squad_scores(answers, golds)
+        return squad_v2_scores(answers, golds, *_null_margins_and_texts(predictions))
 
     def format_prediction(self, example, prediction):
         row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}
@@ -221,6 +251,11 @@ def answer_tokens(offsets: list, answer: dict) -> tuple[int, int]:
     start = max(t for t in context if offsets[t][0] <= start_char)
     end = min(t for t in context if t >= start and offsets[t][1] >= end_char)
     return start, end
+
+
+def _null_margins_and_texts(predictions: list[dict]) -> tuple[dict, dict]:
+    return ({str(i): p["null_margin"] for i, p in enumerate(predictions)},
+            {str(i): p["best_text"] for i, p in enumerate(predictions)})
 
 
 def _golds(examples: list[dict]) -> dict:

@@ -152,6 +152,9 @@ class TaggingTask(Task):
                 features.append(window)
         self.stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),
                       "words_without_subwords": vanished, "words_cut": cut}
+        if windowed:
+            self.stats["notices"] = [f"{windowed} of {len(examples)} sentence(s) longer than --max-length were "
+                                     "split into overlapping windows"]
         scheme = self.schemes.get(TRAIN if train else EVAL)
         if scheme:
             self.stats["input_scheme"] = scheme
