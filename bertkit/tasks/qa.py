@@ -107,7 +107,8 @@ class QuestionAnsweringTask(Task):
         features, outside = [], 0
         for f, ids in enumerate(encoded["input_ids"]):
             index = keep[encoded["overflow_to_sample_mapping"][f]]
-            offsets = [tuple(o) if s == 1 else None
+            context = examples[index]["context"]
+            offsets = [_without_spaces(o, context) if s == 1 else None
                        for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))]
             context_tokens = [t for t, o in enumerate(offsets) if o is not None]
             context_range = (context_tokens[0], context_tokens[-1] + 1) if context_tokens else (0, 0)
@@ -190,8 +191,7 @@ class QuestionAnsweringTask(Task):
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
-            n_best = [{"answer": a.text, "start": a.start, "end": a.end, "score": round(a.probability, 6)}
-                      for a in decoding.n_best[:k]]
+            n_best = [{**_stripped(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]]
             margin = decoding.null_score - decoding.best_span_score
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
@@ -221,6 +221,27 @@ def answer_tokens(offsets: list, answer: dict) -> tuple[int, int]:
     start = max(t for t in context if offsets[t][0] <= start_char)
     end = min(t for t in context if t >= start and offsets[t][1] >= end_char)
     return start, end
+
+
+def _without_spaces(offset, context: str) -> tuple[int, int]:
+    """A token's character span without surrounding whitespace: SentencePiece tokenizers without
+    a whitespace pre-split (DeBERTa-v2/v3) count the space before a word as part of its token, which
+    would put a leading space into answers."""
+    start, end = offset
+    if start < end and (context[start].isspace() or context[end - 1].isspace()):
+        while start < end and context[start].isspace():
+            start += 1
+        while end > start and context[end - 1].isspace():
+            end -= 1
+    return start, end
+
+
+def _stripped(text: str, start: int) -> dict:
+    """An answer without edge whitespace: a span may begin or end on a whitespace-only token (a
+    double space or newline in byte-level BPE), whose characters are all space."""
+    lead = len(text) - len(text.lstrip())
+    text = text.strip()
+    return {"answer": text, "start": start + lead, "end": start + lead + len(text)}
 
 
 def _golds(examples: list[dict]) -> dict:
