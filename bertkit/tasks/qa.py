@@ -107,7 +107,8 @@ class QuestionAnsweringTask(Task):
         features, outside = [], 0
         for f, ids in enumerate(encoded["input_ids"]):
             index = keep[encoded["overflow_to_sample_mapping"][f]]
-            offsets = [tuple(o) if s == 1 else None
+            context = examples[index]["context"]
+            offsets = [_without_spaces(o, context) if s == 1 else None
                        for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))]
             context_tokens = [t for t, o in enumerate(offsets) if o is not None]
             context_range = (context_tokens[0], context_tokens[-1] + 1) if context_tokens else (0, 0)
@@ -213,8 +214,7 @@ class QuestionAnsweringTask(Task):
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
-            n_best = [{"answer": a.text, "start": a.start, "end": a.end, "score": round(a.probability, 6)}
-                      for a in decoding.n_best[:k]]
+            n_best = [{**_stripped(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]]
             margin = decoding.null_score - decoding.best_span_score if decoding.best is not None else math.inf
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
@@ -222,7 +222,7 @@ class QuestionAnsweringTask(Task):
             else:
                 best = dict(n_best[0])
             predictions.append({**best, "n_best": n_best, "null_margin": margin,
-                                "best_text": decoding.best.text if decoding.best is not None else ""})
+                                "best_text": n_best[0]["answer"] if decoding.best is not None else ""})
         return predictions
 
     def metrics(self, examples, predictions):
@@ -256,6 +256,27 @@ def answer_tokens(offsets: list, answer: dict) -> tuple[int, int]:
 def _null_margins_and_texts(predictions: list[dict]) -> tuple[dict, dict]:
     return ({str(i): p["null_margin"] for i, p in enumerate(predictions)},
             {str(i): p["best_text"] for i, p in enumerate(predictions)})
+
+
+def _without_spaces(offset, context: str) -> tuple[int, int]:
+    """A token's character span without surrounding whitespace: SentencePiece tokenizers without
+    a whitespace pre-split (DeBERTa-v2/v3) count the space before a word as part of its token, which
+    would put a leading space into answers."""
+    start, end = offset
+    if start < end and (context[start].isspace() or context[end - 1].isspace()):
+        while start < end and context[start].isspace():
+            start += 1
+        while end > start and context[end - 1].isspace():
+            end -= 1
+    return start, end
+
+
+def _stripped(text: str, start: int) -> dict:
+    """An answer without edge whitespace: a span may begin or end on a whitespace-only token (a
+    double space or newline in byte-level BPE), whose characters are all space."""
+    lead = len(text) - len(text.lstrip())
+    text = text.strip()
+    return {"answer": text, "start": start + lead, "end": start + lead + len(text)}
 
 
 def _golds(examples: list[dict]) -> dict:
