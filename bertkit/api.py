@@ -103,11 +103,12 @@ def evaluate(model_dir: str, data: str, split: str = "dev", data_dir: str | None
     metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True)
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
               "preprocessing": dict(adapter.stats), "tuned": tuned}
-    if tuned:  # decoding settings tuned on this data are stored for predict to reuse
-        meta["task"] = adapter.state()
-        write_json(Path(model_dir) / META_FILE, meta)
     target = Path(output) if output else Path(model_dir) / f"eval-{Path(data).stem}-{split}.json"
-    write_json(target, report)
+    if engine.is_main_process:  # under a multi-process launch one process writes
+        if tuned:  # decoding settings tuned on this data are stored for predict to reuse
+            meta["task"] = adapter.state()
+            write_json(Path(model_dir) / META_FILE, meta)
+        write_json(target, report)
     report["written_to"] = str(target)
     return report
 

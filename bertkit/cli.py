@@ -13,6 +13,7 @@ import typer
 from bertkit.errors import BertkitError
 
 DEBUG_ENV = "BERTKIT_DEBUG"
+RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  # set by torchrun / mpirun
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
 
@@ -78,6 +79,8 @@ def finetune(
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
     result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
                           config=config, overwrite=overwrite)
+    if not _is_main_process():
+        return
     t = result.throughput
     for entry in result.history:
         typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
@@ -114,6 +117,8 @@ def eval_command(
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
                           task_options={"strict": True} if strict else None)
+    if not _is_main_process():
+        return
     typer.echo(f"{report['data']}: {report['examples']} examples")
     _echo_windows(report["preprocessing"])
     typer.echo(_format_metrics(report["metrics"]))
@@ -135,6 +140,8 @@ def predict(
     from bertkit import api
 
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
+    if not _is_main_process():
+        return
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if output == "-":
         sys.stdout.write(lines)
@@ -165,6 +172,11 @@ def _echo_windows(stats: dict) -> None:
         typer.echo(f"{windowed} example(s) longer than --max-length were split into overlapping windows")
 
 
+def _is_main_process() -> bool:
+    """Under a multi-process launch only rank 0 prints and writes (the others ran the same work)."""
+    return int(next((os.environ[k] for k in RANK_ENV if k in os.environ), "0")) == 0
+
+
 def _format_metrics(metrics: dict) -> str:
     return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
                      if not isinstance(v, dict))
@@ -177,10 +189,12 @@ def main() -> None:
     except BertkitError as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        typer.echo(f"error: {exc}", err=True)
+        if _is_main_process():
+            typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        if _is_main_process():
+            typer.echo("interrupted", err=True)
         sys.exit(130)
 
 
