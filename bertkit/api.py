@@ -136,7 +136,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         if (partial is None) if store_tuned is None else store_tuned:
             adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
             meta["task"] = adapter.state()
-            write_json(Path(model_dir) / META_FILE, meta)
+            if engine.is_main_process:  # under a multi-process launch one process writes
+                write_json(Path(model_dir) / META_FILE, meta)
             report["tuned"] = tuned
             if partial:
                 report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
@@ -145,7 +146,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
             reason = partial or "storing was turned off (--no-store-threshold)"
             report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
                                      f"keeps {before} (--store-threshold stores it anyway)")
-    write_json(target, report)
+    if engine.is_main_process:
+        write_json(target, report)
     report["written_to"] = str(target)
     return report
 

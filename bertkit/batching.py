@@ -52,6 +52,32 @@ class LengthGroupedBatches:
         return sum(-(-min(span, len(self.lengths) - s) // self.batch_size) for s in range(0, len(self.lengths), span))
 
 
+def shard_batches(batches: list[list[int]], lengths: list[int], world: int, rank: int) -> tuple[list[list[int]], bool]:
+    """This rank's share of a training batch plan that every rank built identically (same seed).
+
+    Batch ``i`` goes to rank ``i % world`` for every full round of ``world`` batches, so each rank
+    takes ``ceil(len(batches) / world)`` steps per epoch. A last round with fewer batches than
+    ranks is neither skipped nor padded with repeats: its examples are pooled, sorted by length
+    (padding stays low) and cut into ``world`` parts whose sizes differ by at most one.
+
+    Returns the batches and whether the last one only repeats an example: that happens only when
+    fewer examples than ranks are left, and then a rank must still run a step (its gradient
+    all-reduce pairs with the others'), so it re-uses one of those examples; callers should not
+    count it as new data.
+    """
+    full = len(batches) - len(batches) % world
+    mine = [list(b) for b in batches[rank:full:world]]
+    tail = [i for b in batches[full:] for i in b]
+    if not tail:
+        return mine, False
+    tail.sort(key=lambda i: lengths[i], reverse=True)
+    if len(tail) < world:
+        return mine + [[tail[rank % len(tail)]]], rank >= len(tail)
+    size, extra = divmod(len(tail), world)
+    start = rank * size + min(rank, extra)
+    return mine + [tail[start:start + size + (rank < extra)]], False
+
+
 def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Inference batches over indices sorted by length (longest first, so memory peaks early)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
@@ -61,9 +87,8 @@ def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
 class Collator:
     """Pads a list of feature dicts to the batch's longest row and adds the attention mask."""
 
-    def __init__(self, pad_token_id: int, with_index: bool = False):
+    def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
-        self.with_index = with_index
 
     def __call__(self, features: list[dict]) -> dict:
         longest = max(len(f["input_ids"]) for f in features)
@@ -78,6 +103,4 @@ class Collator:
             batch[key] = torch.tensor(values, dtype=torch.long)
         lengths = torch.tensor([len(f["input_ids"]) for f in features])
         batch["attention_mask"] = (torch.arange(longest)[None, :] < lengths[:, None]).long()
-        if self.with_index:
-            batch["feature_index"] = torch.tensor([f["feature_index"] for f in features], dtype=torch.long)
         return batch

@@ -18,6 +18,7 @@ except ImportError:  # older Typer raises click's
     from click import ClickException as CommandLineError
 
 DEBUG_ENV = "BERTKIT_DEBUG"
+RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  # set by torchrun / mpirun
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
 
@@ -99,6 +100,8 @@ def finetune(
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
     result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
                           config=config, overwrite=overwrite)
+    if not _is_main_process():
+        return
     t = result.throughput
     for entry in result.history:
         typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
@@ -137,6 +140,8 @@ def eval_command(
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
                           task_options={"strict": True} if strict else None, store_tuned=store_threshold)
+    if not _is_main_process():
+        return
     typer.echo(f"{report['data']}: {report['examples']} examples")
     _echo_notices(report["preprocessing"], report)
     typer.echo(_format_metrics(report["metrics"]))
@@ -160,6 +165,8 @@ def predict(
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
+    if not _is_main_process():
+        return
     _echo_notices(rows.preprocessing, err=True)  # stdout stays pure JSONL
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if target is None:
@@ -188,6 +195,11 @@ def _echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
             typer.echo(f"{prefix}{notice}", err=err)
 
 
+def _is_main_process() -> bool:
+    """Under a multi-process launch only rank 0 prints and writes (the others ran the same work)."""
+    return int(next((os.environ[k] for k in RANK_ENV if k in os.environ), "0")) == 0
+
+
 def _format_metrics(metrics: dict) -> str:
     return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
                      if not isinstance(v, dict))
@@ -210,11 +222,12 @@ def main() -> None:
     except BertkitError as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        typer.echo(f"error: {exc}", err=True)
+        if _is_main_process():
+            typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         code = 130
-    if code == 130:  # Typer turns Ctrl-C into this exit code
+    if code == 130 and _is_main_process():  # Typer turns Ctrl-C into this exit code
         typer.echo("interrupted", err=True)
     sys.exit(code if isinstance(code, int) else 0)  # --help and --version return 0
 

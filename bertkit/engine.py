@@ -2,27 +2,36 @@
 
 It knows nothing about tasks: it gets feature dicts, a model and a few callbacks, and gives back
 numbers (``fit``) or per-feature numpy outputs in feature order (``infer``). The same code runs on
-CPU, one GPU, several GPUs or TPU under ``accelerate launch``.
+CPU, one GPU, several GPUs or several CPU processes under ``accelerate launch`` / ``torchrun``.
+
+With several processes every rank builds the same batch plan (same lengths, same seed) and takes
+its own share of it (``batching.shard_batches``, ``batches[rank::world]``); Accelerate's data
+loader sharding is not used, because with batches of unequal size it skips a training round whose
+last batch is short and gives ranks different inference batch sizes, which breaks its gathers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
-from torch.utils.data import DataLoader
+from accelerate.state import AcceleratorState
+from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 from tqdm.auto import tqdm
 
-from bertkit.batching import Collator, LengthGroupedBatches, sorted_batches
+from bertkit.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
 
 @dataclass
@@ -31,7 +40,7 @@ class TrainReport:
     best_epoch: float | None = None
     best_metric: float | None = None
     train_seconds: float = 0.0
-    examples: int = 0
+    examples: int = 0  # totals over all processes
     real_tokens: int = 0
     padded_tokens: int = 0
     optimizer_steps: int = 0
@@ -39,7 +48,8 @@ class TrainReport:
 
     def throughput(self) -> dict:
         seconds = max(self.train_seconds, 1e-9)
-        return {"train_seconds": round(self.train_seconds, 3), "examples_per_s": round(self.examples / seconds, 2),
+        return {"train_seconds": round(self.train_seconds, 3), "examples": self.examples, "tokens": self.real_tokens,
+                "examples_per_s": round(self.examples / seconds, 2),
                 "tokens_per_s": round(self.real_tokens / seconds, 1),
                 "padding_share": round(1 - self.real_tokens / max(self.padded_tokens, 1), 4),
                 "optimizer_steps": self.optimizer_steps}
@@ -47,11 +57,19 @@ class TrainReport:
 
 class Engine:
     def __init__(self, precision: str = "no", grad_accum: int = 1, seed: int = 42):
+        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
-        self.accelerator = Accelerator(mixed_precision=precision, gradient_accumulation_steps=grad_accum)
+        _release_other_precision(precision)
+        # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
+        # set) stays 1 so that it never divides the loss a second time.
+        self.accelerator = Accelerator(mixed_precision=precision, cpu=_launched_on_cpu(),
+                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
+        self.grad_accum = grad_accum
         self.seed = seed
         set_seed(seed)
+        if not self.accelerator.is_main_process:
+            _quiet_libraries()
 
     @property
     def is_main_process(self) -> bool:
@@ -59,7 +77,7 @@ class Engine:
 
     def _progress(self, total: int, description: str):
         return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr,
-                    disable=not self.accelerator.is_local_main_process, dynamic_ncols=True)
+                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
 
     def prepare_model(self, model):
         return self.accelerator.prepare_model(model, evaluation_mode=True)
@@ -74,50 +92,63 @@ class Engine:
         best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation."""
         from transformers import get_linear_schedule_with_warmup
 
-        acc = self.accelerator
-        set_seed(self.seed)
-        sampler = LengthGroupedBatches([len(f["input_ids"]) for f in features], config.batch_size, config.seed)
-        loader = DataLoader(features, batch_sampler=sampler, collate_fn=Collator(pad_token_id))
-        steps_per_epoch = math.ceil(len(sampler) / config.grad_accum)
-        total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+        acc, accum = self.accelerator, config.grad_accum
+        # seed + rank: each process draws its own dropout masks (DDP copies rank 0's weights anyway)
+        set_seed(self.seed, device_specific=True)
+        lengths = [len(f["input_ids"]) for f in features]
+        sampler = LengthGroupedBatches(lengths, config.batch_size, config.seed)
+        per_rank = math.ceil(len(sampler) / acc.num_processes)  # the same on every rank (shard_batches)
+        steps_per_epoch = math.ceil(per_rank / accum)
+        # the epsilon keeps e.g. 0.1 x 30 steps (3.0000000000000004 in floats) at 3
+        total_steps = max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
+        full_epochs, rest_steps = divmod(total_steps, steps_per_epoch)
+        total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
         optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr, fused=True)
+        # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-        model, optimizer, loader, scheduler = acc.prepare(model, optimizer, loader, scheduler)
-        local_total = max(1, math.ceil(math.ceil(len(loader) / config.grad_accum) * config.epochs))
+        model, optimizer = acc.prepare(model, optimizer)
+        collate = Collator(pad_token_id)
 
         report, best_state, bad_evals = TrainReport(), None, 0
-        progress = self._progress(local_total * config.grad_accum, "train")
-        counts = torch.zeros(3, dtype=torch.long, device=acc.device)  # examples, real tokens, padded tokens
+        progress = self._progress(total_batches, "train")
+        counts = [0, 0, 0]  # examples, real tokens, padded tokens on this rank
         for epoch in range(math.ceil(config.epochs)):
             sampler.set_epoch(epoch)
+            batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes, acc.process_index)
             model.train()
-            started, loss_sum, loss_batches = time.perf_counter(), torch.zeros((), device=acc.device), 0
-            for batch in loader:
-                with acc.accumulate(model):
+            started, loss_sum, ran = time.perf_counter(), torch.zeros((), device=acc.device), 0
+            for i, indices in enumerate(batches):
+                window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
+                sync = (i + 1) % accum == 0 or i + 1 == len(batches)
+                batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
+                # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
+                with contextlib.nullcontext() if sync else acc.no_sync(model):
                     loss = model(**batch).loss
-                    acc.backward(loss)
-                    if acc.sync_gradients and config.max_grad_norm > 0:
+                    acc.backward(loss / window)
+                if sync:
+                    if config.max_grad_norm > 0:
                         acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
                     optimizer.step()
-                    scheduler.step()
+                    if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
+                        scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
-                mask = batch["attention_mask"]
-                counts += torch.stack([torch.tensor(mask.shape[0]), mask.sum().cpu(), torch.tensor(mask.numel())]).to(counts.device)
-                loss_sum += loss.detach()
-                loss_batches += 1
-                progress.update(1)
-                if acc.sync_gradients:
                     report.optimizer_steps += 1
-                    if report.optimizer_steps % 20 == 0:
-                        progress.set_postfix(epoch=epoch + 1, loss=f"{loss_sum.item() / loss_batches:.4f}")
-                    if report.optimizer_steps >= local_total:
-                        break
+                if not (last_repeats and i + 1 == len(batches)):
+                    counts = [counts[0] + len(indices), counts[1] + sum(lengths[j] for j in indices),
+                              counts[2] + len(indices) * max(lengths[j] for j in indices)]
+                loss_sum, ran = loss_sum + loss.detach(), ran + 1
+                progress.update(1)
+                if sync and report.optimizer_steps % 20 == 0:
+                    progress.set_postfix(epoch=epoch + 1, loss=f"{loss_sum.item() / ran:.4f}")
+                if sync and report.optimizer_steps >= total_steps:
+                    break
             report.train_seconds += time.perf_counter() - started
+            # every rank ran the same number of batches, so the mean of the ranks' means is the mean
             entry = {"epoch": round(min(epoch + 1, config.epochs), 3),
-                     "train_loss": round(float(acc.reduce(loss_sum, "mean").item()) / max(loss_batches, 1), 5)}
+                     "train_loss": round(float(acc.reduce(loss_sum, "mean").item()) / max(ran, 1), 5)}
             if evaluate is not None:
-                metrics = evaluate(model)
+                metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
                 entry["metrics"] = metrics
                 score = metrics[main_metric]
                 if report.best_metric is None or score > report.best_metric:
@@ -129,10 +160,10 @@ class Engine:
             if config.patience and bad_evals >= config.patience:
                 report.stopped_early = True
                 break
-            if report.optimizer_steps >= local_total:
+            if report.optimizer_steps >= total_steps:
                 break
         progress.close()
-        totals = acc.reduce(counts, "sum").tolist()
+        totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
         if best_state is not None and report.best_epoch != report.history[-1]["epoch"]:
@@ -143,33 +174,90 @@ class Engine:
     def infer(self, model, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
               pad_token_id: int, description: str = "predict") -> dict:
         """Model outputs for every feature, in feature order: ``{name: [np.ndarray per feature]}``.
-        Per-token outputs are trimmed to each feature's own length."""
-        acc = self.accelerator
+        Per-token outputs are trimmed to each feature's own length.
+
+        Rank r runs the length-sorted batches r, r + world, ...: the very batches of a single
+        process, so the numbers are the same, and each feature is computed exactly once."""
+        acc, world = self.accelerator, self.accelerator.num_processes
         lengths = [len(f["input_ids"]) for f in features]
-        indexed = [{**f, "feature_index": i} for i, f in enumerate(features)]
-        loader = DataLoader(indexed, batch_sampler=sorted_batches(lengths, batch_size),
-                            collate_fn=Collator(pad_token_id, with_index=True))
-        loader = acc.prepare_data_loader(loader)
-        results = {name: [None] * len(features) for name in output_names}
-        model.eval()
-        progress = self._progress(len(loader), description)
+        plan = sorted_batches(lengths, batch_size)
+        if not plan:
+            return {name: [] for name in output_names}
+        shards = [plan[r::world] for r in range(world)]
+        mine = shards[acc.process_index]
+        # The bare module: DDP would broadcast buffers in forward, a collective that ranks with
+        # different numbers of batches cannot pair up.
+        network = acc.unwrap_model(model)
+        network.eval()
+        collate = Collator(pad_token_id)
+        local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
+        progress = self._progress(len(mine), description)
         with torch.inference_mode(), acc.autocast():
-            for batch in loader:
-                index = batch.pop("feature_index")
-                inputs = {k: v for k, v in batch.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
-                outputs = model(**inputs)
-                index = acc.gather_for_metrics(index).cpu().numpy()
+            # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
+            for indices in mine or [plan[0][:1]]:
+                batch = collate([features[j] for j in indices])
+                outputs = network(**{k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
                 for name in output_names:
-                    values = outputs[name].float()
-                    if per_token:
-                        values = acc.pad_across_processes(values, dim=1)
-                    values = acc.gather_for_metrics(values).cpu().numpy()
-                    for row, feature_index in enumerate(index):
-                        value = values[row]
-                        results[name][feature_index] = value[:lengths[feature_index]] if per_token else value
-                progress.update(1)
+                    values = outputs[name].float().cpu()
+                    if not mine:
+                        values = values[:0, 0] if per_token else values[:0]
+                    elif per_token:
+                        values = torch.cat([values[row, :lengths[j]] for row, j in enumerate(indices)])
+                    local[name].append(values)
+                progress.update(1 if mine else 0)
         progress.close()
+
+        order = [j for shard in shards for batch in shard for j in batch]  # the gathered row order
+        rows = [sum(lengths[j] if per_token else 1 for batch in shard for j in batch) for shard in shards]
+        results = {}
+        for name in output_names:
+            values = torch.cat(local[name])
+            if world > 1:
+                values = self._gather_rows(values, rows)
+            values = values.numpy()
+            if per_token:
+                pieces = np.split(values, np.cumsum([lengths[j] for j in order])[:-1])
+            else:
+                pieces = list(values)
+            by_feature = [None] * len(features)
+            for j, piece in zip(order, pieces):
+                by_feature[j] = piece
+            results[name] = by_feature
         return results
+
+    def _gather_rows(self, values: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """Every rank's rows, rank 0's first. Each rank knows every rank's row count from the shared
+        plan, so one padded all-gather suffices."""
+        longest = max(rows)
+        padded = torch.zeros((longest, *values.shape[1:]), dtype=values.dtype)
+        padded[:len(values)] = values
+        gathered = self.accelerator.gather(padded.to(self.accelerator.device)).cpu()
+        return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
+
+
+def _launched_on_cpu() -> bool:
+    """Several processes (torchrun, mpirun) on a machine without an accelerator: Accelerate uses
+    gloo only when told ``cpu=True``; otherwise each process silently runs alone as rank 0 of 1."""
+    world = get_int_from_env(list(WORLD_SIZE_ENV), 1)
+    return world > 1 and not torch.accelerator.is_available() and not is_torch_xla_available()
+
+
+def _release_other_precision(precision: str) -> None:
+    """Accelerate keeps one process-wide state and refuses an Accelerator of another precision.
+    Dropping it (the process group lives in PartialState and stays) lets engines of different
+    precisions follow each other, e.g. bf16 fine-tuning then fp32 predict in one process; the
+    newest engine owns the state."""
+    shared = AcceleratorState._shared_state
+    if shared and shared.get("_mixed_precision") not in (None, precision):
+        AcceleratorState._reset_state(reset_partial_state=False)
+
+
+def _quiet_libraries() -> None:
+    """Ranks other than the main one print nothing: load reports, warnings, progress bars."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
 
 
 def _parameter_groups(model, weight_decay: float) -> list[dict]:
@@ -182,4 +270,3 @@ def _parameter_groups(model, weight_decay: float) -> list[dict]:
 
 def _copy_state(model) -> dict:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
