@@ -16,10 +16,13 @@ from bertkit.config import TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
+from bertkit.history import FILE as HISTORY_FILE
+from bertkit.history import History
 from bertkit.models import (DEFAULT_MODEL, check_saved_model, choose_max_length, load_config, load_model,
                             load_tokenizer, resolve_model)
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
+from bertkit.training_state import Checkpoints, checkpoint_root, features_sha1
 
 
 @dataclass
@@ -32,11 +35,17 @@ class FinetuneResult:
     train_examples: int
     eval_examples: int
     preprocessing: dict = field(default_factory=dict)
+    best_step: int | None = None
+    resumed_from: str | None = None  # the checkpoint this run continued from (--resume)
+    notices: list = field(default_factory=list)
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
-             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False) -> FinetuneResult:
-    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory."""
+             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
+             resume: bool = False, resume_from: str | None = None) -> FinetuneResult:
+    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory.
+    ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
+    checkpoint); the run's settings must be those of the checkpoint (training_state.py)."""
     config = (config or TrainConfig()).validate()
     task_class = get_task_class(task)
     adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
@@ -46,6 +55,12 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     train_source = registry.resolve(data, "train", data_dir, task)
     eval_source = _eval_source(data, eval_data, data_dir, task)
     _check_not_inside(output_path, train_source, eval_source)
+    checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
+                                   resume, resume_from, overwrite)
+    notices = []
+    if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
+        notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
+                       "at step 0")
     train_examples = _first(adapter.read(train_source, TRAIN), config.max_train_samples)
     adapter.fit_labels(train_examples)
     eval_examples = []
@@ -60,6 +75,9 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
     engine = Engine(config.precision, config.grad_accum, config.seed)
+    if checkpoints is not None:
+        checkpoints.identity["processes"] = engine.accelerator.num_processes
+        checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
@@ -67,16 +85,20 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = dict(adapter.stats)
+    if checkpoints is not None:
+        checkpoints.identity["train_data_sha1"] = features_sha1(train_features)
+        checkpoints.check_compatible()
 
     def evaluate_epoch(current_model) -> dict:
         return _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
                       tokenizer.pad_token_id)[0]
 
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
-                                 evaluate_epoch if eval_examples else None, adapter.main_metric)
-    best = next((h for h in report.history if h["epoch"] == report.best_epoch), report.history[-1])
+                                 evaluate_epoch if eval_examples else None, adapter.main_metric, checkpoints)
+    best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing)
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
+                            report.best_step, report.resumed_from, notices)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -85,11 +107,13 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                  "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
+        "best_step": report.best_step, "resumed_from": report.resumed_from,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
         "stopped_early": report.stopped_early, "versions": _versions(),
     }
     if engine.is_main_process:
         with staged_output(output_path) as staging:
+            History(report.log).write(staging / HISTORY_FILE)
             save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
     engine.accelerator.wait_for_everyone()
     return result
@@ -271,6 +295,16 @@ def _recorded_eval_data(meta: dict) -> str:
 
 def _eval_file_name(data: str, split: str) -> str:
     return f"eval-{data}-{split}.json" if registry.is_known(data) else f"eval-{Path(data).stem}.json"
+
+
+def _run_identity(task, model, config, train_source, eval_source) -> dict:
+    """What a resumed run must share with its checkpoint (training_state.MAY_CHANGE excepted)."""
+    def where(source):
+        return None if source is None else str(source.path.resolve()) if source.path else source.description
+
+    local = Path(model).expanduser()
+    return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
+            "eval_data": where(eval_source), **config.to_dict()}
 
 
 def _check_not_inside(output: Path, *sources) -> None:

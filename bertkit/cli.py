@@ -85,6 +85,17 @@ def finetune(
                                              "context (as in HF, not the step between windows; default 128). ner: "
                                              "words shared by consecutive windows of a long sentence (default: half)."),
     max_answer_length: Optional[int] = typer.Option(None, help="qa: longest answer in tokens (default 30)."),
+    # --- long runs: step-based control, checkpoints, exact resume (README "Long runs") ---
+    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps to train (overrides --epochs)."),
+    eval_every: Optional[int] = typer.Option(None, help="Evaluate every N steps (default: after every epoch)."),
+    log_every: int = typer.Option(10, help="Log loss, learning rate, gradient norm to history.jsonl every N steps."),
+    save_every: Optional[int] = typer.Option(None, help="Save a resumable checkpoint every N steps into "
+                                             "<output>.checkpoints/step-N (Ctrl-C then saves one and stops)."),
+    keep_checkpoints: Optional[int] = typer.Option(None, help="Keep the K newest checkpoints plus the best "
+                                                   "(default: all)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the newest complete checkpoint of --output "
+                                "(same command line otherwise)."),
+    resume_from: Optional[str] = typer.Option(None, help="Continue from this checkpoint directory instead."),
 ):
     """Fine-tune a pretrained model and save a directory that plain transformers can load."""
     from bertkit import api
@@ -96,23 +107,36 @@ def finetune(
                          max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
                          grad_accum=grad_accum, max_grad_norm=max_grad_norm, precision=precision.value, seed=seed,
                          max_train_samples=max_train_samples, max_eval_samples=max_eval_samples, patience=patience,
-                         task_options={k: v for k, v in options.items() if v is not None})
+                         task_options={k: v for k, v in options.items() if v is not None}, max_steps=max_steps,
+                         eval_every=eval_every, log_every=log_every, save_every=save_every,
+                         keep_checkpoints=keep_checkpoints)
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
-    result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
-                          config=config, overwrite=overwrite)
+    from bertkit.interrupts import TrainingInterrupted
+
+    try:
+        result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
+                              config=config, overwrite=overwrite, resume=resume, resume_from=resume_from)
+    except TrainingInterrupted as stop:
+        if _is_main_process():
+            typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
+        sys.exit(130)
     if not _is_main_process():
         return
     t = result.throughput
+    if result.resumed_from:
+        typer.echo(f"resumed from {result.resumed_from}")
     for entry in result.history:
-        typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
+        where = f"step {entry['step']} (epoch {entry['epoch']})" if eval_every else f"epoch {entry['epoch']}"
+        typer.echo(f"{where}: train loss {entry['train_loss']:.4f}" +
                    "".join(f", {k} {v:.4f}" for k, v in entry.get("metrics", {}).items() if isinstance(v, float)))
     typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
                f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
                f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
     _echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     _echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
+    _echo_notices({"notices": result.notices})
     if result.metrics:
-        typer.echo(f"best (epoch {result.best_epoch}): {_format_metrics(result.metrics)}")
+        typer.echo(f"best (epoch {result.best_epoch}, step {result.best_step}): {_format_metrics(result.metrics)}")
     typer.echo(f"saved to {result.output_dir}")
 
 

@@ -36,6 +36,17 @@ class TrainConfig:
     """Stop after this many evaluations without improvement of the main metric (None: never)."""
     task_options: dict = field(default_factory=dict)
     """Task-specific settings (doc stride, answer length, columns...), validated by the task."""
+    # --- long runs (see training_state.py and history.py) ---
+    max_steps: int | None = None
+    """Optimizer steps to train; overrides ``epochs`` (the schedule spans exactly these steps)."""
+    eval_every: int | None = None
+    """Evaluate every N optimizer steps (None: after every epoch); best weights are kept per evaluation."""
+    log_every: int = 10
+    """Write training loss, learning rate and gradient norm to history.jsonl every N steps."""
+    save_every: int | None = None
+    """Save a complete, resumable training state every N optimizer steps (None: never)."""
+    keep_checkpoints: int | None = None
+    """Keep only the K newest checkpoints plus the best one (None: keep every checkpoint)."""
 
     def validate(self) -> "TrainConfig":
         checks = [
@@ -51,12 +62,19 @@ class TrainConfig:
             (self.max_train_samples is None or self.max_train_samples >= 1, "--max-train-samples must be >= 1"),
             (self.max_eval_samples is None or self.max_eval_samples >= 1, "--max-eval-samples must be >= 1"),
             (self.patience is None or self.patience >= 1, "--patience must be >= 1"),
+            (self.max_steps is None or self.max_steps >= 1, "--max-steps must be >= 1"),
+            (self.eval_every is None or self.eval_every >= 1, "--eval-every must be >= 1"),
+            (self.log_every >= 1, "--log-every must be >= 1"),
+            (self.save_every is None or self.save_every >= 1, "--save-every must be >= 1"),
+            (self.keep_checkpoints is None or self.keep_checkpoints >= 1, "--keep-checkpoints must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
                 raise BertkitError(message, "see `bertkit finetune --help` for the accepted values")
         if self.precision not in PRECISIONS:
             raise BertkitError(f"unknown --precision {self.precision!r}", f"use one of {', '.join(PRECISIONS)}")
+        if self.keep_checkpoints is not None and self.save_every is None:
+            raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         return self
 
     def to_dict(self) -> dict:

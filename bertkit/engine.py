@@ -28,6 +28,9 @@ from tqdm.auto import tqdm
 from bertkit.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
+from bertkit.history import History
+from bertkit.interrupts import StopRequests, TrainingInterrupted, test_signal
+from bertkit.training_state import Progress, RunningSums, cpu_copy, set_rng_state
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -45,6 +48,9 @@ class TrainReport:
     padded_tokens: int = 0
     optimizer_steps: int = 0
     stopped_early: bool = False
+    best_step: int | None = None
+    log: list = field(default_factory=list)  # history.jsonl lines (history.py)
+    resumed_from: str | None = None  # the checkpoint this run continued from
 
     def throughput(self) -> dict:
         seconds = max(self.train_seconds, 1e-9)
@@ -87,9 +93,12 @@ class Engine:
 
     # --- training -----------------------------------------------------------------------------
     def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
-            evaluate=None, main_metric: str | None = None) -> tuple[object, TrainReport]:
-        """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch and keep the
-        best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation."""
+            evaluate=None, main_metric: str | None = None, checkpoints=None) -> tuple[object, TrainReport]:
+        """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch (or every
+        ``config.eval_every`` steps) and keep the best weights by ``main_metric``.
+        ``evaluate(model) -> dict`` is the task's evaluation. ``checkpoints``
+        (``training_state.Checkpoints``) saves the full state every ``config.save_every`` steps and,
+        when it holds one, continues from a saved state exactly where it stopped."""
         from transformers import get_linear_schedule_with_warmup
 
         acc, accum = self.accelerator, config.grad_accum
@@ -100,75 +109,123 @@ class Engine:
         per_rank = math.ceil(len(sampler) / acc.num_processes)  # the same on every rank (shard_batches)
         steps_per_epoch = math.ceil(per_rank / accum)
         # the epsilon keeps e.g. 0.1 x 30 steps (3.0000000000000004 in floats) at 3
-        total_steps = max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
+        total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
         full_epochs, rest_steps = divmod(total_steps, steps_per_epoch)
         total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
         optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+        state, history, best_state, saved = Progress(), History(), None, None
+        if checkpoints is not None:  # loads weights and optimizer before they are prepared
+            state, history, best_state, saved = checkpoints.begin(acc, model, optimizer, scheduler)
         model, optimizer = acc.prepare(model, optimizer)
         collate = Collator(pad_token_id)
-
-        report, best_state, bad_evals = TrainReport(), None, 0
-        progress = self._progress(total_batches, "train")
-        counts = [0, 0, 0]  # examples, real tokens, padded tokens on this rank
-        for epoch in range(math.ceil(config.epochs)):
-            sampler.set_epoch(epoch)
-            batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes, acc.process_index)
-            model.train()
-            started, loss_sum, ran = time.perf_counter(), torch.zeros((), device=acc.device), 0
-            for i, indices in enumerate(batches):
-                window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
-                sync = (i + 1) % accum == 0 or i + 1 == len(batches)
-                batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
-                # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
-                with contextlib.nullcontext() if sync else acc.no_sync(model):
-                    loss = model(**batch).loss
-                    acc.backward(loss / window)
-                if sync:
+        saving = checkpoints is not None and checkpoints.save_every is not None
+        sums = RunningSums(acc.device, saved)
+        if saved is not None:
+            set_rng_state(saved["rng"])  # last: nothing after this may draw random numbers
+        progress = self._progress(total_batches, f"train from step {state.step}" if state.step else "train")
+        progress.update(min(state.epoch * per_rank + state.next_batch, total_batches))
+        finished = state.step >= total_steps or state.stopped_early
+        with StopRequests(saving) as stop:
+            for epoch in range(state.epoch, math.ceil(total_steps / steps_per_epoch)):
+                if finished:
+                    break
+                sampler.set_epoch(epoch)
+                batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes, acc.process_index)
+                model.train()
+                started = time.perf_counter()
+                # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
+                for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
+                    indices = batches[i]
+                    window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
+                    sync = (i + 1) % accum == 0 or i + 1 == len(batches)
+                    batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
+                    # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
+                    with contextlib.nullcontext() if sync else acc.no_sync(model):
+                        loss = model(**batch).loss
+                        acc.backward(loss / window)
+                    repeat = last_repeats and i + 1 == len(batches)
+                    sums.add(loss.detach(), [lengths[j] for j in indices], new=not repeat)
+                    progress.update(1)
+                    if not sync:
+                        continue
+                    logging = (state.step + 1) % config.log_every == 0
+                    grad_norm = None
                     if config.max_grad_norm > 0:
-                        acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                        grad_norm = acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                    elif logging:
+                        acc.unscale_gradients()
+                        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()
+                                                                   if p.grad is not None])
+                    lr = scheduler.get_last_lr()[0]  # the rate this step uses
                     optimizer.step()
                     if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
                         scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
-                    report.optimizer_steps += 1
-                if not (last_repeats and i + 1 == len(batches)):
-                    counts = [counts[0] + len(indices), counts[1] + sum(lengths[j] for j in indices),
-                              counts[2] + len(indices) * max(lengths[j] for j in indices)]
-                loss_sum, ran = loss_sum + loss.detach(), ran + 1
-                progress.update(1)
-                if sync and report.optimizer_steps % 20 == 0:
-                    progress.set_postfix(epoch=epoch + 1, loss=f"{loss_sum.item() / ran:.4f}")
-                if sync and report.optimizer_steps >= total_steps:
-                    break
-            report.train_seconds += time.perf_counter() - started
-            # every rank ran the same number of batches, so the mean of the ranks' means is the mean
-            entry = {"epoch": round(min(epoch + 1, config.epochs), 3),
-                     "train_loss": round(float(acc.reduce(loss_sum, "mean").item()) / max(ran, 1), 5)}
-            if evaluate is not None:
-                metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
-                entry["metrics"] = metrics
-                score = metrics[main_metric]
-                if report.best_metric is None or score > report.best_metric:
-                    report.best_metric, report.best_epoch, bad_evals = score, entry["epoch"], 0
-                    best_state = _copy_state(acc.unwrap_model(model))
-                else:
-                    bad_evals += 1
-            report.history.append(entry)
-            if config.patience and bad_evals >= config.patience:
-                report.stopped_early = True
-                break
-            if report.optimizer_steps >= total_steps:
-                break
+                    state.step, state.epoch, state.next_batch = state.step + 1, epoch, i + 1
+                    test_signal("step", state.step)
+                    seen = epoch + (i + 1) / len(batches)  # epochs of data seen, 1.0 = one full pass
+                    at = round(seen if config.max_steps else min(seen, config.epochs), 4)
+                    at = int(at) if at == int(at) else at
+                    finished = state.step >= total_steps
+                    if logging:
+                        loss_now = sums.mean_loss("log", acc)
+                        history.train(state.step, at, loss_now, lr, None if grad_norm is None else float(grad_norm))
+                        progress.set_postfix(epoch=f"{seen:.2f}", loss=f"{loss_now:.4f}")
+                    due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
+                    if due or finished:
+                        state.train_seconds += time.perf_counter() - started
+                        best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric, history,
+                                                            best_state)
+                        if config.patience and state.bad_evals >= config.patience:
+                            state.stopped_early = finished = True
+                        model.train()
+                        started = time.perf_counter()
+                    due = saving and state.step % checkpoints.save_every == 0
+                    # A stop request needs an all-reduce with several processes: looked at on log steps only.
+                    stopping = not finished and (acc.num_processes == 1 or logging) and stop.agreed(acc)
+                    if due or stopping:
+                        state.train_seconds += time.perf_counter() - started
+                        path = checkpoints.save(acc, state, sums.state(), model, optimizer, scheduler, best_state,
+                                                history)
+                        started = time.perf_counter()
+                        if stopping:
+                            progress.close()
+                            raise TrainingInterrupted(state.step, path)
+                    if finished:
+                        break
+                state.train_seconds += time.perf_counter() - started
         progress.close()
-        totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
+        totals = acc.reduce(torch.tensor(sums.counts, dtype=torch.long, device=acc.device), "sum").tolist()
+        report = TrainReport(state.evals, state.best_epoch, state.best_metric, state.train_seconds,
+                             optimizer_steps=state.step, stopped_early=state.stopped_early, best_step=state.best_step,
+                             log=history.entries, resumed_from=str(checkpoints.resume_from) if checkpoints and
+                             checkpoints.resume_from else None)
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
-        if best_state is not None and report.best_epoch != report.history[-1]["epoch"]:
+        if best_state is not None and state.best_step != state.evals[-1]["step"]:
             model.load_state_dict(best_state)
         return model, report
+
+    def _evaluation_point(self, model, state, sums, at, evaluate, main_metric, history, best_state):
+        """Record the mean training loss since the last evaluation and, with an ``evaluate``, the
+        metrics; keep a copy of the weights when they are the best so far."""
+        acc = self.accelerator
+        entry = {"epoch": at, "step": state.step, "train_loss": round(sums.mean_loss("eval", acc), 5)}
+        if evaluate is not None:
+            metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
+            entry["metrics"] = metrics
+            history.eval(state.step, at, metrics)
+            score = metrics[main_metric]
+            if state.best_metric is None or score > state.best_metric:
+                state.best_metric, state.best_epoch, state.best_step, state.bad_evals = score, at, state.step, 0
+                best_state = cpu_copy(acc.unwrap_model(model))
+            else:
+                state.bad_evals += 1
+        state.evals.append(entry)
+        return best_state
 
     # --- inference ----------------------------------------------------------------------------
     def infer(self, model, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
@@ -267,6 +324,3 @@ def _parameter_groups(model, weight_decay: float) -> list[dict]:
             (no_decay if name.endswith(NO_DECAY) else decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
-
-def _copy_state(model) -> dict:
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}

@@ -1,0 +1,293 @@
+"""Resumable training state: what a checkpoint holds, where it lives, how it is written, which
+checkpoints are kept, and whether a command may continue from one.
+
+Checkpoints live next to the model directory, not inside it (the model directory is written
+all-or-nothing when training ends, and ``--overwrite`` replaces it)::
+
+    <output>.checkpoints/
+        history.jsonl          the live history (history.py)
+        step-300/              complete: renamed into place only once every file is written
+            model.safetensors  the weights after step 300
+            best.safetensors   the best weights so far (absent when they are this step's own)
+            optimizer.pt       AdamW moments and step counts
+            scheduler.pt       learning-rate schedule (and the fp16 loss scaler)
+            rank-0.pt ...      per process: Python/NumPy/torch RNG states, loss sums, example counts
+            history.jsonl      the history up to step 300
+            state.json         written last: position (epoch, next batch), best metric and step,
+                               patience count, and the run's identity (what must not change)
+        .step-600.tmp/         being written, or left by a kill: ignored, removed by the next run
+
+Checkpoints are taken only at optimizer-step boundaries, so no gradient is ever half accumulated.
+The batch plan of an epoch is a pure function of seed and epoch, so resuming rebuilds the plan
+of the saved epoch and starts at the saved batch index: nothing is replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.checkpoint import write_json
+from bertkit.errors import BertkitError
+from bertkit.history import FILE as HISTORY_FILE
+from bertkit.history import History, read
+from bertkit.interrupts import test_signal
+
+SUFFIX = ".checkpoints"
+STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"
+STEP_DIR = re.compile(r"step-(\d+)")
+# Settings that may change between the interrupted run and its resumption: they do not touch the
+# numbers training produces (the eval batch size does, in the last bits of the logits).
+MAY_CHANGE = ("log_every", "save_every", "keep_checkpoints")
+RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
+
+
+@dataclass
+class Progress:
+    """Where the loop is and what it has decided so far: identical on every rank."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # the epoch of the last batch done ...
+    next_batch: int = 0  # ... and the index of the next one in this rank's share of that epoch's plan
+    best_metric: float | None = None
+    best_step: int | None = None
+    best_epoch: float | None = None
+    bad_evals: int = 0
+    stopped_early: bool = False
+    evals: list = field(default_factory=list)  # TrainReport.history: one entry per evaluation
+    train_seconds: float = 0.0
+
+
+class RunningSums:
+    """This rank's running sums, saved per rank: loss and batches since the last log line and since
+    the last evaluation, and examples, real tokens, padded tokens so far."""
+
+    def __init__(self, device, saved: dict | None = None):
+        import torch
+
+        self.device = device
+        self.loss = {k: [torch.zeros((), device=device), 0] for k in ("log", "eval")}
+        self.counts = [0, 0, 0]
+        if saved is not None:
+            self.loss = {k: [saved["loss"][k][0].to(device), saved["loss"][k][1]] for k in self.loss}
+            self.counts = list(saved["counts"])
+
+    def add(self, loss, lengths: list[int], new: bool) -> None:
+        for key in self.loss:
+            self.loss[key] = [self.loss[key][0] + loss, self.loss[key][1] + 1]
+        if new:  # not a repeated example that only keeps a rank in step with the others
+            self.counts = [self.counts[0] + len(lengths), self.counts[1] + sum(lengths),
+                           self.counts[2] + len(lengths) * max(lengths)]
+
+    def mean_loss(self, key: str, acc) -> float:
+        """The mean since the last call, over all ranks; every rank ran the same number of batches,
+        so the mean of the ranks' means is the mean."""
+        import torch
+
+        total, batches = self.loss[key]
+        self.loss[key] = [torch.zeros((), device=self.device), 0]
+        return float(acc.reduce(total, "mean").item()) / max(batches, 1)
+
+    def state(self) -> dict:
+        return {"loss": {k: list(v) for k, v in self.loss.items()}, "counts": list(self.counts), "rng": rng_state()}
+
+
+def checkpoint_root(output: Path) -> Path:
+    return output.parent / f"{output.name}{SUFFIX}"
+
+
+def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root``, oldest first; half-written ones are not listed."""
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.fullmatch(p.name))]
+    return sorted((step, p) for step, p in found if (p / STATE).is_file())
+
+
+def read_state(path: Path) -> dict:
+    try:
+        return json.loads((path / STATE).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BertkitError(f"{path} is not a readable bertkit checkpoint ({exc})",
+                           "pass --resume-from a step-N directory under <output>.checkpoints") from exc
+
+
+class Checkpoints:
+    """One run's checkpoints: validated in ``plan`` before any work, used by ``Engine.fit``."""
+
+    def __init__(self, root: Path, save_every: int | None, keep: int | None, identity: dict,
+                 resume_from: Path | None = None, clear: bool = False):
+        self.root, self.save_every, self.keep, self.identity = root, save_every, keep, identity
+        self.resume_from, self.clear = resume_from, clear
+
+    @classmethod
+    def plan(cls, output: Path, config, identity: dict, resume: bool, resume_from: str | None,
+             overwrite: bool) -> "Checkpoints | None":
+        """Decide, before any data is read, what this run saves and where it continues from."""
+        root = checkpoint_root(output)
+        existing = complete_checkpoints(root)
+        source = None
+        if resume_from:
+            path = Path(resume_from).expanduser().resolve()
+            inside = complete_checkpoints(path)  # a checkpoints directory: its newest
+            source = inside[-1][1] if inside else path
+            if not (source / STATE).is_file():
+                raise BertkitError(f"--resume-from {resume_from} is not a complete checkpoint (no {STATE})",
+                                   f"pass a step-N directory under {root}")
+        elif resume and existing:
+            source = existing[-1][1]
+        elif existing and config.save_every and not resume:
+            if not overwrite:
+                raise BertkitError(f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
+                                   "add --resume to continue it, or --overwrite to delete them and start over")
+        if not (resume or resume_from or config.save_every):
+            return None
+        plan = cls(root, config.save_every, config.keep_checkpoints, identity, source,
+                   clear=bool(overwrite and existing and source is None))
+        plan.check_compatible()
+        return plan
+
+    def check_compatible(self) -> None:
+        """Refuse to continue a checkpoint with settings that would train something else."""
+        if self.resume_from is None:
+            return
+        saved = read_state(self.resume_from).get("identity", {})
+        differences = []
+        for key, value in self.identity.items():
+            if key in MAY_CHANGE or key not in saved:
+                continue
+            before = saved[key]
+            if isinstance(value, dict) and isinstance(before, dict):
+                differences += [f"{_flag(k)} {value.get(k)} (checkpoint: {before.get(k)})"
+                                for k in sorted(set(value) | set(before)) if value.get(k) != before.get(k)]
+            elif value != before:
+                differences.append(f"{_flag(key)} {value} (checkpoint: {before})")
+        if differences:
+            raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(differences), RESUME_HINT)
+
+    # --- inside Engine.fit --------------------------------------------------------------------
+    def begin(self, acc, model, optimizer, scheduler):
+        """Remove leftovers, then load the checkpoint into the (unprepared) model and optimizer.
+        Returns (progress, history, best weights or None, this rank's saved state or None)."""
+        import torch
+        from safetensors.torch import load_file
+
+        if acc.is_main_process and self.root.is_dir():
+            for path in self.root.iterdir():
+                ours = path.name.startswith(".step-") or (self.clear and (STEP_DIR.fullmatch(path.name) or
+                                                                          path.name == HISTORY_FILE))
+                if ours:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        acc.wait_for_everyone()
+        live = self.root / HISTORY_FILE if acc.is_main_process and self.save_every else None
+        if self.resume_from is None:
+            return Progress(), History(live=live), None, None
+        source = self.resume_from
+        state = read_state(source)
+        weights = load_file(source / MODEL)
+        model.load_state_dict(weights)
+        optimizer.load_state_dict(torch.load(source / "optimizer.pt", map_location="cpu", weights_only=True))
+        schedules = torch.load(source / "scheduler.pt", map_location="cpu", weights_only=True)
+        scheduler.load_state_dict(schedules["scheduler"])
+        if schedules.get("scaler") and acc.scaler is not None:
+            acc.scaler.load_state_dict(schedules["scaler"])
+        progress = Progress(**state["progress"])
+        best = None
+        if progress.best_step is not None:
+            best = load_file(source / BEST) if (source / BEST).is_file() else weights
+        rank_state = torch.load(source / f"rank-{acc.process_index}.pt", map_location="cpu", weights_only=True)
+        return progress, History(read(source / HISTORY_FILE), live=live), best, rank_state
+
+    def save(self, acc, progress: Progress, rank_state: dict, model, optimizer, scheduler, best: dict | None,
+             history: History) -> Path:
+        """Write step N's checkpoint into ``.step-N.tmp`` and rename it to ``step-N`` once complete
+        (every rank's file included), then apply ``--keep-checkpoints``."""
+        import torch
+        from safetensors.torch import save_file
+
+        step, main = progress.step, acc.is_main_process
+        tmp, final = self.root / f".step-{step}.tmp", self.root / f"step-{step}"
+        if main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        acc.wait_for_everyone()
+        torch.save(rank_state, tmp / f"rank-{acc.process_index}.pt")
+        if main:
+            save_file(cpu_copy(acc.unwrap_model(model)), tmp / MODEL)
+            test_signal("save", step)
+            if best is not None and progress.best_step != step:
+                save_file(best, tmp / BEST)
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save({"scheduler": scheduler.state_dict(),
+                        "scaler": acc.scaler.state_dict() if acc.scaler is not None else None}, tmp / "scheduler.pt")
+            history.write(tmp / HISTORY_FILE)
+        acc.wait_for_everyone()
+        if main:
+            last = progress.evals[-1] if progress.evals else {}
+            score = progress.best_metric if last.get("step") == step and progress.best_step == step else None
+            write_json(tmp / STATE, {"step": step, "score": score, "progress": asdict(progress),
+                                     "identity": self.identity})
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+            self._prune()
+        acc.wait_for_everyone()
+        return final
+
+    def _prune(self) -> None:
+        """Keep the ``keep`` newest checkpoints plus the one saved right after the best evaluation."""
+        if self.keep is None:
+            return
+        found = complete_checkpoints(self.root)
+        scored = [(read_state(p).get("score"), -step, p) for step, p in found]
+        scored = [s for s in scored if s[0] is not None]
+        keep = {p for _, p in found[-self.keep:]} | ({max(scored, key=lambda s: s[:2])[2]} if scored else set())
+        for _, path in found:
+            if path not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _flag(key: str) -> str:
+    names = {"task": "task", "processes": "processes", "train_data_sha1": "training data content (sha1)"}
+    return names.get(key, f"--{key.replace('_', '-')}")
+
+
+def cpu_copy(model) -> dict:
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+
+
+def features_sha1(features: list[dict]) -> str:
+    """A fingerprint of the training features: the same file path with other content is refused."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for f in features:
+        targets = (f.get("labels"), f.get("start_positions"), f.get("end_positions"))
+        digest.update(repr((f["input_ids"], targets)).encode())
+    return digest.hexdigest()
+
+
+def rng_state() -> dict:
+    import torch
+
+    name, keys, position, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "numpy": [name, keys.tolist(), position, has_gauss, gauss],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict) -> None:
+    import torch
+
+    random.setstate(state["python"])
+    name, keys, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
