@@ -263,13 +263,20 @@ def cpu_copy(model) -> dict:
 
 
 def features_sha1(features: list[dict]) -> str:
-    """A fingerprint of the training features: the same file path with other content is refused."""
+    """A fingerprint of the training features (token ids and targets): the same file path with
+    other content is refused. Flattened through numpy: a few hundred ms for 50,000 features."""
     import hashlib
+    import itertools
 
     digest = hashlib.sha1()
-    for f in features:
-        targets = (f.get("labels"), f.get("start_positions"), f.get("end_positions"))
-        digest.update(repr((f["input_ids"], targets)).encode())
+    for key in ("input_ids", "token_type_ids", "labels", "start_positions", "end_positions"):
+        values = [f.get(key) for f in features]
+        if all(v is None for v in values):
+            continue
+        if isinstance(values[0], list):  # per token: the lengths, then every value in a row
+            digest.update(np.array([len(v) for v in values], dtype=np.int64).tobytes())
+            values = itertools.chain.from_iterable(values)
+        digest.update(key.encode() + np.fromiter(values, dtype=np.int64).tobytes())
     return digest.hexdigest()
 
 
