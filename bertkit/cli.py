@@ -85,6 +85,8 @@ def finetune(
                                              "context (as in HF, not the step between windows; default 128). ner: "
                                              "words shared by consecutive windows of a long sentence (default: half)."),
     max_answer_length: Optional[int] = typer.Option(None, help="qa: longest answer in tokens (default 30)."),
+    report_to: str = typer.Option("none", help="Experiment trackers: tensorboard, wandb, mlflow, all or none "
+                                  "(comma-separated allowed); logs go to <output>.logs/."),
 ):
     """Fine-tune a pretrained model and save a directory that plain transformers can load."""
     from bertkit import api
@@ -99,7 +101,7 @@ def finetune(
                          task_options={k: v for k, v in options.items() if v is not None})
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
     result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
-                          config=config, overwrite=overwrite)
+                          config=config, overwrite=overwrite, report_to=report_to)
     if not _is_main_process():
         return
     t = result.throughput
@@ -113,6 +115,7 @@ def finetune(
     _echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     if result.metrics:
         typer.echo(f"best (epoch {result.best_epoch}): {_format_metrics(result.metrics)}")
+    _echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
 
 
@@ -133,13 +136,16 @@ def eval_command(
     store_threshold: Optional[bool] = typer.Option(None, "--store-threshold/--no-store-threshold", help="qa v2: store "
                                                    "the tuned null threshold; default: only from a full evaluation "
                                                    "on the model's dev data."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", help="Also score with an `evaluate` metric: a "
+                                               "local script/directory (offline) or a Hub name; repeatable."),
 ):
     """Score a fine-tuned model; prints the metrics and writes them as JSON."""
     from bertkit import api
 
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
-                          task_options={"strict": True} if strict else None, store_tuned=store_threshold)
+                          task_options={"strict": True} if strict else None, store_tuned=store_threshold,
+                          extra_metrics=metric or ())
     if not _is_main_process():
         return
     typer.echo(f"{report['data']}: {report['examples']} examples")
@@ -174,6 +180,18 @@ def predict(
     else:
         write_text(target, lines)
         typer.echo(f"{len(rows)} predictions written to {output}", err=True)
+
+
+@app.command()
+def report(model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`.")):
+    """(Re)draw the figures and write report.html and the model card README.md."""
+    from bertkit import api
+
+    drawn = api.report(model_dir)
+    for figure in drawn["figures"]:
+        typer.echo(f"figure: {figure}")
+    typer.echo(f"report: {drawn['report']}")
+    typer.echo(f"model card: {drawn['card']}")
 
 
 @app.command()

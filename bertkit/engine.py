@@ -56,15 +56,19 @@ class TrainReport:
 
 
 class Engine:
-    def __init__(self, precision: str = "no", grad_accum: int = 1, seed: int = 42):
-        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``."""
+    def __init__(self, precision: str = "no", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
+                 logging_dir: str | None = None):
+        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``.
+        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
         _release_other_precision(precision)
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
         # set) stays 1 so that it never divides the loss a second time.
         self.accelerator = Accelerator(mixed_precision=precision, cpu=_launched_on_cpu(),
-                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
+                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
+                                       log_with=trackers or None, project_dir=logging_dir)
+        self.tracking = bool(trackers)
         self.grad_accum = grad_accum
         self.seed = seed
         set_seed(seed)
@@ -112,6 +116,11 @@ class Engine:
 
         report, best_state, bad_evals = TrainReport(), None, 0
         progress = self._progress(total_batches, "train")
+        if self.tracking:
+            from bertkit.tracking import PROJECT, hyperparameters
+
+            acc.init_trackers(PROJECT, config=hyperparameters(config.to_dict()))
+        step_loss = 0.0
         counts = [0, 0, 0]  # examples, real tokens, padded tokens on this rank
         for epoch in range(math.ceil(config.epochs)):
             sampler.set_epoch(epoch)
@@ -126,6 +135,8 @@ class Engine:
                 with contextlib.nullcontext() if sync else acc.no_sync(model):
                     loss = model(**batch).loss
                     acc.backward(loss / window)
+                if self.tracking:
+                    step_loss += loss.item() / window
                 if sync:
                     if config.max_grad_norm > 0:
                         acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -134,6 +145,10 @@ class Engine:
                         scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
                     report.optimizer_steps += 1
+                    if self.tracking:  # Accelerate logs on the main process only
+                        acc.log({"train/loss": step_loss, "train/lr": scheduler.get_last_lr()[0],
+                                 "train/epoch": epoch + (i + 1) / len(batches)}, step=report.optimizer_steps)
+                        step_loss = 0.0
                 if not (last_repeats and i + 1 == len(batches)):
                     counts = [counts[0] + len(indices), counts[1] + sum(lengths[j] for j in indices),
                               counts[2] + len(indices) * max(lengths[j] for j in indices)]
@@ -150,6 +165,9 @@ class Engine:
             if evaluate is not None:
                 metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
                 entry["metrics"] = metrics
+                if self.tracking:
+                    acc.log({f"eval/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))},
+                            step=report.optimizer_steps)
                 score = metrics[main_metric]
                 if report.best_metric is None or score > report.best_metric:
                     report.best_metric, report.best_epoch, bad_evals = score, entry["epoch"], 0
@@ -163,6 +181,8 @@ class Engine:
             if report.optimizer_steps >= total_steps:
                 break
         progress.close()
+        if self.tracking:
+            acc.end_training()  # flushes and closes the event files
         totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
