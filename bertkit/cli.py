@@ -183,6 +183,34 @@ def predict(
 
 
 @app.command()
+def serve(
+    model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface; there is no "
+                             "authentication)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    backend: str = typer.Option("torch", help="torch, onnx or onnx-int8 (after `bertkit export onnx`)."),
+    batch_size: int = typer.Option(64, help="Largest model batch; concurrent requests are batched together."),
+    max_wait_ms: float = typer.Option(5.0, help="How long a request waits for others to batch with."),
+    max_inputs: int = typer.Option(256, help="Most input rows in one request (more: HTTP 413)."),
+    max_request_bytes: int = typer.Option(1 << 20, help="Largest request body (more: HTTP 413)."),
+):
+    """Serve predictions over HTTP: POST /predict, GET /health, GET /info."""
+    _require("fastapi", "uvicorn", extra="serve")
+    from bertkit.predictor import Predictor
+    from bertkit.serving.app import check_address, serve as run_server
+
+    for name, value in (("--max-inputs", max_inputs), ("--max-request-bytes", max_request_bytes)):
+        if value < 1:
+            raise BertkitError(f"{name} must be >= 1, got {value}", "see `bertkit serve --help`")
+    if max_wait_ms < 0:
+        raise BertkitError(f"--max-wait-ms must be >= 0, got {max_wait_ms}", "see `bertkit serve --help`")
+    check_address(host, port)
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, quiet=True)
+    run_server(predictor, host, port, announce=lambda line: typer.echo(line, err=True), max_inputs=max_inputs,
+               max_request_bytes=max_request_bytes, max_batch_rows=batch_size, max_wait_ms=max_wait_ms)
+
+
+@app.command()
 def report(model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`.")):
     """(Re)draw the figures and write report.html and the model card README.md."""
     from bertkit import api
@@ -203,6 +231,14 @@ def datasets(data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP)):
     width = max(len(r["name"]) for r in rows)
     for row in rows:
         typer.echo(f"{row['name']:<{width}}  {row['task']:<4}  {row['source']}")
+
+
+def _require(*modules: str, extra: str) -> None:
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BertkitError(f"this command needs {', '.join(missing)}", f"pip install 'bertkit[{extra}]'")
 
 
 def _echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
@@ -226,6 +262,8 @@ def _format_metrics(metrics: dict) -> str:
 def main() -> None:
     """Entry point: user mistakes, bertkit's own and the command line's, become one line on stderr
     and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
+    if not sys.stderr.isatty():  # no \r-redrawn library bars in CI logs and files (read at their import)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         # Not standalone: Typer would print its usage errors as a multi-line box and exit itself.
         code = app(prog_name="bertkit", standalone_mode=False)

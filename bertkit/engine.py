@@ -79,9 +79,14 @@ class Engine:
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
 
+    quiet = False  # no progress output at all (the server predicts on every request)
+
     def _progress(self, total: int, description: str):
-        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr,
-                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
+        if self.quiet or not self.accelerator.is_main_process:
+            return tqdm(total=total, disable=True)
+        if not sys.stderr.isatty():  # CI logs and files: a line per epoch / evaluation, no \r redraws
+            return LineProgress(total, description)
+        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def prepare_model(self, model):
         return self.accelerator.prepare_model(model, evaluation_mode=True)
@@ -159,6 +164,8 @@ class Engine:
                 if sync and report.optimizer_steps >= total_steps:
                     break
             report.train_seconds += time.perf_counter() - started
+            if isinstance(progress, LineProgress):
+                progress.line(f"epoch {epoch + 1}: {ran} batches, loss {loss_sum.item() / max(ran, 1):.4f}")
             # every rank ran the same number of batches, so the mean of the ranks' means is the mean
             entry = {"epoch": round(min(epoch + 1, config.epochs), 3),
                      "train_loss": round(float(acc.reduce(loss_sum, "mean").item()) / max(ran, 1), 5)}
@@ -253,6 +260,30 @@ class Engine:
         padded[:len(values)] = values
         gathered = self.accelerator.gather(padded.to(self.accelerator.device)).cpu()
         return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
+
+
+class LineProgress:
+    """tqdm's interface for output that is not a terminal: no redraws, one line per ``line()``
+    call (an epoch) and one when closed (an evaluation or prediction pass)."""
+
+    def __init__(self, total: int, description: str):
+        self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
+        self.lines = 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+    def set_postfix(self, **_values) -> None:
+        pass
+
+    def line(self, text: str) -> None:
+        self.lines += 1
+        print(f"{self.description}: {text} ({self.done}/{self.total} batches, "
+              f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if not self.lines:
+            self.line("done")
 
 
 def _launched_on_cpu() -> bool:
