@@ -201,29 +201,23 @@ class Predictions(list):
     preprocessing: dict
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> Predictions:
-    """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", backend: str = "torch",
+            **options) -> Predictions:
+    """One output row per input row, in input order. ``input_path`` '-' reads standard input.
+    ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.predictor)."""
+    from bertkit.predictor import Predictor
+
     _check_inference_args(batch_size, "predict")
-    meta = load_meta(model_dir)
-    adapter = task_from_state(meta["task"])
-    given = {k: v for k, v in options.items() if v is not None}
-    for key in sorted(set(given) - set(adapter.option_names)):
-        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model",
-                           "drop that option")
-    adapter.options.update(given)
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, **options)
+    adapter = predictor.adapter
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
         examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
     else:
         path = Path(input_path).expanduser()
         examples = adapter.read(Source(str(path), path=path), PREDICT)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
-    features = adapter.preprocess(examples, tokenizer, train=False)
-    outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                           tokenizer.pad_token_id)
-    predictions = adapter.postprocess(examples, features, outputs)
-    rows = Predictions(adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions))
-    rows.preprocessing = dict(adapter.stats)
+    rows = Predictions(predictor.predict(examples))
+    rows.preprocessing = predictor.stats
     return rows
 
 

@@ -164,13 +164,15 @@ def predict(
     batch_size: int = typer.Option(64, help="Inference batch size."),
     n_best: Optional[int] = typer.Option(None, help="qa: also return the N best distinct answers."),
     precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+    backend: str = typer.Option("torch", help="torch, onnx or onnx-int8 (after `bertkit export onnx`)."),
 ):
     """Predict for every input row; one JSON line per row, in input order."""
     from bertkit import api
     from bertkit.checkpoint import check_output_file, write_text
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
-    rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
+    rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best,
+                       backend=backend)
     if not _is_main_process():
         return
     _echo_notices(rows.preprocessing, err=True)  # stdout stays pure JSONL
@@ -205,9 +207,37 @@ def serve(
     if max_wait_ms < 0:
         raise BertkitError(f"--max-wait-ms must be >= 0, got {max_wait_ms}", "see `bertkit serve --help`")
     check_address(host, port)
-    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, quiet=True)
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, quiet=True).load()
     run_server(predictor, host, port, announce=lambda line: typer.echo(line, err=True), max_inputs=max_inputs,
                max_request_bytes=max_request_bytes, max_batch_rows=batch_size, max_wait_ms=max_wait_ms)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Export a model directory to other runtimes.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("onnx")
+def export_onnx(
+    model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`."),
+    int8: bool = typer.Option(False, "--int8", help="Also write a dynamically quantised int8 model."),
+    data: Optional[str] = typer.Option(None, help="Data for the parity check; default: the model's eval data."),
+    samples: int = typer.Option(500, help="Examples the parity check runs on."),
+):
+    """Write DIR/onnx/model.onnx (and model.int8.onnx) and check parity with PyTorch."""
+    _require("onnx", "onnxruntime", extra="onnx")
+    from bertkit.export.onnx import export_onnx as run_export
+
+    report = run_export(model_dir, int8=int8, data=data, samples=samples)
+    typer.echo(f"parity on {report['parity_examples']} examples of {report['parity_data']}")
+    for name in ("fp32", "int8"):
+        if name in report:
+            entry = report[name]
+            line = f"{name}: {entry['file']} ({entry['megabytes']} MB), max abs logit diff {entry['max_abs_diff']:.2e}"
+            if entry.get("value") is not None:
+                line += (f", {report['torch']['main_metric']} {entry['value']:.4f} (torch "
+                         f"{report['torch']['value']:.4f}, delta {entry['delta']:+.4f})")
+            typer.echo(line)
+    typer.echo(f"written to {report['written_to']}")
 
 
 @app.command()
@@ -220,6 +250,20 @@ def report(model_dir: str = typer.Argument(..., help="A directory written by `be
         typer.echo(f"figure: {figure}")
     typer.echo(f"report: {drawn['report']}")
     typer.echo(f"model card: {drawn['card']}")
+
+
+@app.command()
+def push(
+    model_dir: str = typer.Argument(..., help="A directory written by `bertkit finetune`."),
+    repo: str = typer.Option(..., help="Hub repository id: NAME or OWNER/NAME (created if missing)."),
+    private: bool = typer.Option(False, "--private", help="Create the repository as private."),
+    token: Optional[str] = typer.Option(None, help="Hub token; default: the one `hf auth login` saved."),
+):
+    """Upload the model directory (weights, tokenizer, model card, figures) to the Hugging Face Hub."""
+    from bertkit.publish import push as run_push
+
+    result = run_push(model_dir, repo, private=private, token=token)
+    typer.echo(f"pushed to {result['url']}")
 
 
 @app.command()

@@ -34,21 +34,33 @@ class Predictor:
             raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.adapter.name} model",
                                "drop that option")
         self.adapter.options.update(given)
-        if backend == "torch":
-            from bertkit.api import _load_for_inference
-
-            self.engine, self.network, self.tokenizer = _load_for_inference(self.model_dir, self.adapter, precision)
-        else:
-            from bertkit.export.runtime import load_onnx_runner
+        if backend != "torch":
+            from bertkit.export.runtime import onnx_file
 
             if precision != "no":
                 raise BertkitError(f"--precision {precision} applies to the torch backend only",
                                    "drop --precision (use --backend onnx-int8 for a smaller, faster model)")
-            self.engine, self.tokenizer = load_onnx_runner(self.model_dir, self.adapter,
-                                                           quantized=backend == "onnx-int8")
-            self.network = None
-        self.engine.quiet = quiet
+            onnx_file(self.model_dir, quantized=backend == "onnx-int8")  # exported? checked before any work
+        self.precision, self.quiet = precision, quiet
+        self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
+
+    def load(self) -> "Predictor":
+        """Load the model (once); callers validate their input first, so bad input costs no load."""
+        if self.engine is not None:
+            return self
+        if self.backend == "torch":
+            from bertkit.api import _load_for_inference
+
+            self.engine, self.network, self.tokenizer = _load_for_inference(self.model_dir, self.adapter,
+                                                                            self.precision)
+        else:
+            from bertkit.export.runtime import load_onnx_runner
+
+            self.engine, self.tokenizer = load_onnx_runner(self.model_dir, self.adapter,
+                                                           quantized=self.backend == "onnx-int8")
+        self.engine.quiet = self.quiet
+        return self
 
     @property
     def task(self) -> str:
@@ -71,7 +83,7 @@ class Predictor:
         return self.adapter.from_records(rows, Source(where), PREDICT)
 
     def predict(self, examples: list[dict]) -> list[dict]:
-        adapter = self.adapter
+        adapter = self.load().adapter
         features = adapter.preprocess(examples, self.tokenizer, train=False)
         outputs = self.engine.infer(self.network, features, self.batch_size, adapter.output_names,
                                     adapter.per_token_outputs, self.tokenizer.pad_token_id)
