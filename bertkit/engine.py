@@ -80,12 +80,14 @@ class Engine:
         return self.accelerator.is_main_process
 
     quiet = False  # no progress output at all (the server predicts on every request)
+    _fitting = False
 
     def _progress(self, total: int, description: str):
         if self.quiet or not self.accelerator.is_main_process:
             return tqdm(total=total, disable=True)
         if not sys.stderr.isatty():  # CI logs and files: a line per epoch / evaluation, no \r redraws
-            return LineProgress(total, description)
+            # only while training: a lone eval or predict keeps stderr for notices and errors
+            return LineProgress(total, description) if self._fitting else tqdm(total=total, disable=True)
         return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def prepare_model(self, model):
@@ -120,6 +122,7 @@ class Engine:
         collate = Collator(pad_token_id)
 
         report, best_state, bad_evals = TrainReport(), None, 0
+        self._fitting = True
         progress = self._progress(total_batches, "train")
         if self.tracking:
             from bertkit.tracking import PROJECT, hyperparameters
@@ -188,6 +191,7 @@ class Engine:
             if report.optimizer_steps >= total_steps:
                 break
         progress.close()
+        self._fitting = False
         if self.tracking:
             acc.end_training()  # flushes and closes the event files
         totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
@@ -264,7 +268,7 @@ class Engine:
 
 class LineProgress:
     """tqdm's interface for output that is not a terminal: no redraws, one line per ``line()``
-    call (an epoch) and one when closed (an evaluation or prediction pass)."""
+    call (an epoch) and one when an evaluation pass closes."""
 
     def __init__(self, total: int, description: str):
         self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
@@ -282,7 +286,7 @@ class LineProgress:
               f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if not self.lines:
+        if not self.lines and self.description == "eval":  # predict output stays quiet
             self.line("done")
 
 
