@@ -86,6 +86,7 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
             metric_axis.legend(loc="lower right", fontsize=8)
     else:
         metric_axis.text(0.5, 0.5, "no evaluation data", ha="center", va="center", transform=metric_axis.transAxes)
+    metric_axis.margins(y=0.2)  # room for the value labels
     metric_axis.set_ylabel(f"eval {main_metric}")
     metric_axis.set_title(f"evaluation {main_metric}")
     metric_axis.grid(alpha=0.3)
