@@ -147,10 +147,14 @@ def _score(engine, adapter, network, examples, features, batch_size, pad_token_i
 
 def _load_for_inference(model_dir, adapter, precision):
     from bertkit.engine import Engine
+    from bertkit.probe import inference_network  # probes and masked LMs run as wrappers around their model
 
     tokenizer = load_tokenizer(str(model_dir), str(model_dir))
     engine = Engine(precision)
-    network = engine.prepare_model(_fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir))))
+    network = inference_network(str(model_dir), adapter, tokenizer)
+    if network is None:
+        network = _fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir)))
+    network = engine.prepare_model(network)
     return engine, network, tokenizer
 
 

@@ -170,6 +170,11 @@ def _format_metrics(metrics: dict) -> str:
                      if not isinstance(v, dict))
 
 
+from bertkit.cli_features import register as _register_feature_commands  # noqa: E402
+
+_register_feature_commands(app)  # embed, probe, pretrain mlm, inspect attention|tokens
+
+
 def main() -> None:
     """Entry point: user mistakes become one line on stderr and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
     try:

@@ -69,15 +69,16 @@ class Engine:
 
     # --- training -----------------------------------------------------------------------------
     def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
-            evaluate=None, main_metric: str | None = None) -> tuple[object, TrainReport]:
+            evaluate=None, main_metric: str | None = None, collate_fn=None) -> tuple[object, TrainReport]:
         """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch and keep the
-        best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation."""
+        best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation.
+        ``collate_fn`` replaces the padding collator (masked-LM batches are masked there)."""
         from transformers import get_linear_schedule_with_warmup
 
         acc = self.accelerator
         set_seed(self.seed)
         sampler = LengthGroupedBatches([len(f["input_ids"]) for f in features], config.batch_size, config.seed)
-        loader = DataLoader(features, batch_sampler=sampler, collate_fn=Collator(pad_token_id))
+        loader = DataLoader(features, batch_sampler=sampler, collate_fn=collate_fn or Collator(pad_token_id))
         steps_per_epoch = math.ceil(len(sampler) / config.grad_accum)
         total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
