@@ -1,5 +1,6 @@
 """Learning tests for frozen-feature probes and continued MLM pre-training: the bundled MiniLM on
-real data. Sized for about two minutes each on two shared CPU cores."""
+real data. Sized for about two minutes each on two idle CPU cores (the probe took 17 s, the MLM
+part 77 s); other jobs on the same cores can make them several times slower."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path
 
     started = time.perf_counter()
     tuned = api.finetune("cls", "sst2", str(tmp_path / "cls"), model=str(tmp_path / "mlm"), data_dir=str(DATA_DIR),
-                         config=TrainConfig(epochs=1, lr=1e-4, batch_size=16, max_train_samples=400,
+                         config=TrainConfig(epochs=2, lr=1e-4, batch_size=16, max_train_samples=800,
                                             max_eval_samples=300))
-    print(f"SST-2 from the MLM checkpoint (400 rows, 1 epoch): {tuned.metrics}, wall {time.perf_counter() - started:.1f}s")
-    assert tuned.metrics["accuracy"] >= 0.6  # majority is 0.51; one standard error on 300 rows is 2.9 points
+    print(f"SST-2 from the MLM checkpoint (800 rows, 2 epochs): {tuned.metrics}, wall {time.perf_counter() - started:.1f}s")
+    # From MiniLM itself these settings gave 0.770 (0.543 with 400 rows and 1 epoch, too few to learn);
+    # majority is 0.51 and one standard error on 300 rows is 2.4 points.
+    assert tuned.metrics["accuracy"] >= 0.70
