@@ -264,13 +264,16 @@ def _settings(settings: dict) -> str:
 
 def _load_for_inference(model_dir, adapter, precision):
     from bertkit.engine import Engine
+    from bertkit.probe import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
     check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
     engine = Engine(precision)
-    network = load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True)
-    network = engine.prepare_model(_fast(adapter, network))
+    network = inference_network(str(model_dir), adapter, tokenizer)
+    if network is None:
+        network = _fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
+    network = engine.prepare_model(network)
     return engine, network, tokenizer
 
 

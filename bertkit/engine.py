@@ -98,9 +98,10 @@ class Engine:
 
     # --- training -----------------------------------------------------------------------------
     def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
-            evaluate=None, main_metric: str | None = None) -> tuple[object, TrainReport]:
+            evaluate=None, main_metric: str | None = None, collate_fn=None) -> tuple[object, TrainReport]:
         """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch and keep the
-        best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation."""
+        best weights by ``main_metric``. ``evaluate(model) -> dict`` is the task's evaluation.
+        ``collate_fn`` replaces the padding collator (masked-LM batches are masked there)."""
         from transformers import get_linear_schedule_with_warmup
 
         acc, accum = self.accelerator, config.grad_accum
@@ -119,7 +120,7 @@ class Engine:
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
         model, optimizer = acc.prepare(model, optimizer)
-        collate = Collator(pad_token_id)
+        collate = collate_fn or Collator(pad_token_id)
 
         report, best_state, bad_evals = TrainReport(), None, 0
         self._fitting = True
@@ -220,7 +221,7 @@ class Engine:
         # different numbers of batches cannot pair up.
         network = acc.unwrap_model(model)
         network.eval()
-        collate = Collator(pad_token_id)
+        collate = collate_fn or Collator(pad_token_id)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         progress = self._progress(len(mine), description)
         with torch.inference_mode(), acc.autocast():

@@ -12,6 +12,7 @@ TASKS = {
     "pair": "bertkit.tasks.classification:SentencePairTask",
     "ner": "bertkit.tasks.tagging:TaggingTask",
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
+    "mlm": "bertkit.tasks.mlm:MaskedLMTask",
 }
 
 
