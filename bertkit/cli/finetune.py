@@ -1,4 +1,4 @@
-"""`bertkit finetune TASK`: one subcommand per task of the registry (bertkit.tasks.TASKS).
+"""`bertkit finetune TASK`: one subcommand per task of the registry (bertkit.tasks.FINETUNE_TASKS).
 
 Each subcommand has the shared options plus the options its task reads (``Task.option_names``);
 it is built when asked for, so only that task's module is imported (`bertkit --help` imports none).
@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 from bertkit.cli.app import app
 from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process
 from bertkit.cli.options import DATA_PANEL, MODEL_PANEL, OUTPUT_PANEL, TRAINING_PANEL, DataDir
-from bertkit.tasks import TASKS
+from bertkit.tasks import FINETUNE_TASKS
 
 TASK_PANEL = "Task options"
 SUMMARIES = {"cls": "one text", "pair": "two texts", "ner": "a BIO tag per word", "qa": "answer spans"}
@@ -84,19 +84,19 @@ class TaskGroup(TyperGroup):
     """Subcommands from the task registry, each built on first use."""
 
     def list_commands(self, ctx):
-        return list(TASKS)
+        return list(FINETUNE_TASKS)
 
     def get_command(self, ctx, name):
-        return _task_command(name) if name in TASKS else None
+        return _task_command(name) if name in FINETUNE_TASKS else None
 
     def parse_args(self, ctx, args):
         from typer._click.exceptions import UsageError
 
         first = args[0] if args else None
-        if first is not None and first not in TASKS and first not in ("--help", "-h"):
+        if first is not None and first not in FINETUNE_TASKS and first not in ("--help", "-h"):
             if first.startswith("-"):
-                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(TASKS)}", ctx)
-            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in TASKS)}", ctx)
+                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(FINETUNE_TASKS)}", ctx)
+            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in FINETUNE_TASKS)}", ctx)
         return super().parse_args(ctx, args)
 
 
