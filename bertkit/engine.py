@@ -221,7 +221,7 @@ class Engine:
         # different numbers of batches cannot pair up.
         network = acc.unwrap_model(model)
         network.eval()
-        collate = collate_fn or Collator(pad_token_id)
+        collate = Collator(pad_token_id)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         progress = self._progress(len(mine), description)
         with torch.inference_mode(), acc.autocast():
