@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bertkit.checkpoint import (META_FILE, check_output_dir, check_output_file, load_meta, save_model_dir,
                                 staged_output, write_json)
-from bertkit.config import TrainConfig
+from bertkit.config import PRECISIONS, TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
@@ -20,6 +20,7 @@ from bertkit.models import (DEFAULT_MODEL, check_saved_model, choose_max_length,
                             load_tokenizer, resolve_model)
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
+from bertkit.threads import check as check_threads
 
 
 @dataclass
@@ -32,12 +33,15 @@ class FinetuneResult:
     train_examples: int
     eval_examples: int
     preprocessing: dict = field(default_factory=dict)
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
-             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False) -> FinetuneResult:
+             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
+             threads: int | None = None) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory."""
     config = (config or TrainConfig()).validate()
+    check_threads(threads, "finetune")
     task_class = get_task_class(task)
     adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
@@ -59,7 +63,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
-    engine = Engine(config.precision, config.grad_accum, config.seed)
+    engine = Engine(config.precision, config.grad_accum, config.seed, threads=threads)
+    runtime = engine.runtime(config.precision)
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
@@ -76,7 +81,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                                  evaluate_epoch if eval_examples else None, adapter.main_metric)
     best = next((h for h in report.history if h["epoch"] == report.best_epoch), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing)
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing, runtime)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -86,7 +91,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "versions": _versions(),
+        "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": _versions(),
     }
     if engine.is_main_process:
         with staged_output(output_path) as staging:
@@ -97,7 +102,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
              batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
-             precision: str = "no", task_options: dict | None = None, store_tuned: bool | None = None) -> dict:
+             precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
+             threads: int | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
@@ -105,7 +111,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
     """
-    _check_inference_args(batch_size, "eval", max_eval_samples)
+    _check_inference_args(batch_size, "eval", max_eval_samples, precision)
+    check_threads(threads, "eval")
     meta = load_meta(model_dir)
     data = data or _recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
@@ -125,11 +132,12 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     every_example = adapter.read(source, EVAL)
     examples = _first(every_example, max_eval_samples)
     adapter.check_eval_examples(examples, source)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
+    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
     features = adapter.preprocess(examples, tokenizer, train=False)
     metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True)
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": []}
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [],
+              "runtime": engine.runtime(precision)}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
@@ -157,11 +165,14 @@ class Predictions(list):
     input, with human-readable ``notices`` (truncated texts, windows...)."""
 
     preprocessing: dict
+    runtime: dict  # precision used (and why), threads
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> Predictions:
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto",
+            threads: int | None = None, **options) -> Predictions:
     """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
-    _check_inference_args(batch_size, "predict")
+    _check_inference_args(batch_size, "predict", None, precision)
+    check_threads(threads, "predict")
     meta = load_meta(model_dir)
     adapter = task_from_state(meta["task"])
     given = {k: v for k, v in options.items() if v is not None}
@@ -175,13 +186,14 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
     else:
         path = Path(input_path).expanduser()
         examples = adapter.read(Source(str(path), path=path), PREDICT)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
+    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
     features = adapter.preprocess(examples, tokenizer, train=False)
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            tokenizer.pad_token_id)
     predictions = adapter.postprocess(examples, features, outputs)
     rows = Predictions(adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions))
     rows.preprocessing = dict(adapter.stats)
+    rows.runtime = engine.runtime(precision)
     return rows
 
 
@@ -219,13 +231,13 @@ def _settings(settings: dict) -> str:
                      for key, value in settings.items())
 
 
-def _load_for_inference(model_dir, adapter, precision):
+def _load_for_inference(model_dir, adapter, precision, threads=None):
     from bertkit.engine import Engine
 
     model_config = load_config(str(model_dir), str(model_dir))
     check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
-    engine = Engine(precision)
+    engine = Engine(precision, threads=threads)
     network = load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True)
     network = engine.prepare_model(_fast(adapter, network))
     return engine, network, tokenizer
@@ -247,7 +259,10 @@ def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     return None
 
 
-def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None) -> None:
+def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
+                          precision: str = "auto") -> None:
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
     if batch_size < 1:
         raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
     if max_eval_samples is not None and max_eval_samples < 1:
@@ -279,6 +294,11 @@ def _check_not_inside(output: Path, *sources) -> None:
         if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
             raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
                                "would replace", "choose an --output directory outside the data's directory")
+
+
+def _recorded(runtime: dict) -> dict:
+    """The runtime facts worth keeping with the model (not the passing load notice)."""
+    return {k: v for k, v in runtime.items() if k != "notice"}
 
 
 def _first(examples: list, limit: int | None) -> list:

@@ -31,11 +31,15 @@ class TaskName(str, Enum):
 
 
 class Precision(str, Enum):
+    auto = "auto"
     no = "no"
     fp16 = "fp16"
     bf16 = "bf16"
 
 
+PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
+                  "else no (fp32); bf16; fp16 (GPU).")
+THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
 DATA_DIR_HELP = "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR."
 
 
@@ -73,7 +77,8 @@ def finetune(
     weight_decay: float = typer.Option(0.01, help="AdamW weight decay (not on biases and LayerNorm)."),
     grad_accum: int = typer.Option(1, help="Gradient accumulation steps."),
     max_grad_norm: float = typer.Option(1.0, help="Gradient clipping norm (0: off)."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision: no, fp16 (GPU), bf16."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
+    threads: Optional[int] = typer.Option(None, help=THREADS_HELP),
     seed: int = typer.Option(42, help="Random seed (data order, head initialisation, dropout)."),
     max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training examples."),
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N evaluation examples."),
@@ -99,7 +104,7 @@ def finetune(
                          task_options={k: v for k, v in options.items() if v is not None})
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
     result = api.finetune(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir,
-                          config=config, overwrite=overwrite)
+                          config=config, overwrite=overwrite, threads=threads)
     if not _is_main_process():
         return
     t = result.throughput
@@ -109,6 +114,7 @@ def finetune(
     typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
                f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
                f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
+    typer.echo(_runtime_line(result.runtime))
     _echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     _echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     if result.metrics:
@@ -128,7 +134,8 @@ def eval_command(
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N examples."),
     output: Optional[str] = typer.Option(None, help="Metrics JSON file in an existing directory; default "
                                          "<model_dir>/eval-<name>-<split>.json (a file: eval-<file stem>.json)."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
+    threads: Optional[int] = typer.Option(None, help=THREADS_HELP),
     strict: bool = typer.Option(False, "--strict", help="ner: strict IOB2 entity matching; default: conlleval rules."),
     store_threshold: Optional[bool] = typer.Option(None, "--store-threshold/--no-store-threshold", help="qa v2: store "
                                                    "the tuned null threshold; default: only from a full evaluation "
@@ -139,10 +146,12 @@ def eval_command(
 
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
-                          task_options={"strict": True} if strict else None, store_tuned=store_threshold)
+                          task_options={"strict": True} if strict else None, store_tuned=store_threshold,
+                          threads=threads)
     if not _is_main_process():
         return
     typer.echo(f"{report['data']}: {report['examples']} examples")
+    typer.echo(_runtime_line(report["runtime"]))
     _echo_notices(report["preprocessing"], report)
     typer.echo(_format_metrics(report["metrics"]))
     for key, value in report.get("tuned", {}).items():
@@ -157,16 +166,19 @@ def predict(
     output: str = typer.Option("-", help="JSONL output file in an existing directory; '-' = stdout."),
     batch_size: int = typer.Option(64, help="Inference batch size."),
     n_best: Optional[int] = typer.Option(None, help="qa: also return the N best distinct answers."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
+    threads: Optional[int] = typer.Option(None, help=THREADS_HELP),
 ):
     """Predict for every input row; one JSON line per row, in input order."""
     from bertkit import api
     from bertkit.checkpoint import check_output_file, write_text
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
-    rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best)
+    rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, threads=threads,
+                       n_best=n_best)
     if not _is_main_process():
         return
+    typer.echo(_runtime_line(rows.runtime), err=True)
     _echo_notices(rows.preprocessing, err=True)  # stdout stays pure JSONL
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if target is None:
@@ -193,6 +205,13 @@ def _echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
     for report in reports:
         for notice in report.get("notices", ()):
             typer.echo(f"{prefix}{notice}", err=err)
+
+
+def _runtime_line(runtime: dict) -> str:
+    """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
+    line = (f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
+            f"thread{'s' if runtime['threads'] != 1 else ''}")
+    return line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
 
 
 def _is_main_process() -> bool:

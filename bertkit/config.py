@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import BertkitError
 
-PRECISIONS = ("no", "fp16", "bf16")
+PRECISIONS = ("auto", "no", "fp16", "bf16")
 
 
 @dataclass
@@ -28,7 +28,8 @@ class TrainConfig:
     """Decoupled weight decay, not applied to biases and LayerNorm weights."""
     grad_accum: int = 1
     max_grad_norm: float = 1.0
-    precision: str = "no"
+    precision: str = "auto"
+    """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.precision."""
     seed: int = 42
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
