@@ -86,22 +86,25 @@ def main() -> None:
     variants = args.variants.split(",")
     steps = {v: build(v, args.batch, args.length) for v in variants}
     times = {v: [] for v in variants}
+    cpu = {v: [] for v in variants}
     for v in variants:  # warm-up
         for _ in range(3):
             steps[v]()
     for round_ in range(args.rounds):
         for v in variants if round_ % 2 == 0 else reversed(variants):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(args.steps):
                 steps[v]()
             times[v].append(1000 * (time.perf_counter() - started) / args.steps)
-    print(f"batch {args.batch} x {args.length} tokens, {torch.get_num_threads()} threads, "
-          f"median ms/step over {args.rounds} rounds of {args.steps} steps")
-    base = statistics.median(times[variants[0]])
+            cpu[v].append(1000 * (time.process_time() - cpu_started) / args.steps)
+    print(f"batch {args.batch} x {args.length} tokens, {torch.get_num_threads()} threads, medians over "
+          f"{args.rounds} rounds of {args.steps} steps; CPU ms = process CPU time per step (all threads), which a "
+          f"busy machine inflates far less than wall time")
+    base, base_cpu = statistics.median(times[variants[0]]), statistics.median(cpu[variants[0]])
     for v in variants:
-        median = statistics.median(times[v])
-        print(f"  {v:<14} {median:7.1f} ms  x{base / median:4.2f} vs {variants[0]}   "
-              f"(rounds: {', '.join(f'{t:.0f}' for t in times[v])})")
+        wall, used = statistics.median(times[v]), statistics.median(cpu[v])
+        print(f"  {v:<14} wall {wall:7.1f} ms (x{base / wall:4.2f})  CPU {used:7.1f} ms (x{base_cpu / used:4.2f})  "
+              f"wall rounds: {', '.join(f'{t:.0f}' for t in times[v])}")
 
 
 if __name__ == "__main__":

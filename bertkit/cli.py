@@ -79,6 +79,8 @@ def finetune(
     max_grad_norm: float = typer.Option(1.0, help="Gradient clipping norm (0: off)."),
     precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
     threads: Optional[int] = typer.Option(None, help=THREADS_HELP),
+    freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Do not train the word embeddings "
+                                           "(faster; see README for the accuracy cost)."),
     seed: int = typer.Option(42, help="Random seed (data order, head initialisation, dropout)."),
     max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training examples."),
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N evaluation examples."),
@@ -100,6 +102,7 @@ def finetune(
     config = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
                          max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
                          grad_accum=grad_accum, max_grad_norm=max_grad_norm, precision=precision.value, seed=seed,
+                         freeze_embeddings=freeze_embeddings,
                          max_train_samples=max_train_samples, max_eval_samples=max_eval_samples, patience=patience,
                          task_options={k: v for k, v in options.items() if v is not None})
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
