@@ -67,7 +67,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     runtime = engine.runtime(config.precision)
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
-    _for_training(network, config, adapter.max_length)
+    _for_training(network, config)
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
     preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
@@ -252,12 +252,12 @@ def _fast(adapter, network):
     return network
 
 
-def _for_training(network, config: TrainConfig, max_length: int) -> None:
-    from bertkit.memory import LONG_SEQUENCES, checkpoint_attention
-
+def _for_training(network, config: TrainConfig) -> None:
     if config.freeze_embeddings:
         network.get_input_embeddings().weight.requires_grad_(False)
-    if max_length >= LONG_SEQUENCES:  # same numbers, far less memory (bertkit.memory)
+    if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.memory)
+        from bertkit.memory import checkpoint_attention
+
         checkpoint_attention(network)
 
 

@@ -81,6 +81,8 @@ def finetune(
     threads: Optional[int] = typer.Option(None, help=THREADS_HELP),
     freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Do not train the word embeddings "
                                            "(faster; see README for the accuracy cost)."),
+    save_memory: bool = typer.Option(False, "--save-memory", help="Recompute attention in backward: same numbers, "
+                                     "much less memory for long sequences (qa), slower steps."),
     seed: int = typer.Option(42, help="Random seed (data order, head initialisation, dropout)."),
     max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training examples."),
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N evaluation examples."),
@@ -102,7 +104,7 @@ def finetune(
     config = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
                          max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
                          grad_accum=grad_accum, max_grad_norm=max_grad_norm, precision=precision.value, seed=seed,
-                         freeze_embeddings=freeze_embeddings,
+                         freeze_embeddings=freeze_embeddings, save_memory=save_memory,
                          max_train_samples=max_train_samples, max_eval_samples=max_eval_samples, patience=patience,
                          task_options={k: v for k, v in options.items() if v is not None})
     output = output or os.path.join("runs", f"{task.value}-{os.path.splitext(os.path.basename(data))[0]}")

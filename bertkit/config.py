@@ -31,6 +31,9 @@ class TrainConfig:
     freeze_embeddings: bool = False
     """Keep the word-embedding matrix fixed: no gradient, no optimizer state for its vocab x hidden
     weights (over half of a small model's parameters); faster, at a measured accuracy cost."""
+    save_memory: bool = False
+    """Recompute self-attention in the backward pass instead of keeping its length² probabilities
+    (same numbers; for long sequences, e.g. QA at 384: less than half the peak memory, slower steps)."""
     precision: str = "auto"
     """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.precision."""
     seed: int = 42

@@ -85,6 +85,12 @@ class MasterWeights:
                 masters.append(master)
             self.groups.append({**group, "params": masters})
         self._grads = [None] * len(self.masters)  # fp32 buffers, allocated at the first backward
+        # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
+        # given back is the one given, not its bf16 rounding.
+        trained = {id(p) for p in self.params}
+        self.frozen = {name: tensor.detach().to(torch.float32, copy=True)
+                       for name, tensor in [*model.named_parameters(), *model.named_buffers()]
+                       if id(tensor) not in trained and tensor.is_floating_point()}
         model.to(dtype)  # in place: the same Parameter objects, now bf16
 
     def accumulate(self) -> None:
@@ -116,13 +122,16 @@ class MasterWeights:
         """The model's state on the CPU in fp32, trainable weights taken from the masters."""
         state = {k: (v.float() if v.is_floating_point() else v).detach().to("cpu", copy=True)
                  for k, v in model.state_dict().items()}
-        for name, master in zip(self.names, self.masters):
+        for name, master in [*zip(self.names, self.masters), *self.frozen.items()]:
             if name in state:
                 state[name] = master.detach().to("cpu", copy=True)
         return state
 
     def to_fp32(self, model: torch.nn.Module) -> torch.nn.Module:
         model.to(torch.float32)
+        named = {**dict(model.named_parameters()), **dict(model.named_buffers())}
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.masters)
+            for name, value in self.frozen.items():
+                named[name].copy_(value)
         return model

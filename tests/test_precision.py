@@ -163,3 +163,23 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     assert code == 0, stderr
     assert "precision: bf16 (asked for)" in stderr and len(stdout.splitlines()) == 16
     assert_user_error(run_cli("predict", out, "--input", dev, "--threads", 0), "--threads must be >= 1")
+
+
+def test_freeze_embeddings_keeps_the_word_embeddings(tmp_path, tiny_bert, run_cli):
+    from safetensors.torch import load_file
+
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 32, seed=1)
+    out = tmp_path / "frozen"
+    code, _, stderr = run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
+                              "--epochs", 1, "--batch-size", 16, "--lr", "1e-2", "--freeze-embeddings",
+                              "--save-memory", "--threads", 1)
+    assert code == 0, stderr
+    base, tuned = load_file(str(tiny_bert / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    name = "embeddings.word_embeddings.weight"
+    assert torch.equal(tuned[f"bert.{name}"], base[name])  # frozen: bit for bit the pretrained matrix
+    # at lr 1e-2 everything trained moved, e.g. the position embeddings
+    assert not torch.equal(tuned["bert.embeddings.position_embeddings.weight"],
+                           base["embeddings.position_embeddings.weight"])
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert meta["config"]["freeze_embeddings"] is True and meta["config"]["save_memory"] is True
