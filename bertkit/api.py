@@ -33,15 +33,20 @@ class FinetuneResult:
     train_examples: int
     eval_examples: int
     preprocessing: dict = field(default_factory=dict)
+    report: dict = field(default_factory=dict)  # figures, report.html, model card (bertkit.reporting)
     runtime: dict = field(default_factory=dict)  # precision used (and why), threads
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
              data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
-             threads: int | None = None) -> FinetuneResult:
-    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory."""
+             report_to: str | None = None, threads: int | None = None) -> FinetuneResult:
+    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
+    its model card, figures and report.html. ``report_to``: trackers (bertkit.tracking)."""
+    from bertkit.tracking import logging_dir, parse_report_to
+
     config = (config or TrainConfig()).validate()
     check_threads(threads, "finetune")
+    trackers = parse_report_to(report_to)
     task_class = get_task_class(task)
     adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
@@ -63,7 +68,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
-    engine = Engine(config.precision, config.grad_accum, config.seed, threads=threads)
+    engine = Engine(config.precision, config.grad_accum, config.seed, trackers,
+                    str(logging_dir(output_path)) if trackers else None, threads=threads)
     runtime = engine.runtime(config.precision)
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
@@ -74,15 +80,21 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if eval_examples:
         preprocessing["eval"] = dict(adapter.stats)
 
+    evaluations = []  # (metrics, breakdown) per evaluation: the saved epoch's breakdown goes to the report
+
     def evaluate_epoch(current_model) -> dict:
-        return _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
-                      tokenizer.pad_token_id)[0]
+        kept = {}
+        metrics = _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
+                         tokenizer.pad_token_id, keep=kept)[0]
+        evaluations.append((metrics, kept.get("details")))
+        return metrics
 
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
                                  evaluate_epoch if eval_examples else None, adapter.main_metric)
     best = next((h for h in report.history if h["epoch"] == report.best_epoch), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing, runtime)
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
+                            runtime=runtime)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -93,10 +105,14 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
         "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": _versions(),
+        "eval_details": next((d for m, d in evaluations if m is best.get("metrics")), None),
     }
     if engine.is_main_process:
+        from bertkit.reporting.build import build_report
+
         with staged_output(output_path) as staging:
             save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            result.report = build_report(staging, meta, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return result
 
@@ -104,16 +120,21 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
              batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
              precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
-             threads: int | None = None) -> dict:
+             extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
     Decoding settings tuned on the data (the SQuAD v2 null threshold) are stored with the model
     only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
+    ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
     """
     _check_inference_args(batch_size, "eval", max_eval_samples, precision)
     check_threads(threads, "eval")
+    if extra_metrics:
+        from bertkit.extra_metrics import load_metrics
+
+        extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
     meta = load_meta(model_dir)
     data = data or _recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
@@ -135,9 +156,15 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     adapter.check_eval_examples(examples, source)
     engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
     features = adapter.preprocess(examples, tokenizer, train=False)
-    metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True)
+    kept = {}
+    metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
+                            keep=kept)
+    if extra_metrics:
+        from bertkit.extra_metrics import score_extra
+
+        metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [],
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
               "runtime": engine.runtime(precision)}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
@@ -157,8 +184,22 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
                                      f"keeps {before} (--store-threshold stores it anyway)")
     if engine.is_main_process:
         write_json(target, report)
+        from bertkit.reporting.build import build_report
+
+        # redrawn with this evaluation's figures (only those inside the model directory count)
+        drawn = build_report(model_dir)
+        report["figures"] = drawn["figures"]
+        report["notices"] += drawn["notices"]
     report["written_to"] = str(target)
     return report
+
+
+def report(model_dir: str) -> dict:
+    """(Re)draw the figures, write report.html and the model card of a model directory."""
+    from bertkit.reporting.build import build_report
+
+    meta = load_meta(model_dir)
+    return build_report(model_dir, meta, require_figures=True)
 
 
 class Predictions(list):
@@ -169,32 +210,26 @@ class Predictions(list):
     runtime: dict  # precision used (and why), threads
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto",
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
             threads: int | None = None, **options) -> Predictions:
-    """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
+    """One output row per input row, in input order. ``input_path`` '-' reads standard input.
+    ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.predictor)."""
+    from bertkit.predictor import Predictor
+
     _check_inference_args(batch_size, "predict", None, precision)
     check_threads(threads, "predict")
-    meta = load_meta(model_dir)
-    adapter = task_from_state(meta["task"])
-    given = {k: v for k, v in options.items() if v is not None}
-    for key in sorted(set(given) - set(adapter.option_names)):
-        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model",
-                           "drop that option")
-    adapter.options.update(given)
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
+                          **options)
+    adapter = predictor.adapter
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
         examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
     else:
         path = Path(input_path).expanduser()
         examples = adapter.read(Source(str(path), path=path), PREDICT)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
-    features = adapter.preprocess(examples, tokenizer, train=False)
-    outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                           tokenizer.pad_token_id)
-    predictions = adapter.postprocess(examples, features, outputs)
-    rows = Predictions(adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions))
-    rows.preprocessing = dict(adapter.stats)
-    rows.runtime = engine.runtime(precision)
+    rows = Predictions(predictor.predict(examples))
+    rows.preprocessing = predictor.stats
+    rows.runtime = predictor.runtime()
     return rows
 
 
@@ -203,12 +238,19 @@ def list_datasets(data_dir: str | None = None) -> list[dict]:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False):
+def _score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None):
+    """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
+    breakdown for the figures."""
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            pad_token_id, description="eval")
     tuned = adapter.tune(examples, features, outputs) if tune else {}
     predictions = adapter.postprocess(examples, features, outputs)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
+    if keep is not None:
+        from bertkit.reporting.details import breakdown
+
+        keep["predictions"] = predictions
+        keep["details"] = breakdown(adapter.name, adapter.labels, examples, predictions, metrics)
     return metrics, tuned
 
 

@@ -58,8 +58,10 @@ class TrainReport:
 
 
 class Engine:
-    def __init__(self, precision: str = "auto", grad_accum: int = 1, seed: int = 42, threads: int | None = None):
+    def __init__(self, precision: str = "auto", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
+                 logging_dir: str | None = None, threads: int | None = None):
         """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``.
+        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
         ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
@@ -72,7 +74,9 @@ class Engine:
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
         # set) stays 1 so that it never divides the loss a second time.
         self.accelerator = Accelerator(mixed_precision=mixed, cpu=cpu,
-                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
+                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
+                                       log_with=trackers or None, project_dir=logging_dir)
+        self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
         self.grad_accum = grad_accum
         self.seed = seed
@@ -91,9 +95,16 @@ class Engine:
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
 
+    quiet = False  # no progress output at all (the server predicts on every request)
+    _fitting = False
+
     def _progress(self, total: int, description: str):
-        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr,
-                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
+        if self.quiet or not self.accelerator.is_main_process:
+            return tqdm(total=total, disable=True)
+        if not sys.stderr.isatty():  # CI logs and files: a line per epoch / evaluation, no \r redraws
+            # only while training: a lone eval or predict keeps stderr for notices and errors
+            return LineProgress(total, description) if self._fitting else tqdm(total=total, disable=True)
+        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def prepare_model(self, model):
         """For inference: bf16 casts the weights once instead of autocasting every forward."""
@@ -140,7 +151,13 @@ class Engine:
         collate = Collator(pad_token_id)
 
         report, best_state, bad_evals = TrainReport(), None, 0
+        self._fitting = True
         progress = self._progress(total_batches, "train")
+        if self.tracking:
+            from bertkit.tracking import PROJECT, hyperparameters
+
+            acc.init_trackers(PROJECT, config=hyperparameters(config.to_dict()))
+        step_loss = 0.0
         counts = [0, 0, 0]  # examples, real tokens, padded tokens on this rank
         for epoch in range(math.ceil(config.epochs)):
             sampler.set_epoch(epoch)
@@ -158,6 +175,8 @@ class Engine:
                 # fp32 accumulation; with several processes only at sync, after DDP's all-reduce
                 if master is not None and (sync or acc.num_processes == 1):
                     master.accumulate()
+                if self.tracking:
+                    step_loss += loss.item() / window
                 if sync:
                     if config.max_grad_norm > 0 and master is not None:
                         torch.nn.utils.clip_grad_norm_(master.masters, config.max_grad_norm)
@@ -170,6 +189,10 @@ class Engine:
                         scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
                     report.optimizer_steps += 1
+                    if self.tracking:  # Accelerate logs on the main process only
+                        acc.log({"train/loss": step_loss, "train/lr": scheduler.get_last_lr()[0],
+                                 "train/epoch": epoch + (i + 1) / len(batches)}, step=report.optimizer_steps)
+                        step_loss = 0.0
                 if not (last_repeats and i + 1 == len(batches)):
                     counts = [counts[0] + len(indices), counts[1] + sum(lengths[j] for j in indices),
                               counts[2] + len(indices) * max(lengths[j] for j in indices)]
@@ -180,12 +203,17 @@ class Engine:
                 if sync and report.optimizer_steps >= total_steps:
                     break
             report.train_seconds += time.perf_counter() - started
+            if isinstance(progress, LineProgress):
+                progress.line(f"epoch {epoch + 1}: {ran} batches, loss {loss_sum.item() / max(ran, 1):.4f}")
             # every rank ran the same number of batches, so the mean of the ranks' means is the mean
             entry = {"epoch": round(min(epoch + 1, config.epochs), 3),
                      "train_loss": round(float(acc.reduce(loss_sum, "mean").item()) / max(ran, 1), 5)}
             if evaluate is not None:
                 metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
                 entry["metrics"] = metrics
+                if self.tracking:
+                    acc.log({f"eval/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))},
+                            step=report.optimizer_steps)
                 score = metrics[main_metric]
                 if report.best_metric is None or score > report.best_metric:
                     report.best_metric, report.best_epoch, bad_evals = score, entry["epoch"], 0
@@ -200,6 +228,9 @@ class Engine:
             if report.optimizer_steps >= total_steps:
                 break
         progress.close()
+        self._fitting = False
+        if self.tracking:
+            acc.end_training()  # flushes and closes the event files
         totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
@@ -272,6 +303,30 @@ class Engine:
         padded[:len(values)] = values
         gathered = self.accelerator.gather(padded.to(self.accelerator.device)).cpu()
         return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
+
+
+class LineProgress:
+    """tqdm's interface for output that is not a terminal: no redraws, one line per ``line()``
+    call (an epoch) and one when an evaluation pass closes."""
+
+    def __init__(self, total: int, description: str):
+        self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
+        self.lines = 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+    def set_postfix(self, **_values) -> None:
+        pass
+
+    def line(self, text: str) -> None:
+        self.lines += 1
+        print(f"{self.description}: {text} ({self.done}/{self.total} batches, "
+              f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if not self.lines and self.description == "eval":  # predict output stays quiet
+            self.line("done")
 
 
 def _launched_on_cpu() -> bool:
