@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bertkit.checkpoint import (META_FILE, check_output_dir, check_output_file, load_meta, save_model_dir,
                                 staged_output, write_json)
-from bertkit.config import TrainConfig
+from bertkit.config import PRECISIONS, TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
@@ -20,6 +20,7 @@ from bertkit.models import (DEFAULT_MODEL, check_saved_model, choose_max_length,
                             load_tokenizer, resolve_model)
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
+from bertkit.threads import check as check_threads
 
 
 @dataclass
@@ -33,16 +34,18 @@ class FinetuneResult:
     eval_examples: int
     preprocessing: dict = field(default_factory=dict)
     report: dict = field(default_factory=dict)  # figures, report.html, model card (bertkit.reporting)
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
              data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
-             report_to: str | None = None) -> FinetuneResult:
+             report_to: str | None = None, threads: int | None = None) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.tracking)."""
     from bertkit.tracking import logging_dir, parse_report_to
 
     config = (config or TrainConfig()).validate()
+    check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
     task_class = get_task_class(task)
     adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
@@ -66,9 +69,11 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
     engine = Engine(config.precision, config.grad_accum, config.seed, trackers,
-                    str(logging_dir(output_path)) if trackers else None)
+                    str(logging_dir(output_path)) if trackers else None, threads=threads)
+    runtime = engine.runtime(config.precision)
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
+    _for_training(network, config)
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
     preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
@@ -88,7 +93,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                                  evaluate_epoch if eval_examples else None, adapter.main_metric)
     best = next((h for h in report.history if h["epoch"] == report.best_epoch), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing)
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
+                            runtime=runtime)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -98,7 +104,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "versions": _versions(),
+        "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": _versions(),
         "eval_details": next((d for m, d in evaluations if m is best.get("metrics")), None),
     }
     if engine.is_main_process:
@@ -113,8 +119,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
              batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
-             precision: str = "no", task_options: dict | None = None, store_tuned: bool | None = None,
-             extra_metrics: list[str] | tuple = ()) -> dict:
+             precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
+             extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
@@ -123,7 +129,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
     ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
     """
-    _check_inference_args(batch_size, "eval", max_eval_samples)
+    _check_inference_args(batch_size, "eval", max_eval_samples, precision)
+    check_threads(threads, "eval")
     if extra_metrics:
         from bertkit.extra_metrics import load_metrics
 
@@ -147,7 +154,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     every_example = adapter.read(source, EVAL)
     examples = _first(every_example, max_eval_samples)
     adapter.check_eval_examples(examples, source)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
+    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
     features = adapter.preprocess(examples, tokenizer, train=False)
     kept = {}
     metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
@@ -157,7 +164,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details")}
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
+              "runtime": engine.runtime(precision)}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
@@ -199,16 +207,19 @@ class Predictions(list):
     input, with human-readable ``notices`` (truncated texts, windows...)."""
 
     preprocessing: dict
+    runtime: dict  # precision used (and why), threads
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", backend: str = "torch",
-            **options) -> Predictions:
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+            threads: int | None = None, **options) -> Predictions:
     """One output row per input row, in input order. ``input_path`` '-' reads standard input.
     ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.predictor)."""
     from bertkit.predictor import Predictor
 
-    _check_inference_args(batch_size, "predict")
-    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, **options)
+    _check_inference_args(batch_size, "predict", None, precision)
+    check_threads(threads, "predict")
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
+                          **options)
     adapter = predictor.adapter
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
@@ -218,6 +229,7 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
         examples = adapter.read(Source(str(path), path=path), PREDICT)
     rows = Predictions(predictor.predict(examples))
     rows.preprocessing = predictor.stats
+    rows.runtime = predictor.runtime()
     return rows
 
 
@@ -262,14 +274,14 @@ def _settings(settings: dict) -> str:
                      for key, value in settings.items())
 
 
-def _load_for_inference(model_dir, adapter, precision):
+def _load_for_inference(model_dir, adapter, precision, threads=None):
     from bertkit.engine import Engine
     from bertkit.probe import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
     check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
-    engine = Engine(precision)
+    engine = Engine(precision, threads=threads)
     network = inference_network(str(model_dir), adapter, tokenizer)
     if network is None:
         network = _fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
@@ -285,6 +297,15 @@ def _fast(adapter, network):
     return network
 
 
+def _for_training(network, config: TrainConfig) -> None:
+    if config.freeze_embeddings:
+        network.get_input_embeddings().weight.requires_grad_(False)
+    if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.memory)
+        from bertkit.memory import checkpoint_attention
+
+        checkpoint_attention(network)
+
+
 def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     if eval_data:
         return registry.resolve(eval_data, "dev", data_dir, task)
@@ -293,7 +314,10 @@ def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     return None
 
 
-def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None) -> None:
+def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
+                          precision: str = "auto") -> None:
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
     if batch_size < 1:
         raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
     if max_eval_samples is not None and max_eval_samples < 1:
@@ -325,6 +349,11 @@ def _check_not_inside(output: Path, *sources) -> None:
         if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
             raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
                                "would replace", "choose an --output directory outside the data's directory")
+
+
+def _recorded(runtime: dict) -> dict:
+    """The runtime facts worth keeping with the model (not the passing load notice)."""
+    return {k: v for k, v in runtime.items() if k != "notice"}
 
 
 def _first(examples: list, limit: int | None) -> list:

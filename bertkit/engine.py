@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 from tqdm.auto import tqdm
 
 from bertkit.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
+from bertkit.precision import MasterWeights, describe, resolve
+from bertkit.threads import configure as configure_threads
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -56,24 +58,38 @@ class TrainReport:
 
 
 class Engine:
-    def __init__(self, precision: str = "no", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
-                 logging_dir: str | None = None):
+    def __init__(self, precision: str = "auto", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
+                 logging_dir: str | None = None, threads: int | None = None):
         """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``.
-        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``."""
+        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
+        ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
+        ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
-        _release_other_precision(precision)
+        cpu = _launched_on_cpu()
+        self.precision, self.precision_reason = resolve(precision, PartialState(cpu=cpu).device.type)
+        # bf16 runs with bf16 weights (precision.MasterWeights), not Accelerate's autocast
+        mixed = "no" if self.precision == "bf16" else self.precision
+        _release_other_precision(mixed)
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
         # set) stays 1 so that it never divides the loss a second time.
-        self.accelerator = Accelerator(mixed_precision=precision, cpu=_launched_on_cpu(),
+        self.accelerator = Accelerator(mixed_precision=mixed, cpu=cpu,
                                        gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
                                        log_with=trackers or None, project_dir=logging_dir)
         self.tracking = bool(trackers)
+        self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
         self.grad_accum = grad_accum
         self.seed = seed
         set_seed(seed)
         if not self.accelerator.is_main_process:
             _quiet_libraries()
+
+    def runtime(self, requested: str) -> dict:
+        """What ran, for the console and bertkit.json: precision (and why), threads."""
+        return {"precision": self.precision, "precision_name": describe(self.precision),
+                "precision_requested": requested, "precision_reason": self.precision_reason,
+                "threads": self.threads["threads"], "threads_source": self.threads["source"],
+                **({"notice": self.threads["notice"]} if "notice" in self.threads else {})}
 
     @property
     def is_main_process(self) -> bool:
@@ -91,7 +107,15 @@ class Engine:
         return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def prepare_model(self, model):
+        """For inference: bf16 casts the weights once instead of autocasting every forward."""
+        if self.precision == "bf16":
+            model.to(torch.bfloat16)
         return self.accelerator.prepare_model(model, evaluation_mode=True)
+
+    def autocast(self):
+        if self.precision == "bf16":  # a no-op for a bf16 model; casts an fp32 model's matmuls
+            return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16)
+        return self.accelerator.autocast()
 
     def unwrap(self, model):
         return self.accelerator.unwrap_model(model)
@@ -115,8 +139,13 @@ class Engine:
         total_steps = max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
         full_epochs, rest_steps = divmod(total_steps, steps_per_epoch)
         total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
+        groups = _parameter_groups(model, config.weight_decay)
+        master = None
+        if self.precision == "bf16":
+            master = MasterWeights(model.to(acc.device), groups)
+            groups = master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
-        optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr, fused=True)
+        optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
         model, optimizer = acc.prepare(model, optimizer)
@@ -144,12 +173,19 @@ class Engine:
                 with contextlib.nullcontext() if sync else acc.no_sync(model):
                     loss = model(**batch).loss
                     acc.backward(loss / window)
+                # fp32 accumulation; with several processes only at sync, after DDP's all-reduce
+                if master is not None and (sync or acc.num_processes == 1):
+                    master.accumulate()
                 if self.tracking:
                     step_loss += loss.item() / window
                 if sync:
-                    if config.max_grad_norm > 0:
+                    if config.max_grad_norm > 0 and master is not None:
+                        torch.nn.utils.clip_grad_norm_(master.masters, config.max_grad_norm)
+                    elif config.max_grad_norm > 0:
                         acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
                     optimizer.step()
+                    if master is not None:
+                        master.publish()
                     if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
                         scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
@@ -182,7 +218,8 @@ class Engine:
                 score = metrics[main_metric]
                 if report.best_metric is None or score > report.best_metric:
                     report.best_metric, report.best_epoch, bad_evals = score, entry["epoch"], 0
-                    best_state = _copy_state(acc.unwrap_model(model))
+                    unwrapped = acc.unwrap_model(model)
+                    best_state = master.state_dict(unwrapped) if master else _copy_state(unwrapped)
                 else:
                     bad_evals += 1
             report.history.append(entry)
@@ -198,6 +235,8 @@ class Engine:
         totals = acc.reduce(torch.tensor(counts, dtype=torch.long, device=acc.device), "sum").tolist()
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
+        if master is not None:
+            master.to_fp32(model)  # the fp32 masters are the trained weights
         if best_state is not None and report.best_epoch != report.history[-1]["epoch"]:
             model.load_state_dict(best_state)
         return model, report
@@ -224,7 +263,7 @@ class Engine:
         collate = Collator(pad_token_id)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         progress = self._progress(len(mine), description)
-        with torch.inference_mode(), acc.autocast():
+        with torch.inference_mode(), self.autocast():
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
                 batch = collate([features[j] for j in indices])

@@ -20,8 +20,8 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 class Predictor:
-    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = 64, precision: str = "no",
-                 quiet: bool = False, **options):
+    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = 64, precision: str = "auto",
+                 quiet: bool = False, threads: int | None = None, **options):
         if backend not in BACKENDS:
             raise BertkitError(f"unknown --backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
         if batch_size < 1:
@@ -37,11 +37,11 @@ class Predictor:
         if backend != "torch":
             from bertkit.export.runtime import onnx_file
 
-            if precision != "no":
+            if precision not in ("no", "auto"):  # ONNX runs in fp32 (or int8)
                 raise BertkitError(f"--precision {precision} applies to the torch backend only",
                                    "drop --precision (use --backend onnx-int8 for a smaller, faster model)")
             onnx_file(self.model_dir, quantized=backend == "onnx-int8")  # exported? checked before any work
-        self.precision, self.quiet = precision, quiet
+        self.precision, self.quiet, self.threads = precision, quiet, threads
         self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
 
@@ -53,7 +53,7 @@ class Predictor:
             from bertkit.api import _load_for_inference
 
             self.engine, self.network, self.tokenizer = _load_for_inference(self.model_dir, self.adapter,
-                                                                            self.precision)
+                                                                            self.precision, self.threads)
         else:
             from bertkit.export.runtime import load_onnx_runner
 
@@ -90,6 +90,11 @@ class Predictor:
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = dict(adapter.stats)
         return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+
+    def runtime(self) -> dict:
+        """Precision (and why) and threads of the torch backend; empty before loading or for ONNX."""
+        runtime = getattr(self.engine, "runtime", None)
+        return runtime(self.precision) if callable(runtime) else {}
 
     def info(self) -> dict:
         meta = self.meta

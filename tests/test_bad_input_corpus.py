@@ -108,7 +108,7 @@ CASES = [
     Case("finetune-lr-not-a-number", lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--lr", "fast"),
          ("Invalid value for '--lr'", "see `bertkit finetune cls --help`")),
     Case("finetune-unknown-precision", lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--precision", "fp8"),
-         ("'fp8' is not one of 'no', 'fp16', 'bf16'", "bertkit finetune cls --help")),
+         ("'fp8' is not one of 'auto', 'no', 'fp16', 'bf16'", "bertkit finetune cls --help")),
     Case("finetune-missing-task", lambda c: ["finetune", "--data", c.file("t.csv", CLS_CSV)],
          ("Missing argument 'task'. Choose from: cls, pair, ner, qa",)),
     Case("finetune-unknown-task", lambda c: ["finetune", "sentiment", "--data", c.file("t.csv", CLS_CSV)],

@@ -13,9 +13,24 @@ RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  
 
 
 class Precision(str, Enum):
+    auto = "auto"
     no = "no"
     fp16 = "fp16"
     bf16 = "bf16"
+
+
+PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
+                  "else no (fp32); bf16; fp16 (GPU).")
+THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
+
+
+def runtime_line(runtime: dict) -> str:
+    """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
+    if not runtime:  # the ONNX backend
+        return ""
+    line = (f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
+            f"thread{'s' if runtime['threads'] != 1 else ''}")
+    return line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
 
 
 def is_main_process() -> bool:

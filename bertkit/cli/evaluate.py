@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process
-from bertkit.cli.options import DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir
+from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir,
+                                  Threads)
 
 SCORING_PANEL = "Scoring"
 
@@ -37,7 +38,8 @@ def eval_command(
         "--metric", metavar="NAME|PATH", help="Also score with an `evaluate` metric: a local script/directory (offline) or a Hub "
         "name; repeatable.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
     batch_size: BatchSize = 64,
-    precision: InferencePrecision = Precision.no,
+    precision: InferencePrecision = Precision.auto,
+    threads: Threads = None,
 ):
     """Score a fine-tuned model; prints the metrics and writes them as JSON."""
     from bertkit import api
@@ -45,10 +47,11 @@ def eval_command(
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
                           task_options={"strict": True} if strict else None, store_tuned=store_threshold,
-                          extra_metrics=metric or ())
+                          extra_metrics=metric or (), threads=threads)
     if not is_main_process():
         return
     typer.echo(f"{report['data']}: {report['examples']} examples")
+    typer.echo(runtime_line(report["runtime"]))
     echo_notices(report["preprocessing"], report)
     typer.echo(format_metrics(report["metrics"]))
     for key, value in report.get("tuned", {}).items():

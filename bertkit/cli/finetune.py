@@ -15,7 +15,8 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process
+from bertkit.cli.common import (PRECISION_HELP, THREADS_HELP, Precision, echo_notices, format_metrics, is_main_process,
+                                 runtime_line)
 from bertkit.cli.options import DATA_PANEL, MODEL_PANEL, OUTPUT_PANEL, TRAINING_PANEL, DataDir
 from bertkit.tasks import FINETUNE_TASKS
 
@@ -53,7 +54,12 @@ def _shared(
     weight_decay: _option(float, "AdamW weight decay (not on biases and LayerNorm).") = 0.01,
     grad_accum: _option(int, "Gradient accumulation steps.") = 1,
     max_grad_norm: _option(float, "Gradient clipping norm (0: off).") = 1.0,
-    precision: _option(Precision, "Mixed precision: no, fp16 (GPU), bf16.") = Precision.no,
+    precision: _option(Precision, PRECISION_HELP) = Precision.auto,
+    threads: _option(Optional[int], THREADS_HELP, show_default=False) = None,
+    freeze_embeddings: _option(bool, "Do not train the word embeddings (faster; README: accuracy cost).",
+                               TRAINING_PANEL, "--freeze-embeddings") = False,
+    save_memory: _option(bool, "Recompute attention in backward: same numbers, much less memory for long "
+                               "sequences (qa), slower steps.", TRAINING_PANEL, "--save-memory") = False,
     seed: _option(int, "Random seed (data order, head initialisation, dropout).") = 42,
     patience: _option(Optional[int], "Stop after N epochs without improvement of the main metric.",
                       show_default=False) = None,
@@ -152,6 +158,7 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
                f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
                f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
+    typer.echo(runtime_line(result.runtime))
     echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     if result.metrics:

@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision, echo_notices, is_main_process
-from bertkit.cli.options import DATA_PANEL, OUTPUT_PANEL, Backend, BatchSize, InferencePrecision, ModelDir
+from bertkit.cli.common import Precision, echo_notices, is_main_process, runtime_line
+from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, Backend, BatchSize, InferencePrecision, ModelDir,
+                                  Threads)
 
 
 @app.command()
@@ -24,7 +25,8 @@ def predict(
     n_best: Annotated[Optional[int], typer.Option(help="qa: also return the N best distinct answers.",
                                                   rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
     batch_size: BatchSize = 64,
-    precision: InferencePrecision = Precision.no,
+    precision: InferencePrecision = Precision.auto,
+    threads: Threads = None,
     backend: Backend = "torch",
 ):
     """Predict for every input row; one JSON line per row, in input order."""
@@ -33,9 +35,11 @@ def predict(
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best,
-                       backend=backend)
+                       backend=backend, threads=threads)
     if not is_main_process():
         return
+    if rows.runtime:
+        typer.echo(runtime_line(rows.runtime), err=True)
     echo_notices(rows.preprocessing, err=True)  # stdout stays pure JSONL
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if target is None:
