@@ -140,7 +140,7 @@ def _base_pooler(model_ref: str, display_name: str, masked_lm):
     base = getattr(masked_lm, masked_lm.base_model_prefix, None)
     if base is None or getattr(base, "pooler", False) is not None:
         return None
-    encoder, info = load_model("AutoModel", model_ref, display_name, output_loading_info=True)
+    encoder, info = load_model("AutoModel", model_ref, display_name, with_loading_info=True)
     pooler = getattr(encoder, "pooler", None)
     if pooler is None or any(key.startswith("pooler.") for key in info.get("missing_keys", ())):
         return None

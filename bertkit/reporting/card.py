@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 PIPELINES = {"cls": "text-classification", "pair": "text-classification", "ner": "token-classification",
-             "qa": "question-answering"}
+             "qa": "question-answering", "mlm": "fill-mask"}
 TASK_NAMES = {"text-classification": "Text Classification", "token-classification": "Token Classification",
-              "question-answering": "Question Answering"}
+              "question-answering": "Question Answering", "fill-mask": "Fill-Mask"}
 # Aliases resolve to a local copy; the card names the public checkpoint it is.
 BASE_MODEL_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 HUB_SPLITS = {"dev": "validation"}
@@ -58,7 +58,8 @@ def _body(meta, model_name, task, pipeline, base, metrics, figures) -> str:
     data, config = meta.get("data", {}), meta.get("config", {})
     labels = meta["task"].get("labels") or []
     what = {"cls": "classifies a text", "pair": "classifies a pair of texts", "ner": "tags each word with a BIO "
-            "entity tag", "qa": "extracts the answer span to a question from a context"}[task]
+            "entity tag", "qa": "extracts the answer span to a question from a context",
+            "mlm": "predicts masked word pieces (continued masked-LM pre-training)"}[task]
     lines = [f"# {model_name}", "",
              f"A {TASK_NAMES[pipeline].lower()} model fine-tuned with [bertkit](https://pypi.org/project/bertkit/) "
              f"from `{meta.get('base_model')}`: it {what}."]
@@ -72,7 +73,8 @@ def _body(meta, model_name, task, pipeline, base, metrics, figures) -> str:
     lines += {"cls": ['print(model("a gripping, beautifully acted film"))'],
               "pair": ['print(model({"text": "The cat sat.", "text_pair": "A cat was sitting."}))'],
               "ner": ['print(model("John lives in Paris", aggregation_strategy="first"))'],
-              "qa": ['print(model(question="Where does John live?", context="John lives in Paris."))']}[task]
+              "qa": ['print(model(question="Where does John live?", context="John lives in Paris."))'],
+              "mlm": ['print(model("John lives in [MASK]."))']}[task]
     lines += ["```", "", "or with bertkit: `bertkit predict DIR --input texts.txt`.", "",
               "## Training data", "",
               f"- train: {data.get('train')} ({data.get('train_examples')} examples)",
