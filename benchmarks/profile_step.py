@@ -1,57 +1,110 @@
-"""Where one training step's time goes: forward, backward, clipping, AdamW (fused or foreach).
+"""Where one training step's time goes, and what each precision lever buys, in ONE process.
 
-    python -m benchmarks.profile_step [--batch 32] [--length 14] [--foreach]
+    python -m benchmarks.profile_step [--batch 32] [--length 16] [--rounds 5] [--profile VARIANT]
 
-Uses the bundled MiniLM as a sequence classifier (stock model, no bertkit shortcut) on random token
-ids; prints the mean milliseconds of each phase over 20 steps after 5 warm-up steps. Run it on a
-quiet machine: it exists to explain the FLOP-utilisation figure of the full benchmark.
+Variants, run interleaved round after round (medians reported, so a busy machine hurts them alike):
+  fp32          fp32 weights, fused AdamW
+  autocast      fp32 weights under torch.autocast(bf16): every forward re-casts every weight
+  master        bf16 weights + fp32 master weights (bertkit.precision.MasterWeights): bertkit's bf16
+  master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
+The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
+classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import statistics
 import time
 
 import torch
+
+VARIANTS = ("fp32", "autocast", "master", "master_frozen")
+
+
+def build(variant: str, batch: int, length: int):
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit.engine import _parameter_groups
+    from bertkit.models import resolve_model
+    from bertkit.precision import MasterWeights
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2)
+    model.train()
+    if variant == "master_frozen":
+        model.get_input_embeddings().weight.requires_grad_(False)
+    groups = _parameter_groups(model, 0.01)
+    master = MasterWeights(model, groups) if variant.startswith("master") else None
+    optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
+    ids = torch.randint(1000, 20000, (batch, length))
+    batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                    "labels": torch.randint(0, 2, (batch,))}
+    autocast = variant == "autocast"
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            loss = model(**batch_inputs).loss
+        loss.backward()
+        if master:
+            master.accumulate()
+            torch.nn.utils.clip_grad_norm_(master.masters, 1.0)
+        else:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], 1.0)
+        optimizer.step()
+        if master:
+            master.publish()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--length", type=int, default=14, help="tokens per row (SST-2 averages ~13)")
-    parser.add_argument("--foreach", action="store_true", help="the multi-tensor AdamW instead of the fused one")
+    parser.add_argument("--length", type=int, default=16, help="tokens per row (SST-2 averages ~13)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--profile", choices=VARIANTS, help="print the profiler's top operators of this variant")
     args = parser.parse_args()
 
-    from transformers import AutoModelForSequenceClassification
+    if args.profile:
+        step = build(args.profile, args.batch, args.length)
+        for _ in range(5):
+            step()
+        from torch.profiler import ProfilerActivity, profile
 
-    from bertkit.models import resolve_model
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(5):
+                step()
+        print(f"{args.profile}: batch {args.batch} x {args.length}, 5 steps")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
+        return
 
-    torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, fused=not args.foreach)
-    ids = torch.randint(1000, 20000, (args.batch, args.length))
-    mask, labels = torch.ones_like(ids), torch.randint(0, 2, (args.batch,))
-    totals = dict.fromkeys(("forward", "backward", "clip", "optimizer"), 0.0)
-    for step in range(25):
-        t0 = time.perf_counter()
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        t3 = time.perf_counter()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        t4 = time.perf_counter()
-        if step >= 5:
-            for name, seconds in zip(totals, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                totals[name] += seconds
-    step_ms = {name: 1000 * seconds / 20 for name, seconds in totals.items()}
-    whole = sum(step_ms.values())
-    print(f"batch {args.batch} x {args.length} tokens, {'foreach' if args.foreach else 'fused'} AdamW, "
-          f"{whole:.1f} ms per step:")
-    for name, ms in step_ms.items():
-        print(f"  {name:<9} {ms:7.1f} ms  {100 * ms / whole:5.1f}%")
+    variants = args.variants.split(",")
+    steps = {v: build(v, args.batch, args.length) for v in variants}
+    times = {v: [] for v in variants}
+    cpu = {v: [] for v in variants}
+    for v in variants:  # warm-up
+        for _ in range(3):
+            steps[v]()
+    for round_ in range(args.rounds):
+        for v in variants if round_ % 2 == 0 else reversed(variants):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for _ in range(args.steps):
+                steps[v]()
+            times[v].append(1000 * (time.perf_counter() - started) / args.steps)
+            cpu[v].append(1000 * (time.process_time() - cpu_started) / args.steps)
+    print(f"batch {args.batch} x {args.length} tokens, {torch.get_num_threads()} threads, medians over "
+          f"{args.rounds} rounds of {args.steps} steps; CPU ms = process CPU time per step (all threads), which a "
+          f"busy machine inflates far less than wall time")
+    base, base_cpu = statistics.median(times[variants[0]]), statistics.median(cpu[variants[0]])
+    for v in variants:
+        wall, used = statistics.median(times[v]), statistics.median(cpu[v])
+        print(f"  {v:<14} wall {wall:7.1f} ms (x{base / wall:4.2f})  CPU {used:7.1f} ms (x{base_cpu / used:4.2f})  "
+              f"wall rounds: {', '.join(f'{t:.0f}' for t in times[v])}")
 
 
 if __name__ == "__main__":

@@ -380,6 +380,9 @@ class Suite:
             d_eval = evals[: s["capped_eval_rows"]] if capped else evals
             sides.append(("hf_default", hf_fn, (d_train, d_eval, model), dict(hf_kwargs, best=False, eval_batch_size=8)))
         sides.append(("hf_best", hf_fn, (train, evals, model), dict(hf_kwargs, best=True, eval_batch_size=64)))
+        # the headline: the Trainer's best options plus its bf16 mixed precision, as bertkit's auto picks bf16
+        sides.append(("hf_best_bf16", hf_fn, (train, evals, model),
+                      dict(hf_kwargs, best=True, eval_batch_size=64, bf16=True)))
         runs = self.alternate(workload, sides)
         entry["runs"] = runs
         if capped:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bertkit.checkpoint import (META_FILE, check_output_dir, check_output_file, load_meta, save_model_dir,
                                 staged_output, write_json)
-from bertkit.config import TrainConfig
+from bertkit.config import PRECISIONS, TrainConfig
 from bertkit.data import readers, registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
@@ -22,6 +22,7 @@ from bertkit.models import (DEFAULT_MODEL, check_saved_model, choose_max_length,
                             load_tokenizer, resolve_model)
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
+from bertkit.threads import check as check_threads
 from bertkit.training_state import Checkpoints, checkpoint_root, features_sha1
 
 
@@ -35,6 +36,8 @@ class FinetuneResult:
     train_examples: int
     eval_examples: int
     preprocessing: dict = field(default_factory=dict)
+    report: dict = field(default_factory=dict)  # figures, report.html, model card (bertkit.reporting)
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
     best_step: int | None = None
     resumed_from: str | None = None  # the checkpoint this run continued from (--resume)
     notices: list = field(default_factory=list)
@@ -42,11 +45,17 @@ class FinetuneResult:
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
              data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
-             resume: bool = False, resume_from: str | None = None) -> FinetuneResult:
-    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory.
+             report_to: str | None = None, threads: int | None = None, resume: bool = False,
+             resume_from: str | None = None) -> FinetuneResult:
+    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
+    its model card, figures and report.html. ``report_to``: trackers (bertkit.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
     checkpoint); the run's settings must be those of the checkpoint (training_state.py)."""
+    from bertkit.tracking import logging_dir, parse_report_to
+
     config = (config or TrainConfig()).validate()
+    check_threads(threads, "finetune")
+    trackers = parse_report_to(report_to)
     task_class = get_task_class(task)
     adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
@@ -74,12 +83,15 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
-    engine = Engine(config.precision, config.grad_accum, config.seed)
+    engine = Engine(config.precision, config.grad_accum, config.seed, trackers,
+                    str(logging_dir(output_path)) if trackers else None, threads=threads)
+    runtime = engine.runtime(config.precision)
     if checkpoints is not None:
-        checkpoints.identity["processes"] = engine.accelerator.num_processes
+        checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
         checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = _fast(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
+    _for_training(network, config)
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
     preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
@@ -89,16 +101,23 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features)
         checkpoints.check_compatible()
 
+    evaluations = []  # (metrics, breakdown) per evaluation: the saved epoch's breakdown goes to the report
+
     def evaluate_epoch(current_model) -> dict:
-        return _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
-                      tokenizer.pad_token_id)[0]
+        kept = {}
+        metrics = _score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
+                         tokenizer.pad_token_id, keep=kept)[0]
+        evaluations.append((metrics, kept.get("details")))
+        return metrics
 
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
-                                 evaluate_epoch if eval_examples else None, adapter.main_metric, checkpoints)
+                                 evaluate_epoch if eval_examples else None, adapter.main_metric,
+                                 checkpoints=checkpoints)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
-                            report.best_step, report.resumed_from, notices)
+                            runtime=runtime, best_step=report.best_step, resumed_from=report.resumed_from,
+                            notices=notices)
     meta = {
         "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -109,27 +128,38 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
         "best_step": report.best_step, "resumed_from": report.resumed_from,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "versions": _versions(),
+        "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": _versions(),
+        "eval_details": next((d for m, d in evaluations if m is best.get("metrics")), None),
     }
     if engine.is_main_process:
+        from bertkit.reporting.build import build_report
+
         with staged_output(output_path) as staging:
             History(report.log).write(staging / HISTORY_FILE)
             save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            result.report = build_report(staging, meta, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return result
 
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
              batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
-             precision: str = "no", task_options: dict | None = None, store_tuned: bool | None = None) -> dict:
+             precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
+             extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
     Decoding settings tuned on the data (the SQuAD v2 null threshold) are stored with the model
     only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
+    ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
     """
-    _check_inference_args(batch_size, "eval", max_eval_samples)
+    _check_inference_args(batch_size, "eval", max_eval_samples, precision)
+    check_threads(threads, "eval")
+    if extra_metrics:
+        from bertkit.extra_metrics import load_metrics
+
+        extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
     meta = load_meta(model_dir)
     data = data or _recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
@@ -149,11 +179,18 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     every_example = adapter.read(source, EVAL)
     examples = _first(every_example, max_eval_samples)
     adapter.check_eval_examples(examples, source)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
+    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
     features = adapter.preprocess(examples, tokenizer, train=False)
-    metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True)
+    kept = {}
+    metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
+                            keep=kept)
+    if extra_metrics:
+        from bertkit.extra_metrics import score_extra
+
+        metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": []}
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
+              "runtime": engine.runtime(precision)}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
@@ -172,8 +209,22 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
                                      f"keeps {before} (--store-threshold stores it anyway)")
     if engine.is_main_process:
         write_json(target, report)
+        from bertkit.reporting.build import build_report
+
+        # redrawn with this evaluation's figures (only those inside the model directory count)
+        drawn = build_report(model_dir)
+        report["figures"] = drawn["figures"]
+        report["notices"] += drawn["notices"]
     report["written_to"] = str(target)
     return report
+
+
+def report(model_dir: str) -> dict:
+    """(Re)draw the figures, write report.html and the model card of a model directory."""
+    from bertkit.reporting.build import build_report
+
+    meta = load_meta(model_dir)
+    return build_report(model_dir, meta, require_figures=True)
 
 
 class Predictions(list):
@@ -181,31 +232,29 @@ class Predictions(list):
     input, with human-readable ``notices`` (truncated texts, windows...)."""
 
     preprocessing: dict
+    runtime: dict  # precision used (and why), threads
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "no", **options) -> Predictions:
-    """One output row per input row, in input order. ``input_path`` '-' reads standard input."""
-    _check_inference_args(batch_size, "predict")
-    meta = load_meta(model_dir)
-    adapter = task_from_state(meta["task"])
-    given = {k: v for k, v in options.items() if v is not None}
-    for key in sorted(set(given) - set(adapter.option_names)):
-        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model",
-                           "drop that option")
-    adapter.options.update(given)
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+            threads: int | None = None, **options) -> Predictions:
+    """One output row per input row, in input order. ``input_path`` '-' reads standard input.
+    ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.predictor)."""
+    from bertkit.predictor import Predictor
+
+    _check_inference_args(batch_size, "predict", None, precision)
+    check_threads(threads, "predict")
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
+                          **options)
+    adapter = predictor.adapter
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
         examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
     else:
         path = Path(input_path).expanduser()
         examples = adapter.read(Source(str(path), path=path), PREDICT)
-    engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision)
-    features = adapter.preprocess(examples, tokenizer, train=False)
-    outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                           tokenizer.pad_token_id)
-    predictions = adapter.postprocess(examples, features, outputs)
-    rows = Predictions(adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions))
-    rows.preprocessing = dict(adapter.stats)
+    rows = Predictions(predictor.predict(examples))
+    rows.preprocessing = predictor.stats
+    rows.runtime = predictor.runtime()
     return rows
 
 
@@ -214,12 +263,19 @@ def list_datasets(data_dir: str | None = None) -> list[dict]:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False):
+def _score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None):
+    """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
+    breakdown for the figures."""
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            pad_token_id, description="eval")
     tuned = adapter.tune(examples, features, outputs) if tune else {}
     predictions = adapter.postprocess(examples, features, outputs)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
+    if keep is not None:
+        from bertkit.reporting.details import breakdown
+
+        keep["predictions"] = predictions
+        keep["details"] = breakdown(adapter.name, adapter.labels, examples, predictions, metrics)
     return metrics, tuned
 
 
@@ -243,15 +299,18 @@ def _settings(settings: dict) -> str:
                      for key, value in settings.items())
 
 
-def _load_for_inference(model_dir, adapter, precision):
+def _load_for_inference(model_dir, adapter, precision, threads=None):
     from bertkit.engine import Engine
+    from bertkit.probe import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
     check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
-    engine = Engine(precision)
-    network = load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True)
-    network = engine.prepare_model(_fast(adapter, network))
+    engine = Engine(precision, threads=threads)
+    network = inference_network(str(model_dir), adapter, tokenizer)
+    if network is None:
+        network = _fast(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
+    network = engine.prepare_model(network)
     return engine, network, tokenizer
 
 
@@ -263,6 +322,15 @@ def _fast(adapter, network):
     return network
 
 
+def _for_training(network, config: TrainConfig) -> None:
+    if config.freeze_embeddings:
+        network.get_input_embeddings().weight.requires_grad_(False)
+    if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.memory)
+        from bertkit.memory import checkpoint_attention
+
+        checkpoint_attention(network)
+
+
 def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     if eval_data:
         return registry.resolve(eval_data, "dev", data_dir, task)
@@ -271,7 +339,10 @@ def _eval_source(data, eval_data, data_dir, task) -> Source | None:
     return None
 
 
-def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None) -> None:
+def _check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
+                          precision: str = "auto") -> None:
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
     if batch_size < 1:
         raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
     if max_eval_samples is not None and max_eval_samples < 1:
@@ -313,6 +384,11 @@ def _check_not_inside(output: Path, *sources) -> None:
         if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
             raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
                                "would replace", "choose an --output directory outside the data's directory")
+
+
+def _recorded(runtime: dict) -> dict:
+    """The runtime facts worth keeping with the model (not the passing load notice)."""
+    return {k: v for k, v in runtime.items() if k != "notice"}
 
 
 def _first(examples: list, limit: int | None) -> list:

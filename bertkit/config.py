@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import BertkitError
 
-PRECISIONS = ("no", "fp16", "bf16")
+PRECISIONS = ("auto", "no", "fp16", "bf16")
 
 
 @dataclass
@@ -28,7 +28,14 @@ class TrainConfig:
     """Decoupled weight decay, not applied to biases and LayerNorm weights."""
     grad_accum: int = 1
     max_grad_norm: float = 1.0
-    precision: str = "no"
+    freeze_embeddings: bool = False
+    """Keep the word-embedding matrix fixed: no gradient, no optimizer state for its vocab x hidden
+    weights (over half of a small model's parameters); faster, at a measured accuracy cost."""
+    save_memory: bool = False
+    """Recompute self-attention in the backward pass instead of keeping its length² probabilities
+    (same numbers; for long sequences, e.g. QA at 384: less than half the peak memory, slower steps)."""
+    precision: str = "auto"
+    """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.precision."""
     seed: int = 42
     max_train_samples: int | None = None
     max_eval_samples: int | None = None

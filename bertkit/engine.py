@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 from tqdm.auto import tqdm
 
@@ -30,6 +30,8 @@ from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
 from bertkit.history import History
 from bertkit.interrupts import StopRequests, TrainingInterrupted, test_signal
+from bertkit.precision import MasterWeights, describe, resolve
+from bertkit.threads import configure as configure_threads
 from bertkit.training_state import Progress, RunningSums, cpu_copy, set_rng_state
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
@@ -62,41 +64,76 @@ class TrainReport:
 
 
 class Engine:
-    def __init__(self, precision: str = "no", grad_accum: int = 1, seed: int = 42):
-        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``."""
+    def __init__(self, precision: str = "auto", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
+                 logging_dir: str | None = None, threads: int | None = None):
+        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``.
+        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
+        ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
+        ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
-        _release_other_precision(precision)
+        cpu = _launched_on_cpu()
+        self.precision, self.precision_reason = resolve(precision, PartialState(cpu=cpu).device.type)
+        # bf16 runs with bf16 weights (precision.MasterWeights), not Accelerate's autocast
+        mixed = "no" if self.precision == "bf16" else self.precision
+        _release_other_precision(mixed)
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
         # set) stays 1 so that it never divides the loss a second time.
-        self.accelerator = Accelerator(mixed_precision=precision, cpu=_launched_on_cpu(),
-                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
+        self.accelerator = Accelerator(mixed_precision=mixed, cpu=cpu,
+                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
+                                       log_with=trackers or None, project_dir=logging_dir)
+        self.tracking = bool(trackers)
+        self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
         self.grad_accum = grad_accum
         self.seed = seed
         set_seed(seed)
         if not self.accelerator.is_main_process:
             _quiet_libraries()
 
+    def runtime(self, requested: str) -> dict:
+        """What ran, for the console and bertkit.json: precision (and why), threads."""
+        return {"precision": self.precision, "precision_name": describe(self.precision),
+                "precision_requested": requested, "precision_reason": self.precision_reason,
+                "threads": self.threads["threads"], "threads_source": self.threads["source"],
+                **({"notice": self.threads["notice"]} if "notice" in self.threads else {})}
+
     @property
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
 
+    quiet = False  # no progress output at all (the server predicts on every request)
+    _fitting = False
+
     def _progress(self, total: int, description: str):
-        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr,
-                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
+        if self.quiet or not self.accelerator.is_main_process:
+            return tqdm(total=total, disable=True)
+        if not sys.stderr.isatty():  # CI logs and files: a line per epoch / evaluation, no \r redraws
+            # only while training: a lone eval or predict keeps stderr for notices and errors
+            return LineProgress(total, description) if self._fitting else tqdm(total=total, disable=True)
+        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def prepare_model(self, model):
+        """For inference: bf16 casts the weights once instead of autocasting every forward."""
+        if self.precision == "bf16":
+            model.to(torch.bfloat16)
         return self.accelerator.prepare_model(model, evaluation_mode=True)
+
+    def autocast(self):
+        if self.precision == "bf16":  # a no-op for a bf16 model; casts an fp32 model's matmuls
+            return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16)
+        return self.accelerator.autocast()
 
     def unwrap(self, model):
         return self.accelerator.unwrap_model(model)
 
     # --- training -----------------------------------------------------------------------------
     def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
-            evaluate=None, main_metric: str | None = None, checkpoints=None) -> tuple[object, TrainReport]:
+            evaluate=None, main_metric: str | None = None, collate_fn=None,
+            checkpoints=None) -> tuple[object, TrainReport]:
         """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch (or every
         ``config.eval_every`` steps) and keep the best weights by ``main_metric``.
-        ``evaluate(model) -> dict`` is the task's evaluation. ``checkpoints``
+        ``evaluate(model) -> dict`` is the task's evaluation. ``collate_fn`` replaces the padding
+        collator (masked-LM batches are masked there). ``checkpoints``
         (``training_state.Checkpoints``) saves the full state every ``config.save_every`` steps and,
         when it holds one, continues from a saved state exactly where it stopped."""
         from transformers import get_linear_schedule_with_warmup
@@ -112,92 +149,133 @@ class Engine:
         total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
         full_epochs, rest_steps = divmod(total_steps, steps_per_epoch)
         total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
+        if checkpoints is not None:  # the saved fp32 weights go in before bf16 master weights copy them
+            checkpoints.load_weights(model)
+        groups = _parameter_groups(model, config.weight_decay)
+        master = None
+        if self.precision == "bf16":
+            master = MasterWeights(model.to(acc.device), groups)
+            groups = master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
-        optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr, fused=True)
+        optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
         state, history, best_state, saved = Progress(), History(), None, None
-        if checkpoints is not None:  # loads weights and optimizer before they are prepared
-            state, history, best_state, saved = checkpoints.begin(acc, model, optimizer, scheduler)
+        if checkpoints is not None:  # the optimizer's state goes in before it is prepared
+            state, history, best_state, saved = checkpoints.begin(acc, optimizer, scheduler)
         model, optimizer = acc.prepare(model, optimizer)
-        collate = Collator(pad_token_id)
+        collate = collate_fn or Collator(pad_token_id)
         saving = checkpoints is not None and checkpoints.save_every is not None
         sums = RunningSums(acc.device, saved)
-        if saved is not None:
-            set_rng_state(saved["rng"])  # last: nothing after this may draw random numbers
+
+        def weights() -> dict:  # on the CPU in fp32: a bf16 run's trained weights are its masters
+            unwrapped = acc.unwrap_model(model)
+            return master.state_dict(unwrapped) if master else cpu_copy(unwrapped)
+
+        self._fitting = True
         progress = self._progress(total_batches, f"train from step {state.step}" if state.step else "train")
         progress.update(min(state.epoch * per_rank + state.next_batch, total_batches))
+        lines = isinstance(progress, LineProgress)  # off a terminal: one line per epoch
+        if self.tracking:
+            from bertkit.tracking import PROJECT, hyperparameters
+
+            acc.init_trackers(PROJECT, config=hyperparameters(config.to_dict()))
+        if saved is not None:
+            set_rng_state(saved["rng"])  # last: nothing after this may draw random numbers
+        step_loss = 0.0
         finished = state.step >= total_steps or state.stopped_early
-        with StopRequests(saving) as stop:
-            for epoch in range(state.epoch, math.ceil(total_steps / steps_per_epoch)):
-                if finished:
-                    break
-                sampler.set_epoch(epoch)
-                batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes, acc.process_index)
-                model.train()
-                started = time.perf_counter()
-                # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
-                for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
-                    indices = batches[i]
-                    window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
-                    sync = (i + 1) % accum == 0 or i + 1 == len(batches)
-                    batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
-                    # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
-                    with contextlib.nullcontext() if sync else acc.no_sync(model):
-                        loss = model(**batch).loss
-                        acc.backward(loss / window)
-                    repeat = last_repeats and i + 1 == len(batches)
-                    sums.add(loss.detach(), [lengths[j] for j in indices], new=not repeat)
-                    progress.update(1)
-                    if not sync:
-                        continue
-                    logging = (state.step + 1) % config.log_every == 0
-                    grad_norm = None
-                    if config.max_grad_norm > 0:
-                        grad_norm = acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                    elif logging:
-                        acc.unscale_gradients()
-                        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()
-                                                                   if p.grad is not None])
-                    lr = scheduler.get_last_lr()[0]  # the rate this step uses
-                    optimizer.step()
-                    if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
-                        scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    state.step, state.epoch, state.next_batch = state.step + 1, epoch, i + 1
-                    test_signal("step", state.step)
-                    seen = epoch + (i + 1) / len(batches)  # epochs of data seen, 1.0 = one full pass
-                    at = round(seen if config.max_steps else min(seen, config.epochs), 4)
-                    at = int(at) if at == int(at) else at
-                    finished = state.step >= total_steps
-                    if logging:
-                        loss_now = sums.mean_loss("log", acc)
-                        history.train(state.step, at, loss_now, lr, None if grad_norm is None else float(grad_norm))
-                        progress.set_postfix(epoch=f"{seen:.2f}", loss=f"{loss_now:.4f}")
-                    due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
-                    if due or finished:
-                        state.train_seconds += time.perf_counter() - started
-                        best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric, history,
-                                                            best_state)
-                        if config.patience and state.bad_evals >= config.patience:
-                            state.stopped_early = finished = True
-                        model.train()
-                        started = time.perf_counter()
-                    due = saving and state.step % checkpoints.save_every == 0
-                    # A stop request needs an all-reduce with several processes: looked at on log steps only.
-                    stopping = not finished and (acc.num_processes == 1 or logging) and stop.agreed(acc)
-                    if due or stopping:
-                        state.train_seconds += time.perf_counter() - started
-                        path = checkpoints.save(acc, state, sums.state(), model, optimizer, scheduler, best_state,
-                                                history)
-                        started = time.perf_counter()
-                        if stopping:
-                            progress.close()
-                            raise TrainingInterrupted(state.step, path)
+        try:
+            with StopRequests(saving) as stop:
+                for epoch in range(state.epoch, math.ceil(total_steps / steps_per_epoch)):
                     if finished:
                         break
-                state.train_seconds += time.perf_counter() - started
-        progress.close()
+                    sampler.set_epoch(epoch)
+                    batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes,
+                                                          acc.process_index)
+                    model.train()
+                    started, epoch_loss, ran = time.perf_counter(), 0.0, 0  # for LineProgress's line
+                    # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
+                    for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
+                        indices = batches[i]
+                        window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
+                        sync = (i + 1) % accum == 0 or i + 1 == len(batches)
+                        batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
+                        # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
+                        with contextlib.nullcontext() if sync else acc.no_sync(model):
+                            loss = model(**batch).loss
+                            acc.backward(loss / window)
+                        # fp32 accumulation; with several processes only at sync, after DDP's all-reduce
+                        if master is not None and (sync or acc.num_processes == 1):
+                            master.accumulate()
+                        if self.tracking:
+                            step_loss += loss.item() / window
+                        repeat = last_repeats and i + 1 == len(batches)
+                        sums.add(loss.detach(), [lengths[j] for j in indices], new=not repeat)
+                        progress.update(1)
+                        if lines:
+                            epoch_loss, ran = epoch_loss + loss.detach(), ran + 1
+                        if not sync:
+                            continue
+                        logging = (state.step + 1) % config.log_every == 0
+                        grad_norm = None
+                        if config.max_grad_norm > 0 and master is not None:
+                            grad_norm = torch.nn.utils.clip_grad_norm_(master.masters, config.max_grad_norm)
+                        elif config.max_grad_norm > 0:
+                            grad_norm = acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                        elif logging:
+                            acc.unscale_gradients()
+                            trained = master.masters if master is not None else model.parameters()
+                            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in trained if p.grad is not None])
+                        lr = scheduler.get_last_lr()[0]  # the rate this step uses
+                        optimizer.step()
+                        if master is not None:
+                            master.publish()
+                        if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
+                            scheduler.step()
+                        optimizer.zero_grad(set_to_none=True)
+                        state.step, state.epoch, state.next_batch = state.step + 1, epoch, i + 1
+                        test_signal("step", state.step)
+                        seen = epoch + (i + 1) / len(batches)  # epochs of data seen, 1.0 = one full pass
+                        if self.tracking:  # Accelerate logs on the main process only
+                            acc.log({"train/loss": step_loss, "train/lr": scheduler.get_last_lr()[0],
+                                     "train/epoch": seen}, step=state.step)
+                            step_loss = 0.0
+                        at = round(seen if config.max_steps else min(seen, config.epochs), 4)
+                        at = int(at) if at == int(at) else at
+                        finished = state.step >= total_steps
+                        if logging:
+                            loss_now = sums.mean_loss("log", acc)
+                            history.train(state.step, at, loss_now, lr, None if grad_norm is None else float(grad_norm))
+                            progress.set_postfix(epoch=f"{seen:.2f}", loss=f"{loss_now:.4f}")
+                        if lines and (i + 1 == len(batches) or finished):  # batches run in this process
+                            progress.line(f"epoch {epoch + 1}: {ran} batches, loss {float(epoch_loss) / ran:.4f}")
+                        due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
+                        if due or finished:
+                            state.train_seconds += time.perf_counter() - started
+                            best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric,
+                                                                history, best_state, weights)
+                            if config.patience and state.bad_evals >= config.patience:
+                                state.stopped_early = finished = True
+                            model.train()
+                            started = time.perf_counter()
+                        due = saving and state.step % checkpoints.save_every == 0
+                        # A stop request needs an all-reduce with several processes: looked at on log steps only.
+                        stopping = not finished and (acc.num_processes == 1 or logging) and stop.agreed(acc)
+                        if due or stopping:
+                            state.train_seconds += time.perf_counter() - started
+                            path = checkpoints.save(acc, state, sums.state(), weights, optimizer, scheduler,
+                                                    best_state, history)
+                            started = time.perf_counter()
+                            if stopping:
+                                raise TrainingInterrupted(state.step, path)
+                        if finished:
+                            break
+                    state.train_seconds += time.perf_counter() - started
+        finally:
+            progress.close()
+            self._fitting = False
+            if self.tracking:
+                acc.end_training()  # flushes and closes the event files
         totals = acc.reduce(torch.tensor(sums.counts, dtype=torch.long, device=acc.device), "sum").tolist()
         report = TrainReport(state.evals, state.best_epoch, state.best_metric, state.train_seconds,
                              optimizer_steps=state.step, stopped_early=state.stopped_early, best_step=state.best_step,
@@ -205,11 +283,13 @@ class Engine:
                              checkpoints.resume_from else None)
         report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
         model = acc.unwrap_model(model)
+        if master is not None:
+            master.to_fp32(model)  # the fp32 masters are the trained weights
         if best_state is not None and state.best_step != state.evals[-1]["step"]:
             model.load_state_dict(best_state)
         return model, report
 
-    def _evaluation_point(self, model, state, sums, at, evaluate, main_metric, history, best_state):
+    def _evaluation_point(self, model, state, sums, at, evaluate, main_metric, history, best_state, weights):
         """Record the mean training loss since the last evaluation and, with an ``evaluate``, the
         metrics; keep a copy of the weights when they are the best so far."""
         acc = self.accelerator
@@ -218,10 +298,12 @@ class Engine:
             metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
             entry["metrics"] = metrics
             history.eval(state.step, at, metrics)
+            if self.tracking:
+                acc.log({f"eval/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
             score = metrics[main_metric]
             if state.best_metric is None or score > state.best_metric:
                 state.best_metric, state.best_epoch, state.best_step, state.bad_evals = score, at, state.step, 0
-                best_state = cpu_copy(acc.unwrap_model(model))
+                best_state = weights()
             else:
                 state.bad_evals += 1
         state.evals.append(entry)
@@ -249,7 +331,7 @@ class Engine:
         collate = Collator(pad_token_id)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         progress = self._progress(len(mine), description)
-        with torch.inference_mode(), acc.autocast():
+        with torch.inference_mode(), self.autocast():
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
                 batch = collate([features[j] for j in indices])
@@ -292,6 +374,30 @@ class Engine:
         return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
 
 
+class LineProgress:
+    """tqdm's interface for output that is not a terminal: no redraws, one line per ``line()``
+    call (an epoch) and one when an evaluation pass closes."""
+
+    def __init__(self, total: int, description: str):
+        self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
+        self.lines = 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+    def set_postfix(self, **_values) -> None:
+        pass
+
+    def line(self, text: str) -> None:
+        self.lines += 1
+        print(f"{self.description}: {text} ({self.done}/{self.total} batches, "
+              f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if not self.lines and self.description == "eval":  # predict output stays quiet
+            self.line("done")
+
+
 def _launched_on_cpu() -> bool:
     """Several processes (torchrun, mpirun) on a machine without an accelerator: Accelerate uses
     gloo only when told ``cpu=True``; otherwise each process silently runs alone as rank 0 of 1."""
@@ -323,4 +429,3 @@ def _parameter_groups(model, weight_decay: float) -> list[dict]:
         if parameter.requires_grad:
             (no_decay if name.endswith(NO_DECAY) else decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-

@@ -225,9 +225,11 @@ def _segment_inputs(tokenizer, config) -> None:
 
 
 # --- weights ----------------------------------------------------------------------------------------
-def load_model(model_class_name: str, model_ref: str, display_name: str, trained: bool = False, **kwargs):
+def load_model(model_class_name: str, model_ref: str, display_name: str, trained: bool = False,
+               with_loading_info: bool = False, **kwargs):
     """Load weights into ``model_class_name``. For fine-tuning (``trained`` False) only the task head
-    may be new; for a bertkit model directory nothing may be missing."""
+    may be new; for a bertkit model directory nothing may be missing. ``with_loading_info`` returns
+    (model, transformers' loading info) instead of the model."""
     transformers = _quiet_transformers()
     model_class = getattr(transformers, model_class_name)
     if not _is_local(model_ref):
@@ -253,7 +255,7 @@ def load_model(model_class_name: str, model_ref: str, display_name: str, trained
         raise BertkitError(f"--model {display_name}: {len(missing)} weight(s) are missing from the checkpoint or "
                            f"have the wrong shape (e.g. {missing[0]}), so they would be random",
                            "the weights do not match config.json; use the directory the model was saved to")
-    return model
+    return (model, info) if with_loading_info else model
 
 
 def _in_hub_cache(model_ref: str) -> bool:

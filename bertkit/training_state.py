@@ -125,6 +125,7 @@ class Checkpoints:
                  resume_from: Path | None = None, clear: bool = False):
         self.root, self.save_every, self.keep, self.identity = root, save_every, keep, identity
         self.resume_from, self.clear = resume_from, clear
+        self._weights = None  # the checkpoint's weights, between load_weights and begin
 
     @classmethod
     def plan(cls, output: Path, config, identity: dict, resume: bool, resume_from: str | None,
@@ -171,9 +172,18 @@ class Checkpoints:
         if differences:
             raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(differences), RESUME_HINT)
 
-    # --- inside Engine.fit --------------------------------------------------------------------
-    def begin(self, acc, model, optimizer, scheduler):
-        """Remove leftovers, then load the checkpoint into the (unprepared) model and optimizer.
+    # --- inside Engine.fit ---------------------------------------------------------------------
+    def load_weights(self, model) -> None:
+        """Put the checkpoint's weights into the fresh fp32 model, before anything copies them."""
+        from safetensors.torch import load_file
+
+        self._weights = None
+        if self.resume_from is not None:
+            self._weights = load_file(self.resume_from / MODEL)
+            model.load_state_dict(self._weights)
+
+    def begin(self, acc, optimizer, scheduler):
+        """Remove leftovers, then load the optimizer and schedule (before they are prepared).
         Returns (progress, history, best weights or None, this rank's saved state or None)."""
         import torch
         from safetensors.torch import load_file
@@ -190,8 +200,6 @@ class Checkpoints:
             return Progress(), History(live=live), None, None
         source = self.resume_from
         state = read_state(source)
-        weights = load_file(source / MODEL)
-        model.load_state_dict(weights)
         optimizer.load_state_dict(torch.load(source / "optimizer.pt", map_location="cpu", weights_only=True))
         schedules = torch.load(source / "scheduler.pt", map_location="cpu", weights_only=True)
         scheduler.load_state_dict(schedules["scheduler"])
@@ -200,14 +208,16 @@ class Checkpoints:
         progress = Progress(**state["progress"])
         best = None
         if progress.best_step is not None:
-            best = load_file(source / BEST) if (source / BEST).is_file() else weights
+            best = load_file(source / BEST) if (source / BEST).is_file() else self._weights
+        self._weights = None
         rank_state = torch.load(source / f"rank-{acc.process_index}.pt", map_location="cpu", weights_only=True)
         return progress, History(read(source / HISTORY_FILE), live=live), best, rank_state
 
-    def save(self, acc, progress: Progress, rank_state: dict, model, optimizer, scheduler, best: dict | None,
+    def save(self, acc, progress: Progress, rank_state: dict, weights, optimizer, scheduler, best: dict | None,
              history: History) -> Path:
         """Write step N's checkpoint into ``.step-N.tmp`` and rename it to ``step-N`` once complete
-        (every rank's file included), then apply ``--keep-checkpoints``."""
+        (every rank's file included), then apply ``--keep-checkpoints``. ``weights()`` gives the
+        model's weights on the CPU (fp32 for a bf16 run: its master weights)."""
         import torch
         from safetensors.torch import save_file
 
@@ -219,7 +229,7 @@ class Checkpoints:
         acc.wait_for_everyone()
         torch.save(rank_state, tmp / f"rank-{acc.process_index}.pt")
         if main:
-            save_file(cpu_copy(acc.unwrap_model(model)), tmp / MODEL)
+            save_file(weights(), tmp / MODEL)
             test_signal("save", step)
             if best is not None and progress.best_step != step:
                 save_file(best, tmp / BEST)
@@ -254,7 +264,8 @@ class Checkpoints:
 
 
 def _flag(key: str) -> str:
-    names = {"task": "task", "processes": "processes", "train_data_sha1": "training data content (sha1)"}
+    names = {"task": "task", "processes": "processes", "precision_used": "precision in use",
+             "train_data_sha1": "training data content (sha1)"}
     return names.get(key, f"--{key.replace('_', '-')}")
 
 

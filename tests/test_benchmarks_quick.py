@@ -51,11 +51,11 @@ def test_quick_benchmarks_report(tmp_path):
     assert report["model"]["non_embedding_params"] > 1e6
     assert report["model"]["same_checkpoint_both_sides"] is True
 
-    # SST-2: three sides on identical data, same measurement keys
+    # SST-2: four sides on identical data, same measurement keys
     sst2 = report["workloads"]["sst2"]
     assert sst2["data_check"]["identical"] is True
     assert sst2["data_check"]["hf_train"] == sst2["data_check"]["bertkit_train"] == 64
-    assert set(sst2["runs"]) == {"bertkit", "hf_default", "hf_best"}
+    assert set(sst2["runs"]) == {"bertkit", "hf_default", "hf_best", "hf_best_bf16"}
     for side, run in sst2["runs"].items():
         for key in ("train_seconds", "train_examples_per_s", "train_tokens_per_s", "eval_seconds", "peak_rss_mb"):
             assert _positive(run.get(key)), (side, key, run.get(key))

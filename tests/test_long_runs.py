@@ -31,10 +31,12 @@ from test_multiprocess import needs_gloo, write_sentiment
 LR, STEPS, WARMUP = 5e-3, 60, 6  # warmup: int(0.1 x 60)
 
 
-def command(root: Path, output: str, *extra) -> list[str]:
+def command(root: Path, output: str, *extra, precision: str = "bf16") -> list[str]:
+    """bf16 (bf16 weights, fp32 master weights in the optimizer) unless asked: the more state to restore."""
     return ["finetune", "cls", "--data", str(root / "train.csv"), "--eval-data", str(root / "dev.csv"),
             "--model", str(root / "tiny"), "--output", str(root / output), "--epochs", "3", "--batch-size", "8",
-            "--lr", str(LR), "--eval-every", "5", "--save-every", "10", "--log-every", "1", *map(str, extra)]
+            "--lr", str(LR), "--eval-every", "5", "--save-every", "10", "--log-every", "1", "--precision", precision,
+            *map(str, extra)]
 
 
 def start(args: list[str], processes: int = 1, kill_at: str | None = None) -> subprocess.Popen:
@@ -201,8 +203,9 @@ def test_resume_refuses_other_settings_and_writes_nothing(single, run_cli):
 def test_ctrl_c_saves_at_the_step_and_resumes_exactly(root, run_cli, monkeypatch):
     """In one process: SIGINT at step 13 saves step-13 and exits 130; --resume ends where an
     uninterrupted run ends. Also --keep-checkpoints 1: the newest plus the best survive."""
-    args = command(root, "inproc", "--epochs", 1, "--save-every", 5, "--keep-checkpoints", 1)
-    code, _, stderr = run_cli(*command(root, "inproc-ref", "--epochs", 1, "--save-every", 5, "--keep-checkpoints", 1))
+    extra = ("--epochs", 1, "--save-every", 5, "--keep-checkpoints", 1)
+    args = command(root, "inproc", *extra, precision="no")  # fp32 here, bf16 in the other runs
+    code, _, stderr = run_cli(*command(root, "inproc-ref", *extra, precision="no"))
     assert code == 0, stderr
     monkeypatch.setenv("BERTKIT_TEST_SIGNAL", "INT@step-13")
     code, stdout, stderr = run_cli(*args)
@@ -250,7 +253,7 @@ def test_two_processes_killed_and_resumed_match(root):
 def test_max_steps_overrides_epochs(root, run_cli):
     """--max-steps 7 on 20 batches an epoch: 7 steps (56 examples), the schedule spans 7 steps
     (int(0.1 x 7) = 0 warmup steps), one evaluation at the end, train lines every 3 steps."""
-    args = command(root, "seven", "--max-steps", 7, "--log-every", 3)
+    args = command(root, "seven", "--max-steps", 7, "--log-every", 3, precision="no")
     args.remove("--save-every"), args.remove("10"), args.remove("--eval-every"), args.remove("5")
     code, stdout, stderr = run_cli(*args)
     assert code == 0, stderr

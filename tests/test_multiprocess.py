@@ -132,9 +132,9 @@ def test_finetune_in_two_processes_uses_every_example_once(cls_run, run_cli):
     root, run = cls_run
     assert_only_rank0_spoke(run)
     lines = run.out[0].splitlines()
-    assert len(lines) == 5 and lines[0].startswith("epoch 1: ") and lines[1].startswith("epoch 2: ")
-    assert lines[2].startswith("train: 37 examples") and lines[3].startswith("best (epoch ")
-    assert lines[4] == f"saved to {root / 'model'}"
+    assert len(lines) == 6 and lines[0].startswith("epoch 1: ") and lines[1].startswith("epoch 2: ")
+    assert lines[2].startswith("train: 37 examples") and lines[3].startswith("precision: ")
+    assert lines[4].startswith("best (epoch ") and lines[5] == f"saved to {root / 'model'}"
     meta = json.loads((root / "model" / "bertkit.json").read_text())
     throughput = meta["throughput"]
     # 37 rows x 2 epochs, 7 tokens each, none padded; 5 batches a epoch -> 3 per rank -> 2 steps of 2
@@ -273,7 +273,7 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     result = api.finetune("cls", str(data), str(tmp_path / "bf16"), model=str(tiny_bert),
                           config=TrainConfig(epochs=1, batch_size=8, precision="bf16"))
     assert result.throughput["examples"] == 12
-    rows = api.predict(str(tmp_path / "bf16"), str(data))  # fp32 after bf16 in the same process
+    rows = api.predict(str(tmp_path / "bf16"), str(data), precision="no")  # fp32 after bf16 in one process
     assert len(rows) == 12
 
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "bf16").eval()
@@ -283,7 +283,7 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     outputs = {}
     for precision in ("bf16", "no", "bf16", "no"):
         engine = Engine(precision)
-        assert engine.accelerator.mixed_precision == precision
+        assert engine.precision == precision  # bf16 runs without Accelerate's autocast (bertkit.precision)
         outputs[precision] = np.stack(engine.infer(model, features, 8, ("logits",), False, 0)["logits"])
     np.testing.assert_array_equal(outputs["no"], reference)  # really fp32 again
     difference = np.abs(outputs["bf16"] - reference).max()

@@ -5,9 +5,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from seqeval.metrics import classification_report
-from seqeval.scheme import IOB2
-
 from bertkit.decoding.tags import iob1_to_iob2, repair_bio, validate_bio
 
 # classification_report adds these summary rows next to the per-type rows.
@@ -38,6 +35,10 @@ def tagging_scores(
     predictions as given, as conlleval's "accuracy" is. When there are no gold or no
     predicted entities, the undefined ratios are reported as 0.0.
     """
+    # imported here: seqeval pulls in scikit-learn (seconds), which `bertkit --help` must not pay for
+    from seqeval.metrics import classification_report
+    from seqeval.scheme import IOB2
+
     _check_aligned(gold, pred)
     # Converting IOB1 gold keeps strict mode from silently dropping gold entities; for IOB2
     # gold it changes nothing.

@@ -12,7 +12,11 @@ TASKS = {
     "pair": "bertkit.tasks.classification:SentencePairTask",
     "ner": "bertkit.tasks.tagging:TaggingTask",
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
+    "mlm": "bertkit.tasks.mlm:MaskedLMTask",
 }
+# Tasks trained by their own command (`bertkit pretrain mlm`), not by `bertkit finetune`.
+PRETRAINING_TASKS = ("mlm",)
+FINETUNE_TASKS = tuple(name for name in TASKS if name not in PRETRAINING_TASKS)
 
 
 def get_task_class(name: str):

@@ -33,7 +33,7 @@ class SingleSentenceTask(Task):
     main_metric = "accuracy"
     reads_first_token_only = True
     text_fields: tuple = ("text",)
-    option_names = ("text_column", "text_pair_column", "label_column")
+    option_names = ("text_column", "label_column")
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -159,6 +159,7 @@ class SingleSentenceTask(Task):
 class SentencePairTask(SingleSentenceTask):
     name = "pair"
     text_fields = ("text", "text_pair")
+    option_names = ("text_column", "text_pair_column", "label_column")
 
 
 def _label_name(value, label_names, source) -> str:

@@ -1,0 +1,107 @@
+"""The root command, --version, and the entry point that turns every user mistake into one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from bertkit.cli.common import is_main_process
+from bertkit.errors import BertkitError
+
+try:  # recent Typer vendors click and raises its own exception types
+    from typer import TyperException as CommandLineError
+except ImportError:  # older Typer raises click's
+    from click import ClickException as CommandLineError
+
+DEBUG_ENV = "BERTKIT_DEBUG"
+
+
+def _flags_without_placeholder() -> None:
+    """Typer's rich help prints a ``<bool>`` type after plain flags (--help, --overwrite), which
+    take no value: show no type for them."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and self.metavar is None else original(self, ctx)
+
+    if not getattr(original, "_bertkit", False):
+        display_type_rich._bertkit = True
+        TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_placeholder()
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from bertkit import __version__
+
+        typer.echo(f"bertkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                       help="Print the version and exit.")):
+    """Fine-tune, evaluate and serve BERT-family models on classic NLP tasks."""
+
+
+def main() -> None:
+    """Entry point: user mistakes, bertkit's own and the command line's, become one line on stderr
+    and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
+    if not sys.stderr.isatty():  # no \r-redrawn library bars in CI logs and files (read at their import)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        # Not standalone: Typer would print its usage errors as a multi-line box and exit itself.
+        code = app(prog_name="bertkit", standalone_mode=False)
+    except CommandLineError as exc:  # bad values, missing arguments, unknown options
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `bertkit`: the help, as asked
+            if exc.format_message().strip():  # rich help was already printed while the error was made
+                typer.echo(exc.format_message())
+            sys.exit(0)
+        if os.environ.get(DEBUG_ENV):
+            raise
+        typer.echo(f"error: {_usage_message(exc)}", err=True)
+        sys.exit(2)
+    except BertkitError as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        if is_main_process():
+            typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
+    if code == 130 and is_main_process():  # Typer turns Ctrl-C into this exit code
+        typer.echo("interrupted", err=True)
+    sys.exit(code if isinstance(code, int) else 0)  # --help and --version return 0
+
+
+def _usage_message(exc) -> str:
+    """The command line parser's message on one line, with a hint naming the command's own help."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "bertkit"
+    if ctx is None or ctx.parent is None:  # some parse errors carry no or the root context: find the command
+        command = _command_in_argv() or command
+    return f"{message} (hint: see `{command} --help`)"
+
+
+def _command_in_argv() -> str | None:
+    """The command (and a group's subcommand: `finetune cls`) named on the command line."""
+    import typer.main
+
+    commands = typer.main.get_command(app).commands
+    words = sys.argv[1:]
+    for i, word in enumerate(words):
+        if word in commands:
+            group, following = commands[word], words[i + 1] if i + 1 < len(words) else None
+            if hasattr(group, "list_commands") and following in group.list_commands(None):
+                return f"bertkit {word} {following}"
+            return f"bertkit {word}"
+    return None

@@ -1,0 +1,59 @@
+"""`bertkit eval DIR`: score a saved model, print the metrics, write them as JSON, redraw figures."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from bertkit.cli.app import app
+from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir,
+                                  Threads)
+
+SCORING_PANEL = "Scoring"
+
+
+@app.command("eval")
+def eval_command(
+    model_dir: ModelDir,
+    data: Annotated[Optional[str], typer.Option(
+        help="Dataset name or file; default: what training evaluated on (the known dataset, or the "
+             "--eval-data file).", rich_help_panel=DATA_PANEL, show_default=False)] = None,
+    split: Annotated[Optional[str], typer.Option(
+        help="Split of a known dataset: train, dev (default), test (mnli: dev_mismatched too).",
+        rich_help_panel=DATA_PANEL, show_default=False)] = None,
+    data_dir: DataDir = None,
+    max_eval_samples: Annotated[Optional[int], typer.Option(help="Use only the first N examples.",
+                                                            rich_help_panel=DATA_PANEL, show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        help="Metrics JSON file in an existing directory; default <model_dir>/eval-<name>-<split>.json (a file: "
+             "eval-<file stem>.json).", rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="ner: strict IOB2 entity matching; default: conlleval "
+                                         "rules.", rich_help_panel=SCORING_PANEL)] = False,
+    store_threshold: Annotated[Optional[bool], typer.Option(
+        "--store-threshold/--no-store-threshold", help="qa v2: store the tuned null threshold; default: only from "
+        "a full evaluation on the model's dev data.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
+    metric: Annotated[Optional[list[str]], typer.Option(
+        "--metric", metavar="NAME|PATH", help="Also score with an `evaluate` metric: a local script/directory (offline) or a Hub "
+        "name; repeatable.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
+    batch_size: BatchSize = 64,
+    precision: InferencePrecision = Precision.auto,
+    threads: Threads = None,
+):
+    """Score a fine-tuned model; prints the metrics and writes them as JSON."""
+    from bertkit import api
+
+    report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
+                          max_eval_samples=max_eval_samples, output=output, precision=precision.value,
+                          task_options={"strict": True} if strict else None, store_tuned=store_threshold,
+                          extra_metrics=metric or (), threads=threads)
+    if not is_main_process():
+        return
+    typer.echo(f"{report['data']}: {report['examples']} examples")
+    typer.echo(runtime_line(report["runtime"]))
+    echo_notices(report["preprocessing"], report)
+    typer.echo(format_metrics(report["metrics"]))
+    for key, value in report.get("tuned", {}).items():
+        typer.echo(f"tuned {key} = {value} (stored with the model)")
+    typer.echo(f"written to {report['written_to']}")

@@ -1,0 +1,259 @@
+"""CLI commands for features: embed, probe, pretrain mlm, inspect attention|tokens.
+
+Thin Typer layer over bertkit.features, bertkit.probe, bertkit.pretraining and bertkit.inspection;
+heavy imports stay inside the commands so `bertkit --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from bertkit.cli.app import app
+from bertkit.cli.common import Precision
+
+POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
+                "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
+                "Default: mean (one vector per row), the last layer (--per-word).")
+DATA_DIR_HELP = "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR."
+MODEL_HELP = "Hub name, local directory (pretrained, fine-tuned, probe or pretrain output), or 'minilm'."
+
+
+class ProbeTask(str, Enum):
+    cls = "cls"
+    pair = "pair"
+
+
+pretrain_app = typer.Typer(no_args_is_help=True, help="Continued pre-training of a BERT-family checkpoint.")
+inspect_app = typer.Typer(no_args_is_help=True, help="Look inside a model: word pieces, attention heads.")
+
+
+def embed(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    input: str = typer.Option(..., "--input", help="Text lines (TAB: a pair), JSONL, JSON, CSV, TSV; '-' = stdin. "
+                              "--per-word also reads 'tokens' lists."),
+    output: str = typer.Option(..., help=".npy (rows x dim), .npz (vectors + ids), .jsonl; '-' = JSONL on stdout."),
+    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
+    per_word: bool = typer.Option(False, "--per-word", help="One vector per word, at its first sub-word (as in ner)."),
+    max_length: int = typer.Option(128, help="Tokens per window; longer inputs become overlapping windows."),
+    stride: Optional[int] = typer.Option(None, help="Tokens shared by consecutive windows of a long row (default "
+                                         "max-length/4; --per-word windows share half their words, as in ner)."),
+    batch_size: int = typer.Option(64, help="Inference batch size."),
+    normalize: bool = typer.Option(False, "--normalize", help="Scale every vector to unit length (for cosine)."),
+    text_column: Optional[str] = typer.Option(None, help="Column with the text (default: sentence/text/...)."),
+    text_pair_column: Optional[str] = typer.Option(None, help="Column with a second text, embedded as a pair."),
+    id_column: Optional[str] = typer.Option(None, help="Column with row ids (default: id/idx/guid/index, else the "
+                                            "row number from 0)."),
+    precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+):
+    """One vector per input row (or per word), in input order, from any checkpoint."""
+    from bertkit import features
+
+    result = features.embed(model, input, None if output == "-" else output, pooling=pooling, per_word=per_word,
+                            max_length=max_length, stride=stride, batch_size=batch_size, normalize=normalize,
+                            text_column=text_column, text_pair_column=text_pair_column, id_column=id_column,
+                            precision=precision.value)
+    if output == "-":
+        sys.stdout.writelines(features.jsonl_lines(result))
+    if result.windowed_rows:
+        unit = "sentence(s)" if per_word else "row(s)"
+        how = ("each word's vector comes from the window where it has the most context" if per_word else
+               f"{result.stride} tokens of overlap; their vectors were combined ({_combine_note(result.pooling)})")
+        typer.echo(f"{result.windowed_rows} {unit} longer than --max-length {max_length} were split into "
+                   f"overlapping windows ({how})", err=True)
+    words = f", {sum(len(w) for w in result.words)} words" if result.words else ""
+    typer.echo(f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
+               f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
+               + (f"; written to {result.written_to}" if result.written_to else ""), err=True)
+
+
+def probe(
+    task: ProbeTask = typer.Argument(..., help="cls: one text; pair: two texts."),
+    data: str = typer.Option(..., help="A known dataset name (see `bertkit datasets`) or a file path."),
+    eval_data: Optional[str] = typer.Option(None, help="Evaluation data; default: the known dataset's dev split."),
+    data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP),
+    model: str = typer.Option("bert-base-uncased", help=MODEL_HELP),
+    output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/probe-<task>-<data>."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --output directory (only once the probe succeeded)."),
+    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
+    max_length: Optional[int] = typer.Option(None, help="Max tokens per row (truncated, as in finetune); default 128."),
+    batch_size: int = typer.Option(64, help="Inference batch size for the frozen encoder."),
+    holdout: float = typer.Option(0.1, help="Share of the training rows held out to choose C (then refit on all)."),
+    max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training examples."),
+    max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N evaluation examples."),
+    seed: int = typer.Option(42, help="Seed of the held-out split."),
+    text_column: Optional[str] = typer.Option(None, help="Column with the (first) text."),
+    text_pair_column: Optional[str] = typer.Option(None, help="pair: column with the second text."),
+    label_column: Optional[str] = typer.Option(None, help="Column with the label."),
+    precision: Precision = typer.Option(Precision.no, help="Mixed precision for the encoder."),
+):
+    """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
+    from bertkit.probe import probe as run_probe
+
+    options = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    output = output or os.path.join("runs", f"probe-{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
+    result = run_probe(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir, pooling=pooling,
+                       max_length=max_length, batch_size=batch_size, max_train_samples=max_train_samples,
+                       max_eval_samples=max_eval_samples, holdout=holdout, seed=seed, precision=precision.value,
+                       overwrite=overwrite, task_options={k: v for k, v in options.items() if v is not None})
+    search = ", ".join(f"{row['C']:g}: {row['holdout_score']:.4f}" for row in result.c_search)
+    typer.echo(f"held-out score by C ({holdout:.0%} of training rows): {search}")
+    s = result.seconds
+    typer.echo(f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), C {result.c:g}; "
+               f"embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), fit {s['fit_seconds']:.1f}s")
+    if result.metrics:
+        typer.echo(f"eval ({result.eval_examples} examples): {_format_metrics(result.metrics)}")
+    typer.echo(f"saved to {result.output_dir}")
+
+
+@pretrain_app.command("mlm")
+def pretrain_mlm(
+    data: str = typer.Option(..., help="Text file (documents separated by blank lines) or JSONL with 'text'."),
+    eval_data: Optional[str] = typer.Option(None, help="Held-out text; default: --eval-share of the documents."),
+    eval_share: float = typer.Option(0.1, help="Share of documents held out when --eval-data is not given (0: none)."),
+    model: str = typer.Option("bert-base-uncased", help=MODEL_HELP),
+    output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/mlm-<data>."),
+    overwrite: bool = typer.Option(False, help="Replace a non-empty --output directory (only once training succeeded)."),
+    epochs: float = typer.Option(3.0, help="Passes over the training blocks (fractions allowed)."),
+    lr: float = typer.Option(5e-5, help="Peak learning rate."),
+    batch_size: int = typer.Option(32, help="Blocks per step per device."),
+    eval_batch_size: int = typer.Option(64, help="Blocks per evaluation batch."),
+    max_length: int = typer.Option(128, help="Tokens per block, [CLS] and [SEP] included."),
+    warmup_ratio: float = typer.Option(0.1, help="Share of steps with linear warmup, then linear decay to 0."),
+    weight_decay: float = typer.Option(0.01, help="AdamW weight decay (not on biases and LayerNorm)."),
+    grad_accum: int = typer.Option(1, help="Gradient accumulation steps."),
+    max_grad_norm: float = typer.Option(1.0, help="Gradient clipping norm (0: off)."),
+    precision: Precision = typer.Option(Precision.no, help="Mixed precision: no, fp16 (GPU), bf16."),
+    seed: int = typer.Option(42, help="Seed of the masks, the data order and the held-out documents."),
+    max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training documents."),
+    max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N held-out documents."),
+    patience: Optional[int] = typer.Option(None, help="Stop after N evaluations without improvement."),
+    mask_rate: float = typer.Option(0.15, help="Share of (non-special) tokens chosen for prediction."),
+    mask_token_share: float = typer.Option(0.8, help="Of the chosen tokens: share replaced by [MASK]."),
+    random_token_share: float = typer.Option(0.1, help="Of the chosen tokens: share replaced by a random token "
+                                             "(the rest stay unchanged)."),
+    whole_word_masking: bool = typer.Option(False, "--whole-word-masking",
+                                            help="Choose all sub-words of a word together (WordPiece vocabularies)."),
+):
+    """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
+    from bertkit.config import TrainConfig
+    from bertkit.pretraining import pretrain_mlm as run_pretrain
+
+    config = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
+                         max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
+                         grad_accum=grad_accum, max_grad_norm=max_grad_norm, precision=precision.value, seed=seed,
+                         max_train_samples=max_train_samples, max_eval_samples=max_eval_samples, patience=patience)
+    output = output or os.path.join("runs", f"mlm-{os.path.splitext(os.path.basename(data))[0]}")
+    result = run_pretrain(data, output, model=model, eval_data=eval_data, eval_share=eval_share, config=config,
+                          mask_rate=mask_rate, mask_token_share=mask_token_share,
+                          random_token_share=random_token_share, whole_word_masking=whole_word_masking,
+                          overwrite=overwrite)
+    for part, stats in result.preprocessing.items():
+        typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into {stats['blocks']} "
+                   f"blocks of at most {max_length} tokens")
+    if result.before:
+        typer.echo(f"before: held-out {_format_metrics(result.before)}")
+    for entry in result.history:
+        typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
+                   (f", held-out {_format_metrics(entry['metrics'])}" if entry.get("metrics") else ""))
+    t = result.throughput
+    typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s;"
+               f" pooler {result.pooler}")
+    typer.echo(f"saved to {result.output_dir}")
+
+
+@inspect_app.command("attention")
+def inspect_attention(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    text: str = typer.Option(..., help="The text to run."),
+    text_pair: Optional[str] = typer.Option(None, help="A second text (segment 1)."),
+    layer: int = typer.Option(-1, help="Layer 1..L as in hidden_states (-1: the last)."),
+    head: int = typer.Option(0, help="Head 0..H-1."),
+    all_heads: bool = typer.Option(False, "--all-heads", help="A grid with every head of the layer."),
+    as_json: bool = typer.Option(False, "--json", help="Write the raw weights as JSON instead of a figure."),
+    output: Optional[str] = typer.Option(None, help="Figure file (.png, .svg, .pdf); with --json a JSON file "
+                                         "(default: stdout)."),
+    max_length: int = typer.Option(128, help="Longer inputs are truncated (and it is said so)."),
+    dpi: int = typer.Option(100, help="Figure resolution."),
+):
+    """Heatmap of one attention head (tokens on both axes), every head of a layer, or the raw weights."""
+    from bertkit import inspection
+    from bertkit.errors import BertkitError
+
+    if not as_json:
+        if output is None:
+            raise BertkitError("--output is needed for the figure", "e.g. --output att.png, or --json for the weights")
+        target = inspection.check_plot_output(output)
+    elif output not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise BertkitError(f"the parent of --output {output} does not exist", "create it first")
+    result = inspection.attention(model, text, text_pair, layer=layer, head=None if all_heads else head,
+                                  max_length=max_length)
+    if result["truncated"]:
+        typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
+    if as_json:
+        payload = json.dumps(result, ensure_ascii=False) + "\n"
+        if output in (None, "-"):
+            sys.stdout.write(payload)
+        else:
+            _write_text(output, payload)
+            typer.echo(f"weights written to {output}", err=True)
+        return
+    width, height = inspection.plot_attention(result, target, dpi=dpi)
+    heads = "all heads" if all_heads else f"head {result['heads'][0]}"
+    typer.echo(f"layer {result['layer']}, {heads}, {len(result['tokens'])} tokens: {width}x{height} px written to "
+               f"{output}", err=True)
+
+
+@inspect_app.command("tokens")
+def inspect_tokens(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    text: str = typer.Option(..., help="The text to tokenize."),
+    text_pair: Optional[str] = typer.Option(None, help="A second text (segment 1)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object instead of a table."),
+    max_length: int = typer.Option(512, help="Longer inputs are truncated (and it is said so)."),
+):
+    """Word pieces with ids, segment ids, positions, word index and character offsets."""
+    from bertkit import inspection
+
+    result = inspection.tokens(model, text, text_pair, max_length=max_length)
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+    else:
+        width = max(len(row["token"]) for row in result["tokens"])
+        typer.echo(f"{'pos':>4}  {'token':<{width}}  {'id':>7}  seg  word  chars")
+        for row in result["tokens"]:
+            word = "-" if row["word"] is None else row["word"]
+            typer.echo(f"{row['position']:>4}  {row['token']:<{width}}  {row['id']:>7}  {row['segment']:>3}  "
+                       f"{word:>4}  {row['start']}-{row['end']}")
+    if result["truncated"]:
+        typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
+
+
+app.command("embed")(embed)
+app.command("probe")(probe)
+app.add_typer(pretrain_app, name="pretrain")
+app.add_typer(inspect_app, name="inspect")
+
+
+def _combine_note(pooling: str) -> str:
+    return {"max": "element-wise max", "cls": "mean of the windows' [CLS] vectors"}.get(
+        pooling, "mean weighted by window length")
+
+
+def _format_metrics(metrics: dict) -> str:
+    # neg_loss only exists because the engine keeps the epoch with the highest main metric
+    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
+                     if not isinstance(v, dict) and k != "neg_loss")
+
+
+def _write_text(path: str, text: str) -> None:
+    from pathlib import Path
+
+    from bertkit.checkpoint import write_text
+
+    write_text(Path(path), text)

@@ -1,0 +1,140 @@
+"""``bertkit inspect``: what the tokenizer makes of a text, and where one attention head looks.
+
+Layers count as in ``hidden_states`` (layer L's attention produces hidden state L, so 1..L;
+negative numbers count from the end); heads count from 0. Attention weights need the "eager"
+attention implementation (the fused kernels never materialise them), so the model is loaded
+with it here only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+from bertkit.models import load_model, load_tokenizer, resolve_model
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+PLOTS_HINT = "pip install 'bertkit[plots]' (matplotlib), or use --json for the raw weights"
+GRID_COLUMNS = 4
+
+
+def tokens(model: str, text: str, text_pair: str | None = None, max_length: int = 512) -> dict:
+    """Word pieces with ids, segment ids, positions, word index and character offsets."""
+    tokenizer = load_tokenizer(resolve_model(model), model)
+    encoded, truncated = _encode(tokenizer, text, text_pair, max_length)
+    return {"model": model, "tokens": _token_rows(tokenizer, encoded), "truncated": truncated}
+
+
+def attention(model: str, text: str, text_pair: str | None = None, layer: int = -1, head: int | None = 0,
+              max_length: int = 128) -> dict:
+    """Attention weights of one head (or all heads with ``head=None``) of one layer:
+    ``weights[h][i][j]`` is how much token i attends to token j (rows sum to 1)."""
+    import torch
+    from transformers import AutoConfig
+
+    model_ref = resolve_model(model)
+    tokenizer = load_tokenizer(model_ref, model)
+    config = AutoConfig.from_pretrained(model_ref)
+    layers, heads = config.num_hidden_layers, config.num_attention_heads
+    if layer == 0 or not -layers <= layer <= layers:
+        raise BertkitError(f"--layer {layer}: the model's attention layers are 1..{layers}",
+                           f"use 1..{layers}, or -1 for the last (0 is the embeddings, which have no attention)")
+    if head is not None and not 0 <= head < heads:
+        raise BertkitError(f"--head {head}: the model has heads 0..{heads - 1}", "or use --all-heads")
+    encoded, truncated = _encode(tokenizer, text, text_pair, max_length)
+    network = load_model("AutoModel", model_ref, model, attn_implementation="eager")
+    network.eval()
+    inputs = {k: torch.tensor([v]) for k, v in encoded.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+    with torch.inference_mode():
+        maps = network(**inputs, output_attentions=True).attentions
+    if not maps:
+        raise BertkitError(f"--model {model} returned no attention weights", "use a BERT-family encoder")
+    number = layer if layer > 0 else layers + 1 + layer
+    chosen = list(range(heads)) if head is None else [head]
+    weights = maps[number - 1][0, chosen].float().numpy()
+    return {"model": model, "layer": number, "heads": chosen, "tokens": _token_rows(tokenizer, encoded),
+            "weights": [[[round(float(x), 6) for x in row] for row in matrix] for matrix in weights],
+            "truncated": truncated}
+
+
+def check_plot_output(output: str) -> Path:
+    """Fail before loading anything when the figure cannot be written."""
+    target = Path(output).expanduser()
+    if target.suffix.lower() not in PLOT_SUFFIXES:
+        raise BertkitError(f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
+                           "e.g. --output att.png, or --json for the raw weights")
+    if not target.parent.is_dir():
+        raise BertkitError(f"the parent of --output {output} does not exist", f"mkdir -p {target.parent}")
+    require_matplotlib()
+    return target
+
+
+def require_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise BertkitError("heatmaps need matplotlib, which is not installed", PLOTS_HINT) from exc
+
+
+def cell_inches(token_count: int) -> float:
+    """Side of one heatmap: grows with the tokens so labels stay legible; whole quarters of an
+    inch, so the pixel size is exact (at 100 dpi: 400 px up to 10 tokens, then 25 px per token)."""
+    return max(4.0, math.ceil((1.5 + 0.25 * token_count) * 4) / 4)
+
+
+def grid_shape(head_count: int) -> tuple[int, int]:
+    """(rows, columns) of the --all-heads grid."""
+    columns = min(GRID_COLUMNS, head_count)
+    return math.ceil(head_count / columns), columns
+
+
+def plot_attention(result: dict, output: Path, dpi: int = 100) -> tuple[int, int]:
+    """Draw the heatmap(s); returns the figure's (width, height) in pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    labels = [row["token"] for row in result["tokens"]]
+    side = cell_inches(len(labels))
+    rows, columns = grid_shape(len(result["heads"]))
+    figure = Figure(figsize=(columns * side, rows * side), dpi=dpi, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    font = max(5, min(10, 200 // max(len(labels), 1)))
+    top = max(max(max(r) for r in matrix) for matrix in result["weights"])
+    for index, ax in enumerate(axes.flat):
+        if index >= len(result["heads"]):
+            ax.axis("off")
+            continue
+        image = ax.imshow(result["weights"][index], cmap="viridis", vmin=0.0, vmax=top)
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=font)
+        ax.set_yticks(range(len(labels)), labels, fontsize=font)
+        ax.set_title(f"layer {result['layer']}, head {result['heads'][index]}", fontsize=10)
+        if len(result["heads"]) == 1:
+            ax.set_xlabel("attended-to token (key)")
+            ax.set_ylabel("attending token (query)")
+    figure.colorbar(image, ax=axes, shrink=0.8 if len(result["heads"]) == 1 else 0.5)  # one scale for all heads
+    figure.suptitle(f"{Path(result['model']).name}: attention weights (rows sum to 1)", fontsize=11)
+    figure.savefig(output, dpi=dpi)
+    width, height = figure.canvas.get_width_height()
+    return width, height
+
+
+def _encode(tokenizer, text: str, text_pair: str | None, max_length: int) -> tuple[dict, bool]:
+    if not text or not text.strip() or (text_pair is not None and not text_pair.strip()):
+        raise BertkitError("--text (and --text-pair, when given) must not be empty", 'e.g. --text "the movie was great"')
+    if max_length < 4:
+        raise BertkitError("--max-length must be at least 4", "e.g. --max-length 128")
+    full = tokenizer(text, text_pair, return_offsets_mapping=True)
+    encoded = tokenizer(text, text_pair, truncation=True, max_length=max_length, return_offsets_mapping=True)
+    return dict(encoded, word_ids=encoded.word_ids(), sequence_ids=encoded.sequence_ids()), \
+        len(full["input_ids"]) > len(encoded["input_ids"])
+
+
+def _token_rows(tokenizer, encoded: dict) -> list[dict]:
+    pieces = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
+    segments = encoded.get("token_type_ids") or [0 if s in (0, None) else 1 for s in encoded["sequence_ids"]]
+    return [{"position": i, "token": piece, "id": int(token_id), "segment": int(segment),
+             "word": encoded["word_ids"][i], "start": int(start), "end": int(end)}
+            for i, (piece, token_id, segment, (start, end)) in
+            enumerate(zip(pieces, encoded["input_ids"], segments, encoded["offset_mapping"]))]

@@ -1,0 +1,104 @@
+"""A model loaded once for many predictions: the server and the ONNX backend use it.
+
+``examples(records)`` validates one request's rows (a BertkitError names what is wrong) and
+``predict(examples)`` runs any number of validated examples, possibly from several requests at
+once, returning one ``bertkit predict`` row per example. Not thread-safe: one caller at a time
+(the server runs every batch on one worker thread).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.checkpoint import load_meta
+from bertkit.data.registry import Source
+from bertkit.errors import BertkitError
+from bertkit.tasks import task_from_state
+from bertkit.tasks.base import PREDICT
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+class Predictor:
+    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = 64, precision: str = "auto",
+                 quiet: bool = False, threads: int | None = None, **options):
+        if backend not in BACKENDS:
+            raise BertkitError(f"unknown --backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+        if batch_size < 1:
+            raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", "use a positive batch size")
+        self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
+        self.meta = load_meta(self.model_dir)
+        self.adapter = task_from_state(self.meta["task"])
+        given = {k: v for k, v in options.items() if v is not None}
+        for key in sorted(set(given) - set(self.adapter.option_names)):
+            raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.adapter.name} model",
+                               "drop that option")
+        self.adapter.options.update(given)
+        if backend != "torch":
+            from bertkit.export.runtime import onnx_file
+
+            if precision not in ("no", "auto"):  # ONNX runs in fp32 (or int8)
+                raise BertkitError(f"--precision {precision} applies to the torch backend only",
+                                   "drop --precision (use --backend onnx-int8 for a smaller, faster model)")
+            onnx_file(self.model_dir, quantized=backend == "onnx-int8")  # exported? checked before any work
+        self.precision, self.quiet, self.threads = precision, quiet, threads
+        self.engine = self.network = self.tokenizer = None
+        self.stats: dict = {}
+
+    def load(self) -> "Predictor":
+        """Load the model (once); callers validate their input first, so bad input costs no load."""
+        if self.engine is not None:
+            return self
+        if self.backend == "torch":
+            from bertkit.api import _load_for_inference
+
+            self.engine, self.network, self.tokenizer = _load_for_inference(self.model_dir, self.adapter,
+                                                                            self.precision, self.threads)
+        else:
+            from bertkit.export.runtime import load_onnx_runner
+
+            self.engine, self.tokenizer = load_onnx_runner(self.model_dir, self.adapter,
+                                                           quantized=self.backend == "onnx-int8")
+        self.engine.quiet = self.quiet
+        return self
+
+    @property
+    def task(self) -> str:
+        return self.adapter.name
+
+    def examples(self, records: list, where: str = "request") -> list[dict]:
+        """Validated examples from JSON rows: objects as in a JSONL file, or strings (a line of a
+        text file: a TAB separates a pair's two texts)."""
+        if not records:
+            raise BertkitError(f"{where}: no inputs", "send at least one input row")
+        rows = []
+        for number, record in enumerate(records, 1):
+            if isinstance(record, str):
+                first, tab, second = record.partition("\t")
+                record = {"text": first, "text_pair": second} if tab else {"text": record}
+            if not isinstance(record, dict):
+                raise BertkitError(f"{where}: input {number} is a {type(record).__name__}, not an object or a string",
+                                   "send rows like the lines of a JSONL file for `bertkit predict`")
+            rows.append(record)
+        return self.adapter.from_records(rows, Source(where), PREDICT)
+
+    def predict(self, examples: list[dict]) -> list[dict]:
+        adapter = self.load().adapter
+        features = adapter.preprocess(examples, self.tokenizer, train=False)
+        outputs = self.engine.infer(self.network, features, self.batch_size, adapter.output_names,
+                                    adapter.per_token_outputs, self.tokenizer.pad_token_id)
+        predictions = adapter.postprocess(examples, features, outputs)
+        self.stats = dict(adapter.stats)
+        return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+
+    def runtime(self) -> dict:
+        """Precision (and why) and threads of the torch backend; empty before loading or for ONNX."""
+        runtime = getattr(self.engine, "runtime", None)
+        return runtime(self.precision) if callable(runtime) else {}
+
+    def info(self) -> dict:
+        meta = self.meta
+        return {"model": Path(self.model_dir).name, "task": self.adapter.name, "labels": self.adapter.labels,
+                "max_length": self.adapter.max_length, "base_model": meta.get("base_model"),
+                "metrics": meta.get("metrics"), "backend": self.backend,
+                "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}}

@@ -1,0 +1,76 @@
+"""Per-class and per-bucket breakdowns of one evaluation, small enough to keep in JSON.
+
+They are what the figures draw: a confusion matrix (cls/pair), per-entity-type precision/recall/F1
+(ner, already in the metrics), and EM/F1 by gold answer length and by the question's first word
+(qa). Computed from the examples and the task's predictions; numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertkit.metrics.squad import exact_match, f1 as span_f1
+
+QUESTION_WORDS = ("what", "who", "when", "where", "which", "why", "how")
+# Gold answer length in words: SQuAD answers are mostly 1-3 words, with a long tail.
+LENGTH_BUCKETS = ((1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 5, "4-5"), (6, 10, "6-10"), (11, 10 ** 9, ">10"))
+
+
+def breakdown(task: str, labels: list | None, examples: list[dict], predictions: list, metrics: dict) -> dict:
+    if task in ("cls", "pair"):
+        return confusion(labels, [ex["label"] for ex in examples],
+                         [labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions])
+    if task == "ner":
+        return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
+    if task == "qa":
+        return qa_buckets(examples, [p["answer"] for p in predictions])
+    return {}
+
+
+def confusion(labels: list, gold: list, predicted: list) -> dict:
+    """Rows: gold label; columns: predicted label; both in the model's label order."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    np.add.at(matrix, ([index[g] for g in gold], [index[p] for p in predicted]), 1)
+    return {"kind": "confusion", "labels": list(labels), "matrix": matrix.tolist()}
+
+
+def qa_buckets(examples: list[dict], answers: list[str]) -> dict:
+    """EM and F1 (percent, best over gold answers, official normalisation) per bucket. A question
+    without gold answers (SQuAD v2) goes to the length bucket "none"."""
+    by_length: dict = {}
+    by_word: dict = {}
+    for example, answer in zip(examples, answers):
+        golds = [a["text"] for a in example.get("answers", [])] or [""]
+        em = max(exact_match(answer, g) for g in golds)
+        f1 = max(span_f1(answer, g) for g in golds)
+        _add(by_length, answer_length_bucket(golds[0] if example.get("answers") else None), em, f1)
+        _add(by_word, question_word(example["question"]), em, f1)
+    order = [name for _, _, name in LENGTH_BUCKETS] + ["none"]
+    return {"kind": "qa_buckets",
+            "by_answer_length": {k: _mean(by_length[k]) for k in order if k in by_length},
+            "by_first_word": {k: _mean(v) for k, v in sorted(by_word.items(), key=lambda kv: -kv[1][0])}}
+
+
+def answer_length_bucket(answer: str | None) -> str:
+    if answer is None:
+        return "none"
+    words = len(answer.split())
+    return next(name for low, high, name in LENGTH_BUCKETS if low <= max(words, 1) <= high)
+
+
+def question_word(question: str) -> str:
+    """The question's wh-word if it starts with one (what/who/...), else "other"."""
+    words = question.lower().replace("?", " ").split()
+    first = words[0].strip("\"'(,.") if words else ""
+    return first if first in QUESTION_WORDS else "other"
+
+
+def _add(buckets: dict, key: str, em: float, f1: float) -> None:
+    count, em_sum, f1_sum = buckets.get(key, (0, 0.0, 0.0))
+    buckets[key] = (count + 1, em_sum + em, f1_sum + f1)
+
+
+def _mean(bucket: tuple) -> dict:
+    count, em_sum, f1_sum = bucket
+    return {"count": count, "exact_match": round(100 * em_sum / count, 2), "f1": round(100 * f1_sum / count, 2)}

@@ -1,0 +1,1 @@
+"""`bertkit serve`: an HTTP JSON API over a model directory (the `serve` extra: FastAPI + uvicorn)."""

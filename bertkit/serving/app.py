@@ -1,0 +1,112 @@
+"""The FastAPI application: POST /predict, GET /health, GET /info.
+
+``/predict`` takes one input row (a JSON object as in a JSONL file for ``bertkit predict``, or a
+string: one line of a text file), a list of them, or ``{"inputs": [...]}``, and answers
+``{"predictions": [rows]}`` with the rows ``bertkit predict`` prints. Errors are JSON
+``{"error": ..., "hint": ...}``: 400 bad JSON, 413 too large, 422 rows the model cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from bertkit.errors import BertkitError
+from bertkit.serving.batcher import MicroBatcher
+
+MAX_REQUEST_BYTES = 1 << 20
+MAX_INPUTS = 256
+
+
+def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs: int = MAX_INPUTS,
+               max_batch_rows: int = 64, max_wait_ms: float = 5.0) -> FastAPI:
+    batcher = MicroBatcher(predictor.predict, max_batch_rows, max_wait_ms / 1000)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="bertkit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", **batcher.stats}
+
+    @app.get("/info")
+    async def info():
+        return {**predictor.info(), "limits": {"max_request_bytes": max_request_bytes, "max_inputs": max_inputs,
+                                               "max_batch_rows": max_batch_rows, "max_wait_ms": max_wait_ms}}
+
+    @app.post("/predict")
+    async def predict(request: Request):
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > max_request_bytes:
+            return _error(413, f"request body of {declared} bytes is over the limit of {max_request_bytes}",
+                          "send fewer inputs per request")
+        body = bytearray()
+        async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
+            body += chunk
+            if len(body) > max_request_bytes:
+                return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
+                              "send fewer inputs per request")
+        try:
+            payload = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
+                          'send e.g. {"inputs": [{"text": "..."}]}')
+        records = payload.get("inputs") if isinstance(payload, dict) and "inputs" in payload else payload
+        if isinstance(records, (dict, str)):
+            records = [records]
+        if not isinstance(records, list):
+            return _error(422, f"expected an object, a string or a list of them, got {type(records).__name__}",
+                          'send e.g. {"inputs": [{"text": "..."}]}')
+        if len(records) > max_inputs:
+            return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
+                          "split them over several requests")
+        try:
+            examples = predictor.examples(records)
+        except BertkitError as exc:
+            return _error(422, exc.message, exc.hint)
+        try:
+            rows = await batcher.submit(examples)
+        except BertkitError as exc:
+            return _error(422, exc.message, exc.hint)
+        return {"predictions": rows}
+
+    return app
+
+
+def _error(status: int, message: str, hint: str | None) -> JSONResponse:
+    return JSONResponse({"error": message, "hint": hint}, status_code=status)
+
+
+def check_address(host: str, port: int) -> None:
+    """Fail in one line before the model is loaded when the address cannot be bound."""
+    import socket
+
+    if not 0 <= port <= 65535:
+        raise BertkitError(f"--port {port} is not a port number", "use 1..65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(infos[0][4])
+    except OSError as exc:
+        raise BertkitError(f"cannot listen on {host}:{port} ({exc.strerror or exc})",
+                           "choose another --port, or stop what uses it") from exc
+
+
+def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, **limits) -> None:
+    import uvicorn
+
+    app = create_app(predictor, **limits)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    announce(f"serving {predictor.model_dir} ({predictor.task}, {predictor.backend}) on http://{host}:{port} "
+             "(POST /predict, GET /health, GET /info)")
+    server.run()

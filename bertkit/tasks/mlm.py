@@ -1,0 +1,174 @@
+"""Masked-LM pre-training (``bertkit pretrain mlm``): continued pre-training on raw text.
+
+Input: a text file (one line of text per line; documents separated by blank lines) or JSON/JSONL
+records with a ``text`` field (one document each). ``preprocess`` packs each document's lines,
+in order, into blocks of ``max_length`` tokens ([CLS] ... [SEP]); a block never spans two
+documents, and only a document's last block is shorter. Masking happens later, per batch, in the
+collator (see ``bertkit/masking.py``), so every epoch sees different masks.
+
+An example is a document; ``postprocess`` sums its blocks' loss, chosen-token count and correct
+predictions, and ``metrics`` reports held-out ``loss`` (mean cross-entropy per chosen token),
+``perplexity`` = exp(loss) and ``accuracy`` (top-1 on chosen tokens). The engine keeps the epoch
+with the highest main metric, so the main metric is ``neg_loss`` (= -loss): the saved epoch is the
+one with the lowest held-out loss (accuracy on a few hundred masked tokens is too noisy to choose by).
+
+Next-sentence prediction is not used: RoBERTa (Liu et al., 2019) found that dropping it matches or
+improves downstream results, and blocks of contiguous text need no sentence pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from bertkit.data import readers
+from bertkit.data.registry import Source
+from bertkit.errors import BertkitError
+from bertkit.tasks.base import PREDICT, Task
+
+TEXT_FIELDS = ("text", "content", "document", "context")
+FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL records with a 'text' field"
+
+
+class MaskedLMTask(Task):
+    name = "mlm"
+    model_class = "AutoModelForMaskedLM"
+    main_metric = "neg_loss"
+    output_names = ("mlm_stats",)
+    option_names = ("mask_rate", "mask_token_share", "random_token_share", "whole_word_masking")
+
+    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+        super().__init__(max_length, options, labels)
+        from bertkit.masking import MaskRule
+
+        self.rule = MaskRule(self.options.get("mask_rate", 0.15), self.options.get("mask_token_share", 0.8),
+                             self.options.get("random_token_share", 0.1),
+                             bool(self.options.get("whole_word_masking", False))).validate()
+
+    # --- reading -------------------------------------------------------------------------
+    def read(self, source: Source, purpose: str) -> list[dict]:
+        if purpose == PREDICT:
+            raise _no_predict()
+        if source.path is None:
+            raise BertkitError(f"{source.description}: masked-LM pre-training reads local text files", FORMAT_HINT)
+        text = readers.read_text(source.path)
+        suffix = source.path.suffix.lower()
+        if suffix in (".json", ".jsonl"):
+            return self.from_records(readers.parse_records(text, suffix, source.description), source, purpose)
+        documents = split_documents(text)
+        if not documents:
+            raise BertkitError(f"{source.description} has no text", FORMAT_HINT)
+        return documents
+
+    def from_records(self, records, source, purpose, hub=False):
+        if purpose == PREDICT:
+            raise _no_predict()
+        columns = list(records[0])
+        field = next((name for name in TEXT_FIELDS if name in columns), None)
+        if field is None:
+            raise BertkitError(f"{source.description}: no text field (found {', '.join(columns)})", FORMAT_HINT)
+        documents = [{"lines": lines} for lines in
+                     ([line.strip() for line in str(r.get(field) or "").splitlines() if line.strip()] for r in records)
+                     if lines]
+        if not documents:
+            raise BertkitError(f"{source.description}: every '{field}' is empty", FORMAT_HINT)
+        return documents
+
+    def fit_labels(self, examples):
+        # api.finetune calls this; it cannot mask (no collator), so it must not run this task.
+        raise BertkitError("masked-LM training runs through `bertkit pretrain mlm`", "bertkit pretrain mlm --data FILE")
+
+    # --- features --------------------------------------------------------------------------
+    def preprocess(self, examples, tokenizer, train):
+        lines = [line for document in examples for line in document["lines"]]
+        encoded = tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"] if lines else []
+        prefix, suffix = special_frame(tokenizer)
+        budget = self.max_length - len(prefix) - len(suffix)
+        with_types = "token_type_ids" in tokenizer.model_input_names
+        features, cursor, tokens = [], 0, 0
+        for index, document in enumerate(examples):
+            stream = [token for ids in encoded[cursor:cursor + len(document["lines"])] for token in ids]
+            cursor += len(document["lines"])
+            tokens += len(stream)
+            for start in range(0, len(stream), budget):
+                ids = prefix + stream[start:start + budget] + suffix
+                feature = {"input_ids": ids, "example_index": index}
+                if with_types:
+                    feature["token_type_ids"] = [0] * len(ids)
+                features.append(feature)
+        self.stats = {"documents": len(examples), "lines": len(lines), "tokens": tokens, "blocks": len(features)}
+        return features
+
+    def collator(self, tokenizer, seed: int):
+        from bertkit.masking import MaskingCollator, VocabTables
+
+        tables = VocabTables.from_tokenizer(tokenizer, self.rule.whole_word)
+        return MaskingCollator(tokenizer.pad_token_id, self.rule, tables, seed)
+
+    def scoring_network(self, model, tokenizer):
+        """What eval runs instead of the bare model (see ``bertkit.probe.inference_network``)."""
+        from bertkit.masking import MaskedLMScorer, VocabTables
+
+        return MaskedLMScorer(model, self.rule, VocabTables.from_tokenizer(tokenizer, self.rule.whole_word))
+
+    def postprocess(self, examples, features, outputs):
+        totals = np.zeros((len(examples), 3))
+        for feature, stats in zip(features, outputs["mlm_stats"]):
+            totals[feature["example_index"]] += stats
+        return list(totals)
+
+    def metrics(self, examples, predictions):
+        loss_sum, count, correct = np.sum(predictions, axis=0) if predictions else (0.0, 0.0, 0.0)
+        if count == 0:
+            raise BertkitError("the held-out text is too short: no token was chosen for masking",
+                               "give more held-out text (--eval-data) or a larger --eval-share")
+        loss = loss_sum / count
+        return {"loss": float(loss), "perplexity": float(math.exp(min(loss, 700.0))), "accuracy": float(correct / count),
+                "masked_tokens": int(count), "neg_loss": -float(loss)}
+
+    def format_prediction(self, example, prediction):
+        raise _no_predict()
+
+
+def _no_predict() -> BertkitError:
+    return BertkitError("`bertkit predict` does not apply to a masked-LM checkpoint",
+                        "score held-out text with `bertkit eval DIR --data FILE`, or fine-tune it: "
+                        "`bertkit finetune cls --model DIR`")
+
+
+def special_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer puts before and after one text ([CLS] / [SEP] for BERT,
+    <s> / </s> for RoBERTa), read off an encoded probe word."""
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a")["input_ids"]
+    start = next((i for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), None)
+    if start is None:
+        raise BertkitError("cannot tell where this tokenizer puts its special tokens", "use a BERT-family checkpoint")
+    return full[:start], full[start + len(bare):]
+
+
+def split_documents(text: str) -> list[dict]:
+    """Documents (lists of non-empty lines) from text where blank lines separate documents."""
+    documents, current = [], []
+    for line in text.splitlines():
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            documents.append({"lines": current})
+            current = []
+    if current:
+        documents.append({"lines": current})
+    return documents
+
+
+def hold_out_documents(documents: list[dict], share: float, seed: int, where: str) -> tuple[list, list]:
+    """(train, held-out): a seeded random ``share`` of whole documents, at least one, never all."""
+    if len(documents) < 2:
+        raise BertkitError(f"{where} is one document (no blank lines), so none can be held out for evaluation",
+                           "separate documents with blank lines, pass --eval-data FILE, or --eval-share 0")
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:min(len(documents) - 1, max(1, round(share * len(documents))))])
+    return ([d for i, d in enumerate(documents) if i not in held], [d for i, d in enumerate(documents) if i in held])

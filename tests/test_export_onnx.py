@@ -1,0 +1,91 @@
+"""`bertkit export onnx` and `predict --backend onnx|onnx-int8` on tiny fine-tuned models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_user_error
+from extras_models import train_tiny
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def cls_dir(tmp_path_factory, tiny_bert):
+    return train_tiny("cls", tmp_path_factory.mktemp("onnx-cls"), tiny_bert)
+
+
+def rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_predict_onnx_before_export_is_one_line(cls_dir, run_cli, tmp_path):
+    (tmp_path / "in.txt").write_text("a great film\n")
+    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "onnx"),
+                      "has no exported ONNX model", "bertkit export onnx")
+    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "tf"),
+                      "unknown --backend 'tf'")
+
+
+def test_export_parity_and_same_predictions(cls_dir, run_cli, tmp_path):
+    code, stdout, stderr = run_cli("export", "onnx", cls_dir, "--int8")
+    assert code == 0, stderr
+    report = json.loads((cls_dir / "onnx" / "export.json").read_text())
+    assert report["parity_examples"] == 24 and report["torch"]["main_metric"] == "accuracy"
+    assert report["fp32"]["max_abs_diff"] < 1e-4  # the same float32 graph
+    assert 0 < report["int8"]["max_abs_diff"] < 0.05  # int8 weights: close, not equal
+    assert report["fp32"]["delta"] == 0.0 and abs(report["int8"]["delta"]) <= 1 / 24 + 1e-9
+    assert report["int8"]["megabytes"] < report["fp32"]["megabytes"]
+    assert f"max abs logit diff {report['fp32']['max_abs_diff']:.2e}" in stdout and "delta" in stdout
+
+    texts = ["the plot was awful", "a great great film", "it was poor", "very good acting", "bad"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    outputs = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        fp32 = ["--precision", "no"] if backend == "torch" else []  # auto would be bf16 on a bf16 CPU
+        code, stdout, stderr = run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", backend, *fp32)
+        assert code == 0, stderr
+        outputs[backend] = rows(stdout)
+    torch_rows, onnx_rows = outputs["torch"], outputs["onnx"]
+    assert [r["text"] for r in onnx_rows] == texts and set(onnx_rows[0]) == set(torch_rows[0])
+    for a, b in zip(torch_rows, onnx_rows):
+        assert a["label"] == b["label"]
+        assert all(abs(a["probabilities"][k] - b["probabilities"][k]) <= 2e-6 for k in a["probabilities"])
+    for a, b in zip(torch_rows, outputs["onnx-int8"]):
+        assert all(abs(a["probabilities"][k] - b["probabilities"][k]) <= 0.02 for k in a["probabilities"])
+
+
+def test_export_per_token_task(tmp_path, tiny_bert, run_cli):
+    from bertkit import api
+
+    ner = train_tiny("ner", tmp_path / "ner", tiny_bert)
+    code, _, stderr = run_cli("export", "onnx", ner)
+    assert code == 0, stderr
+    report = json.loads((ner / "onnx" / "export.json").read_text())
+    assert report["fp32"]["max_abs_diff"] < 1e-4 and report["fp32"]["delta"] == 0.0 and "int8" not in report
+    (tmp_path / "in.txt").write_text("john lives in paris .\nmary works for google in berlin\n")
+    torch_rows = api.predict(str(ner), str(tmp_path / "in.txt"))
+    onnx_rows = api.predict(str(ner), str(tmp_path / "in.txt"), backend="onnx")
+    assert list(torch_rows) == list(onnx_rows)  # tags and entities, word for word
+
+
+def test_export_needs_eval_data_or_data(tmp_path, tiny_bert, run_cli, capsys):
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from test_cli_classification import write_sentiment_csv
+
+    write_sentiment_csv(tmp_path / "train.csv", 32, seed=1)
+    api.finetune("cls", str(tmp_path / "train.csv"), str(tmp_path / "m"), model=str(tiny_bert),
+                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    capsys.readouterr()  # the training's own progress lines
+    assert_user_error(run_cli("export", "onnx", tmp_path / "m"), "without evaluation data", "--data")
+    assert not (tmp_path / "m" / "onnx").exists()
+    code, stdout, stderr = run_cli("export", "onnx", tmp_path / "m", "--data", tmp_path / "train.csv",
+                                   "--samples", 10)
+    assert code == 0, stderr
+    assert "parity on 10 examples" in stdout
+    assert np.isfinite(json.loads((tmp_path / "m" / "onnx" / "export.json").read_text())["fp32"]["max_abs_diff"])

@@ -1,0 +1,159 @@
+"""`bertkit serve` over real HTTP: a server in a subprocess on a free local port, a tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+from benchmarks.serve_load import run_load, summary  # noqa: E402
+from test_cli_classification import FILLER, NEGATIVE, POSITIVE, write_sentiment_csv  # noqa: E402
+
+STARTUP_S = 180  # torch + transformers imports on 2 busy cores
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cls_model(tmp_path_factory, tiny_bert):
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    root = tmp_path_factory.mktemp("serve")
+    write_sentiment_csv(root / "train.csv", 64, seed=1)
+    api.finetune("cls", str(root / "train.csv"), str(root / "model"), model=str(tiny_bert),
+                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    return root / "model"
+
+
+@pytest.fixture(scope="module")
+def server(cls_model):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", str(cls_model), "--port", str(port),
+                                "--max-inputs", "8", "--max-request-bytes", "4000", "--batch-size", "32",
+                                "--max-wait-ms", "10"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + STARTUP_S
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail(f"server did not start: {process.stdout.read()}")
+        time.sleep(0.5)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def expected_rows(model_dir, texts, tmp_path):
+    from bertkit import api
+
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return {row["text"]: row for row in api.predict(str(model_dir), str(tmp_path / "in.jsonl"))}
+
+
+def same_row(got: dict, want: dict) -> bool:
+    """Same label and text; probabilities equal up to float noise of a differently padded batch."""
+    return (got["text"] == want["text"] and got["label"] == want["label"]
+            and all(abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items()))
+
+
+def test_health_and_info(server):
+    health = httpx.get(server + "/health").json()
+    assert health["status"] == "ok"
+    info = httpx.get(server + "/info").json()
+    assert info["task"] == "cls" and info["labels"] == ["neg", "pos"] and info["backend"] == "torch"
+    assert info["limits"]["max_inputs"] == 8 and info["limits"]["max_request_bytes"] == 4000
+    assert {"torch", "transformers", "bertkit"} <= set(info["versions"])
+
+
+def test_predict_one_and_many_match_bertkit_predict(server, cls_model, tmp_path):
+    texts = ["the plot was awful", "a great great film", "it was poor"]
+    want = expected_rows(cls_model, texts, tmp_path)
+    one = httpx.post(server + "/predict", json={"text": texts[0]})
+    assert one.status_code == 200 and len(one.json()["predictions"]) == 1
+    assert same_row(one.json()["predictions"][0], want[texts[0]])
+    # a list of strings (text-file lines) and {"inputs": [...]} of objects answer the same rows, in order
+    many = httpx.post(server + "/predict", json=texts).json()["predictions"]
+    inputs = httpx.post(server + "/predict", json={"inputs": [{"text": t} for t in texts]}).json()["predictions"]
+    assert [r["text"] for r in many] == texts == [r["text"] for r in inputs]
+    assert all(same_row(r, want[r["text"]]) for r in many + inputs)
+
+
+@pytest.mark.parametrize("body, status, fragment", [
+    (b"{not json", 400, "not valid UTF-8 JSON"),
+    (b"\xff\xfe", 400, "not valid UTF-8 JSON"),
+    (json.dumps({"review_txt": "good"}).encode(), 422, "missing text column"),
+    (json.dumps({"text": ""}).encode(), 422, "empty text"),
+    (json.dumps([]).encode(), 422, "no inputs"),
+    (json.dumps(42).encode(), 422, "expected an object"),
+    (json.dumps([1, 2]).encode(), 422, "input 1 is a int"),
+    (json.dumps(["good"] * 9).encode(), 413, "9 inputs in one request, the limit is 8"),
+    (json.dumps(["good " * 1000]).encode(), 413, "over the limit of 4000"),
+])
+def test_bad_requests_get_clear_4xx(server, body, status, fragment):
+    response = httpx.post(server + "/predict", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    error = response.json()
+    assert fragment in error["error"] and error["hint"]
+
+
+def test_wrong_method_and_path(server):
+    assert httpx.get(server + "/predict").status_code == 405
+    assert httpx.get(server + "/nope").status_code == 404
+
+
+def test_concurrent_load_every_answer_checked(server, cls_model, tmp_path):
+    import random
+
+    rng = random.Random(3)
+    texts = sorted({" ".join(rng.sample(FILLER, rng.randint(1, 6)) + [rng.choice(POSITIVE + NEGATIVE)])
+                    for _ in range(60)})
+    want = expected_rows(cls_model, texts, tmp_path)
+    before = httpx.get(server + "/health").json()
+    result = run_load(server, texts, clients=8, requests=50, max_inputs=3)
+    assert result["errors"] == []
+    assert len(result["answers"]) == 400
+    for sent, status, rows in result["answers"]:
+        assert status == 200
+        assert [r["text"] for r in rows] == sent  # each request gets exactly its own rows, in order
+        assert all(same_row(r, want[r["text"]]) for r in rows)
+    after = httpx.get(server + "/health").json()
+    served, batches = after["requests"] - before["requests"], after["batches"] - before["batches"]
+    assert served == 400
+    assert batches < served and after["largest_batch_requests"] > 1  # concurrent requests were batched
+    stats = summary(result)
+    print(f"\nserve load (tiny model): {json.dumps(stats)}, {batches} model batches for {served} requests")
+
+
+def test_serve_refuses_busy_port_and_bad_dir_in_one_line(cls_model, run_cli, tmp_path):
+    from conftest import assert_user_error
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert_user_error(run_cli("serve", cls_model, "--port", port), f"cannot listen on 127.0.0.1:{port}")
+    assert_user_error(run_cli("serve", tmp_path / "missing", "--port", _free_port()), "model directory not found")
+    assert_user_error(run_cli("serve", cls_model, "--backend", "tpu", "--port", _free_port()), "unknown --backend")
