@@ -62,7 +62,7 @@ def _shared(
     save_memory: _option(bool, "Recompute attention in backward: same numbers, much less memory for long "
                                "sequences (qa), slower steps.", TRAINING_PANEL, "--save-memory") = False,
     seed: _option(int, "Random seed (data order, head initialisation, dropout).") = 42,
-    patience: _option(Optional[int], "Stop after N epochs without improvement of the main metric.",
+    patience: _option(Optional[int], "Stop after N evaluations without improvement of the main metric.",
                       show_default=False) = None,
     report_to: _option(str, "Trackers: tensorboard, wandb, mlflow, all or none (comma-separated allowed); "
                             "logs go to <output>.logs/.", OUTPUT_PANEL) = "none",
