@@ -304,7 +304,9 @@ def _load_for_inference(model_dir, adapter, precision, threads=None):
     from bertkit.probe import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
-    check_saved_model(model_config, adapter.model_class, adapter.max_length, str(model_dir))
+    # a probe's directory holds the bare encoder; its head is probe_head.safetensors
+    weights_class = "AutoModel" if load_meta(model_dir).get("probe") else adapter.model_class
+    check_saved_model(model_config, weights_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
     engine = Engine(precision, threads=threads)
     network = inference_network(str(model_dir), adapter, tokenizer)

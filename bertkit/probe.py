@@ -106,7 +106,8 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     embed_seconds = time.perf_counter() - started
 
     def holdout_score(rows, probabilities) -> float:
-        return adapter.metrics([train_examples[i] for i in rows], list(probabilities))[adapter.main_metric]
+        predictions = [{"probabilities": p, "truncated": False} for p in probabilities]  # as postprocess gives
+        return adapter.metrics([train_examples[i] for i in rows], predictions)[adapter.main_metric]
 
     started = time.perf_counter()
     weight, bias, best_c, search = fit_head(x_train, labels, len(adapter.labels), holdout, seed, holdout_score)

@@ -47,7 +47,7 @@ def no_training(result, out):
 def copy_model(source: Path, target: Path, skip=()) -> Path:
     target.mkdir()
     for item in source.iterdir():
-        if item.name not in skip:
+        if item.name not in skip and item.is_file():  # figures/ and the like are not the model
             shutil.copy(item, target / item.name)
     return target
 

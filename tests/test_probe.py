@@ -40,7 +40,7 @@ def test_probe_then_eval_and_predict(tmp_path, tiny_bert, run_cli):
     assert meta["metrics"]["accuracy"] >= 0.9 and meta["data"]["train_examples"] == 160
 
     # eval scores the saved directory through the shared path and agrees with the probe's own report.
-    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "metrics.json")
+    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "metrics.json", "--precision", "no")
     assert code == 0, stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["examples"] == 40
@@ -50,7 +50,7 @@ def test_probe_then_eval_and_predict(tmp_path, tiny_bert, run_cli):
     # predict: rows in input order; the documented form (encoder + head file) reproduces the numbers.
     texts = ["the plot was awful", "a great great film", "it was poor", "very good acting"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
-    code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "in.txt")
+    code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "in.txt", "--precision", "no")
     assert code == 0, stderr
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [r["text"] for r in rows] == texts
@@ -80,11 +80,11 @@ def test_pair_probe_with_cls_pooling(tmp_path, tiny_bert, run_cli):
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"]["labels"] == ["different", "same"] and meta["probe"]["pooling"] == "cls"
     (tmp_path / "pairs.txt").write_text("the film was good\tthe film was good\nbad plot\tgreat acting\n")
-    code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "pairs.txt")
+    code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "pairs.txt", "--precision", "no")
     assert code == 0, stderr
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [r["text_pair"] for r in rows] == ["the film was good", "great acting"]
-    code, stdout, stderr = run_cli("eval", out, "--data", dev)
+    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--precision", "no")
     assert code == 0, stderr
     assert f"accuracy {meta['metrics']['accuracy']:.4f}" in stdout
 
