@@ -25,7 +25,7 @@ install: $(BIN)/bertkit
 
 ## The whole test suite: unit, end-to-end CLI on a tiny BERT, and learning tests on MiniLM + real data.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=12
 
 ## Everything but the learning tests (seconds).
 test-fast: install
