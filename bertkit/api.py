@@ -83,7 +83,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
-    engine = Engine(config.precision, config.grad_accum, config.seed, trackers,
+    engine = Engine(config.precision, config.seed, trackers,
                     str(logging_dir(output_path)) if trackers else None, threads=threads)
     runtime = engine.runtime(config.precision)
     if checkpoints is not None:

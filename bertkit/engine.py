@@ -64,10 +64,9 @@ class TrainReport:
 
 
 class Engine:
-    def __init__(self, precision: str = "auto", grad_accum: int = 1, seed: int = 42, trackers: list | None = None,
+    def __init__(self, precision: str = "auto", seed: int = 42, trackers: list | None = None,
                  logging_dir: str | None = None, threads: int | None = None):
-        """``grad_accum`` is kept for existing callers; ``fit`` reads ``TrainConfig.grad_accum``.
-        ``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
+        """``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
         ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
@@ -84,7 +83,6 @@ class Engine:
                                        log_with=trackers or None, project_dir=logging_dir)
         self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
-        self.grad_accum = grad_accum
         self.seed = seed
         set_seed(seed)
         if not self.accelerator.is_main_process:

@@ -81,7 +81,7 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
     from bertkit.engine import Engine  # heavy: torch + accelerate
     from bertkit.masking import MaskedLMTrainer
 
-    engine = Engine(config.precision, config.grad_accum, config.seed)
+    engine = Engine(config.precision, config.seed)
     network = load_model(adapter.model_class, model_ref, model)
     pooler = _base_pooler(model_ref, model, network)
 

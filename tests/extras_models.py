@@ -12,11 +12,11 @@ from test_qa_task import make_squad
 PEOPLE, PLACES, ORGS = ["john", "mary", "obama"], ["paris", "london", "berlin"], ["google"]
 
 
-def write_conll(path: Path, n: int, seed: int) -> None:
+def write_conll(path: Path, n: int, seed: int, places: list = PLACES) -> None:
     rng = random.Random(seed)
     lines = []
     for _ in range(n):
-        sentence = [(rng.choice(PEOPLE), "B-PER"), ("lives", "O"), ("in", "O"), (rng.choice(PLACES), "B-LOC")]
+        sentence = [(rng.choice(PEOPLE), "B-PER"), ("lives", "O"), ("in", "O"), (rng.choice(places), "B-LOC")]
         if rng.random() < 0.5:
             sentence += [("and", "O"), ("works", "O"), ("for", "O"), (rng.choice(ORGS), "B-ORG")]
         lines += [f"{word} {tag}" for word, tag in sentence + [(".", "O")]] + [""]

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from extras_models import write_conll
 
 
 def _gloo_available() -> bool:
@@ -40,7 +41,7 @@ PREDICT_TEXTS = [  # lengths differ, so the length-sorted batches reorder them
     "this story was awful", "fine", "the acting was very very poor and the plot was bad", "great film",
     "it was not good", "the movie", "bad bad bad", "a fine story with a great actor", "awful",
 ]
-PEOPLE, PLACES, ORGS = ["john", "mary", "obama"], ["paris", "london", "berlin", "france"], ["google"]
+PLACES = ["paris", "london", "berlin", "france"]  # the places this test was written with
 
 
 @dataclass
@@ -96,17 +97,6 @@ def write_sentiment(path: Path, n: int, seed: int) -> None:
             words = rng.sample(FILLER, 4)
             words.insert(rng.randrange(5), rng.choice(SENTIMENT[label]))
             writer.writerow([" ".join(words), label])
-
-
-def write_conll(path: Path, n: int, seed: int) -> None:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        sentence = [(rng.choice(PEOPLE), "B-PER"), ("lives", "O"), ("in", "O"), (rng.choice(PLACES), "B-LOC")]
-        if rng.random() < 0.5:
-            sentence += [("and", "O"), ("works", "O"), ("for", "O"), (rng.choice(ORGS), "B-ORG")]
-        lines += [f"{word} {tag}" for word, tag in sentence + [(".", "O")]] + [""]
-    path.write_text("\n".join(lines) + "\n")
 
 
 def rows_of(text: str) -> list[dict]:
@@ -170,8 +160,8 @@ def test_ner_eval_and_predict_file_in_two_processes_match_one_process(tiny_bert,
     from bertkit import api
     from bertkit.config import TrainConfig
 
-    write_conll(tmp_path / "train.txt", 40, seed=3)
-    write_conll(tmp_path / "dev.txt", 29, seed=4)
+    write_conll(tmp_path / "train.txt", 40, seed=3, places=PLACES)
+    write_conll(tmp_path / "dev.txt", 29, seed=4, places=PLACES)
     model = tmp_path / "ner"
     api.finetune("ner", str(tmp_path / "train.txt"), str(model), model=str(tiny_bert),
                  config=TrainConfig(epochs=1, batch_size=8))
