@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,18 +180,23 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     every_example = adapter.read(source, EVAL)
     examples = _first(every_example, max_eval_samples)
     adapter.check_eval_examples(examples, source)
+    started = time.perf_counter()
     engine, network, tokenizer = _load_for_inference(model_dir, adapter, precision, threads)
+    loaded = time.perf_counter()
     features = adapter.preprocess(examples, tokenizer, train=False)
+    tokenized = time.perf_counter()
     kept = {}
     metrics, tuned = _score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
                             keep=kept)
+    timings = {"load_seconds": loaded - started, "preprocess_seconds": tokenized - loaded,
+               "score_seconds": time.perf_counter() - tokenized}  # score: model + decoding + metrics
     if extra_metrics:
         from bertkit.extra_metrics import score_extra
 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
               "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
-              "runtime": engine.runtime(precision)}
+              "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
@@ -233,6 +239,7 @@ class Predictions(list):
 
     preprocessing: dict
     runtime: dict  # precision used (and why), threads
+    timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
 
 
 def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
@@ -255,6 +262,7 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
     rows = Predictions(predictor.predict(examples))
     rows.preprocessing = predictor.stats
     rows.runtime = predictor.runtime()
+    rows.timings = dict(predictor.timings)
     return rows
 
 

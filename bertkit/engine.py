@@ -48,6 +48,8 @@ class TrainReport:
     examples: int = 0  # totals over all processes
     real_tokens: int = 0
     padded_tokens: int = 0
+    token_pairs: int = 0  # sum of squared real lengths: attention's share of the FLOPs
+    eval_seconds: float = 0.0
     optimizer_steps: int = 0
     stopped_early: bool = False
     best_step: int | None = None
@@ -60,6 +62,7 @@ class TrainReport:
                 "examples_per_s": round(self.examples / seconds, 2),
                 "tokens_per_s": round(self.real_tokens / seconds, 1),
                 "padding_share": round(1 - self.real_tokens / max(self.padded_tokens, 1), 4),
+                "token_pairs": self.token_pairs, "eval_seconds": round(self.eval_seconds, 3),
                 "optimizer_steps": self.optimizer_steps}
 
 
@@ -279,7 +282,8 @@ class Engine:
                              optimizer_steps=state.step, stopped_early=state.stopped_early, best_step=state.best_step,
                              log=history.entries, resumed_from=str(checkpoints.resume_from) if checkpoints and
                              checkpoints.resume_from else None)
-        report.examples, report.real_tokens, report.padded_tokens = (int(x) for x in totals)
+        report.examples, report.real_tokens, report.padded_tokens, report.token_pairs = (int(x) for x in totals)
+        report.eval_seconds = state.eval_seconds
         model = acc.unwrap_model(model)
         if master is not None:
             master.to_fp32(model)  # the fp32 masters are the trained weights
@@ -293,7 +297,9 @@ class Engine:
         acc = self.accelerator
         entry = {"epoch": at, "step": state.step, "train_loss": round(sums.mean_loss("eval", acc), 5)}
         if evaluate is not None:
+            started = time.perf_counter()
             metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
+            state.eval_seconds += time.perf_counter() - started
             entry["metrics"] = metrics
             history.eval(state.step, at, metrics)
             if self.tracking:

@@ -8,6 +8,8 @@ once, returning one ``bertkit predict`` row per example. Not thread-safe: one ca
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 
 from bertkit.checkpoint import load_meta
@@ -44,11 +46,13 @@ class Predictor:
         self.precision, self.quiet, self.threads = precision, quiet, threads
         self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
+        self.timings: dict = {}  # seconds: load (once), and preprocess / model / postprocess of the last call
 
     def load(self) -> "Predictor":
         """Load the model (once); callers validate their input first, so bad input costs no load."""
         if self.engine is not None:
             return self
+        started = time.perf_counter()
         if self.backend == "torch":
             from bertkit.api import _load_for_inference
 
@@ -60,6 +64,7 @@ class Predictor:
             self.engine, self.tokenizer = load_onnx_runner(self.model_dir, self.adapter,
                                                            quantized=self.backend == "onnx-int8")
         self.engine.quiet = self.quiet
+        self.timings["load_seconds"] = time.perf_counter() - started
         return self
 
     @property
@@ -84,12 +89,18 @@ class Predictor:
 
     def predict(self, examples: list[dict]) -> list[dict]:
         adapter = self.load().adapter
+        started = time.perf_counter()
         features = adapter.preprocess(examples, self.tokenizer, train=False)
+        tokenized = time.perf_counter()
         outputs = self.engine.infer(self.network, features, self.batch_size, adapter.output_names,
                                     adapter.per_token_outputs, self.tokenizer.pad_token_id)
+        inferred = time.perf_counter()
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = dict(adapter.stats)
-        return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+        rows = [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+        self.timings.update(preprocess_seconds=tokenized - started, model_seconds=inferred - tokenized,
+                            postprocess_seconds=time.perf_counter() - inferred)
+        return rows
 
     def runtime(self) -> dict:
         """Precision (and why) and threads of the torch backend; empty before loading or for ONNX."""

@@ -62,28 +62,31 @@ class Progress:
     stopped_early: bool = False
     evals: list = field(default_factory=list)  # TrainReport.history: one entry per evaluation
     train_seconds: float = 0.0
+    eval_seconds: float = 0.0
 
 
 class RunningSums:
     """This rank's running sums, saved per rank: loss and batches since the last log line and since
-    the last evaluation, and examples, real tokens, padded tokens so far."""
+    the last evaluation, and examples, real tokens, padded tokens and the sum of squared lengths
+    (attention's token pairs, for FLOP counts) so far."""
 
     def __init__(self, device, saved: dict | None = None):
         import torch
 
         self.device = device
         self.loss = {k: [torch.zeros((), device=device), 0] for k in ("log", "eval")}
-        self.counts = [0, 0, 0]
+        self.counts = [0, 0, 0, 0]
         if saved is not None:
             self.loss = {k: [saved["loss"][k][0].to(device), saved["loss"][k][1]] for k in self.loss}
-            self.counts = list(saved["counts"])
+            self.counts = [*saved["counts"], 0, 0, 0, 0][:4]
 
     def add(self, loss, lengths: list[int], new: bool) -> None:
         for key in self.loss:
             self.loss[key] = [self.loss[key][0] + loss, self.loss[key][1] + 1]
         if new:  # not a repeated example that only keeps a rank in step with the others
             self.counts = [self.counts[0] + len(lengths), self.counts[1] + sum(lengths),
-                           self.counts[2] + len(lengths) * max(lengths)]
+                           self.counts[2] + len(lengths) * max(lengths),
+                           self.counts[3] + sum(n * n for n in lengths)]
 
     def mean_loss(self, key: str, acc) -> float:
         """The mean since the last call, over all ranks; every rank ran the same number of batches,
