@@ -20,7 +20,7 @@ import time
 
 import torch
 
-VARIANTS = ("fp32", "autocast", "master", "master_frozen")
+VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "sparse_dropout")
 
 
 def build(variant: str, batch: int, length: int):
@@ -36,7 +36,12 @@ def build(variant: str, batch: int, length: int):
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = _parameter_groups(model, 0.01)
-    master = MasterWeights(model, groups) if variant.startswith("master") else None
+    if variant == "sparse_dropout":
+        from bertkit.cpu_training import CpuTrainingKernels
+
+        CpuTrainingKernels(model).apply()
+    sparse = variant.startswith("sparse")
+    master = MasterWeights(model, groups, sparse_embeddings=sparse) if variant.startswith(("master", "sparse")) else None
     optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
     ids = torch.randint(1000, 20000, (batch, length))
     batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from bertkit.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
+from bertkit.cpu_training import CpuTrainingKernels
 from bertkit.errors import BertkitError
 from bertkit.history import History
 from bertkit.interrupts import StopRequests, TrainingInterrupted, test_signal
@@ -154,9 +155,10 @@ class Engine:
             checkpoints.load_weights(model)
         groups = _parameter_groups(model, config.weight_decay)
         master = None
-        if self.precision == "bf16":
-            master = MasterWeights(model.to(acc.device), groups)
+        if self.precision == "bf16":  # sparse embedding gradients: DDP all-reduces dense ones only
+            master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
             groups = master.groups
+        kernels = CpuTrainingKernels(acc.unwrap_model(model)) if acc.device.type == "cpu" else None
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
         optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
@@ -194,6 +196,8 @@ class Engine:
                     batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes,
                                                           acc.process_index)
                     model.train()
+                    if kernels:
+                        kernels.apply()
                     started, epoch_loss, ran = time.perf_counter(), 0.0, 0  # for LineProgress's line
                     # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
                     for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
@@ -253,11 +257,15 @@ class Engine:
                         due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
                         if due or finished:
                             state.train_seconds += time.perf_counter() - started
+                            if kernels:
+                                kernels.undo()
                             best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric,
                                                                 history, best_state, weights)
                             if config.patience and state.bad_evals >= config.patience:
                                 state.stopped_early = finished = True
                             model.train()
+                            if kernels:
+                                kernels.apply()
                             started = time.perf_counter()
                         due = saving and state.step % checkpoints.save_every == 0
                         # A stop request needs an all-reduce with several processes: looked at on log steps only.
@@ -273,6 +281,8 @@ class Engine:
                             break
                     state.train_seconds += time.perf_counter() - started
         finally:
+            if kernels:
+                kernels.undo()
             progress.close()
             self._fitting = False
             if self.tracking:

@@ -1,0 +1,118 @@
+"""CPU training kernels (bertkit.cpu_training) and sparse word-embedding gradients
+(precision.MasterWeights): the faster paths must keep the model's numbers and training semantics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+from bertkit.cpu_training import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
+from bertkit.engine import _parameter_groups
+from bertkit.precision import MasterWeights
+
+
+def test_keep_threshold_by_hand():
+    # p = 0.1: round(0.1 x 65536) = 6554 of the 65536 int16 values are dropped: those below -32768 + 6554
+    threshold, scale = keep_threshold(0.1)
+    assert threshold == -26214 and scale == pytest.approx(65536 / 58982)
+    assert keep_threshold(0.5) == (0, 2.0)
+
+
+def test_fast_dropout_rate_scale_gradient_and_seed():
+    torch.manual_seed(3)
+    keep, scale = keep_mask(torch.Size([2000, 2000]), 0.1)
+    dropped = 1 - keep.float().mean().item()
+    expected = 6554 / 65536
+    assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / keep.numel())
+    # kept values scaled by 1 / keep probability; the gradient is the same mask and scale
+    x = torch.full((300, 300), 2.0, requires_grad=True)
+    torch.manual_seed(5)
+    y = FastDropout(0.1)(x)
+    values = torch.unique(y).tolist()
+    assert len(values) == 2 and values[0] == 0.0 and values[1] == pytest.approx(2.0 * scale)
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach() / 2.0)
+    torch.manual_seed(5)
+    assert torch.equal(FastDropout(0.1)(x), y)  # the default generator: set_seed repeats it
+    assert torch.equal(FastDropout(0.1).eval()(x), x)
+
+
+def test_kernels_keep_eval_outputs_and_undo_everything(tiny_bert):
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).eval()
+    ids = torch.randint(5, 30, (3, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    with torch.no_grad():
+        before = model(input_ids=ids, attention_mask=mask).logits
+        kernels = CpuTrainingKernels(model)
+        kernels.apply()
+        assert model.config._attn_implementation == ATTENTION
+        assert sum(type(m) is FastDropout for m in model.modules()) == 2 * 3 + 2  # 3 per layer, embeddings, head
+        during = model(input_ids=ids, attention_mask=mask).logits
+        kernels.undo()
+    assert torch.allclose(before, during, atol=1e-6)
+    assert model.config._attn_implementation == "sdpa"
+    assert not any(type(m) is FastDropout for m in model.modules())
+
+
+def test_kernels_train_a_step_like_the_stock_model(tiny_bert):
+    """Without dropout the fast attention's gradients are the stock model's."""
+    grads = []
+    for fast in (False, True):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+        if fast:
+            CpuTrainingKernels(model).apply()
+        ids = torch.randint(5, 30, (4, 7))
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.tensor([0, 1, 1, 0])).loss.backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for stock, fast in zip(*grads):
+        assert torch.allclose(stock, fast, atol=1e-5)
+
+
+def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, MasterWeights]:
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2,
+                                                               hidden_dropout_prob=0.0,
+                                                               attention_probs_dropout_prob=0.0).train()
+    master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=sparse)
+    optimizer = torch.optim.AdamW(master.groups, lr=1e-2)
+    embedding_grads = []
+    for step in batches:
+        for ids in step:  # several micro-batches: accumulated in fp32
+            model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.zeros(len(ids), dtype=torch.long)
+                  ).loss.backward()
+            master.accumulate()
+        embedding_grads.append(master.masters[master.names.index("bert.embeddings.word_embeddings.weight")]
+                               .grad.clone())
+        optimizer.step()
+        master.publish()
+    return embedding_grads, master
+
+
+def test_sparse_embedding_gradients_equal_the_dense_ones(tiny_bert):
+    # step 2 uses other tokens than step 1: the rows step 1 wrote must be zero again
+    batches = [[torch.tensor([[2, 5, 6, 5, 3]]), torch.tensor([[2, 7, 5, 3, 0]])],
+               [torch.tensor([[2, 9, 10, 3, 0]])], [torch.tensor([[2, 5, 11, 3, 0]])]]
+    dense_grads, dense = _train(tiny_bert, False, batches)
+    sparse_grads, sparse = _train(tiny_bert, True, batches)
+    assert sparse.sparse_module is not None and dense.sparse_module is None
+    # the dense path sums repeated rows in bf16, the sparse one in fp32: equal to bf16 precision
+    for d, s in zip(dense_grads, sparse_grads):
+        assert torch.equal(d != 0, s != 0)
+        assert torch.allclose(d, s, rtol=2e-2, atol=1e-3 * d.abs().max().item())
+    assert sparse_grads[1][5].abs().sum() == 0 and sparse_grads[1][9].abs().sum() > 0
+    for d, s in zip(dense.masters, sparse.masters):
+        assert torch.allclose(d, s, atol=1e-3)  # AdamW saw the same dense gradient, zeros included
+
+
+def test_tied_embeddings_stay_dense(tiny_bert):
+    model = AutoModelForMaskedLM.from_pretrained(str(tiny_bert))
+    if model.get_output_embeddings().weight is not model.get_input_embeddings().weight:
+        pytest.skip("this config does not tie the LM head to the embeddings")
+    master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=True)
+    assert master.sparse_module is None and not model.get_input_embeddings().sparse
