@@ -1,9 +1,10 @@
-"""Benchmark suite comparing bertkit with the HuggingFace Trainer recipe.
+"""bertkit vs the HuggingFace Trainer and pipeline, on the same data, model and recipe (README.md).
 
-Modules:
-    workloads  -- loaders for the real data under $BERTKIT_DATA_DIR (SST-2, CoNLL-2003, SQuAD v1.1)
-    baselines  -- HF Trainer baselines (run_glue / run_ner style), pipeline timing, matmul peak
-    hf_qa      -- HF Trainer baseline in the run_qa.py style, plus the utils_qa post-processing loop
-    bertkit_side -- the same workloads through bertkit.api (bk_sst2, bk_ner, bk_qa, bk_predict, decode_compare)
-    run        -- `python -m benchmarks run [--quick]`: runs both sides, writes results/{latest,quick}.{json,md}
+    run           `python -m benchmarks run [--quick]`: every (workload, side) in its own process
+    report        medians, ratios, MFU; results/{latest,quick}.{json,md}
+    workloads     data loaders, the SQuAD article split, the identical-data check
+    bertkit_side  the bertkit side through bertkit.api only
+    hf_trainer    the three Trainer recipes (hf_default, hf_best, hf_best_bf16) and their Meter
+    hf_sst2, hf_ner, hf_qa   the task-specific parts of the HF side (run_glue / run_ner / run_qa)
+Standalone tools: profile_step, resume_overhead, serve_load, onnx_speed.
 """
