@@ -49,7 +49,7 @@ class Embeddings:
 def embed(model: str, input_path: str, output: str | None = None, pooling: str | None = None, per_word: bool = False,
           max_length: int = 128, stride: int | None = None, batch_size: int = 64, normalize: bool = False,
           text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-          precision: str = "no") -> Embeddings:
+          precision: str = "auto") -> Embeddings:
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
     (.npy/.npz/.jsonl) when given."""
     target = check_output(output, per_word)

@@ -171,6 +171,8 @@ class MasterWeights:
 def _sparse_embedding(model: torch.nn.Module):
     """Turn on sparse gradients for the trained word-embedding table; returns its module, or None
     where that does not apply (frozen, tied to an output layer, not an ``nn.Embedding``)."""
+    if not hasattr(model, "get_input_embeddings"):  # a wrapper module (masked-LM pretraining)
+        return None
     embedding = model.get_input_embeddings()
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if not isinstance(embedding, torch.nn.Embedding) or not embedding.weight.requires_grad:

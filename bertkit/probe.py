@@ -56,7 +56,7 @@ class ProbeResult:
 def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
           data_dir: str | None = None, pooling: str | None = None, max_length: int | None = None,
           batch_size: int = 64, max_train_samples: int | None = None, max_eval_samples: int | None = None,
-          holdout: float = 0.1, seed: int = 42, precision: str = "no", overwrite: bool = False,
+          holdout: float = 0.1, seed: int = 42, precision: str = "auto", overwrite: bool = False,
           task_options: dict | None = None) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
     from bertkit.api import _eval_source, _version, _versions
@@ -98,6 +98,8 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
 
     engine = Engine(precision, seed=seed)
     encoder = embedding.load_encoder(model_ref, model)
+    # the saved encoder is the given one, not its bf16 rounding (prepare_model may cast it)
+    original = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
     network = engine.prepare_model(embedding.EmbeddingNetwork(encoder, spec))
     started = time.perf_counter()
     x_train = np.stack(embedding.run(engine, network, train_features, batch_size, tokenizer.pad_token_id))
@@ -140,7 +142,9 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
         from safetensors.numpy import save_file
 
         with staged_output(output_path) as staging:
-            save_model_dir(staging, engine.unwrap(network).encoder, tokenizer, meta)
+            encoder = engine.unwrap(network).encoder.to(next(iter(original.values())).dtype)
+            encoder.load_state_dict(original)
+            save_model_dir(staging, encoder, tokenizer, meta)
             save_file({"weight": weight.astype(np.float32), "bias": bias.astype(np.float32)}, str(staging / HEAD_FILE))
     engine.accelerator.wait_for_everyone()
     return result

@@ -61,7 +61,7 @@ def test_every_pooling_mode_matches_a_forward_pass_by_hand(mode, tiny_bert4, tmp
     from bertkit.features import embed
 
     texts = TEXTS[:3]  # three lengths in one batch: padding must not leak into any mode
-    result = embed(str(tiny_bert4), str(write_lines(tmp_path / "in.txt", texts)), pooling=mode)
+    result = embed(str(tiny_bert4), str(write_lines(tmp_path / "in.txt", texts)), pooling=mode, precision="no")  # fp32: compared with a by-hand forward
     expected = np.stack([BY_HAND[mode](hidden_states(tiny_bert4, text)) for text in texts])
     assert result.vectors.shape == expected.shape
     np.testing.assert_allclose(result.vectors, expected, atol=2e-5)
@@ -73,7 +73,7 @@ def test_rows_keep_input_order_in_every_format(tiny_bert, tmp_path, run_cli):
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
     for suffix in ("npy", "npz", "jsonl"):
         code, _, stderr = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / f"out.{suffix}",
-                                  "--batch-size", 3)
+                                  "--batch-size", 3, "--precision", "no")  # fp32: compared by hand below
         assert code == 0, stderr
         assert f"embedded {len(TEXTS)} rows: dim 32, pooling mean" in stderr
     vectors = np.load(tmp_path / "out.npy")
@@ -93,7 +93,7 @@ def test_stdin_to_stdout_normalized_and_pairs(tiny_bert, tmp_path, run_cli, monk
 
     monkeypatch.setattr("sys.stdin", io.StringIO("the movie\tbad plot\nit was fine\tgood\n"))
     code, stdout, stderr = run_cli("embed", tiny_bert, "--input", "-", "--output", "-", "--normalize",
-                                   "--pooling", "cls")
+                                   "--pooling", "cls", "--precision", "no")
     assert code == 0, stderr
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [row["id"] for row in rows] == ["0", "1"]
@@ -108,7 +108,7 @@ def test_long_inputs_are_windowed_combined_and_said_so(tiny_bert, tmp_path, run_
     long_text = " ".join(["the movie was very good and the plot was great"] * 3)  # 30 word pieces
     source = write_lines(tmp_path / "in.txt", ["bad", long_text])
     code, _, stderr = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / "out.npy",
-                              "--max-length", 12, "--stride", 4)
+                              "--max-length", 12, "--stride", 4, "--precision", "no")  # fp32: compared by hand
     assert code == 0, stderr
     assert "1 row(s) longer than --max-length 12 were split into overlapping windows (4 tokens of overlap" in stderr
     # By hand: windows of 10 word pieces, 4 shared; each window's mean, weighted by window length.
@@ -132,7 +132,8 @@ def test_per_word_vectors_at_the_first_sub_word(tiny_bert, tmp_path, run_cli):
     records = [{"tokens": ["john", "visited", "movies"]}, {"tokens": ["the", "acting", "was", "good"]}]
     source = tmp_path / "words.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
-    code, _, stderr = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / "w.npz", "--per-word")
+    code, _, stderr = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / "w.npz", "--per-word",
+                              "--precision", "no")  # fp32: compared with a forward pass by hand
     assert code == 0, stderr
     assert "embedded 2 rows, 7 words: dim 32, pooling layer:-1" in stderr
     archive = np.load(tmp_path / "w.npz")

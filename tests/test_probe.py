@@ -84,7 +84,7 @@ def test_pair_probe_with_cls_pooling(tmp_path, tiny_bert, run_cli):
     assert code == 0, stderr
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [r["text_pair"] for r in rows] == ["the film was good", "great acting"]
-    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--precision", "no")
+    code, stdout, stderr = run_cli("eval", out, "--data", dev)  # the probe's own precision (auto): same scores
     assert code == 0, stderr
     assert f"accuracy {meta['metrics']['accuracy']:.4f}" in stdout
 

@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision
+from bertkit.cli.common import PRECISION_HELP, Precision
 
 POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
                 "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
@@ -49,7 +49,7 @@ def embed(
     text_pair_column: Optional[str] = typer.Option(None, help="Column with a second text, embedded as a pair."),
     id_column: Optional[str] = typer.Option(None, help="Column with row ids (default: id/idx/guid/index, else the "
                                             "row number from 0)."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision for inference."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
 ):
     """One vector per input row (or per word), in input order, from any checkpoint."""
     from bertkit import features
@@ -90,7 +90,7 @@ def probe(
     text_column: Optional[str] = typer.Option(None, help="Column with the (first) text."),
     text_pair_column: Optional[str] = typer.Option(None, help="pair: column with the second text."),
     label_column: Optional[str] = typer.Option(None, help="Column with the label."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision for the encoder."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
 ):
     """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
     from bertkit.probe import probe as run_probe
@@ -128,7 +128,7 @@ def pretrain_mlm(
     weight_decay: float = typer.Option(0.01, help="AdamW weight decay (not on biases and LayerNorm)."),
     grad_accum: int = typer.Option(1, help="Gradient accumulation steps."),
     max_grad_norm: float = typer.Option(1.0, help="Gradient clipping norm (0: off)."),
-    precision: Precision = typer.Option(Precision.no, help="Mixed precision: no, fp16 (GPU), bf16."),
+    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
     seed: int = typer.Option(42, help="Seed of the masks, the data order and the held-out documents."),
     max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training documents."),
     max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N held-out documents."),
