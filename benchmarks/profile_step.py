@@ -5,7 +5,7 @@
 Variants, run interleaved round after round (medians reported, so a busy machine hurts them alike):
   fp32          fp32 weights, fused AdamW
   autocast      fp32 weights under torch.autocast(bf16): every forward re-casts every weight
-  master        bf16 weights + fp32 master weights (bertkit.precision.MasterWeights): bertkit's bf16
+  master        bf16 weights + fp32 master weights (bertkit.master_weights.MasterWeights): bertkit's bf16
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
 classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
@@ -28,7 +28,7 @@ def build(variant: str, batch: int, length: int):
 
     from bertkit.engine import _parameter_groups
     from bertkit.models import resolve_model
-    from bertkit.precision import MasterWeights
+    from bertkit.master_weights import MasterWeights
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2)
@@ -54,7 +54,7 @@ def build(variant: str, batch: int, length: int):
         loss.backward()
         if master:
             master.accumulate()
-            torch.nn.utils.clip_grad_norm_(master.masters, 1.0)
+            master.clip_(1.0)
         else:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], 1.0)
         optimizer.step()

@@ -31,7 +31,8 @@ from bertkit.cpu_training import CpuTrainingKernels
 from bertkit.errors import BertkitError
 from bertkit.history import History
 from bertkit.interrupts import StopRequests, TrainingInterrupted, test_signal
-from bertkit.precision import MasterWeights, describe, resolve
+from bertkit.master_weights import MasterWeights
+from bertkit.precision import describe, resolve
 from bertkit.threads import configure as configure_threads
 from bertkit.training_state import Progress, RunningSums, cpu_copy, set_rng_state
 
@@ -77,7 +78,7 @@ class Engine:
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
         cpu = _launched_on_cpu()
         self.precision, self.precision_reason = resolve(precision, PartialState(cpu=cpu).device.type)
-        # bf16 runs with bf16 weights (precision.MasterWeights), not Accelerate's autocast
+        # bf16 runs with bf16 weights (master_weights.MasterWeights), not Accelerate's autocast
         mixed = "no" if self.precision == "bf16" else self.precision
         _release_other_precision(mixed)
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
@@ -224,13 +225,15 @@ class Engine:
                         logging = (state.step + 1) % config.log_every == 0
                         grad_norm = None
                         if config.max_grad_norm > 0 and master is not None:
-                            grad_norm = torch.nn.utils.clip_grad_norm_(master.masters, config.max_grad_norm)
+                            grad_norm = master.clip_(config.max_grad_norm)
                         elif config.max_grad_norm > 0:
                             grad_norm = acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                        elif logging and master is not None:
+                            grad_norm = master.grad_norm()
                         elif logging:
                             acc.unscale_gradients()
-                            trained = master.masters if master is not None else model.parameters()
-                            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in trained if p.grad is not None])
+                            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()
+                                                                       if p.grad is not None])
                         lr = scheduler.get_last_lr()[0]  # the rate this step uses
                         optimizer.step()
                         if master is not None:

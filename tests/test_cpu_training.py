@@ -1,5 +1,5 @@
 """CPU training kernels (bertkit.cpu_training) and sparse word-embedding gradients
-(precision.MasterWeights): the faster paths must keep the model's numbers and training semantics."""
+(master_weights.MasterWeights): the faster paths must keep the model's numbers and training semantics."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 from bertkit.cpu_training import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
 from bertkit.engine import _parameter_groups
-from bertkit.precision import MasterWeights
+from bertkit.master_weights import MasterWeights
 
 
 def test_keep_threshold_by_hand():
@@ -74,40 +74,45 @@ def test_kernels_train_a_step_like_the_stock_model(tiny_bert):
         assert torch.allclose(stock, fast, atol=1e-5)
 
 
-def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, MasterWeights]:
+EMBEDDING = "bert.embeddings.word_embeddings.weight"
+
+
+def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, list, MasterWeights]:
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2,
                                                                hidden_dropout_prob=0.0,
                                                                attention_probs_dropout_prob=0.0).train()
     master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=sparse)
     optimizer = torch.optim.AdamW(master.groups, lr=1e-2)
-    embedding_grads = []
+    embedding_grads, norms = [], []
     for step in batches:
         for ids in step:  # several micro-batches: accumulated in fp32
             model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.zeros(len(ids), dtype=torch.long)
                   ).loss.backward()
             master.accumulate()
-        embedding_grads.append(master.masters[master.names.index("bert.embeddings.word_embeddings.weight")]
-                               .grad.clone())
+        embedding_grads.append(master.gradient(EMBEDDING).clone())
+        norms.append(float(master.clip_(0.5)))  # clipped: the rows scaled must be the dense path's
         optimizer.step()
         master.publish()
-    return embedding_grads, master
+    return embedding_grads, norms, master
 
 
 def test_sparse_embedding_gradients_equal_the_dense_ones(tiny_bert):
     # step 2 uses other tokens than step 1: the rows step 1 wrote must be zero again
     batches = [[torch.tensor([[2, 5, 6, 5, 3]]), torch.tensor([[2, 7, 5, 3, 0]])],
                [torch.tensor([[2, 9, 10, 3, 0]])], [torch.tensor([[2, 5, 11, 3, 0]])]]
-    dense_grads, dense = _train(tiny_bert, False, batches)
-    sparse_grads, sparse = _train(tiny_bert, True, batches)
+    dense_grads, dense_norms, dense = _train(tiny_bert, False, batches)
+    sparse_grads, sparse_norms, sparse = _train(tiny_bert, True, batches)
+    assert sparse_norms == pytest.approx(dense_norms, rel=1e-2) and max(dense_norms) > 0.5
     assert sparse.sparse_module is not None and dense.sparse_module is None
     # the dense path sums repeated rows in bf16, the sparse one in fp32: equal to bf16 precision
     for d, s in zip(dense_grads, sparse_grads):
         assert torch.equal(d != 0, s != 0)
         assert torch.allclose(d, s, rtol=2e-2, atol=1e-3 * d.abs().max().item())
     assert sparse_grads[1][5].abs().sum() == 0 and sparse_grads[1][9].abs().sum() > 0
-    for d, s in zip(dense.masters, sparse.masters):
-        assert torch.allclose(d, s, atol=1e-3)  # AdamW saw the same dense gradient, zeros included
+    for name in dense.names:
+        # AdamW saw the same dense gradient, zeros included
+        assert torch.allclose(dense.master(name), sparse.master(name), atol=1e-3), name
 
 
 def test_tied_embeddings_stay_dense(tiny_bert):
@@ -116,3 +121,29 @@ def test_tied_embeddings_stay_dense(tiny_bert):
         pytest.skip("this config does not tie the LM head to the embeddings")
     master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=True)
     assert master.sparse_module is None and not model.get_input_embeddings().sparse
+
+
+def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert):
+    """Clipping one flat buffer per group (and the embedding's written rows) = clip_grad_norm_."""
+    for sparse in (False, True):
+        torch.manual_seed(1)
+        model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
+        reference = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
+        reference.load_state_dict(model.state_dict())
+        master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=sparse)
+        reference.to(torch.bfloat16)  # the same bf16 forward as the model's
+        ids = torch.randint(5, 30, (4, 6))
+        labels = torch.tensor([0, 1, 1, 0])
+        torch.manual_seed(2)
+        model(input_ids=ids, labels=labels).loss.backward()
+        torch.manual_seed(2)
+        reference(input_ids=ids, labels=labels).loss.backward()
+        master.accumulate()
+        grads = {n: p.grad.float() for n, p in reference.named_parameters() if p.grad is not None}
+        expected_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads.values()]))
+        coef = min(1.0, 0.01 / (float(expected_norm) + 1e-6))  # clip_grad_norm_'s rule
+        grads = {n: g * coef for n, g in grads.items()}
+        assert coef < 1
+        assert float(master.clip_(0.01)) == pytest.approx(float(expected_norm), rel=1e-2)
+        for name in master.names + ([EMBEDDING] if sparse else []):
+            assert torch.allclose(master.gradient(name), grads[name], rtol=2e-2, atol=1e-5), name

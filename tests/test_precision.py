@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bertkit import precision, threads
+from bertkit.master_weights import MasterWeights
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
 
@@ -88,19 +89,19 @@ def test_master_weights_keep_updates_that_bf16_would_lose():
     model = torch.nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         model.weight.fill_(1.0)
-    master = precision.MasterWeights(model, [{"params": list(model.parameters())}])
-    assert model.weight.dtype == torch.bfloat16 and master.masters[0].dtype == torch.float32
+    master = MasterWeights(model, [{"params": list(model.parameters())}])
+    assert model.weight.dtype == torch.bfloat16 and master.master("weight").dtype == torch.float32
     optimizer = torch.optim.SGD(master.groups, lr=1e-4)
     x = torch.ones(1, 1, dtype=torch.bfloat16)
     for _ in range(100):
         model(x).sum().backward()  # d/dw (w * 1) = 1: each step moves w by -1e-4
         master.accumulate()
-        assert model.weight.grad is None and master.masters[0].grad.dtype == torch.float32
+        assert model.weight.grad is None and master.gradient("weight").dtype == torch.float32
         optimizer.step()
         master.publish()
     # 1.0 - 100 x 1e-4 = 0.99 (up to fp32 rounding of 100 steps); a bf16 weight could not move at all (its spacing at 1.0 is
     # 2^-7 = 0.0078 > 1e-4); the published bf16 weight is 0.99 rounded: 253 x 2^-8 = 0.98828125.
-    assert master.masters[0].item() == pytest.approx(0.99, abs=1e-5)
+    assert master.master("weight").item() == pytest.approx(0.99, abs=1e-5)
     assert model.weight.item() == 0.98828125
     assert master.state_dict(model)["weight"].item() == pytest.approx(0.99, abs=1e-5)
     master.to_fp32(model)
@@ -109,11 +110,11 @@ def test_master_weights_keep_updates_that_bf16_would_lose():
 
 def test_master_weights_accumulate_micro_batches_in_fp32():
     model = torch.nn.Linear(2, 1)
-    master = precision.MasterWeights(model, [{"params": list(model.parameters())}])
+    master = MasterWeights(model, [{"params": list(model.parameters())}])
     for value in (1.0, 3.0):  # two micro-batches: the weight gradient is the input, the bias gradient 1
         model(torch.full((1, 2), value, dtype=torch.bfloat16)).sum().backward()
         master.accumulate()
-    weight_grad, bias_grad = (m.grad for m in master.masters)
+    weight_grad, bias_grad = master.gradient("weight"), master.gradient("bias")
     assert weight_grad.tolist() == [[4.0, 4.0]] and bias_grad.tolist() == [2.0]
 
 
