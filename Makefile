@@ -39,8 +39,9 @@ demo: install
 	$(BERTKIT) eval $(DEMO_DIR) --split dev
 	$(BERTKIT) predict $(DEMO_DIR) --input examples/sentences.txt
 
+## The full side-by-side suite (about 50 minutes on 2 cores; run it on a quiet machine).
 bench: install
-	$(BIN)/python -m benchmarks run
+	$(BIN)/python -m benchmarks run --repeats 3
 
 bench-quick: install
 	$(BIN)/python -m benchmarks run --quick

@@ -1,7 +1,7 @@
 """Run the bertkit-vs-HuggingFace suite and write the report (see benchmarks/README.md).
 
     python -m benchmarks run [--quick] [--only sst2,ner,qa,predict,eval,startup] [--sides ...]
-                             [--repeats R] [--default-rows N] [--set key=value,...] [--out-dir D] [--name N]
+                             [--repeats R] [--once SIDES] [--default-rows N] [--set key=value,...] [--out-dir D] [--name N]
 
 Every (workload, side) run happens in its own freshly spawned process (own peak RSS, cold caches).
 With --repeats R the sides run R rounds, their order reversed every other round, and the table
@@ -26,11 +26,13 @@ from pathlib import Path
 WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
 TRAIN_SIDES = ("bertkit", "bertkit_fp32", "bertkit_frozen", "hf_best_bf16", "hf_best", "hf_default")
 DEFAULT_SIDES = ("bertkit", "hf_best_bf16", "hf_best", "hf_default")
+# fp32 and run_*-default reference rows: slow, and not the headline, so measured in round 1 only
+ONCE = ("hf_best", "hf_default", "pipeline_fp32_bs_default")
 RESULTS = Path(__file__).resolve().parent / "results"
 HP = dict(epochs=1.0, batch_size=32, lr=5e-5, warmup=0.1, weight_decay=0.01, seed=42)
 # None = the whole split. default_rows / default_qa_rows cap the slow hf_default recipes that pad
 # to a fixed length (SST-2 128, QA 384): those rows measure throughput only.
-FULL = dict(sst2_train=8000, sst2_eval=None, ner_train=4000, ner_eval=None, qa_train=2000, qa_eval=None,
+FULL = dict(sst2_train=8000, sst2_eval=None, ner_train=4000, ner_eval=None, qa_train=1000, qa_eval=None,
             predict_n=872, default_rows=1000, default_qa_rows=200, capped_eval_rows=128, startup_repeats=5,
             matmul_seconds=3.0)
 QUICK = dict(sst2_train=256, sst2_eval=128, ner_train=200, ner_eval=128, qa_train=64, qa_eval=32, predict_n=128,
@@ -114,6 +116,8 @@ class Suite:
         runs = {name: [] for name, *_ in sides}
         for r in range(self.args.repeats):
             for name, fn, fn_args in (sides if r % 2 == 0 else sides[::-1]):
+                if r and name in self.args.once:  # a reference row, not the headline: one round
+                    continue
                 log(f"{workload}: {name} (round {r + 1}/{self.args.repeats}) ...")
                 result = run_isolated(fn, *fn_args)
                 if "error" in result:
@@ -273,12 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     p.add_argument("--sides", help=f"training sides (default {','.join(DEFAULT_SIDES)}; known {','.join(TRAIN_SIDES)})")
     p.add_argument("--repeats", type=int, default=1, help="rounds, order reversed every other one; medians shown")
+    p.add_argument("--once", default=",".join(ONCE),
+                   help=f"sides that run in the first round only (default {','.join(ONCE)}; '' = every round)")
     p.add_argument("--default-rows", type=int, help="rows for the fixed-padding hf_default recipes (0 skips them)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE[,...]", help="override a size of FULL / QUICK")
     p.add_argument("--out-dir", help="instead of benchmarks/results/")
     p.add_argument("--name", help="result file stem (default latest, or quick with --quick)")
     p.add_argument("--no-print", action="store_true", help="do not print the table at the end")
     args = parser.parse_args(argv)
+    args.once = {s for s in args.once.split(",") if s}
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     return run(args)
