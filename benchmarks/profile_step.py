@@ -7,6 +7,8 @@ Variants, run interleaved round after round (medians reported, so a busy machine
   autocast      fp32 weights under torch.autocast(bf16): every forward re-casts every weight
   master        bf16 weights + fp32 master weights (bertkit.master_weights.MasterWeights): bertkit's bf16
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
+  sparse        master + sparse word-embedding gradients
+  kernels       sparse + bertkit.cpu_training (FastDropout, eager attention with it): bertkit's step now
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
 classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
 """
@@ -20,7 +22,7 @@ import time
 
 import torch
 
-VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "sparse_dropout")
+VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels")
 
 
 def build(variant: str, batch: int, length: int):
@@ -36,12 +38,12 @@ def build(variant: str, batch: int, length: int):
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = _parameter_groups(model, 0.01)
-    if variant == "sparse_dropout":
+    if variant == "kernels":
         from bertkit.cpu_training import CpuTrainingKernels
 
         CpuTrainingKernels(model).apply()
-    sparse = variant.startswith("sparse")
-    master = MasterWeights(model, groups, sparse_embeddings=sparse) if variant.startswith(("master", "sparse")) else None
+    sparse = variant in ("sparse", "kernels")
+    master = None if variant in ("fp32", "autocast") else MasterWeights(model, groups, sparse_embeddings=sparse)
     optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
     ids = torch.randint(1000, 20000, (batch, length))
     batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
