@@ -93,7 +93,7 @@ def restore_dropout(model: torch.nn.Module) -> None:
 # Attention written the eager way (the same math), with FastDropout's masks on the probabilities.
 ATTENTION = "bertkit_cpu_train"
 # model types whose attention goes through transformers' AttentionInterface with BERT's signature
-EAGER_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+EAGER_TYPES = ("bert", "roberta", "electra")  # each checked in tests/test_cpu_training.py
 
 
 def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
@@ -125,21 +125,26 @@ class CpuTrainingKernels:
     before training, ``undo()`` before evaluating or giving the model back (SDPA is faster in
     inference)."""
 
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
+    def __init__(self, model: torch.nn.Module, enabled: bool = True):
+        """``enabled=False`` (not on a CPU): apply() and undo() do nothing."""
+        self.model, self.enabled = model, enabled
         self.config = getattr(model, "config", None)
         self.before = getattr(self.config, "_attn_implementation", None)
-        self.attention = (self.before in ("sdpa", "eager") and getattr(self.config, "model_type", None) in EAGER_TYPES
+        self.attention = (enabled and self.before in ("sdpa", "eager") and getattr(self.config, "model_type", None) in EAGER_TYPES
                           and hasattr(model, "set_attn_implementation"))
         if self.attention:
             _register_attention()
 
     def apply(self) -> None:
+        if not self.enabled:
+            return
         use_fast_dropout(self.model)
         if self.attention:
             self.model.set_attn_implementation(ATTENTION)
 
     def undo(self) -> None:
+        if not self.enabled:
+            return
         restore_dropout(self.model)
         if self.attention:
             self.model.set_attn_implementation(self.before)

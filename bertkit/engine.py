@@ -159,7 +159,7 @@ class Engine:
         if self.precision == "bf16":  # sparse embedding gradients: DDP all-reduces dense ones only
             master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
             groups = master.groups
-        kernels = CpuTrainingKernels(acc.unwrap_model(model)) if acc.device.type == "cpu" else None
+        kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
         optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
@@ -197,8 +197,7 @@ class Engine:
                     batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes,
                                                           acc.process_index)
                     model.train()
-                    if kernels:
-                        kernels.apply()
+                    kernels.apply()
                     started, epoch_loss, ran = time.perf_counter(), 0.0, 0  # for LineProgress's line
                     # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
                     for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
@@ -260,15 +259,13 @@ class Engine:
                         due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
                         if due or finished:
                             state.train_seconds += time.perf_counter() - started
-                            if kernels:
-                                kernels.undo()
+                            kernels.undo()
                             best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric,
                                                                 history, best_state, weights)
                             if config.patience and state.bad_evals >= config.patience:
                                 state.stopped_early = finished = True
                             model.train()
-                            if kernels:
-                                kernels.apply()
+                            kernels.apply()
                             started = time.perf_counter()
                         due = saving and state.step % checkpoints.save_every == 0
                         # A stop request needs an all-reduce with several processes: looked at on log steps only.
@@ -284,8 +281,7 @@ class Engine:
                             break
                     state.train_seconds += time.perf_counter() - started
         finally:
-            if kernels:
-                kernels.undo()
+            kernels.undo()
             progress.close()
             self._fitting = False
             if self.tracking:

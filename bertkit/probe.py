@@ -142,7 +142,8 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
         from safetensors.numpy import save_file
 
         with staged_output(output_path) as staging:
-            encoder = engine.unwrap(network).encoder.to(next(iter(original.values())).dtype)
+            dtype = next(v.dtype for v in original.values() if v.is_floating_point())
+            encoder = engine.unwrap(network).encoder.to(dtype)
             encoder.load_state_dict(original)
             save_model_dir(staging, encoder, tokenizer, meta)
             save_file({"weight": weight.astype(np.float32), "bias": bias.astype(np.float32)}, str(staging / HEAD_FILE))

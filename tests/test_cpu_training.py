@@ -12,6 +12,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 from bertkit.cpu_training import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
 from bertkit.engine import _parameter_groups
 from bertkit.master_weights import MasterWeights
+from tiny_models import FAMILIES, build_family
 
 
 def test_keep_threshold_by_hand():
@@ -147,3 +148,32 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert):
         assert float(master.clip_(0.01)) == pytest.approx(float(expected_norm), rel=1e-2)
         for name in master.names + ([EMBEDDING] if sparse else []):
             assert torch.allclose(master.gradient(name), grads[name], rtol=2e-2, atol=1e-5), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_kernels_on_every_family_keep_outputs_and_undo(family, tmp_path):
+    """BERT, RoBERTa and ELECTRA get the fast attention; every family gets FastDropout; evaluation
+    outputs are unchanged and undo() gives the model back as it was."""
+    model = AutoModelForSequenceClassification.from_pretrained(str(build_family(family, tmp_path / family)),
+                                                               num_labels=2).eval()
+    before_attention = model.config._attn_implementation
+    ids = torch.randint(5, 20, (2, 7))
+    with torch.no_grad():
+        before = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        kernels = CpuTrainingKernels(model)
+        kernels.apply()
+        assert (model.config._attn_implementation == ATTENTION) == (model.config.model_type in ("bert", "roberta",
+                                                                                                  "electra"))
+        assert any(type(m) is FastDropout for m in model.modules())
+        during = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        kernels.undo()
+    assert torch.allclose(before, during, atol=1e-5)
+    assert model.config._attn_implementation == before_attention
+    assert not any(type(m) is FastDropout for m in model.modules())
+
+
+def test_kernels_do_nothing_off_the_cpu(tiny_bert):
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2)
+    kernels = CpuTrainingKernels(model, enabled=False)
+    kernels.apply()
+    assert model.config._attn_implementation == "sdpa" and not any(type(m) is FastDropout for m in model.modules())
