@@ -20,7 +20,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertkit.data import registry
-    from bertkit.predictor import Predictor
+    from bertkit.api.prediction import Predictor
     from bertkit.tasks.base import EVAL
 
     predictors = {b: Predictor(args.model_dir, backend=b, batch_size=args.batch_size, quiet=True).load()

@@ -5,10 +5,10 @@
 Variants, run interleaved round after round (medians reported, so a busy machine hurts them alike):
   fp32          fp32 weights, fused AdamW
   autocast      fp32 weights under torch.autocast(bf16): every forward re-casts every weight
-  master        bf16 weights + fp32 master weights (bertkit.master_weights.MasterWeights): bertkit's bf16
+  master        bf16 weights + fp32 master weights (bertkit.engine.master_weights.MasterWeights): bertkit's bf16
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
   sparse        master + sparse word-embedding gradients
-  kernels       sparse + bertkit.cpu_training (FastDropout, eager attention with it): bertkit's step now
+  kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it): bertkit's step now
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
 classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
 """
@@ -28,18 +28,18 @@ VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels")
 def build(variant: str, batch: int, length: int):
     from transformers import AutoModelForSequenceClassification
 
-    from bertkit.engine import _parameter_groups
+    from bertkit.engine import parameter_groups
     from bertkit.models import resolve_model
-    from bertkit.master_weights import MasterWeights
+    from bertkit.engine.master_weights import MasterWeights
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2)
     model.train()
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
-    groups = _parameter_groups(model, 0.01)
+    groups = parameter_groups(model, 0.01)
     if variant == "kernels":
-        from bertkit.cpu_training import CpuTrainingKernels
+        from bertkit.engine.cpu_kernels import CpuTrainingKernels
 
         CpuTrainingKernels(model).apply()
     sparse = variant in ("sparse", "kernels")

@@ -35,7 +35,7 @@ class TrainConfig:
     """Recompute self-attention in the backward pass instead of keeping its length² probabilities
     (same numbers; for long sequences, e.g. QA at 384: less than half the peak memory, slower steps)."""
     precision: str = "auto"
-    """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.precision."""
+    """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.engine.precision."""
     seed: int = 42
     max_train_samples: int | None = None
     max_eval_samples: int | None = None

@@ -102,7 +102,7 @@ def test_interrupted_training_leaves_no_output(tmp_path, tiny_bert, good_csv, mo
     def broken_save(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(api, "save_model_dir", broken_save)
+    monkeypatch.setattr("bertkit.api.finetuning.save_model_dir", broken_save)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError):
         api.finetune("cls", str(good_csv), str(out), model=str(tiny_bert))

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from bertkit.batching import LengthGroupedBatches, shard_batches, sorted_batches
+from bertkit.engine.batching import LengthGroupedBatches, shard_batches, sorted_batches
 
 
 def test_full_rounds_go_round_robin():

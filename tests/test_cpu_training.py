@@ -1,4 +1,4 @@
-"""CPU training kernels (bertkit.cpu_training) and sparse word-embedding gradients
+"""CPU training kernels (bertkit.engine.cpu_kernels) and sparse word-embedding gradients
 (master_weights.MasterWeights): the faster paths must keep the model's numbers and training semantics."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-from bertkit.cpu_training import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
-from bertkit.engine import _parameter_groups
-from bertkit.master_weights import MasterWeights
+from bertkit.engine.cpu_kernels import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
+from bertkit.engine import parameter_groups
+from bertkit.engine.master_weights import MasterWeights
 from tiny_models import FAMILIES, build_family
 
 
@@ -83,7 +83,7 @@ def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, list, MasterWe
     model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2,
                                                                hidden_dropout_prob=0.0,
                                                                attention_probs_dropout_prob=0.0).train()
-    master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=sparse)
+    master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=sparse)
     optimizer = torch.optim.AdamW(master.groups, lr=1e-2)
     embedding_grads, norms = [], []
     for step in batches:
@@ -120,7 +120,7 @@ def test_tied_embeddings_stay_dense(tiny_bert):
     model = AutoModelForMaskedLM.from_pretrained(str(tiny_bert))
     if model.get_output_embeddings().weight is not model.get_input_embeddings().weight:
         pytest.skip("this config does not tie the LM head to the embeddings")
-    master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=True)
+    master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=True)
     assert master.sparse_module is None and not model.get_input_embeddings().sparse
 
 
@@ -131,7 +131,7 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert):
         model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
         reference = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
         reference.load_state_dict(model.state_dict())
-        master = MasterWeights(model, _parameter_groups(model, 0.01), sparse_embeddings=sparse)
+        master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=sparse)
         reference.to(torch.bfloat16)  # the same bf16 forward as the model's
         ids = torch.randint(5, 30, (4, 6))
         labels = torch.tensor([0, 1, 1, 0])

@@ -58,7 +58,7 @@ def write_lines(path, lines):
 
 @pytest.mark.parametrize("mode", list(BY_HAND))
 def test_every_pooling_mode_matches_a_forward_pass_by_hand(mode, tiny_bert4, tmp_path):
-    from bertkit.features import embed
+    from bertkit.api.embedding import embed
 
     texts = TEXTS[:3]  # three lengths in one batch: padding must not leak into any mode
     result = embed(str(tiny_bert4), str(write_lines(tmp_path / "in.txt", texts)), pooling=mode, precision="no")  # fp32: compared with a by-hand forward
@@ -161,7 +161,7 @@ def test_per_word_vectors_at_the_first_sub_word(tiny_bert, tmp_path, run_cli):
 def test_a_fine_tuned_directory_embeds_with_its_encoder(tiny_bert, tmp_path):
     from transformers import AutoTokenizer, BertForSequenceClassification
 
-    from bertkit.features import embed
+    from bertkit.api.embedding import embed
 
     classifier_dir = tmp_path / "classifier"
     BertForSequenceClassification.from_pretrained(tiny_bert, num_labels=2).save_pretrained(classifier_dir)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.learning
 
 
 def test_probe_on_sst2_reaches_075(tmp_path):
-    from bertkit.probe import probe
+    from bertkit.api.probing import probe
 
     require_data("sst2", "train.tsv")
     minilm_or_skip()
@@ -36,7 +36,7 @@ def squad_documents(articles, paragraphs: int) -> str:
 def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path):
     from bertkit import api
     from bertkit.config import TrainConfig
-    from bertkit.pretraining import pretrain_mlm
+    from bertkit.api.pretraining import pretrain_mlm
 
     squad = require_data("squad", "dev-v1.1.json")
     require_data("sst2", "train.tsv")

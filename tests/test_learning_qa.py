@@ -5,7 +5,7 @@ the first 38 articles (every 4th question, 1,200 in all, so that many paragraphs
 model is scored on the last 2 articles (378 questions), which it never saw.
 
 Measured (1 epoch, lr 2e-4, batch 16, max length 256, doc stride 64) over seeds 42 / 43 / 44 with
-the CPU training kernels (bertkit.cpu_training): EM 10.6 / 14.8 / 8.2, F1 19.0 / 25.7 / 17.2; with
+the CPU training kernels (bertkit.engine.cpu_kernels): EM 10.6 / 14.8 / 8.2, F1 19.0 / 25.7 / 17.2; with
 stock dropout and SDPA attention seeds 43 / 44 gave EM 13.0 / 9.5, F1 25.3 / 17.1: the seed moves F1
 by +-4 either way. An untrained QA head scores EM 0.0 but F1 10.1 on the same questions (its long
 random spans share tokens with the gold answers), so the bar is EM >= 5 (19 exact answers) and

@@ -1,11 +1,11 @@
-"""bertkit.memory: recomputing self-attention in backward gives the same loss and gradients, dropout
+"""bertkit.engine.attention_recompute: recomputing self-attention in backward gives the same loss and gradients, dropout
 included (the same random state replays the same masks)."""
 
 from __future__ import annotations
 
 import torch
 
-from bertkit.memory import checkpoint_attention
+from bertkit.engine.attention_recompute import checkpoint_attention
 
 
 def _loss_and_grads(model, batch, seed):

@@ -13,7 +13,7 @@ import torch
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
 
-from bertkit.masking import IGNORE, MaskingCollator, MaskRule, VocabTables, mask_tokens
+from bertkit.networks.masking import IGNORE, MaskingCollator, MaskRule, VocabTables, mask_tokens
 
 VOCAB, SPECIAL, MASK_ID, CLS, SEP, PAD = 30000, 5, 4, 2, 3, 0
 CONTINUATION_FROM = 20000  # in the synthetic vocabulary, ids >= 20000 are '##' pieces
@@ -154,7 +154,7 @@ def test_hold_out_whole_documents():
 def test_masked_positions_only_loss_equals_the_full_model_loss(tiny_bert):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from bertkit.masking import MaskedLMScorer, MaskedLMTrainer
+    from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
     model = AutoModelForMaskedLM.from_pretrained(tiny_bert).eval()

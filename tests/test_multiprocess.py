@@ -255,7 +255,7 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     from transformers import AutoModelForSequenceClassification
 
     from bertkit import api
-    from bertkit.batching import Collator
+    from bertkit.engine.batching import Collator
     from bertkit.config import TrainConfig
     from bertkit.engine import Engine
 
@@ -273,7 +273,7 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     outputs = {}
     for precision in ("bf16", "no", "bf16", "no"):
         engine = Engine(precision)
-        assert engine.precision == precision  # bf16 runs without Accelerate's autocast (bertkit.precision)
+        assert engine.precision == precision  # bf16 runs without Accelerate's autocast (bertkit.engine.precision)
         outputs[precision] = np.stack(engine.infer(model, features, 8, ("logits",), False, 0)["logits"])
     np.testing.assert_array_equal(outputs["no"], reference)  # really fp32 again
     difference = np.abs(outputs["bf16"] - reference).max()

@@ -70,14 +70,14 @@ def test_output_that_contains_the_working_directory_is_refused(tmp_path, tiny_be
 
 
 def test_unwritable_place_fails_before_training(tmp_path, tiny_bert, train_csv, run_cli, monkeypatch):
-    import bertkit.checkpoint as checkpoint
+    import bertkit.model_dir as checkpoint
 
     # The probe really creates a directory; refuse it the way a read-only mount would (root ignores chmod).
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", read_only)
-    monkeypatch.setattr("bertkit.engine.Engine.fit", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr("bertkit.engine.core.Engine.fit", lambda *a, **k: pytest.fail("training started"))
     assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", tmp_path / "new" / "model"),
                       f"cannot write in {tmp_path} (Permission denied)", "writable location")
     assert not (tmp_path / "new").exists()
@@ -130,7 +130,7 @@ def test_overwrite_replaces_a_bertkit_directory_and_an_empty_one_is_used_as_is(t
 
 
 def test_stale_staging_siblings_are_removed_and_live_ones_kept(tmp_path):
-    from bertkit.checkpoint import check_output_dir
+    from bertkit.model_dir import check_output_dir
 
     out = tmp_path / "model"
     dead = tmp_path / ".model.partial-999999999-abc"  # above any pid_max: that process cannot exist
@@ -145,7 +145,7 @@ def test_stale_staging_siblings_are_removed_and_live_ones_kept(tmp_path):
 
 
 def test_old_copy_is_removed_or_put_back(tmp_path):
-    from bertkit.checkpoint import check_output_dir
+    from bertkit.model_dir import check_output_dir
     from bertkit.errors import BertkitError
 
     out, old = tmp_path / "model", tmp_path / ".model.old"
@@ -164,10 +164,10 @@ def test_old_copy_is_removed_or_put_back(tmp_path):
 
 def test_a_killed_save_is_cleaned_on_the_next_run(tmp_path):
     """SIGKILL runs no cleanup code: the next run for that output must remove the debris."""
-    from bertkit.checkpoint import check_output_dir
+    from bertkit.model_dir import check_output_dir
 
     out = tmp_path / "model"
-    script = ("import os, sys; from pathlib import Path; from bertkit.checkpoint import staged_output\n"
+    script = ("import os, sys; from pathlib import Path; from bertkit.model_dir import staged_output\n"
               "with staged_output(Path(sys.argv[1])) as staging:\n"
               "    (staging / 'config.json').write_text('{}')\n"
               "    os.kill(os.getpid(), 9)\n")
@@ -195,7 +195,8 @@ def fake_model(tmp_path):
 
 @pytest.mark.parametrize("command", ["eval", "predict"])
 def test_eval_and_predict_outputs_are_checked_before_inference(tmp_path, fake_model, run_cli, monkeypatch, command):
-    monkeypatch.setattr("bertkit.api._load_for_inference", lambda *a: pytest.fail("the model was loaded"))
+    for place in ("bertkit.inference.load_for_inference", "bertkit.api.evaluation.load_for_inference"):
+        monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
     args = ["--data", tmp_path / "dev.csv"] if command == "eval" else ["--input", tmp_path / "in.txt"]
     (tmp_path / "a-file").write_text("x")
     before = tree(tmp_path)
@@ -209,12 +210,13 @@ def test_eval_and_predict_outputs_are_checked_before_inference(tmp_path, fake_mo
 
 def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_path, fake_model, run_cli,
                                                                          monkeypatch):
-    import bertkit.checkpoint as checkpoint
+    import bertkit.model_dir as checkpoint
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", read_only)
-    monkeypatch.setattr("bertkit.api._load_for_inference", lambda *a: pytest.fail("the model was loaded"))
+    for place in ("bertkit.inference.load_for_inference", "bertkit.api.evaluation.load_for_inference"):
+        monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
     assert_user_error(run_cli("eval", fake_model, "--data", tmp_path / "dev.csv"),
                       f"the metrics file {fake_model / 'eval-dev.json'}: cannot write in {fake_model}")

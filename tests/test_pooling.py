@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.pooling import Pooling, combine_windows, parse_pooling, pool, token_vectors
+from bertkit.networks.pooling import Pooling, combine_windows, parse_pooling, pool, token_vectors
 
 # Two rows of three tokens, dim 2; the second row's last token is padding with a huge value that
 # would show up in any mean or max that let padding in. Layer k = BASE + 10k, k = 0 (embeddings)..4.

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from bertkit import precision, threads
-from bertkit.master_weights import MasterWeights
+from bertkit.engine import precision, threads
+from bertkit.engine.master_weights import MasterWeights
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
 

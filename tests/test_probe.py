@@ -92,7 +92,7 @@ def test_pair_probe_with_cls_pooling(tmp_path, tiny_bert, run_cli):
 def test_fit_head_folds_the_standardisation_into_the_weights():
     from sklearn.linear_model import LogisticRegression
 
-    from bertkit.probe import fit_head
+    from bertkit.api.probing import fit_head
 
     rng = np.random.default_rng(0)
     labels = np.repeat([0, 1, 2], 40)
@@ -111,7 +111,7 @@ def test_fit_head_folds_the_standardisation_into_the_weights():
 def test_binary_head_gives_sklearn_probabilities():
     from sklearn.linear_model import LogisticRegression
 
-    from bertkit.probe import fit_head
+    from bertkit.api.probing import fit_head
 
     rng = np.random.default_rng(1)
     labels = np.array([0, 1] * 30)

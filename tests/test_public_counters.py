@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bertkit import api
 from bertkit.config import TrainConfig
+from bertkit.data import registry
 from bertkit.tasks import get_task_class
 from test_cli_classification import write_sentiment_csv
 
@@ -21,7 +22,7 @@ def test_finetune_throughput_counts_tokens_and_attention_pairs(tiny_bert, tmp_pa
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert))
     adapter = get_task_class("cls")(128, {})
-    examples = adapter.read(api.registry.resolve(str(train), "train", None, "cls"), "train")
+    examples = adapter.read(registry.resolve(str(train), "train", None, "cls"), "train")
     adapter.fit_labels(examples)
     lengths = [len(f["input_ids"]) for f in adapter.preprocess(examples, tokenizer, train=True)]
     counted = result.throughput

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
+
 import re
 import shutil
 import subprocess

@@ -12,7 +12,7 @@ from extras_models import train_tiny
 
 def test_parse_report_to():
     from bertkit.errors import BertkitError
-    from bertkit.tracking import parse_report_to
+    from bertkit.engine.tracking import parse_report_to
 
     assert parse_report_to(None) == [] and parse_report_to("none") == []
     with pytest.raises(BertkitError, match="unknown --report-to 'tensorbored'"):
@@ -22,7 +22,7 @@ def test_parse_report_to():
 
 
 def test_missing_tracker_package_fails_before_any_work(run_cli, tmp_path, monkeypatch):
-    import bertkit.tracking as tracking
+    import bertkit.engine.tracking as tracking
 
     monkeypatch.setattr(tracking, "_installed", lambda package: package != "wandb")
     assert_user_error(run_cli("finetune", "cls", "--data", tmp_path / "missing.csv", "--output", tmp_path / "m",

@@ -1,6 +1,6 @@
 """CLI commands for features: embed, probe, pretrain mlm, inspect attention|tokens.
 
-Thin Typer layer over bertkit.features, bertkit.probe, bertkit.pretraining and bertkit.inspection;
+Thin Typer layer over bertkit.api.embedding, bertkit.api.probing, bertkit.api.pretraining and bertkit.api.inspection;
 heavy imports stay inside the commands so `bertkit --help` stays instant.
 """
 
@@ -52,7 +52,7 @@ def embed(
     precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
 ):
     """One vector per input row (or per word), in input order, from any checkpoint."""
-    from bertkit import features
+    from bertkit.api import embedding as features
 
     result = features.embed(model, input, None if output == "-" else output, pooling=pooling, per_word=per_word,
                             max_length=max_length, stride=stride, batch_size=batch_size, normalize=normalize,
@@ -93,7 +93,7 @@ def probe(
     precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
 ):
     """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
-    from bertkit.probe import probe as run_probe
+    from bertkit.api.probing import probe as run_probe
 
     options = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
     output = output or os.path.join("runs", f"probe-{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
@@ -142,7 +142,7 @@ def pretrain_mlm(
 ):
     """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
     from bertkit.config import TrainConfig
-    from bertkit.pretraining import pretrain_mlm as run_pretrain
+    from bertkit.api.pretraining import pretrain_mlm as run_pretrain
 
     config = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
                          max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
@@ -182,7 +182,7 @@ def inspect_attention(
     dpi: int = typer.Option(100, help="Figure resolution."),
 ):
     """Heatmap of one attention head (tokens on both axes), every head of a layer, or the raw weights."""
-    from bertkit import inspection
+    from bertkit.api import inspection
     from bertkit.errors import BertkitError
 
     if not as_json:
@@ -218,7 +218,7 @@ def inspect_tokens(
     max_length: int = typer.Option(512, help="Longer inputs are truncated (and it is said so)."),
 ):
     """Word pieces with ids, segment ids, positions, word index and character offsets."""
-    from bertkit import inspection
+    from bertkit.api import inspection
 
     result = inspection.tokens(model, text, text_pair, max_length=max_length)
     if as_json:
@@ -254,6 +254,6 @@ def _format_metrics(metrics: dict) -> str:
 def _write_text(path: str, text: str) -> None:
     from pathlib import Path
 
-    from bertkit.checkpoint import write_text
+    from bertkit.model_dir import write_text
 
     write_text(Path(path), text)

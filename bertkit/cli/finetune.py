@@ -163,7 +163,7 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
                          **{key: values.pop(key) for key in list(values)
                             if key in TrainConfig.__dataclass_fields__})
     output = output or os.path.join("runs", f"{task}-{os.path.splitext(os.path.basename(data))[0]}")
-    from bertkit.interrupts import TrainingInterrupted
+    from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
         result = api.finetune(task, data, output, config=config, **values)

@@ -31,7 +31,7 @@ def predict(
 ):
     """Predict for every input row; one JSON line per row, in input order."""
     from bertkit import api
-    from bertkit.checkpoint import check_output_file, write_text
+    from bertkit.model_dir import check_output_file, write_text
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best,

@@ -32,7 +32,7 @@ def push(
                                                  show_default=False)] = None,
 ):
     """Upload the model directory (weights, tokenizer, model card, figures) to the Hugging Face Hub."""
-    from bertkit.publish import push as run_push
+    from bertkit.api.publishing import push as run_push
 
     result = run_push(model_dir, repo, private=private, token=token)
     typer.echo(f"pushed to {result['url']}")

@@ -32,7 +32,7 @@ def serve(
 ):
     """Serve predictions over HTTP: POST /predict, GET /health, GET /info."""
     require("fastapi", "uvicorn", extra="serve")
-    from bertkit.predictor import Predictor
+    from bertkit.api.prediction import Predictor
     from bertkit.serving.app import check_address, serve as run_server
 
     for name, value in (("--max-inputs", max_inputs), ("--max-request-bytes", max_request_bytes)):

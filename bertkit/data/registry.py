@@ -169,3 +169,11 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
         rows.append({"name": name, "task": spec.task, "source": source.description if source else "unavailable",
                      "labels": list(spec.label_names or [])})
     return rows
+
+
+def eval_source(data, eval_data, data_dir, task) -> Source | None:
+    if eval_data:
+        return resolve(eval_data, "dev", data_dir, task)
+    if is_known(data):
+        return resolve(data, DATASETS[data].dev_split, data_dir, task)
+    return None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.checkpoint import load_meta, write_json
+from bertkit.model_dir import load_meta, recorded_eval_data, write_json
 from bertkit.errors import BertkitError
 from bertkit.export.runtime import FP32_FILE, INT8_FILE, ONNX_DIR, OnnxRunner
 
@@ -33,7 +33,7 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
             raise BertkitError(f"ONNX export needs {module}", "pip install 'bertkit[onnx]'")
     if samples < 1:
         raise BertkitError(f"--samples must be >= 1, got {samples}", "give how many examples parity runs on")
-    from bertkit import api
+    from bertkit.inference import load_for_inference
     from bertkit.data import registry
     from bertkit.tasks import task_from_state
     from bertkit.tasks.base import EVAL
@@ -41,12 +41,12 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
     directory = Path(model_dir)
     meta = load_meta(model_dir)
     adapter = task_from_state(meta["task"])
-    data = data or api._recorded_eval_data(meta)
+    data = data or recorded_eval_data(meta)
     split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
     source = registry.resolve(data, split, data_dir, adapter.name, command="export onnx")
     examples = adapter.read(source, EVAL)[:samples]
-    engine, network, tokenizer = api._load_for_inference(model_dir, adapter, "no")
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, "no")
     features = adapter.preprocess(examples, tokenizer, train=False)
 
     staging = Path(tempfile.mkdtemp(prefix=f".{ONNX_DIR}.partial-{os.getpid()}-", dir=directory))

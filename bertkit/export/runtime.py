@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.batching import Collator, sorted_batches
+from bertkit.engine.batching import Collator, sorted_batches
 from bertkit.errors import BertkitError
 
 ONNX_DIR = "onnx"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertkit.checkpoint import META_FILE, write_text
+from bertkit.model_dir import META_FILE, write_text
 from bertkit.errors import BertkitError
 from bertkit.reporting.card import model_card
 from bertkit.reporting.figures import FIGURE_NAMES, draw_breakdown, draw_training, pyplot
@@ -28,7 +28,7 @@ def build_report(model_dir, meta: dict | None = None, require_figures: bool = Fa
     directory = Path(model_dir)
     name = name or directory.name
     if meta is None:
-        from bertkit.checkpoint import load_meta
+        from bertkit.model_dir import load_meta
 
         meta = load_meta(str(directory))
     evaluations = _evaluations(directory)

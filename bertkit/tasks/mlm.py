@@ -41,7 +41,7 @@ class MaskedLMTask(Task):
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
-        from bertkit.masking import MaskRule
+        from bertkit.networks.masking import MaskRule
 
         self.rule = MaskRule(self.options.get("mask_rate", 0.15), self.options.get("mask_token_share", 0.8),
                              self.options.get("random_token_share", 0.1),
@@ -102,14 +102,14 @@ class MaskedLMTask(Task):
         return features
 
     def collator(self, tokenizer, seed: int):
-        from bertkit.masking import MaskingCollator, VocabTables
+        from bertkit.networks.masking import MaskingCollator, VocabTables
 
         tables = VocabTables.from_tokenizer(tokenizer, self.rule.whole_word)
         return MaskingCollator(tokenizer.pad_token_id, self.rule, tables, seed)
 
     def scoring_network(self, model, tokenizer):
-        """What eval runs instead of the bare model (see ``bertkit.probe.inference_network``)."""
-        from bertkit.masking import MaskedLMScorer, VocabTables
+        """What eval runs instead of the bare model (see ``bertkit.networks.probe_head.inference_network``)."""
+        from bertkit.networks.masking import MaskedLMScorer, VocabTables
 
         return MaskedLMScorer(model, self.rule, VocabTables.from_tokenizer(tokenizer, self.rule.whole_word))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from bertkit.errors import BertkitError
 
 META_FILE = "bertkit.json"
+PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
 PARTIAL = ".partial-"  # staging siblings are named .NAME.partial-<pid>-<random>
 
 
@@ -169,3 +171,33 @@ def write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def bertkit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bertkit")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def library_versions() -> dict:
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def recorded_eval_data(meta: dict) -> str:
+    recorded = meta.get("data", {})
+    if recorded.get("name"):
+        return recorded["name"]
+    eval_file = recorded.get("eval_file") or recorded.get("eval")  # older models recorded only "eval"
+    if not eval_file:
+        raise BertkitError("this model was trained on a file without evaluation data, so there is nothing "
+                           "recorded to evaluate on", "pass --data FILE")
+    if not Path(eval_file).is_file():
+        raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}",
+                           "pass --data FILE")
+    return eval_file

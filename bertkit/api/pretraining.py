@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.checkpoint import check_output_dir, save_model_dir, staged_output
+from bertkit.model_dir import bertkit_version, check_output_dir, library_versions, save_model_dir, staged_output
 from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.errors import BertkitError
@@ -46,7 +46,6 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
                  mask_token_share: float = 0.8, random_token_share: float = 0.1, whole_word_masking: bool = False,
                  overwrite: bool = False) -> PretrainResult:
     """Continue masked-LM pre-training of ``model`` on the text in ``data``; save a model directory."""
-    from bertkit.api import _version, _versions
 
     config = (config or DEFAULT_CONFIG).validate()
     options = {"mask_rate": mask_rate, "mask_token_share": mask_token_share,
@@ -79,7 +78,7 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
         preprocessing["eval"] = dict(adapter.stats)
 
     from bertkit.engine import Engine  # heavy: torch + accelerate
-    from bertkit.masking import MaskedLMTrainer
+    from bertkit.networks.masking import MaskedLMTrainer
 
     engine = Engine(config.precision, config.seed)
     network = load_model(adapter.model_class, model_ref, model)
@@ -106,7 +105,7 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
     result = PretrainResult(str(output_path), before, best.get("metrics", {}), report.history, report.best_epoch,
                             report.throughput(), preprocessing, pooler_note)
     meta = {
-        "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
+        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
         "pretraining": {"objective": "masked LM", "mask_rate": mask_rate, "mask_token_share": mask_token_share,
                         "random_token_share": random_token_share, "whole_word_masking": whole_word_masking,
                         "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
@@ -117,7 +116,7 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
                  "train_documents": len(documents), "eval_documents": len(held_out)},
         "config": config.to_dict(), "before": before, "metrics": result.metrics, "best_epoch": report.best_epoch,
         "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "versions": _versions(),
+        "stopped_early": report.stopped_early, "versions": library_versions(),
     }
     if engine.is_main_process:
         with staged_output(output_path) as staging:

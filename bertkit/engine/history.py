@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertkit.checkpoint import write_text
+from bertkit.model_dir import write_text
 
 FILE = "history.jsonl"
 

@@ -20,7 +20,7 @@ from bertkit.data import readers
 from bertkit.data.readers import pick_column
 from bertkit.errors import BertkitError
 from bertkit.models import load_tokenizer, resolve_model
-from bertkit.pooling import parse_pooling
+from bertkit.networks.pooling import parse_pooling
 from bertkit.tasks.base import require_nonempty
 
 SUFFIXES = (".npy", ".npz", ".jsonl")
@@ -61,7 +61,7 @@ def embed(model: str, input_path: str, output: str | None = None, pooling: str |
     stride = max_length // 4 if stride is None else stride
     ids, texts, pairs, sentences = read_rows(input_path, per_word, text_column, text_pair_column, id_column)
 
-    from bertkit import embedding
+    from bertkit.networks import embedding
 
     model_ref = resolve_model(model)
     tokenizer = load_tokenizer(model_ref, model)

@@ -25,16 +25,16 @@ from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 from tqdm.auto import tqdm
 
-from bertkit.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
+from bertkit.engine.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
-from bertkit.cpu_training import CpuTrainingKernels
+from bertkit.engine.cpu_kernels import CpuTrainingKernels
 from bertkit.errors import BertkitError
-from bertkit.history import History
-from bertkit.interrupts import StopRequests, TrainingInterrupted, test_signal
-from bertkit.master_weights import MasterWeights
-from bertkit.precision import describe, resolve
-from bertkit.threads import configure as configure_threads
-from bertkit.training_state import Progress, RunningSums, cpu_copy, set_rng_state
+from bertkit.engine.history import History
+from bertkit.engine.interrupts import StopRequests, TrainingInterrupted, test_signal
+from bertkit.engine.master_weights import MasterWeights
+from bertkit.engine.precision import describe, resolve
+from bertkit.engine.threads import configure as configure_threads
+from bertkit.engine.checkpoints import Progress, RunningSums, cpu_copy, set_rng_state
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -71,7 +71,7 @@ class TrainReport:
 class Engine:
     def __init__(self, precision: str = "auto", seed: int = 42, trackers: list | None = None,
                  logging_dir: str | None = None, threads: int | None = None):
-        """``trackers``: Accelerate tracker names (bertkit.tracking), logging under ``logging_dir``.
+        """``trackers``: Accelerate tracker names (bertkit.engine.tracking), logging under ``logging_dir``.
         ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
@@ -154,7 +154,7 @@ class Engine:
         total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
         if checkpoints is not None:  # the saved fp32 weights go in before bf16 master weights copy them
             checkpoints.load_weights(model)
-        groups = _parameter_groups(model, config.weight_decay)
+        groups = parameter_groups(model, config.weight_decay)
         master = None
         if self.precision == "bf16":  # sparse embedding gradients: DDP all-reduces dense ones only
             master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
@@ -181,7 +181,7 @@ class Engine:
         progress.update(min(state.epoch * per_rank + state.next_batch, total_batches))
         lines = isinstance(progress, LineProgress)  # off a terminal: one line per epoch
         if self.tracking:
-            from bertkit.tracking import PROJECT, hyperparameters
+            from bertkit.engine.tracking import PROJECT, hyperparameters
 
             acc.init_trackers(PROJECT, config=hyperparameters(config.to_dict()))
         if saved is not None:
@@ -436,7 +436,7 @@ def _quiet_libraries() -> None:
     transformers.logging.disable_progress_bar()
 
 
-def _parameter_groups(model, weight_decay: float) -> list[dict]:
+def parameter_groups(model, weight_decay: float) -> list[dict]:
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:

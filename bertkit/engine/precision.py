@@ -5,7 +5,7 @@ amx_bf16, a CUDA GPU whose ``is_bf16_supported(including_emulation=False)`` says
 Elsewhere it picks fp32 ("no"): emulated bf16 is slower than fp32 (PyTorch issue #86270).
 
 bf16 training (bf16 weights, fp32 master weights, sparse embedding gradients) is in
-``bertkit.master_weights``.
+``bertkit.engine.master_weights``.
 """
 
 from __future__ import annotations

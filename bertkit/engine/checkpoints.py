@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.checkpoint import write_json
+from bertkit.model_dir import write_json
 from bertkit.errors import BertkitError
-from bertkit.history import FILE as HISTORY_FILE
-from bertkit.history import History, read
-from bertkit.interrupts import test_signal
+from bertkit.engine.history import FILE as HISTORY_FILE
+from bertkit.engine.history import History, read
+from bertkit.engine.interrupts import test_signal
 
 SUFFIX = ".checkpoints"
 STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"

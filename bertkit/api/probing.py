@@ -23,18 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
-from bertkit.checkpoint import META_FILE, check_output_dir, load_meta, save_model_dir, staged_output
+from bertkit.model_dir import (PROBE_HEAD_FILE, bertkit_version, check_output_dir, library_versions, save_model_dir,
+                               staged_output)
 from bertkit.data import registry
 from bertkit.errors import BertkitError
 from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.pooling import parse_pooling
+from bertkit.networks.pooling import parse_pooling
 from bertkit.tasks import get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
 
-HEAD_FILE = "probe_head.safetensors"
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
 PROBE_TASKS = ("cls", "pair")
 MAX_ITER = 2000
@@ -59,7 +57,6 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
           holdout: float = 0.1, seed: int = 42, precision: str = "auto", overwrite: bool = False,
           task_options: dict | None = None) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
-    from bertkit.api import _eval_source, _version, _versions
 
     if task not in PROBE_TASKS:
         raise BertkitError(f"bertkit probe supports {', '.join(PROBE_TASKS)}, not {task!r}",
@@ -80,13 +77,13 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     adapter.fit_labels(train_examples)
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     _check_holdout(labels, holdout, adapter.labels)
-    eval_source = _eval_source(data, eval_data, data_dir, task)
+    eval_source = registry.eval_source(data, eval_data, data_dir, task)
     eval_examples = []
     if eval_source is not None:
         eval_examples = adapter.read(eval_source, EVAL)[:max_eval_samples or None]
         adapter.check_eval_examples(eval_examples, eval_source)
 
-    from bertkit import embedding
+    from bertkit.networks import embedding
 
     model_ref = resolve_model(model)
     tokenizer = load_tokenizer(model_ref, model)
@@ -126,8 +123,8 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     result = ProbeResult(str(output_path), metrics, best_c, search, spec.name, int(weight.shape[1]),
                          len(train_examples), len(eval_examples), seconds)
     meta = {
-        "bertkit_version": _version(), "task": adapter.state(), "base_model": model,
-        "probe": {"head": HEAD_FILE, "pooling": spec.name, "C": best_c, "c_search": search, "holdout_share": holdout,
+        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
+        "probe": {"head": PROBE_HEAD_FILE, "pooling": spec.name, "C": best_c, "c_search": search, "holdout_share": holdout,
                   "classifier": "sklearn LogisticRegression (lbfgs, L2) on standardised features, folded into the head",
                   "encoder": "frozen copy of the base model in this directory"},
         "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
@@ -136,7 +133,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
                  "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
         "config": {"max_length": adapter.max_length, "batch_size": batch_size, "seed": seed, "precision": precision,
                    "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples},
-        "metrics": metrics, "best_epoch": None, "history": [], "throughput": seconds, "versions": _versions(),
+        "metrics": metrics, "best_epoch": None, "history": [], "throughput": seconds, "versions": library_versions(),
     }
     if engine.is_main_process:
         from safetensors.numpy import save_file
@@ -146,7 +143,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
             encoder = engine.unwrap(network).encoder.to(dtype)
             encoder.load_state_dict(original)
             save_model_dir(staging, encoder, tokenizer, meta)
-            save_file({"weight": weight.astype(np.float32), "bias": bias.astype(np.float32)}, str(staging / HEAD_FILE))
+            save_file({"weight": weight.astype(np.float32), "bias": bias.astype(np.float32)}, str(staging / PROBE_HEAD_FILE))
     engine.accelerator.wait_for_everyone()
     return result
 
@@ -211,49 +208,3 @@ def _check_holdout(labels: np.ndarray, holdout: float, names: list) -> None:
         raise BertkitError(f"too few training rows to hold out {holdout:.0%} for choosing C ({len(labels)} rows, "
                            f"label {rare!r} has {counts.min()})", "give at least 2 rows per label and enough rows "
                            "that the held-out part has one per label, or change --holdout")
-
-
-# --- loading: the hook api._load_for_inference calls -------------------------------------------
-def inference_network(model_dir: str, adapter, tokenizer):
-    """The network eval/predict run for a directory that is not a plain transformers task model:
-    a probe (frozen encoder + linear head), or a task that scores with a wrapper (masked LM).
-    None for ordinary fine-tuned directories."""
-    meta = load_meta(model_dir).get("probe") if (Path(model_dir) / META_FILE).is_file() else None
-    if meta:
-        return load_probe(model_dir, meta)
-    if hasattr(adapter, "scoring_network"):
-        from bertkit.models import load_model
-
-        return adapter.scoring_network(load_model(adapter.model_class, str(model_dir), str(model_dir)), tokenizer)
-    return None
-
-
-class ProbeNetwork(nn.Module):
-    """Frozen encoder + pooling + the linear head: ``forward`` returns ``{"logits": ...}`` like a
-    transformers classifier, so the classification task's eval/predict path runs unchanged."""
-
-    def __init__(self, embedder, weight: torch.Tensor, bias: torch.Tensor):
-        super().__init__()
-        self.embedder = embedder
-        self.head = nn.Linear(weight.shape[1], weight.shape[0])
-        with torch.no_grad():
-            self.head.weight.copy_(weight)
-            self.head.bias.copy_(bias)
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
-        vectors = self.embedder(input_ids, attention_mask, token_type_ids)["embedding"]
-        return {"logits": self.head(vectors.to(self.head.weight.dtype))}
-
-
-def load_probe(model_dir: str, probe_meta: dict) -> ProbeNetwork:
-    from safetensors.torch import load_file
-
-    from bertkit.embedding import EmbeddingNetwork, load_encoder
-
-    head_path = Path(model_dir) / probe_meta.get("head", HEAD_FILE)
-    if not head_path.is_file():
-        raise BertkitError(f"{model_dir} is a probe without its head ({head_path.name} is missing)",
-                           "run `bertkit probe` again")
-    tensors = load_file(str(head_path))
-    embedder = EmbeddingNetwork(load_encoder(str(model_dir), str(model_dir)), parse_pooling(probe_meta["pooling"]))
-    return ProbeNetwork(embedder, tensors["weight"], tensors["bias"])

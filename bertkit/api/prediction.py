@@ -1,4 +1,5 @@
-"""A model loaded once for many predictions: the server and the ONNX backend use it.
+"""`bertkit predict`, and the Predictor behind it: a model loaded once for many predictions (the
+server and the ONNX backend use it too).
 
 ``examples(records)`` validates one request's rows (a BertkitError names what is wrong) and
 ``predict(examples)`` runs any number of validated examples, possibly from several requests at
@@ -8,12 +9,15 @@ once, returning one ``bertkit predict`` row per example. Not thread-safe: one ca
 
 from __future__ import annotations
 
+import sys
 import time
-
 from pathlib import Path
 
-from bertkit.checkpoint import load_meta
+from bertkit.data import readers
 from bertkit.data.registry import Source
+from bertkit.engine.threads import check as check_threads
+from bertkit.inference import check_inference_args
+from bertkit.model_dir import load_meta
 from bertkit.errors import BertkitError
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
@@ -54,9 +58,9 @@ class Predictor:
             return self
         started = time.perf_counter()
         if self.backend == "torch":
-            from bertkit.api import _load_for_inference
+            from bertkit.inference import load_for_inference
 
-            self.engine, self.network, self.tokenizer = _load_for_inference(self.model_dir, self.adapter,
+            self.engine, self.network, self.tokenizer = load_for_inference(self.model_dir, self.adapter,
                                                                             self.precision, self.threads)
         else:
             from bertkit.export.runtime import load_onnx_runner
@@ -113,3 +117,34 @@ class Predictor:
                 "max_length": self.adapter.max_length, "base_model": meta.get("base_model"),
                 "metrics": meta.get("metrics"), "backend": self.backend,
                 "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}}
+
+
+class Predictions(list):
+    """The rows of ``predict`` (a plain list) plus ``preprocessing``: the task's facts about the
+    input, with human-readable ``notices`` (truncated texts, windows...)."""
+
+    preprocessing: dict
+    runtime: dict  # precision used (and why), threads
+    timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
+
+
+def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+            threads: int | None = None, **options) -> Predictions:
+    """One output row per input row, in input order. ``input_path`` '-' reads standard input.
+    ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.api.prediction)."""
+    check_inference_args(batch_size, "predict", None, precision)
+    check_threads(threads, "predict")
+    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
+                          **options)
+    adapter = predictor.adapter
+    if input_path == "-":
+        records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
+        examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
+    else:
+        path = Path(input_path).expanduser()
+        examples = adapter.read(Source(str(path), path=path), PREDICT)
+    rows = Predictions(predictor.predict(examples))
+    rows.preprocessing = predictor.stats
+    rows.runtime = predictor.runtime()
+    rows.timings = dict(predictor.timings)
+    return rows

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
 
-from bertkit.batching import Collator
+from bertkit.engine.batching import Collator
 from bertkit.errors import BertkitError
 
 IGNORE = -100

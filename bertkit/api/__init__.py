@@ -1,0 +1,29 @@
+"""The importable API: one module per command, each function validates, does the work and returns
+data; nothing here prints (the CLI formats what these functions return).
+
+``from bertkit import api; api.finetune(...)``: names load their module on first use, so importing
+the API costs nothing until a command runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_HOMES = {
+    "finetune": "finetuning", "FinetuneResult": "finetuning",
+    "evaluate": "evaluation",
+    "predict": "prediction", "Predictions": "prediction", "Predictor": "prediction",
+    "report": "reports",
+    "list_datasets": "datasets",
+    "embed": "embedding", "Embeddings": "embedding",
+    "probe": "probing", "ProbeResult": "probing",
+    "pretrain_mlm": "pretraining", "PretrainResult": "pretraining",
+    "push": "publishing",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'bertkit.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bertkit.api.{_HOMES[name]}"), name)

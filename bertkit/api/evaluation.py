@@ -1,0 +1,122 @@
+"""`bertkit eval`: score a saved model on a dataset split or file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bertkit.data import registry
+from bertkit.engine.threads import check as check_threads
+from bertkit.errors import BertkitError
+from bertkit.inference import check_inference_args, load_for_inference, score
+from bertkit.model_dir import META_FILE, check_output_file, load_meta, recorded_eval_data, write_json
+from bertkit.tasks import task_from_state
+from bertkit.tasks.base import EVAL
+
+
+def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
+             batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
+             precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
+             extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
+    """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
+    ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
+
+    Decoding settings tuned on the data (the SQuAD v2 null threshold) are stored with the model
+    only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
+    ``report["notices"]`` says when something tuned was not stored, or stored from other data.
+    ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
+    """
+    check_inference_args(batch_size, "eval", max_eval_samples, precision)
+    check_threads(threads, "eval")
+    if extra_metrics:
+        from bertkit.metrics.extra import load_metrics
+
+        extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
+    meta = load_meta(model_dir)
+    data = data or recorded_eval_data(meta)
+    if split is not None and not registry.is_known(data):
+        raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
+                           "drop --split, or pass --data with the file of that split")
+    split = split or "dev"
+    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
+    check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
+    if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
+        raise BertkitError(f"--output {output} would replace the model's own {target.name}",
+                           "write the metrics to another file")
+    adapter = task_from_state(meta["task"])
+    adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
+    # Without a data directory, a known dataset is looked up where training found it.
+    data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
+    source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
+    every_example = adapter.read(source, EVAL)
+    examples = every_example[:max_eval_samples] if max_eval_samples else every_example
+    adapter.check_eval_examples(examples, source)
+    started = time.perf_counter()
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads)
+    loaded = time.perf_counter()
+    features = adapter.preprocess(examples, tokenizer, train=False)
+    tokenized = time.perf_counter()
+    kept = {}
+    metrics, tuned = score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
+                            keep=kept)
+    timings = {"load_seconds": loaded - started, "preprocess_seconds": tokenized - loaded,
+               "score_seconds": time.perf_counter() - tokenized}  # score: model + decoding + metrics
+    if extra_metrics:
+        from bertkit.metrics.extra import score_extra
+
+        metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
+    report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
+              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
+              "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
+    if tuned:
+        partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
+        before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
+        if (partial is None) if store_tuned is None else store_tuned:
+            adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
+            meta["task"] = adapter.state()
+            if engine.is_main_process:  # under a multi-process launch one process writes
+                write_json(Path(model_dir) / META_FILE, meta)
+            report["tuned"] = tuned
+            if partial:
+                report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
+        else:
+            report["tuned_not_stored"] = tuned
+            reason = partial or "storing was turned off (--no-store-threshold)"
+            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
+                                     f"keeps {before} (--store-threshold stores it anyway)")
+    if engine.is_main_process:
+        write_json(target, report)
+        from bertkit.reporting.build import build_report
+
+        # redrawn with this evaluation's figures (only those inside the model directory count)
+        drawn = build_report(model_dir)
+        report["figures"] = drawn["figures"]
+        report["notices"] += drawn["notices"]
+    report["written_to"] = str(target)
+    return report
+
+
+def _partial_evaluation(meta, data, split, source, evaluated, available) -> str | None:
+    """Why this evaluation is not the model's full dev data (None when it is)."""
+    if evaluated < available:
+        return f"only {evaluated} of {available} examples were evaluated (--max-eval-samples)"
+    trained = meta.get("data", {})
+    if trained.get("name") and data == trained["name"]:
+        dev_split = registry.DATASETS[data].dev_split
+        return None if split == dev_split else f"this is the {split} split, not {dev_split}"
+    recorded = trained.get("eval_file") or trained.get("eval")
+    if recorded and (source.description == recorded or
+                     source.path is not None and Path(recorded).expanduser().resolve() == source.path.resolve()):
+        return None
+    return f"{source.description} is not the model's dev data ({recorded or 'none recorded at training'})"
+
+
+def _settings(settings: dict) -> str:
+    return ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+                     for key, value in settings.items())
+
+
+
+
+def _eval_file_name(data: str, split: str) -> str:
+    return f"eval-{data}-{split}.json" if registry.is_known(data) else f"eval-{Path(data).stem}.json"

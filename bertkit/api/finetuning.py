@@ -1,0 +1,171 @@
+"""`bertkit finetune`: train a task model and save a self-contained model directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.config import TrainConfig
+from bertkit.data import registry
+from bertkit.engine.checkpoints import Checkpoints, checkpoint_root, features_sha1
+from bertkit.engine.history import FILE as HISTORY_FILE
+from bertkit.engine.history import History
+from bertkit.engine.threads import check as check_threads
+from bertkit.errors import BertkitError
+from bertkit.inference import score, speed_up
+from bertkit.model_dir import bertkit_version, check_output_dir, library_versions, save_model_dir, staged_output
+from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.tasks import get_task_class
+from bertkit.tasks.base import EVAL, TRAIN
+
+
+@dataclass
+class FinetuneResult:
+    output_dir: str
+    metrics: dict
+    throughput: dict
+    history: list
+    best_epoch: float | None
+    train_examples: int
+    eval_examples: int
+    preprocessing: dict = field(default_factory=dict)
+    report: dict = field(default_factory=dict)  # figures, report.html, model card (bertkit.reporting)
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
+    best_step: int | None = None
+    resumed_from: str | None = None  # the checkpoint this run continued from (--resume)
+    notices: list = field(default_factory=list)
+
+
+def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
+             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
+             report_to: str | None = None, threads: int | None = None, resume: bool = False,
+             resume_from: str | None = None) -> FinetuneResult:
+    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
+    its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
+    ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
+    checkpoint); the run's settings must be those of the checkpoint (training_state.py)."""
+    from bertkit.engine.tracking import logging_dir, parse_report_to
+
+    config = (config or TrainConfig()).validate()
+    check_threads(threads, "finetune")
+    trackers = parse_report_to(report_to)
+    task_class = get_task_class(task)
+    adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
+    output_path = Path(output).expanduser().resolve()
+    check_output_dir(output_path, overwrite)
+
+    train_source = registry.resolve(data, "train", data_dir, task)
+    eval_source = registry.eval_source(data, eval_data, data_dir, task)
+    _check_not_inside(output_path, train_source, eval_source)
+    checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
+                                   resume, resume_from, overwrite)
+    notices = []
+    if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
+        notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
+                       "at step 0")
+    train_examples = _first(adapter.read(train_source, TRAIN), config.max_train_samples)
+    adapter.fit_labels(train_examples)
+    eval_examples = []
+    if eval_source is not None:
+        eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
+        adapter.check_eval_examples(eval_examples, eval_source)
+
+    model_ref = resolve_model(model)
+    model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
+    adapter.max_length = choose_max_length(config.max_length, task_class.default_max_length, model_config, model)
+    tokenizer = load_tokenizer(model_ref, model, model_config)
+    from bertkit.engine import Engine  # heavy: torch + accelerate
+
+    engine = Engine(config.precision, config.seed, trackers,
+                    str(logging_dir(output_path)) if trackers else None, threads=threads)
+    runtime = engine.runtime(config.precision)
+    if checkpoints is not None:
+        checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
+        checkpoints.check_compatible()
+    # weights before preprocessing: a corrupt checkpoint fails before any expensive work
+    network = speed_up(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
+    _for_training(network, config)
+    train_features = adapter.preprocess(train_examples, tokenizer, train=True)
+    preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
+    eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
+    if eval_examples:
+        preprocessing["eval"] = dict(adapter.stats)
+    if checkpoints is not None:
+        checkpoints.identity["train_data_sha1"] = features_sha1(train_features)
+        checkpoints.check_compatible()
+
+    evaluations = []  # (metrics, breakdown) per evaluation: the saved epoch's breakdown goes to the report
+
+    def evaluate_epoch(current_model) -> dict:
+        kept = {}
+        metrics = score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
+                         tokenizer.pad_token_id, keep=kept)[0]
+        evaluations.append((metrics, kept.get("details")))
+        return metrics
+
+    network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
+                                 evaluate_epoch if eval_examples else None, adapter.main_metric,
+                                 checkpoints=checkpoints)
+    best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
+    result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
+                            runtime=runtime, best_step=report.best_step, resumed_from=report.resumed_from,
+                            notices=notices)
+    meta = {
+        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
+        "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
+                 "data_dir": str(registry.data_dir(data_dir)) if registry.data_dir(data_dir) else None, "eval": eval_source.description if eval_source else None,
+                 # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
+                 "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
+                 "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
+        "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
+        "best_step": report.best_step, "resumed_from": report.resumed_from,
+        "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
+        "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": library_versions(),
+        "eval_details": next((d for m, d in evaluations if m is best.get("metrics")), None),
+    }
+    if engine.is_main_process:
+        from bertkit.reporting.build import build_report
+
+        with staged_output(output_path) as staging:
+            History(report.log).write(staging / HISTORY_FILE)
+            save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            result.report = build_report(staging, meta, name=output_path.name)
+    engine.accelerator.wait_for_everyone()
+    return result
+
+
+def _for_training(network, config: TrainConfig) -> None:
+    if config.freeze_embeddings:
+        network.get_input_embeddings().weight.requires_grad_(False)
+    if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.engine.attention_recompute)
+        from bertkit.engine.attention_recompute import checkpoint_attention
+
+        checkpoint_attention(network)
+
+
+def _run_identity(task, model, config, train_source, eval_source) -> dict:
+    """What a resumed run must share with its checkpoint (training_state.MAY_CHANGE excepted)."""
+    def where(source):
+        return None if source is None else str(source.path.resolve()) if source.path else source.description
+
+    local = Path(model).expanduser()
+    return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
+            "eval_data": where(eval_source), **config.to_dict()}
+
+
+def _check_not_inside(output: Path, *sources) -> None:
+    """--overwrite replaces the output directory: it must not hold the data being trained on."""
+    for source in sources:
+        if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
+            raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
+                               "would replace", "choose an --output directory outside the data's directory")
+
+
+def _recorded(runtime: dict) -> dict:
+    """The runtime facts worth keeping with the model (not the passing load notice)."""
+    return {k: v for k, v in runtime.items() if k != "notice"}
+
+
+def _first(examples: list, limit: int | None) -> list:
+    return examples[:limit] if limit else examples

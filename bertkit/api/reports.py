@@ -1,0 +1,13 @@
+"""`bertkit report`: redraw the figures, report.html and the model card of a model directory."""
+
+from __future__ import annotations
+
+from bertkit.model_dir import load_meta
+
+
+def report(model_dir: str) -> dict:
+    """(Re)draw the figures, write report.html and the model card of a model directory."""
+    from bertkit.reporting.build import build_report
+
+    meta = load_meta(model_dir)
+    return build_report(model_dir, meta, require_figures=True)

@@ -1,0 +1,61 @@
+"""Loading a saved model directory for inference and scoring it: what eval, predict and
+finetune's evaluations share."""
+
+from __future__ import annotations
+
+from bertkit.config import PRECISIONS
+from bertkit.errors import BertkitError
+from bertkit.model_dir import load_meta
+from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
+
+
+def load_for_inference(model_dir, adapter, precision, threads=None):
+    from bertkit.engine import Engine
+    from bertkit.networks.probe_head import inference_network  # probes and masked LMs run as wrappers around their model
+
+    model_config = load_config(str(model_dir), str(model_dir))
+    # a probe's directory holds the bare encoder; its head is probe_head.safetensors
+    weights_class = "AutoModel" if load_meta(model_dir).get("probe") else adapter.model_class
+    check_saved_model(model_config, weights_class, adapter.max_length, str(model_dir))
+    tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
+    engine = Engine(precision, threads=threads)
+    network = inference_network(str(model_dir), adapter, tokenizer)
+    if network is None:
+        network = speed_up(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
+    network = engine.prepare_model(network)
+    return engine, network, tokenizer
+
+
+def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None):
+    """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
+    breakdown for the figures."""
+    outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
+                           pad_token_id, description="eval")
+    tuned = adapter.tune(examples, features, outputs) if tune else {}
+    predictions = adapter.postprocess(examples, features, outputs)
+    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
+    if keep is not None:
+        from bertkit.reporting.details import breakdown
+
+        keep["predictions"] = predictions
+        keep["details"] = breakdown(adapter.name, adapter.labels, examples, predictions, metrics)
+    return metrics, tuned
+
+
+def speed_up(adapter, network):
+    if adapter.reads_first_token_only:
+        from bertkit.engine.first_token_head import first_token_only_last_layer
+
+        first_token_only_last_layer(network)
+    return network
+
+
+def check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
+                          precision: str = "auto") -> None:
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
+    if batch_size < 1:
+        raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
+    if max_eval_samples is not None and max_eval_samples < 1:
+        raise BertkitError(f"--max-eval-samples must be >= 1, got {max_eval_samples}",
+                           "leave it out to use every example")
