@@ -35,10 +35,8 @@ def score(engine, adapter, network, examples, features, batch_size, pad_token_id
     predictions = adapter.postprocess(examples, features, outputs)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
     if keep is not None:
-        from bertkit.reporting.details import breakdown
-
         keep["predictions"] = predictions
-        keep["details"] = breakdown(adapter.name, adapter.labels, examples, predictions, metrics)
+        keep["details"] = adapter.breakdown(examples, predictions, metrics)
     return metrics, tuned
 
 

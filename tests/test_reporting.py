@@ -24,14 +24,14 @@ from PIL import Image  # noqa: E402  (matplotlib depends on pillow)
 
 # --- breakdowns on hand-made predictions ---------------------------------------------------------
 def test_confusion_matrix_counts_gold_rows_and_predicted_columns():
-    from bertkit.reporting.details import confusion
+    from bertkit.metrics.breakdowns import confusion
 
     result = confusion(["a", "b", "c"], ["a", "a", "b", "c", "c", "c"], ["a", "b", "b", "c", "a", "c"])
     assert result["matrix"] == [[1, 1, 0], [0, 1, 0], [1, 0, 2]]
 
 
 def test_qa_buckets_by_answer_length_and_first_word():
-    from bertkit.reporting.details import qa_buckets
+    from bertkit.metrics.breakdowns import qa_buckets
 
     examples = [
         {"question": "Who lives in Paris?", "answers": [{"text": "John", "start": 0}]},

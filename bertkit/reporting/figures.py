@@ -2,7 +2,7 @@
 
 ``training.png``: loss and learning rate per step with the main metric per evaluation, from
 ``history.jsonl`` when the run wrote one, else per epoch from bertkit.json's history. Then one
-figure of the evaluation's breakdown (bertkit.reporting.details): ``confusion_matrix.png``,
+figure of the evaluation's breakdown (bertkit.metrics.breakdowns): ``confusion_matrix.png``,
 ``entities.png`` or ``qa_breakdown.png``; an evaluation by ``bertkit eval`` gets the same figure
 prefixed with its metrics file's stem (``eval-sst2-dev.confusion_matrix.png``).
 """

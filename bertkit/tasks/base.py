@@ -9,12 +9,31 @@ and turn per-feature numpy outputs back into one prediction per example.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from bertkit.data import readers
 from bertkit.data.registry import Source, load_hub_records
 from bertkit.errors import BertkitError
 
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
+# How the engine turns a target column of the features into a tensor (engine/batching.py):
+# one class id per feature, one class id per token (padded with -100, ignored by the loss), one
+# float per feature (regression), or a fixed-length 0/1 float vector per feature (multi-label).
+CLASS, TOKEN_CLASS, FLOAT, MULTI_HOT = "class", "token_class", "float", "multi_hot"
+
+
+@dataclass(frozen=True)
+class TaskOption:
+    """A task setting, declared once: the CLI builds its flag from this (``--doc-stride``), the
+    task reads its value from ``Task.options``. ``commands`` are the commands that offer the flag:
+    a setting of the model (stride) is given at training and may be changed for eval/predict, one
+    of a single run (n_best) only where it applies."""
+
+    name: str
+    type: type  # int, float, str or bool (a bool is a plain --flag)
+    help: str
+    commands: tuple = ("finetune",)
+    default: object = None  # what the task uses when the option is not given (shown in --help)
 
 
 class Task(ABC):
@@ -25,7 +44,18 @@ class Task(ABC):
     per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
     default_max_length: int = 128
     reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
-    option_names: tuple = ()  # the keys of TrainConfig.task_options this task reads
+    summary: str = ""  # a few words for `bertkit finetune --help`
+    options_declared: tuple = ()  # TaskOption per setting; ``option_names`` follows from it
+    option_names: tuple = ()
+    greater_is_better: bool = True  # the direction of ``main_metric`` when choosing the best evaluation
+    # feature key -> how its values become a tensor (CLASS, TOKEN_CLASS, FLOAT, MULTI_HOT): what the
+    # engine collates and fingerprints besides the model inputs
+    targets: dict = {"labels": CLASS}
+    prediction_fields: dict = {}  # the keys of one `bertkit predict` row -> what each holds
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.option_names = tuple(option.name for option in cls.options_declared)
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         self.max_length = max_length
@@ -80,6 +110,15 @@ class Task(ABC):
     def tune(self, examples: list[dict], features: list[dict], outputs: dict) -> dict:
         """Optionally tune decoding settings on evaluation data; returns what changed."""
         return {}
+
+    def breakdown(self, examples: list[dict], predictions: list, metrics: dict) -> dict:
+        """A small JSON breakdown of one evaluation for the figures (``kind`` names the figure:
+        reporting/figures.py draws "confusion", "per_type", "qa_buckets"); {} draws none."""
+        return {}
+
+    @classmethod
+    def options_for(cls, command: str) -> tuple:
+        return tuple(option for option in cls.options_declared if command in option.commands)
 
 
 def require_nonempty(examples: list[dict], fields: tuple, source: str) -> None:

@@ -13,8 +13,9 @@ import numpy as np
 
 from bertkit.data.readers import pick_column
 from bertkit.errors import BertkitError
+from bertkit.metrics.breakdowns import confusion
 from bertkit.metrics.classification import classification_scores, softmax
-from bertkit.tasks.base import PREDICT, TRAIN, Task, require_nonempty
+from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
 PAIR_TEXT_CANDIDATES = ("sentence1", "question1", "premise", "question", "text", "text_a", "#1 String")
@@ -25,6 +26,9 @@ _INTEGER = re.compile(r"[-+]?\d+")
 # More distinct integer labels than this must look like class ids (0..N-1 or 1..N, most of them
 # present); otherwise they are scores (ratings, years, counts), i.e. a regression target.
 MAX_FREE_NUMERIC_CLASSES = 20
+TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("finetune", "probe"))
+TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
+LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
 
 
 class SingleSentenceTask(Task):
@@ -32,8 +36,12 @@ class SingleSentenceTask(Task):
     model_class = "AutoModelForSequenceClassification"
     main_metric = "accuracy"
     reads_first_token_only = True
+    summary = "one text"
     text_fields: tuple = ("text",)
-    option_names = ("text_column", "label_column")
+    options_declared = (TEXT_COLUMN, LABEL_COLUMN)
+    prediction_fields = {"label": "the most probable label's name", "score": "its probability",
+                         "probabilities": "every label's probability, by name", "truncated": "present (true) when "
+                         "the input was cut at --max-length"}
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -145,6 +153,10 @@ class SingleSentenceTask(Task):
             scores["positive_label"] = self.labels[1]  # which class "f1" is about
         return scores
 
+    def breakdown(self, examples, predictions, metrics):
+        return confusion(self.labels, [ex["label"] for ex in examples],
+                         [self.labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions])
+
     def format_prediction(self, example, prediction):
         probabilities = prediction["probabilities"]
         best = int(probabilities.argmax())
@@ -159,7 +171,8 @@ class SingleSentenceTask(Task):
 class SentencePairTask(SingleSentenceTask):
     name = "pair"
     text_fields = ("text", "text_pair")
-    option_names = ("text_column", "text_pair_column", "label_column")
+    summary = "two texts"
+    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN)
 
 
 def _label_name(value, label_names, source) -> str:

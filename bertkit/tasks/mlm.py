@@ -26,7 +26,7 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
-from bertkit.tasks.base import PREDICT, Task
+from bertkit.tasks.base import PREDICT, Task, TaskOption
 
 TEXT_FIELDS = ("text", "content", "document", "context")
 FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL records with a 'text' field"
@@ -37,7 +37,17 @@ class MaskedLMTask(Task):
     model_class = "AutoModelForMaskedLM"
     main_metric = "neg_loss"
     output_names = ("mlm_stats",)
-    option_names = ("mask_rate", "mask_token_share", "random_token_share", "whole_word_masking")
+    summary = "masked-LM pre-training"
+    greater_is_better = False  # the saved epoch has the lowest held-out loss
+    targets = {}  # the masking collator draws the targets per batch
+    options_declared = (
+        TaskOption("mask_rate", float, "Share of (non-special) tokens chosen for prediction.", ("pretrain",), 0.15),
+        TaskOption("mask_token_share", float, "Of the chosen tokens: share replaced by [MASK].", ("pretrain",), 0.8),
+        TaskOption("random_token_share", float, "Of the chosen tokens: share replaced by a random token (the rest "
+                   "stay unchanged).", ("pretrain",), 0.1),
+        TaskOption("whole_word_masking", bool, "Choose all sub-words of a word together (WordPiece vocabularies).",
+                   ("pretrain",), False),
+    )
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)

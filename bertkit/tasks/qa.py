@@ -18,8 +18,9 @@ from bertkit.data.registry import load_hub_records
 from bertkit.data.squad import bad_start_error, read_squad_records, to_examples
 from bertkit.decoding.spans import decode_best_batched, decode_question
 from bertkit.errors import BertkitError
+from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
-from bertkit.tasks.base import PREDICT, Task
+from bertkit.tasks.base import CLASS, PREDICT, Task, TaskOption
 
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_ANSWER_LENGTH = 30
@@ -38,8 +39,27 @@ class QuestionAnsweringTask(Task):
     output_names = ("start_logits", "end_logits")
     per_token_outputs = True
     default_max_length = 384
-    option_names = ("doc_stride", "max_answer_length", "max_query_length", "max_context", "n_best",
-                    "null_threshold", "unanswerable", "strict")
+    summary = "answer spans"
+    targets = {"start_positions": CLASS, "end_positions": CLASS}
+    options_declared = (
+        TaskOption("doc_stride", int, "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "
+                   "not the step between windows; default 128)."),
+        TaskOption("max_answer_length", int, "Longest answer in tokens.", default=30),
+        TaskOption("n_best", int, "qa: also return the N best distinct answers.", ("predict",)),
+        TaskOption("max_query_length", int, "Questions are cut to this many tokens (64, at most half a window).",
+                   ()),
+        TaskOption("max_context", bool, "Read each token in the window where it has the most context (Google's "
+                   "rule).", ()),
+        TaskOption("null_threshold", float, "SQuAD v2: answer only when the best span beats [CLS] by this margin "
+                   "(tuned and stored by `bertkit eval`).", ()),
+        TaskOption("unanswerable", bool, "The training data has unanswerable questions (stored).", ()),
+        TaskOption("strict", bool, "An answer_start that does not point at its text, or an answer missing from its "
+                   "context, is an error instead of being moved or skipped.", ()),
+    )
+    prediction_fields = {"id": "the question's id", "answer": "the answer text (empty: no answer)",
+                         "start": "its first character in the context", "end": "one past its last character",
+                         "score": "softmax(start) x softmax(end) within its window",
+                         "n_best": "with --n-best: the best distinct answers with probabilities"}
 
     def __init__(self, max_length: int = 384, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -234,6 +254,9 @@ class QuestionAnsweringTask(Task):
         if not self._is_v2(examples):
             return squad_scores(answers, golds)
         return squad_v2_scores(answers, golds, *_null_margins_and_texts(predictions))
+
+    def breakdown(self, examples, predictions, metrics):
+        return qa_buckets(examples, [p["answer"] for p in predictions])
 
     def format_prediction(self, example, prediction):
         row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}

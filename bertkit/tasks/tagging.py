@@ -27,7 +27,7 @@ from bertkit.data.registry import Source, load_hub_records
 from bertkit.decoding.tags import detect_scheme, entity_spans, iob1_to_iob2, repair_bio, split_words, validate_bio
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
-from bertkit.tasks.base import EVAL, PREDICT, TRAIN, Task
+from bertkit.tasks.base import EVAL, PREDICT, TRAIN, TOKEN_CLASS, Task, TaskOption
 from bertkit.tasks.word_windows import encode_words, window_features
 
 TEXT_CANDIDATES = ("text", "sentence")
@@ -47,7 +47,17 @@ class TaggingTask(Task):
     model_class = "AutoModelForTokenClassification"
     main_metric = "f1"
     per_token_outputs = True
-    option_names = ("doc_stride", "input_scheme", "strict")
+    summary = "a BIO tag per word"
+    targets = {"labels": TOKEN_CLASS}
+    options_declared = (
+        TaskOption("doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a "
+                   "window)."),
+        TaskOption("strict", bool, "Score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
+                   "I-X that does not continue an X entity).", ("eval",)),
+        TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
+    )
+    prediction_fields = {"words": "the input's words", "tags": "one tag per word",
+                         "entities": "type, text and character offsets of each entity"}
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -170,6 +180,9 @@ class TaggingTask(Task):
 
     def metrics(self, examples, predictions):
         return tagging_scores([ex["tags"] for ex in examples], predictions, strict=bool(self.options.get("strict")))
+
+    def breakdown(self, examples, predictions, metrics):
+        return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
 
     def format_prediction(self, example, prediction):
         tags = repair_bio(prediction)

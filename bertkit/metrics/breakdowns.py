@@ -1,6 +1,7 @@
 """Per-class and per-bucket breakdowns of one evaluation, small enough to keep in JSON.
 
-They are what the figures draw: a confusion matrix (cls/pair), per-entity-type precision/recall/F1
+Tasks return them from ``Task.breakdown``; they are what the figures draw: a confusion matrix
+(cls/pair), per-entity-type precision/recall/F1
 (ner, already in the metrics), and EM/F1 by gold answer length and by the question's first word
 (qa). Computed from the examples and the task's predictions; numpy only.
 """
@@ -14,17 +15,6 @@ from bertkit.metrics.squad import exact_match, f1 as span_f1
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "why", "how")
 # Gold answer length in words: SQuAD answers are mostly 1-3 words, with a long tail.
 LENGTH_BUCKETS = ((1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 5, "4-5"), (6, 10, "6-10"), (11, 10 ** 9, ">10"))
-
-
-def breakdown(task: str, labels: list | None, examples: list[dict], predictions: list, metrics: dict) -> dict:
-    if task in ("cls", "pair"):
-        return confusion(labels, [ex["label"] for ex in examples],
-                         [labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions])
-    if task == "ner":
-        return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
-    if task == "qa":
-        return qa_buckets(examples, [p["answer"] for p in predictions])
-    return {}
 
 
 def confusion(labels: list, gold: list, predicted: list) -> dict:
