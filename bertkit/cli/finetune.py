@@ -1,4 +1,4 @@
-"""`bertkit finetune TASK`: one subcommand per task of the registry (bertkit.tasks.FINETUNE_TASKS).
+"""`bertkit finetune TASK`: one subcommand per task of the registry (bertkit.tasks.finetune_tasks()).
 
 Each subcommand has the shared options plus the options its task reads (``Task.option_names``);
 it is built when asked for, so only that task's module is imported (`bertkit --help` imports none).
@@ -18,11 +18,10 @@ from bertkit.cli.app import app
 from bertkit.cli.common import (PRECISION_HELP, THREADS_HELP, Precision, echo_notices, format_metrics, is_main_process,
                                  runtime_line)
 from bertkit.cli.options import DATA_PANEL, MODEL_PANEL, OUTPUT_PANEL, TRAINING_PANEL, DataDir
-from bertkit.tasks import FINETUNE_TASKS
+from bertkit.tasks import finetune_tasks
 
 TASK_PANEL = "Task options"
 LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
-SUMMARIES = {"cls": "one text", "pair": "two texts", "ner": "a BIO tag per word", "qa": "answer spans"}
 
 
 def _option(kind, help: str, panel: str = TRAINING_PANEL, *flags: str, **extra):
@@ -105,19 +104,19 @@ class TaskGroup(TyperGroup):
     """Subcommands from the task registry, each built on first use."""
 
     def list_commands(self, ctx):
-        return list(FINETUNE_TASKS)
+        return list(finetune_tasks())
 
     def get_command(self, ctx, name):
-        return _task_command(name) if name in FINETUNE_TASKS else None
+        return _task_command(name) if name in finetune_tasks() else None
 
     def parse_args(self, ctx, args):
         from typer._click.exceptions import UsageError
 
         first = args[0] if args else None
-        if first is not None and first not in FINETUNE_TASKS and first not in ("--help", "-h"):
+        if first is not None and first not in finetune_tasks() and first not in ("--help", "-h"):
             if first.startswith("-"):
-                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(FINETUNE_TASKS)}", ctx)
-            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in FINETUNE_TASKS)}", ctx)
+                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(finetune_tasks())}", ctx)
+            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in finetune_tasks())}", ctx)
         return super().parse_args(ctx, args)
 
 
@@ -148,7 +147,7 @@ def _task_command(name: str):
     command.__annotations__ = {p.name: p.annotation for p in parameters}
     single = typer.Typer(add_completion=False)
     about = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip().split("\n")[0]
-    single.command(name=name, help=f"Fine-tune for {name} ({SUMMARIES.get(name, name)}). {about}")(command)
+    single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(command)
     return typer.main.get_command(single)
 
 

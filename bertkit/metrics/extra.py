@@ -41,7 +41,7 @@ def load_metrics(names) -> list:
 
 
 def score_extra(modules: list, adapter, examples: list[dict], predictions: list) -> dict:
-    predicted, references = _inputs(adapter, examples, predictions)
+    predicted, references = adapter.metric_inputs(examples, predictions)
     scores = {}
     for name, module in modules:
         try:
@@ -49,30 +49,13 @@ def score_extra(modules: list, adapter, examples: list[dict], predictions: list)
         except Exception as exc:
             raise BertkitError(f"--metric {name} failed on {adapter.name} predictions ({type(exc).__name__}: "
                                f"{' '.join(str(exc).split())[:200]})",
-                               f"a {adapter.name} metric must accept {_INPUTS[adapter.name]}") from exc
+                               f"a {adapter.name} metric must accept {adapter.metric_inputs_description}") from exc
         for key, value in result.items():
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
                 scores[f"{name}/{key}"] = round(float(value), 6)
     return scores
 
 
-_INPUTS = {"cls": "label ids", "pair": "label ids", "ner": "lists of BIO tags",
-           "qa": "SQuAD dicts (id + prediction_text / id + answers)"}
-
-
-def _inputs(adapter, examples, predictions):
-    if adapter.name in ("cls", "pair"):
-        ids = {label: i for i, label in enumerate(adapter.labels)}
-        return ([int(np.asarray(p["probabilities"]).argmax()) for p in predictions],
-                [ids[ex["label"]] for ex in examples])
-    if adapter.name == "ner":
-        return [list(p) for p in predictions], [list(ex["tags"]) for ex in examples]
-    if adapter.name == "qa":
-        return ([{"id": str(ex["id"]), "prediction_text": p["answer"]} for ex, p in zip(examples, predictions)],
-                [{"id": str(ex["id"]), "answers": {"text": [a["text"] for a in ex["answers"]],
-                                                   "answer_start": [a["start"] for a in ex["answers"]]}}
-                 for ex in examples])
-    raise BertkitError(f"--metric does not support {adapter.name} models", "drop --metric")
 
 
 def _short_name(name: str) -> str:

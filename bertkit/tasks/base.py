@@ -116,6 +116,13 @@ class Task(ABC):
         reporting/figures.py draws "confusion", "per_type", "qa_buckets"); {} draws none."""
         return {}
 
+    # What `bertkit eval --metric` hands an `evaluate` module: (predictions, references), and how
+    # that is described when a module refuses them. None: --metric is not supported.
+    metric_inputs_description: str | None = None
+
+    def metric_inputs(self, examples: list[dict], predictions: list) -> tuple:
+        raise BertkitError(f"--metric does not support {self.name} models", "drop --metric")
+
     @classmethod
     def options_for(cls, command: str) -> tuple:
         return tuple(option for option in cls.options_declared if command in option.commands)

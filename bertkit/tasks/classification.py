@@ -157,6 +157,13 @@ class SingleSentenceTask(Task):
         return confusion(self.labels, [ex["label"] for ex in examples],
                          [self.labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions])
 
+    metric_inputs_description = "label ids"
+
+    def metric_inputs(self, examples, predictions):
+        ids = {label: i for i, label in enumerate(self.labels)}
+        return ([int(np.asarray(p["probabilities"]).argmax()) for p in predictions],
+                [ids[ex["label"]] for ex in examples])
+
     def format_prediction(self, example, prediction):
         probabilities = prediction["probabilities"]
         best = int(probabilities.argmax())

@@ -258,6 +258,14 @@ class QuestionAnsweringTask(Task):
     def breakdown(self, examples, predictions, metrics):
         return qa_buckets(examples, [p["answer"] for p in predictions])
 
+    metric_inputs_description = "SQuAD dicts (id + prediction_text / id + answers)"
+
+    def metric_inputs(self, examples, predictions):
+        return ([{"id": str(ex["id"]), "prediction_text": p["answer"]} for ex, p in zip(examples, predictions)],
+                [{"id": str(ex["id"]), "answers": {"text": [a["text"] for a in ex["answers"]],
+                                                   "answer_start": [a["start"] for a in ex["answers"]]}}
+                 for ex in examples])
+
     def format_prediction(self, example, prediction):
         row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}
         if self.options.get("n_best"):

@@ -184,6 +184,11 @@ class TaggingTask(Task):
     def breakdown(self, examples, predictions, metrics):
         return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
 
+    metric_inputs_description = "lists of BIO tags"
+
+    def metric_inputs(self, examples, predictions):
+        return [list(p) for p in predictions], [list(ex["tags"]) for ex in examples]
+
     def format_prediction(self, example, prediction):
         tags = repair_bio(prediction)
         row = {"text": example["text"]} if "text" in example else {}
