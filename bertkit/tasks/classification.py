@@ -39,9 +39,9 @@ class SingleSentenceTask(Task):
     summary = "one text"
     text_fields: tuple = ("text",)
     options_declared = (TEXT_COLUMN, LABEL_COLUMN)
-    prediction_fields = {"label": "the most probable label's name", "score": "its probability",
-                         "probabilities": "every label's probability, by name", "truncated": "present (true) when "
-                         "the input was cut at --max-length"}
+    prediction_fields = {"text": "the input text", "label": "the most probable label's name",
+                         "score": "its probability", "probabilities": "every label's probability, by name",
+                         "truncated": "present (true) when the input was cut at --max-length"}
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -180,6 +180,7 @@ class SentencePairTask(SingleSentenceTask):
     text_fields = ("text", "text_pair")
     summary = "two texts"
     options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN)
+    prediction_fields = {"text_pair": "the second input text", **SingleSentenceTask.prediction_fields}
 
 
 def _label_name(value, label_names, source) -> str:

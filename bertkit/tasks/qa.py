@@ -21,6 +21,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
 from bertkit.tasks.base import CLASS, PREDICT, Task, TaskOption
+from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
 
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_ANSWER_LENGTH = 30
@@ -128,7 +129,7 @@ class QuestionAnsweringTask(Task):
         for f, ids in enumerate(encoded["input_ids"]):
             index = keep[encoded["overflow_to_sample_mapping"][f]]
             context = examples[index]["context"]
-            offsets = [_without_spaces(o, context) if s == 1 else None
+            offsets = [without_spaces(o, context) if s == 1 else None
                        for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))]
             context_tokens = [t for t, o in enumerate(offsets) if o is not None]
             context_range = (context_tokens[0], context_tokens[-1] + 1) if context_tokens else (0, 0)
@@ -234,7 +235,7 @@ class QuestionAnsweringTask(Task):
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
-            n_best = [{**_stripped(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]]
+            n_best = [{**stripped_answer(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]]
             margin = decoding.null_score - decoding.best_span_score if decoding.best is not None else math.inf
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
@@ -273,41 +274,9 @@ class QuestionAnsweringTask(Task):
         return row
 
 
-def answer_tokens(offsets: list, answer: dict) -> tuple[int, int]:
-    """First and last token of the answer in one window, or (0, 0) ([CLS]) when it is not fully inside."""
-    start_char, end_char = answer["start"], answer["start"] + len(answer["text"])
-    context = [t for t, o in enumerate(offsets) if o is not None]
-    if not context or offsets[context[0]][0] > start_char or offsets[context[-1]][1] < end_char:
-        return 0, 0
-    start = max(t for t in context if offsets[t][0] <= start_char)
-    end = min(t for t in context if t >= start and offsets[t][1] >= end_char)
-    return start, end
-
-
 def _null_margins_and_texts(predictions: list[dict]) -> tuple[dict, dict]:
     return ({str(i): p["null_margin"] for i, p in enumerate(predictions)},
             {str(i): p["best_text"] for i, p in enumerate(predictions)})
-
-
-def _without_spaces(offset, context: str) -> tuple[int, int]:
-    """A token's character span without surrounding whitespace: SentencePiece tokenizers without
-    a whitespace pre-split (DeBERTa-v2/v3) count the space before a word as part of its token, which
-    would put a leading space into answers."""
-    start, end = offset
-    if start < end and (context[start].isspace() or context[end - 1].isspace()):
-        while start < end and context[start].isspace():
-            start += 1
-        while end > start and context[end - 1].isspace():
-            end -= 1
-    return start, end
-
-
-def _stripped(text: str, start: int) -> dict:
-    """An answer without edge whitespace: a span may begin or end on a whitespace-only token (a
-    double space or newline in byte-level BPE), whose characters are all space."""
-    lead = len(text) - len(text.lstrip())
-    text = text.strip()
-    return {"answer": text, "start": start + lead, "end": start + lead + len(text)}
 
 
 def _golds(examples: list[dict]) -> dict:

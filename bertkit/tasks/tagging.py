@@ -56,7 +56,8 @@ class TaggingTask(Task):
                    "I-X that does not continue an X entity).", ("eval",)),
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
     )
-    prediction_fields = {"words": "the input's words", "tags": "one tag per word",
+    prediction_fields = {"text": "the raw input sentence (absent for pre-tokenised input)",
+                         "words": "the input's words", "tags": "one tag per word",
                          "entities": "type, text and character offsets of each entity"}
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
