@@ -195,7 +195,8 @@ def fake_model(tmp_path):
 
 @pytest.mark.parametrize("command", ["eval", "predict"])
 def test_eval_and_predict_outputs_are_checked_before_inference(tmp_path, fake_model, run_cli, monkeypatch, command):
-    for place in ("bertkit.inference.load_for_inference", "bertkit.api.evaluation.load_for_inference"):
+    # evaluation first: importing it binds whatever bertkit.inference holds at that moment
+    for place in ("bertkit.api.evaluation.load_for_inference", "bertkit.inference.load_for_inference"):
         monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
     args = ["--data", tmp_path / "dev.csv"] if command == "eval" else ["--input", tmp_path / "in.txt"]
     (tmp_path / "a-file").write_text("x")
@@ -216,7 +217,8 @@ def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_pa
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", read_only)
-    for place in ("bertkit.inference.load_for_inference", "bertkit.api.evaluation.load_for_inference"):
+    # evaluation first: importing it binds whatever bertkit.inference holds at that moment
+    for place in ("bertkit.api.evaluation.load_for_inference", "bertkit.inference.load_for_inference"):
         monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
     assert_user_error(run_cli("eval", fake_model, "--data", tmp_path / "dev.csv"),
                       f"the metrics file {fake_model / 'eval-dev.json'}: cannot write in {fake_model}")
