@@ -9,17 +9,19 @@ from bertkit.model_dir import load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
 
 
-def load_for_inference(model_dir, adapter, precision, threads=None):
+def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
+    """``meta``: the model's bertkit.json when the caller has already loaded it."""
     from bertkit.engine import Engine
     from bertkit.networks.probe_head import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
+    meta = load_meta(model_dir) if meta is None else meta
     # a probe's directory holds the bare encoder; its head is probe_head.safetensors
-    weights_class = "AutoModel" if load_meta(model_dir).get("probe") else adapter.model_class
+    weights_class = "AutoModel" if meta.get("probe") else adapter.model_class
     check_saved_model(model_config, weights_class, adapter.max_length, str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
     engine = Engine(precision, threads=threads)
-    network = inference_network(str(model_dir), adapter, tokenizer)
+    network = inference_network(str(model_dir), adapter, tokenizer, meta)
     if network is None:
         network = speed_up(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
     network = engine.prepare_model(network)

@@ -19,6 +19,7 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.readers import pick_column
 from bertkit.errors import BertkitError
+from bertkit.model_dir import atomic_file
 from bertkit.models import load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
 from bertkit.tasks.base import require_nonempty
@@ -155,26 +156,20 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
 
 
 def write(result: Embeddings, target: Path) -> None:
-    """Write via a hidden temporary file and rename, so a failure never leaves half a file."""
-    tmp = target.with_name(f".{target.name}.tmp")
+    """Write all-or-nothing: a failure never leaves half a file."""
     suffix = target.suffix.lower()
-    try:
-        with open(tmp, "wb") as handle:
-            if suffix == ".npy":
-                np.save(handle, result.vectors)
-            elif suffix == ".npz" and result.words is None:
-                np.savez(handle, vectors=result.vectors, ids=np.array(result.ids))
-            elif suffix == ".npz":
-                counts = [len(words) for words in result.words]
-                np.savez(handle, vectors=np.concatenate(result.vectors), ids=np.array(result.ids),
-                         words=np.array([w for words in result.words for w in words]),
-                         row_starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-            else:
-                handle.writelines(line.encode("utf-8") for line in jsonl_lines(result))
-        tmp.replace(target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(target, "wb") as handle:
+        if suffix == ".npy":
+            np.save(handle, result.vectors)
+        elif suffix == ".npz" and result.words is None:
+            np.savez(handle, vectors=result.vectors, ids=np.array(result.ids))
+        elif suffix == ".npz":
+            counts = [len(words) for words in result.words]
+            np.savez(handle, vectors=np.concatenate(result.vectors), ids=np.array(result.ids),
+                     words=np.array([w for words in result.words for w in words]),
+                     row_starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        else:
+            handle.writelines(line.encode("utf-8") for line in jsonl_lines(result))
 
 
 def jsonl_lines(result: Embeddings):

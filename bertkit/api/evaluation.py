@@ -9,7 +9,7 @@ from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
-from bertkit.model_dir import META_FILE, check_output_file, load_meta, recorded_eval_data, write_json
+from bertkit.model_dir import META_FILE, check_output_file, load_meta, recorded_eval_data, update_meta, write_json
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 
@@ -32,7 +32,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         from bertkit.metrics.extra import load_metrics
 
         extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
-    meta = load_meta(model_dir)
+    meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
         raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
@@ -52,7 +52,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
     adapter.check_eval_examples(examples, source)
     started = time.perf_counter()
-    engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads)
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads, meta=meta)
     loaded = time.perf_counter()
     features = adapter.preprocess(examples, tokenizer, train=False)
     tokenized = time.perf_counter()
@@ -73,9 +73,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
         if (partial is None) if store_tuned is None else store_tuned:
             adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
-            meta["task"] = adapter.state()
             if engine.is_main_process:  # under a multi-process launch one process writes
-                write_json(Path(model_dir) / META_FILE, meta)
+                meta = update_meta(model_dir, {"task": adapter.state()}, current=meta)
             report["tuned"] = tuned
             if partial:
                 report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
@@ -89,7 +88,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         from bertkit.reporting.build import build_report
 
         # redrawn with this evaluation's figures (only those inside the model directory count)
-        drawn = build_report(model_dir)
+        drawn = build_report(model_dir, meta)
         report["figures"] = drawn["figures"]
         report["notices"] += drawn["notices"]
     report["written_to"] = str(target)

@@ -13,7 +13,7 @@ from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import bertkit_version, check_output_dir, library_versions, save_model_dir, staged_output
+from bertkit.model_dir import ModelMeta, check_output_dir, data_record, save_model_dir, staged_output
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -111,26 +111,21 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=runtime, best_step=report.best_step, resumed_from=report.resumed_from,
                             notices=notices)
-    meta = {
-        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
-        "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
-                 "data_dir": str(registry.data_dir(data_dir)) if registry.data_dir(data_dir) else None, "eval": eval_source.description if eval_source else None,
-                 # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
-                 "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
-                 "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
-        "config": config.to_dict(), "metrics": result.metrics, "best_epoch": report.best_epoch,
-        "best_step": report.best_step, "resumed_from": report.resumed_from,
-        "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "runtime": _recorded(runtime), "versions": library_versions(),
-        "eval_details": next((d for m, d in evaluations if m is best.get("metrics")), None),
-    }
+    meta = ModelMeta(
+        kind="finetune", task=adapter.state(), base_model=model, config=config.to_dict(),
+        data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
+                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir)),
+        metrics=result.metrics, best_epoch=report.best_epoch, best_step=report.best_step,
+        resumed_from=report.resumed_from, history=report.history, throughput=result.throughput,
+        preprocessing=preprocessing, stopped_early=report.stopped_early, runtime=runtime,
+        eval_details=next((d for m, d in evaluations if m is best.get("metrics")), None))
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
 
         with staged_output(output_path) as staging:
             History(report.log).write(staging / HISTORY_FILE)
-            save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
-            result.report = build_report(staging, meta, name=output_path.name)
+            record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            result.report = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return result
 
@@ -160,11 +155,6 @@ def _check_not_inside(output: Path, *sources) -> None:
         if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
             raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
                                "would replace", "choose an --output directory outside the data's directory")
-
-
-def _recorded(runtime: dict) -> dict:
-    """The runtime facts worth keeping with the model (not the passing load notice)."""
-    return {k: v for k, v in runtime.items() if k != "notice"}
 
 
 def _first(examples: list, limit: int | None) -> list:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.model_dir import bertkit_version, check_output_dir, library_versions, save_model_dir, staged_output
+from bertkit.model_dir import ModelMeta, check_output_dir, data_record, save_model_dir, staged_output
 from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.errors import BertkitError
@@ -104,20 +104,17 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
     pooler_note = "kept from the base model (not trained: no NSP)" if pooler is not None else "none in the base model"
     result = PretrainResult(str(output_path), before, best.get("metrics", {}), report.history, report.best_epoch,
                             report.throughput(), preprocessing, pooler_note)
-    meta = {
-        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
-        "pretraining": {"objective": "masked LM", "mask_rate": mask_rate, "mask_token_share": mask_token_share,
-                        "random_token_share": random_token_share, "whole_word_masking": whole_word_masking,
-                        "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
-                        "pooler": pooler_note},
-        "data": {"name": None, "train": train_source.description, "data_dir": None,
-                 "eval": eval_source.description if eval_source else
-                 (f"{len(held_out)} held-out documents of the training file" if held_out else None),
-                 "train_documents": len(documents), "eval_documents": len(held_out)},
-        "config": config.to_dict(), "before": before, "metrics": result.metrics, "best_epoch": report.best_epoch,
-        "history": report.history, "throughput": result.throughput, "preprocessing": preprocessing,
-        "stopped_early": report.stopped_early, "versions": library_versions(),
-    }
+    meta = ModelMeta(
+        kind="pretrain", task=adapter.state(), base_model=model, config=config.to_dict(),
+        pretraining={"objective": "masked LM", "mask_rate": mask_rate, "mask_token_share": mask_token_share,
+                     "random_token_share": random_token_share, "whole_word_masking": whole_word_masking,
+                     "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
+                     "pooler": pooler_note},
+        data=data_record(train_source, eval_source, len(documents), len(held_out), eval_description=(
+            f"{len(held_out)} held-out documents of the training file" if held_out and not eval_source else None)),
+        before=before, metrics=result.metrics, best_epoch=report.best_epoch, best_step=report.best_step,
+        history=report.history, throughput=result.throughput, preprocessing=preprocessing,
+        stopped_early=report.stopped_early, runtime=engine.runtime(config.precision))
     if engine.is_main_process:
         with staged_output(output_path) as staging:
             save_model_dir(staging, trained, tokenizer, meta)

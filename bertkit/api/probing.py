@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.model_dir import (PROBE_HEAD_FILE, bertkit_version, check_output_dir, library_versions, save_model_dir,
+from bertkit.model_dir import (PROBE_HEAD_FILE, ModelMeta, check_output_dir, data_record, save_model_dir,
                                staged_output)
 from bertkit.data import registry
 from bertkit.errors import BertkitError
@@ -122,19 +122,16 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
                "embedded_rows_per_s": round((len(train_features) + len(eval_features)) / max(embed_seconds, 1e-9), 2)}
     result = ProbeResult(str(output_path), metrics, best_c, search, spec.name, int(weight.shape[1]),
                          len(train_examples), len(eval_examples), seconds)
-    meta = {
-        "bertkit_version": bertkit_version(), "task": adapter.state(), "base_model": model,
-        "probe": {"head": PROBE_HEAD_FILE, "pooling": spec.name, "C": best_c, "c_search": search, "holdout_share": holdout,
-                  "classifier": "sklearn LogisticRegression (lbfgs, L2) on standardised features, folded into the head",
-                  "encoder": "frozen copy of the base model in this directory"},
-        "data": {"name": data if registry.is_known(data) else None, "train": train_source.description,
-                 "data_dir": str(registry.data_dir(data_dir)) if registry.data_dir(data_dir) else None,
-                 "eval": eval_source.description if eval_source else None,
-                 "train_examples": len(train_examples), "eval_examples": len(eval_examples)},
-        "config": {"max_length": adapter.max_length, "batch_size": batch_size, "seed": seed, "precision": precision,
-                   "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples},
-        "metrics": metrics, "best_epoch": None, "history": [], "throughput": seconds, "versions": library_versions(),
-    }
+    meta = ModelMeta(
+        kind="probe", task=adapter.state(), base_model=model, metrics=metrics, throughput=seconds,
+        probe={"head": PROBE_HEAD_FILE, "pooling": spec.name, "C": best_c, "c_search": search, "holdout_share": holdout,
+               "classifier": "sklearn LogisticRegression (lbfgs, L2) on standardised features, folded into the head",
+               "encoder": "frozen copy of the base model in this directory"},
+        data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
+                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir)),
+        config={"max_length": adapter.max_length, "batch_size": batch_size, "seed": seed, "precision": precision,
+                "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples},
+        runtime=engine.runtime(precision))
     if engine.is_main_process:
         from safetensors.numpy import save_file
 

@@ -33,13 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.model_dir import write_json
+from bertkit.model_dir import checkpoint_root, write_json
 from bertkit.errors import BertkitError
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
 
-SUFFIX = ".checkpoints"
 STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"
 STEP_DIR = re.compile(r"step-(\d+)")
 # Settings that may change between the interrupted run and its resumption: they do not touch the
@@ -99,10 +98,6 @@ class RunningSums:
 
     def state(self) -> dict:
         return {"loss": {k: list(v) for k, v in self.loss.items()}, "counts": list(self.counts), "rng": rng_state()}
-
-
-def checkpoint_root(output: Path) -> Path:
-    return output.parent / f"{output.name}{SUFFIX}"
 
 
 def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:

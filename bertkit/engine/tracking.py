@@ -9,9 +9,9 @@ directory appears only at the end) and survives a failed run and an ``--overwrit
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir import logging_dir  # noqa: F401  (re-exported: every sibling's name is spelled in model_dir)
 
 TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}  # name -> package
 CHOICES = ("none", "all", *TRACKERS)
@@ -40,10 +40,6 @@ def parse_report_to(value: str | None) -> list[str]:
                                f"pip install {TRACKERS[name]}" + (" (or 'bertkit[track]')" if name == "tensorboard"
                                                                   else ""))
     return list(dict.fromkeys(names))
-
-
-def logging_dir(output: Path) -> Path:
-    return output.parent / f"{output.name}.logs"
 
 
 def hyperparameters(config: dict) -> dict:

@@ -10,15 +10,12 @@ stored in ``DIR/onnx/export.json``; the files appear all at once (written beside
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bertkit.model_dir import load_meta, recorded_eval_data, write_json
+from bertkit.model_dir import load_meta, recorded_eval_data, staged_output, write_json
 from bertkit.errors import BertkitError
 from bertkit.export.runtime import FP32_FILE, INT8_FILE, ONNX_DIR, OnnxRunner
 
@@ -46,11 +43,11 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
     source = registry.resolve(data, split, data_dir, adapter.name, command="export onnx")
     examples = adapter.read(source, EVAL)[:samples]
-    engine, network, tokenizer = load_for_inference(model_dir, adapter, "no")
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", meta=meta)
     features = adapter.preprocess(examples, tokenizer, train=False)
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{ONNX_DIR}.partial-{os.getpid()}-", dir=directory))
-    try:
+    target = directory / ONNX_DIR
+    with staged_output(target) as staging:  # an old onnx/ stays until the new one is complete
         started = time.perf_counter()
         _export(engine.unwrap(network), adapter, tokenizer, staging / FP32_FILE)
         report = {"opset": OPSET, "export_seconds": round(time.perf_counter() - started, 2),
@@ -78,13 +75,6 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
                 entry.update(value=value, delta=round(value - torch_metrics, 6))
             report[name] = entry
         write_json(staging / "export.json", report)
-        target = directory / ONNX_DIR
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     report["written_to"] = str(target)
     return report
 

@@ -12,13 +12,14 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, PROBE_HEAD_FILE, load_meta
 from bertkit.networks.pooling import parse_pooling
 
-def inference_network(model_dir: str, adapter, tokenizer):
+def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = None):
     """The network eval/predict run for a directory that is not a plain transformers task model:
     a probe (frozen encoder + linear head), or a task that scores with a wrapper (masked LM).
-    None for ordinary fine-tuned directories."""
-    meta = load_meta(model_dir).get("probe") if (Path(model_dir) / META_FILE).is_file() else None
-    if meta:
-        return load_probe(model_dir, meta)
+    None for ordinary fine-tuned directories. ``meta``: its bertkit.json, when already loaded."""
+    if meta is None and (Path(model_dir) / META_FILE).is_file():
+        meta = load_meta(model_dir)
+    if meta and meta.get("probe"):
+        return load_probe(model_dir, meta["probe"])
     if hasattr(adapter, "scoring_network"):
         from bertkit.models import load_model
 
