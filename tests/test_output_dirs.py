@@ -70,7 +70,7 @@ def test_output_that_contains_the_working_directory_is_refused(tmp_path, tiny_be
 
 
 def test_unwritable_place_fails_before_training(tmp_path, tiny_bert, train_csv, run_cli, monkeypatch):
-    import bertkit.model_dir as checkpoint
+    import bertkit.model_dir.files as checkpoint
 
     # The probe really creates a directory; refuse it the way a read-only mount would (root ignores chmod).
     def read_only(*args, **kwargs):
@@ -211,7 +211,7 @@ def test_eval_and_predict_outputs_are_checked_before_inference(tmp_path, fake_mo
 
 def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_path, fake_model, run_cli,
                                                                          monkeypatch):
-    import bertkit.model_dir as checkpoint
+    import bertkit.model_dir.files as checkpoint
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")

@@ -1,0 +1,182 @@
+"""Where a run writes: the output checks made before any expensive work, all-or-nothing
+directories and files, and the names of a model directory's siblings."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+
+META_FILE = "bertkit.json"
+PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
+
+
+def checkpoint_root(output: Path) -> Path:
+    return output.parent / f"{output.name}.checkpoints"
+
+
+def logging_dir(output: Path) -> Path:
+    return output.parent / f"{output.name}.logs"
+
+
+def staging_prefix(output: Path) -> str:
+    return f".{output.name}.partial-"  # + <pid>-<random>: the pid tells a live writer from a killed one
+
+
+def trash_dir(output: Path) -> Path:
+    return output.parent / f".{output.name}.old"
+
+
+def check_output_dir(output: Path, overwrite: bool) -> None:
+    """Fail before any work if ``output`` cannot be written or would clobber the user's files.
+
+    Missing parent directories are fine (they are created when the model is saved); the nearest
+    existing one must be a writable directory. ``--overwrite`` replaces only an empty directory or
+    one that bertkit wrote (it has bertkit.json), never a directory of the user's own files.
+    """
+    output = output.expanduser().resolve()
+    if output == Path(output.anchor) or Path.cwd().resolve().is_relative_to(output):
+        raise BertkitError(f"--output {output} is the current directory or one of its parents",
+                           "name a new directory, e.g. runs/my-model")
+    if output.exists() and not output.is_dir():
+        raise BertkitError(f"--output {output} is a file", "choose a directory path")
+    existing = _nearest_existing(output.parent)
+    if not existing.is_dir():
+        raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
+    _probe_writable(existing, f"--output {output}")
+    _clean_stale(output)
+    if output.is_dir() and any(output.iterdir()):
+        if not overwrite:
+            raise BertkitError(f"--output {output} exists and is not empty",
+                               "choose a new directory or pass --overwrite")
+        if not (output / META_FILE).is_file():
+            found = ", ".join(sorted(p.name for p in output.iterdir())[:3])
+            raise BertkitError(f"--output {output} holds files bertkit did not write ({found}, ...); --overwrite "
+                               f"replaces only a bertkit model directory", "choose a new directory for the model")
+
+
+def check_output_file(path: str | Path, flag: str = "--output") -> Path:
+    """Fail before any work if a result file cannot be written at ``path``; returns it resolved."""
+    target = Path(path).expanduser().resolve()
+    if target.is_dir():
+        raise BertkitError(f"{flag} {path} is a directory", "give a file name, e.g. results.json")
+    if not target.parent.exists():
+        existing = _nearest_existing(target.parent)
+        if not existing.is_dir():
+            raise BertkitError(f"{flag} {path} is under a file ({existing})", "choose a path in a directory")
+        raise BertkitError(f"the directory of {flag} {path} does not exist", f"mkdir -p {target.parent}")
+    if not target.parent.is_dir():
+        raise BertkitError(f"{flag} {path} is under a file ({target.parent})", "choose a path in a directory")
+    _probe_writable(target.parent, f"{flag} {path}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise BertkitError(f"{flag} {path} is not writable", "choose another file or fix its permissions")
+    return target
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _probe_writable(directory: Path, what: str) -> None:
+    # os.access is wrong for root, read-only mounts and some network file systems: really try.
+    try:
+        Path(tempfile.mkdtemp(prefix=".bertkit-probe-", dir=directory)).rmdir()
+    except OSError as exc:
+        raise BertkitError(f"{what}: cannot write in {directory} ({exc.strerror or type(exc).__name__})",
+                           "choose a writable location") from exc
+
+
+def _clean_stale(output: Path) -> None:
+    """Remove what an interrupted save left next to ``output`` (a kill cannot run cleanup code).
+
+    A staging sibling whose process is gone is stale. ``.NAME.old`` is the previous model, moved
+    aside during a replace: garbage once the new one is in place, and put back if the kill came
+    between the two renames (the interrupted run never succeeded, so the old model stands).
+    """
+    parent = output.parent
+    if not parent.is_dir():
+        return
+    prefix = staging_prefix(output)
+    for sibling in parent.iterdir():
+        if sibling.name.startswith(prefix) and sibling.is_dir() and not _owner_alive(sibling.name[len(prefix):]):
+            shutil.rmtree(sibling, ignore_errors=True)
+    trash = trash_dir(output)
+    try:
+        if trash.is_dir() and not output.exists() and (trash / META_FILE).is_file():
+            trash.rename(output)
+        elif trash.is_dir():
+            shutil.rmtree(trash, ignore_errors=True)
+    except OSError:
+        pass  # another process of the same launch got there first
+
+
+def _owner_alive(suffix: str) -> bool:
+    pid = suffix.split("-", 1)[0]
+    if not pid.isdigit():
+        return False  # not ours, or from a version without the pid: nobody can be writing it
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a live process of another user
+    return True
+
+
+@contextmanager
+def staged_output(output: Path):
+    """Yield a hidden sibling directory to write into; it replaces ``output`` only on success,
+    so an error or Ctrl-C never leaves a half-written model behind."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(output)}{os.getpid()}-", dir=output.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if output.exists():
+        trash = trash_dir(output)
+        shutil.rmtree(trash, ignore_errors=True)
+        output.rename(trash)
+        staging.rename(output)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        staging.rename(output)
+
+
+@contextmanager
+def atomic_file(path: Path, mode: str = "w"):
+    """Yield a handle on a hidden temporary sibling of ``path`` that replaces ``path`` only once
+    written and synced, so readers (and a crash) see the old file or the new one, never half."""
+    path = Path(path)
+    # unique per writer: two processes saving the same file must not write into one temporary file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, mode.replace("w", "x"), **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_file(path) as handle:
+        handle.write(text)
+
+
+def write_json(path: Path, data) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,156 @@
+"""``bertkit.json``: one schema for every kind of model directory, one builder (ModelMeta), one
+writer (save_model_dir), one updater (update_meta), and the upgrade of older versions on load."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+from bertkit.model_dir.files import META_FILE, write_json
+
+SCHEMA = 2
+KINDS = ("finetune", "probe", "pretrain")
+DATA_KEYS = ("name", "train", "data_dir", "eval", "eval_file", "train_examples", "eval_examples")
+
+@dataclass
+class ModelMeta:
+    """What ``bertkit.json`` records (the module docstring lists the schema); ``to_json`` is the
+    only way a new one is written."""
+
+    kind: str
+    task: dict
+    base_model: str
+    data: dict
+    config: dict
+    metrics: dict = field(default_factory=dict)
+    best_epoch: float | None = None
+    best_step: int | None = None
+    resumed_from: str | None = None
+    history: list = field(default_factory=list)
+    throughput: dict = field(default_factory=dict)
+    preprocessing: dict | None = None
+    stopped_early: bool | None = None
+    runtime: dict | None = None
+    eval_details: dict | None = None
+    before: dict | None = None
+    probe: dict | None = None
+    pretraining: dict | None = None
+
+    def to_json(self) -> dict:
+        if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
+            raise ValueError(f"bertkit.json: kind {self.kind!r}, data keys {sorted(self.data)}: use data_record()")
+        record = {"schema": SCHEMA, "bertkit_version": bertkit_version(), **asdict(self),
+                  "data": {key: self.data[key] for key in DATA_KEYS}, "versions": library_versions()}
+        if self.runtime is not None:  # the passing load notice is for the console, not the record
+            record["runtime"] = {k: v for k, v in self.runtime.items() if k != "notice"}
+        return {key: record[key] for key in META_KEYS}
+
+
+META_KEYS = ("schema", "kind", "bertkit_version", "task", "base_model", "data", "config", "metrics", "best_epoch",
+             "best_step", "resumed_from", "history", "throughput", "preprocessing", "stopped_early", "runtime",
+             "versions", "eval_details", "before", "probe", "pretraining")
+
+
+def data_record(train_source, eval_source, train_examples: int, eval_examples: int, name: str | None = None,
+                data_dir=None, eval_description: str | None = None) -> dict:
+    """The ``data`` section from the registry's sources (``.description``, ``.path``)."""
+    return {"name": name, "train": train_source.description, "data_dir": str(data_dir) if data_dir else None,
+            "eval": eval_description or (eval_source.description if eval_source else None),
+            # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
+            "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
+            "train_examples": train_examples, "eval_examples": eval_examples}
+
+
+def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta) -> dict:
+    """Save the model, its tokenizer and ``bertkit.json``; returns what bertkit.json holds."""
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    record = meta.to_json()
+    write_json(directory / META_FILE, record)  # last: a directory with bertkit.json is complete
+    return record
+
+
+def load_meta(model_dir: str) -> dict:
+    """``bertkit.json`` of ``model_dir`` as schema 2, whichever version wrote it."""
+    path = Path(model_dir).expanduser()
+    if not path.is_dir():
+        raise BertkitError(f"model directory not found: {model_dir}", "pass the --output of `bertkit finetune`")
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise BertkitError(f"{model_dir} is not a bertkit model (no {META_FILE})", "pass the --output of `bertkit finetune`")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BertkitError(f"{meta_path} is corrupt ({exc.msg})", "fine-tune the model again") from exc
+    return upgrade_meta(meta, meta_path)
+
+
+def upgrade_meta(meta, where="bertkit.json") -> dict:
+    """``meta`` as schema 2: a version-1 dict gets the keys it lacks (null or empty), in order."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("task"), dict):
+        raise BertkitError(f"{where} is corrupt (no task section)", "fine-tune the model again")
+    version = meta.get("schema", 1)
+    if version not in range(1, SCHEMA + 1):
+        raise BertkitError(f"{where} has schema {version!r}; this bertkit reads schema 1 to {SCHEMA}",
+                           "upgrade bertkit (pip install -U bertkit)")
+    if version == SCHEMA:
+        return meta
+    data = dict(meta.get("data") or {})
+    for old, new in (("train_documents", "train_examples"), ("eval_documents", "eval_examples")):
+        if old in data:  # version 1 of pretrain counted documents under their own names
+            data.setdefault(new, data.pop(old))
+    kind = "probe" if meta.get("probe") else "pretrain" if meta.get("pretraining") else "finetune"
+    upgraded = {**meta, "schema": SCHEMA, "kind": kind, **{spec.name: meta.get(spec.name, _empty(spec))
+                                                          for spec in fields(ModelMeta) if spec.name != "kind"},
+                "data": {**dict.fromkeys(DATA_KEYS), **data}}
+    # the schema's order first; keys no longer written stay readable after it
+    return {**{key: upgraded.get(key) for key in META_KEYS}, **upgraded}
+
+
+def _empty(spec):
+    return {"dict": dict, "list": list}.get(spec.type, lambda: None)()  # readers rely on containers being there
+
+
+def update_meta(model_dir, changes: dict, current: dict | None = None) -> dict:
+    """Replace top-level sections of an existing ``bertkit.json`` all-or-nothing (a crash leaves the
+    old file); returns the new content. ``current``: the content already loaded, to skip a read."""
+    fixed = set(changes) - set(META_KEYS) | ({"schema", "kind"} & set(changes))  # what wrote it stays true
+    if fixed:
+        raise ValueError(f"bertkit.json sections that an update cannot set: {sorted(fixed)}")
+    meta = {**(load_meta(model_dir) if current is None else upgrade_meta(current)), **changes}
+    write_json(Path(model_dir) / META_FILE, meta)
+    return meta
+
+
+def bertkit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bertkit")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def library_versions() -> dict:
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def recorded_eval_data(meta: dict) -> str:
+    recorded = meta.get("data", {})
+    if recorded.get("name"):
+        return recorded["name"]
+    eval_file = recorded.get("eval_file") or recorded.get("eval")  # older models recorded only "eval"
+    if not eval_file:
+        raise BertkitError("this model was trained on a file without evaluation data, so there is nothing "
+                           "recorded to evaluate on", "pass --data FILE")
+    if not Path(eval_file).is_file():
+        raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}",
+                           "pass --data FILE")
+    return eval_file
