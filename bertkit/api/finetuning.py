@@ -7,13 +7,14 @@ from pathlib import Path
 
 from bertkit.config import TrainConfig
 from bertkit.data import registry
-from bertkit.engine.checkpoints import Checkpoints, checkpoint_root, features_sha1
+from bertkit.engine.checkpoints import Checkpoints
+from bertkit.engine.run_identity import features_sha1
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import ModelMeta, check_output_dir, data_record, save_model_dir, staged_output
+from bertkit.model_dir import ModelMeta, check_output_dir, checkpoint_root, data_record, save_model_dir, staged_output
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -43,7 +44,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
-    checkpoint); the run's settings must be those of the checkpoint (training_state.py)."""
+    checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py)."""
     from bertkit.engine.tracking import logging_dir, parse_report_to
 
     config = (config or TrainConfig()).validate()
@@ -91,7 +92,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if eval_examples:
         preprocessing["eval"] = dict(adapter.stats)
     if checkpoints is not None:
-        checkpoints.identity["train_data_sha1"] = features_sha1(train_features)
+        checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
 
     evaluations = []  # (metrics, breakdown) per evaluation: the saved epoch's breakdown goes to the report
@@ -105,7 +106,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
                                  evaluate_epoch if eval_examples else None, adapter.main_metric,
-                                 checkpoints=checkpoints)
+                                 checkpoints=checkpoints, targets=adapter.targets,
+                                 greater_is_better=adapter.greater_is_better)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
@@ -140,7 +142,7 @@ def _for_training(network, config: TrainConfig) -> None:
 
 
 def _run_identity(task, model, config, train_source, eval_source) -> dict:
-    """What a resumed run must share with its checkpoint (training_state.MAY_CHANGE excepted)."""
+    """What a resumed run must share with its checkpoint (run_identity.MAY_CHANGE excepted)."""
     def where(source):
         return None if source is None else str(source.path.resolve()) if source.path else source.description
 

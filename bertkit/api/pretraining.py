@@ -95,8 +95,9 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
 
     before = evaluate(network.to(engine.accelerator.device)) if held_out else {}
     trainer, report = engine.fit(MaskedLMTrainer(network), train_features, config, tokenizer.pad_token_id,
-                                 evaluate if held_out else None, adapter.main_metric, collate_fn=collate)
-    best = next((h for h in report.history if h["epoch"] == report.best_epoch), report.history[-1])
+                                 evaluate if held_out else None, adapter.main_metric, collate_fn=collate,
+                                 greater_is_better=adapter.greater_is_better)
+    best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     trained = trainer.model
     base = getattr(trained, trained.base_model_prefix)
     if pooler is not None and getattr(base, "pooler", False) is None:

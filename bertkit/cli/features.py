@@ -246,9 +246,8 @@ def _combine_note(pooling: str) -> str:
 
 
 def _format_metrics(metrics: dict) -> str:
-    # neg_loss only exists because the engine keeps the epoch with the highest main metric
     return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
-                     if not isinstance(v, dict) and k != "neg_loss")
+                     if not isinstance(v, dict))
 
 
 def _write_text(path: str, text: str) -> None:

@@ -25,25 +25,21 @@ of the saved epoch and starts at the saved batch index: nothing is replayed.
 from __future__ import annotations
 
 import json
-import random
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from bertkit.model_dir import checkpoint_root, write_json
-from bertkit.errors import BertkitError
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
+from bertkit.engine.rng_state import rng_state
+from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401 (features_sha1: api's import)
+from bertkit.errors import BertkitError
+from bertkit.model_dir import checkpoint_root, write_json
 
 STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"
 STEP_DIR = re.compile(r"step-(\d+)")
-# Settings that may change between the interrupted run and its resumption: they do not touch the
-# numbers training produces (the eval batch size does, in the last bits of the logits).
-MAY_CHANGE = ("log_every", "save_every", "keep_checkpoints")
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
 
 
@@ -123,6 +119,7 @@ class Checkpoints:
                  resume_from: Path | None = None, clear: bool = False):
         self.root, self.save_every, self.keep, self.identity = root, save_every, keep, identity
         self.resume_from, self.clear = resume_from, clear
+        self.greater_is_better = True  # how _prune ranks scores: Engine.fit's setting, given to begin
         self._weights = None  # the checkpoint's weights, between load_weights and begin
 
     @classmethod
@@ -156,19 +153,9 @@ class Checkpoints:
         """Refuse to continue a checkpoint with settings that would train something else."""
         if self.resume_from is None:
             return
-        saved = read_state(self.resume_from).get("identity", {})
-        differences = []
-        for key, value in self.identity.items():
-            if key in MAY_CHANGE or key not in saved:
-                continue
-            before = saved[key]
-            if isinstance(value, dict) and isinstance(before, dict):
-                differences += [f"{_flag(k)} {value.get(k)} (checkpoint: {before.get(k)})"
-                                for k in sorted(set(value) | set(before)) if value.get(k) != before.get(k)]
-            elif value != before:
-                differences.append(f"{_flag(key)} {value} (checkpoint: {before})")
-        if differences:
-            raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(differences), RESUME_HINT)
+        found = differences(self.identity, read_state(self.resume_from).get("identity", {}))
+        if found:
+            raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(found), RESUME_HINT)
 
     # --- inside Engine.fit ---------------------------------------------------------------------
     def load_weights(self, model) -> None:
@@ -180,11 +167,13 @@ class Checkpoints:
             self._weights = load_file(self.resume_from / MODEL)
             model.load_state_dict(self._weights)
 
-    def begin(self, acc, optimizer, scheduler):
+    def begin(self, acc, optimizer, scheduler, greater_is_better: bool = True):
         """Remove leftovers, then load the optimizer and schedule (before they are prepared).
         Returns (progress, history, best weights or None, this rank's saved state or None)."""
         import torch
         from safetensors.torch import load_file
+
+        self.greater_is_better = greater_is_better
 
         if acc.is_main_process and self.root.is_dir():
             for path in self.root.iterdir():
@@ -253,57 +242,14 @@ class Checkpoints:
         if self.keep is None:
             return
         found = complete_checkpoints(self.root)
-        scored = [(read_state(p).get("score"), -step, p) for step, p in found]
-        scored = [s for s in scored if s[0] is not None]
+        sign = 1 if self.greater_is_better else -1
+        # the best score, the earliest of equal ones
+        scored = [(sign * score, -step, p) for step, p in found if (score := read_state(p).get("score")) is not None]
         keep = {p for _, p in found[-self.keep:]} | ({max(scored, key=lambda s: s[:2])[2]} if scored else set())
         for _, path in found:
             if path not in keep:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def _flag(key: str) -> str:
-    names = {"task": "task", "processes": "processes", "precision_used": "precision in use",
-             "train_data_sha1": "training data content (sha1)"}
-    return names.get(key, f"--{key.replace('_', '-')}")
-
-
 def cpu_copy(model) -> dict:
     return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-
-
-def features_sha1(features: list[dict]) -> str:
-    """A fingerprint of the training features (token ids and targets): the same file path with
-    other content is refused. Flattened through numpy: a few hundred ms for 50,000 features."""
-    import hashlib
-    import itertools
-
-    digest = hashlib.sha1()
-    for key in ("input_ids", "token_type_ids", "labels", "start_positions", "end_positions"):
-        values = [f.get(key) for f in features]
-        if all(v is None for v in values):
-            continue
-        if isinstance(values[0], list):  # per token: the lengths, then every value in a row
-            digest.update(np.array([len(v) for v in values], dtype=np.int64).tobytes())
-            values = itertools.chain.from_iterable(values)
-        digest.update(key.encode() + np.fromiter(values, dtype=np.int64).tobytes())
-    return digest.hexdigest()
-
-
-def rng_state() -> dict:
-    import torch
-
-    name, keys, position, has_gauss, gauss = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [name, keys.tolist(), position, has_gauss, gauss],
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def set_rng_state(state: dict) -> None:
-    import torch
-
-    random.setstate(state["python"])
-    name, keys, position, has_gauss, gauss = state["numpy"]
-    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, gauss))
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])

@@ -12,60 +12,28 @@ last batch is short and gives ranks different inference batch sizes, which break
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
-import time
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
-from tqdm.auto import tqdm
 
-from bertkit.engine.batching import Collator, LengthGroupedBatches, shard_batches, sorted_batches
 from bertkit.config import TrainConfig
+from bertkit.engine.batching import Collator, sorted_batches
+from bertkit.engine.checkpoints import Progress, RunningSums
 from bertkit.engine.cpu_kernels import CpuTrainingKernels
-from bertkit.errors import BertkitError
 from bertkit.engine.history import History
-from bertkit.engine.interrupts import StopRequests, TrainingInterrupted, test_signal
-from bertkit.engine.master_weights import MasterWeights
+from bertkit.engine.interrupts import StopRequests
+from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
 from bertkit.engine.precision import describe, resolve
+from bertkit.engine.progress import progress_bar
+from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.threads import configure as configure_threads
-from bertkit.engine.checkpoints import Progress, RunningSums, cpu_copy, set_rng_state
+from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
+from bertkit.errors import BertkitError
 
-NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-
-
-@dataclass
-class TrainReport:
-    history: list = field(default_factory=list)  # one dict per evaluation: epoch, train_loss, metrics
-    best_epoch: float | None = None
-    best_metric: float | None = None
-    train_seconds: float = 0.0
-    examples: int = 0  # totals over all processes
-    real_tokens: int = 0
-    padded_tokens: int = 0
-    token_pairs: int = 0  # sum of squared real lengths: attention's share of the FLOPs
-    eval_seconds: float = 0.0
-    optimizer_steps: int = 0
-    stopped_early: bool = False
-    best_step: int | None = None
-    log: list = field(default_factory=list)  # history.jsonl lines (history.py)
-    resumed_from: str | None = None  # the checkpoint this run continued from
-
-    def throughput(self) -> dict:
-        seconds = max(self.train_seconds, 1e-9)
-        return {"train_seconds": round(self.train_seconds, 3), "examples": self.examples, "tokens": self.real_tokens,
-                "examples_per_s": round(self.examples / seconds, 2),
-                "tokens_per_s": round(self.real_tokens / seconds, 1),
-                "padding_share": round(1 - self.real_tokens / max(self.padded_tokens, 1), 4),
-                "token_pairs": self.token_pairs, "eval_seconds": round(self.eval_seconds, 3),
-                "optimizer_steps": self.optimizer_steps}
 
 
 class Engine:
@@ -108,12 +76,8 @@ class Engine:
     _fitting = False
 
     def _progress(self, total: int, description: str):
-        if self.quiet or not self.accelerator.is_main_process:
-            return tqdm(total=total, disable=True)
-        if not sys.stderr.isatty():  # CI logs and files: a line per epoch / evaluation, no \r redraws
-            # only while training: a lone eval or predict keeps stderr for notices and errors
-            return LineProgress(total, description) if self._fitting else tqdm(total=total, disable=True)
-        return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
+        return progress_bar(total, description, show=not self.quiet and self.accelerator.is_main_process,
+                            fitting=self._fitting)
 
     def prepare_model(self, model):
         """For inference: bf16 casts the weights once instead of autocasting every forward."""
@@ -132,195 +96,62 @@ class Engine:
     # --- training -----------------------------------------------------------------------------
     def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
             evaluate=None, main_metric: str | None = None, collate_fn=None,
-            checkpoints=None) -> tuple[object, TrainReport]:
+            checkpoints=None, targets: dict | None = None, greater_is_better: bool = True
+            ) -> tuple[object, TrainReport]:
         """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch (or every
-        ``config.eval_every`` steps) and keep the best weights by ``main_metric``.
-        ``evaluate(model) -> dict`` is the task's evaluation. ``collate_fn`` replaces the padding
-        collator (masked-LM batches are masked there). ``checkpoints``
-        (``training_state.Checkpoints``) saves the full state every ``config.save_every`` steps and,
-        when it holds one, continues from a saved state exactly where it stopped."""
-        from transformers import get_linear_schedule_with_warmup
-
-        acc, accum = self.accelerator, config.grad_accum
+        ``config.eval_every`` steps) and keep the best weights by ``main_metric`` (the highest, or
+        the lowest with ``greater_is_better=False``). ``evaluate(model) -> dict`` is the task's
+        evaluation. ``targets`` (``{feature key: kind}``, batching.Collator) says how the default
+        collator makes tensors of the training targets; ``collate_fn`` replaces that collator
+        (masked-LM batches are masked there). ``checkpoints`` (checkpoints.Checkpoints) saves the
+        full state every ``config.save_every`` steps and, when it holds one, continues from a
+        saved state exactly where it stopped."""
+        acc = self.accelerator
         # seed + rank: each process draws its own dropout masks (DDP copies rank 0's weights anyway)
         set_seed(self.seed, device_specific=True)
-        lengths = [len(f["input_ids"]) for f in features]
-        sampler = LengthGroupedBatches(lengths, config.batch_size, config.seed)
-        per_rank = math.ceil(len(sampler) / acc.num_processes)  # the same on every rank (shard_batches)
-        steps_per_epoch = math.ceil(per_rank / accum)
-        # the epsilon keeps e.g. 0.1 x 30 steps (3.0000000000000004 in floats) at 3
-        total_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs - 1e-9))
-        full_epochs, rest_steps = divmod(total_steps, steps_per_epoch)
-        total_batches = full_epochs * per_rank + min(rest_steps * accum, per_rank)
+        plan = StepPlan([len(f["input_ids"]) for f in features], config, acc.num_processes, acc.process_index)
         if checkpoints is not None:  # the saved fp32 weights go in before bf16 master weights copy them
             checkpoints.load_weights(model)
-        groups = parameter_groups(model, config.weight_decay)
-        master = None
-        if self.precision == "bf16":  # sparse embedding gradients: DDP all-reduces dense ones only
-            master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
-            groups = master.groups
+        optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
         kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
-        # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
-        optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
-        # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
-        scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-        state, history, best_state, saved = Progress(), History(), None, None
+        state, history, best_weights, saved = Progress(), History(), None, None
         if checkpoints is not None:  # the optimizer's state goes in before it is prepared
-            state, history, best_state, saved = checkpoints.begin(acc, optimizer, scheduler)
-        model, optimizer = acc.prepare(model, optimizer)
-        collate = collate_fn or Collator(pad_token_id)
-        saving = checkpoints is not None and checkpoints.save_every is not None
-        sums = RunningSums(acc.device, saved)
-
-        def weights() -> dict:  # on the CPU in fp32: a bf16 run's trained weights are its masters
-            unwrapped = acc.unwrap_model(model)
-            return master.state_dict(unwrapped) if master else cpu_copy(unwrapped)
-
+            state, history, best_weights, saved = checkpoints.begin(acc, optimisation.optimizer,
+                                                                    optimisation.scheduler,
+                                                                    greater_is_better=greater_is_better)
+        model = optimisation.prepare(model)
+        collate = collate_fn or Collator(pad_token_id, targets)
+        selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
         self._fitting = True
-        progress = self._progress(total_batches, f"train from step {state.step}" if state.step else "train")
-        progress.update(min(state.epoch * per_rank + state.next_batch, total_batches))
-        lines = isinstance(progress, LineProgress)  # off a terminal: one line per epoch
-        if self.tracking:
-            from bertkit.engine.tracking import PROJECT, hyperparameters
-
-            acc.init_trackers(PROJECT, config=hyperparameters(config.to_dict()))
+        run = Run(self, model, config, plan, optimisation, kernels, state, history,
+                  RunningSums(acc.device, saved), selection, checkpoints)
         if saved is not None:
             set_rng_state(saved["rng"])  # last: nothing after this may draw random numbers
-        step_loss = 0.0
-        finished = state.step >= total_steps or state.stopped_early
         try:
-            with StopRequests(saving) as stop:
-                for epoch in range(state.epoch, math.ceil(total_steps / steps_per_epoch)):
-                    if finished:
-                        break
-                    sampler.set_epoch(epoch)
-                    batches, last_repeats = shard_batches(list(sampler), lengths, acc.num_processes,
-                                                          acc.process_index)
-                    model.train()
-                    kernels.apply()
-                    started, epoch_loss, ran = time.perf_counter(), 0.0, 0  # for LineProgress's line
-                    # a resumed epoch starts at the saved batch index: the plan is rebuilt, not replayed
-                    for i in range(state.next_batch if epoch == state.epoch else 0, len(batches)):
-                        indices = batches[i]
-                        window = min(accum, len(batches) - (i - i % accum))  # batches in this optimizer step
-                        sync = (i + 1) % accum == 0 or i + 1 == len(batches)
-                        batch = {k: v.to(acc.device) for k, v in collate([features[j] for j in indices]).items()}
-                        # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
-                        with contextlib.nullcontext() if sync else acc.no_sync(model):
-                            loss = model(**batch).loss
-                            acc.backward(loss / window)
-                        # fp32 accumulation; with several processes only at sync, after DDP's all-reduce
-                        if master is not None and (sync or acc.num_processes == 1):
-                            master.accumulate()
-                        if self.tracking:
-                            step_loss += loss.item() / window
-                        repeat = last_repeats and i + 1 == len(batches)
-                        sums.add(loss.detach(), [lengths[j] for j in indices], new=not repeat)
-                        progress.update(1)
-                        if lines:
-                            epoch_loss, ran = epoch_loss + loss.detach(), ran + 1
+            with StopRequests(run.saving) as stop:
+                for epoch in plan.epochs_left(state):
+                    batches, repeats_last = plan.shard(epoch)
+                    run.train_mode()
+                    for i in plan.batch_range(epoch, state, len(batches)):
+                        sync, window = plan.closes_step(i, len(batches)), plan.window(i, len(batches))
+                        loss = run.backward(collate([features[j] for j in batches[i]]), sync, window)
+                        run.count(loss, window, batches[i], repeated=repeats_last and i + 1 == len(batches))
                         if not sync:
                             continue
-                        logging = (state.step + 1) % config.log_every == 0
-                        grad_norm = None
-                        if config.max_grad_norm > 0 and master is not None:
-                            grad_norm = master.clip_(config.max_grad_norm)
-                        elif config.max_grad_norm > 0:
-                            grad_norm = acc.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                        elif logging and master is not None:
-                            grad_norm = master.grad_norm()
-                        elif logging:
-                            acc.unscale_gradients()
-                            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()
-                                                                       if p.grad is not None])
-                        lr = scheduler.get_last_lr()[0]  # the rate this step uses
-                        optimizer.step()
-                        if master is not None:
-                            master.publish()
-                        if not optimizer.step_was_skipped:  # an fp16 overflow skips the step
-                            scheduler.step()
-                        optimizer.zero_grad(set_to_none=True)
-                        state.step, state.epoch, state.next_batch = state.step + 1, epoch, i + 1
-                        test_signal("step", state.step)
-                        seen = epoch + (i + 1) / len(batches)  # epochs of data seen, 1.0 = one full pass
-                        if self.tracking:  # Accelerate logs on the main process only
-                            acc.log({"train/loss": step_loss, "train/lr": scheduler.get_last_lr()[0],
-                                     "train/epoch": seen}, step=state.step)
-                            step_loss = 0.0
-                        at = round(seen if config.max_steps else min(seen, config.epochs), 4)
-                        at = int(at) if at == int(at) else at
-                        finished = state.step >= total_steps
-                        if logging:
-                            loss_now = sums.mean_loss("log", acc)
-                            history.train(state.step, at, loss_now, lr, None if grad_norm is None else float(grad_norm))
-                            progress.set_postfix(epoch=f"{seen:.2f}", loss=f"{loss_now:.4f}")
-                        if lines and (i + 1 == len(batches) or finished):  # batches run in this process
-                            progress.line(f"epoch {epoch + 1}: {ran} batches, loss {float(epoch_loss) / ran:.4f}")
-                        due = state.step % config.eval_every == 0 if config.eval_every else i + 1 == len(batches)
-                        if due or finished:
-                            state.train_seconds += time.perf_counter() - started
-                            kernels.undo()
-                            best_state = self._evaluation_point(model, state, sums, at, evaluate, main_metric,
-                                                                history, best_state, weights)
-                            if config.patience and state.bad_evals >= config.patience:
-                                state.stopped_early = finished = True
-                            model.train()
-                            kernels.apply()
-                            started = time.perf_counter()
-                        due = saving and state.step % checkpoints.save_every == 0
-                        # A stop request needs an all-reduce with several processes: looked at on log steps only.
-                        stopping = not finished and (acc.num_processes == 1 or logging) and stop.agreed(acc)
-                        if due or stopping:
-                            state.train_seconds += time.perf_counter() - started
-                            path = checkpoints.save(acc, state, sums.state(), weights, optimizer, scheduler,
-                                                    best_state, history)
-                            started = time.perf_counter()
-                            if stopping:
-                                raise TrainingInterrupted(state.step, path)
-                        if finished:
+                        run.optimizer_step(epoch, i + 1, len(batches))
+                        if run.evaluation_due(epoch_done=i + 1 == len(batches)):
+                            run.evaluation_point()
+                        run.save_or_stop(stop)
+                        if run.finished:
                             break
-                    state.train_seconds += time.perf_counter() - started
+                    run.stop_clock()
+                    if run.finished:
+                        break
         finally:
-            kernels.undo()
-            progress.close()
+            run.close()
             self._fitting = False
-            if self.tracking:
-                acc.end_training()  # flushes and closes the event files
-        totals = acc.reduce(torch.tensor(sums.counts, dtype=torch.long, device=acc.device), "sum").tolist()
-        report = TrainReport(state.evals, state.best_epoch, state.best_metric, state.train_seconds,
-                             optimizer_steps=state.step, stopped_early=state.stopped_early, best_step=state.best_step,
-                             log=history.entries, resumed_from=str(checkpoints.resume_from) if checkpoints and
-                             checkpoints.resume_from else None)
-        report.examples, report.real_tokens, report.padded_tokens, report.token_pairs = (int(x) for x in totals)
-        report.eval_seconds = state.eval_seconds
-        model = acc.unwrap_model(model)
-        if master is not None:
-            master.to_fp32(model)  # the fp32 masters are the trained weights
-        if best_state is not None and state.best_step != state.evals[-1]["step"]:
-            model.load_state_dict(best_state)
-        return model, report
-
-    def _evaluation_point(self, model, state, sums, at, evaluate, main_metric, history, best_state, weights):
-        """Record the mean training loss since the last evaluation and, with an ``evaluate``, the
-        metrics; keep a copy of the weights when they are the best so far."""
-        acc = self.accelerator
-        entry = {"epoch": at, "step": state.step, "train_loss": round(sums.mean_loss("eval", acc), 5)}
-        if evaluate is not None:
-            started = time.perf_counter()
-            metrics = evaluate(model)  # identical on every rank, so every rank keeps the same best
-            state.eval_seconds += time.perf_counter() - started
-            entry["metrics"] = metrics
-            history.eval(state.step, at, metrics)
-            if self.tracking:
-                acc.log({f"eval/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
-            score = metrics[main_metric]
-            if state.best_metric is None or score > state.best_metric:
-                state.best_metric, state.best_epoch, state.best_step, state.bad_evals = score, at, state.step, 0
-                best_state = weights()
-            else:
-                state.bad_evals += 1
-        state.evals.append(entry)
-        return best_state
+        report = run.report()
+        return run.best_model(), report
 
     # --- inference ----------------------------------------------------------------------------
     def infer(self, model, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
@@ -387,30 +218,6 @@ class Engine:
         return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
 
 
-class LineProgress:
-    """tqdm's interface for output that is not a terminal: no redraws, one line per ``line()``
-    call (an epoch) and one when an evaluation pass closes."""
-
-    def __init__(self, total: int, description: str):
-        self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
-        self.lines = 0
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-
-    def set_postfix(self, **_values) -> None:
-        pass
-
-    def line(self, text: str) -> None:
-        self.lines += 1
-        print(f"{self.description}: {text} ({self.done}/{self.total} batches, "
-              f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if not self.lines and self.description == "eval":  # predict output stays quiet
-            self.line("done")
-
-
 def _launched_on_cpu() -> bool:
     """Several processes (torchrun, mpirun) on a machine without an accelerator: Accelerate uses
     gloo only when told ``cpu=True``; otherwise each process silently runs alone as rank 0 of 1."""
@@ -434,11 +241,3 @@ def _quiet_libraries() -> None:
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-
-
-def parameter_groups(model, weight_decay: float) -> list[dict]:
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            (no_decay if name.endswith(NO_DECAY) else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

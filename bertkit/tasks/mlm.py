@@ -8,9 +8,9 @@ collator (see ``bertkit/masking.py``), so every epoch sees different masks.
 
 An example is a document; ``postprocess`` sums its blocks' loss, chosen-token count and correct
 predictions, and ``metrics`` reports held-out ``loss`` (mean cross-entropy per chosen token),
-``perplexity`` = exp(loss) and ``accuracy`` (top-1 on chosen tokens). The engine keeps the epoch
-with the highest main metric, so the main metric is ``neg_loss`` (= -loss): the saved epoch is the
-one with the lowest held-out loss (accuracy on a few hundred masked tokens is too noisy to choose by).
+``perplexity`` = exp(loss) and ``accuracy`` (top-1 on chosen tokens). The main metric is ``loss``,
+minimised (``greater_is_better = False``): the saved epoch is the one with the lowest held-out loss
+(accuracy on a few hundred masked tokens is too noisy to choose by).
 
 Next-sentence prediction is not used: RoBERTa (Liu et al., 2019) found that dropping it matches or
 improves downstream results, and blocks of contiguous text need no sentence pairs.
@@ -35,7 +35,7 @@ FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL rec
 class MaskedLMTask(Task):
     name = "mlm"
     model_class = "AutoModelForMaskedLM"
-    main_metric = "neg_loss"
+    main_metric = "loss"
     output_names = ("mlm_stats",)
     summary = "masked-LM pre-training"
     greater_is_better = False  # the saved epoch has the lowest held-out loss
@@ -136,7 +136,7 @@ class MaskedLMTask(Task):
                                "give more held-out text (--eval-data) or a larger --eval-share")
         loss = loss_sum / count
         return {"loss": float(loss), "perplexity": float(math.exp(min(loss, 700.0))), "accuracy": float(correct / count),
-                "masked_tokens": int(count), "neg_loss": -float(loss)}
+                "masked_tokens": int(count)}
 
     def format_prediction(self, example, prediction):
         raise _no_predict()

@@ -1,0 +1,91 @@
+"""One optimizer step and what surrounds it: AdamW over decay / no-decay groups, the linear
+warmup/decay schedule, bf16 master weights, gradient clipping and the gradient norm."""
+
+from __future__ import annotations
+
+import torch
+
+from bertkit.engine.checkpoints import cpu_copy
+from bertkit.engine.master_weights import MasterWeights
+
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+
+
+def parameter_groups(model, weight_decay: float) -> list[dict]:
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            (no_decay if name.endswith(NO_DECAY) else decay).append(parameter)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class Optimisation:
+    """Built on the bare model before ``prepare``; ``accumulate`` after every backward, ``step`` at
+    the end of each accumulation window. With ``bf16`` the model trains in bf16 and the optimizer
+    updates fp32 masters (master_weights.MasterWeights)."""
+
+    def __init__(self, model, config, total_steps: int, acc, bf16: bool):
+        from transformers import get_linear_schedule_with_warmup
+
+        self.acc, self.max_grad_norm, self.model = acc, config.max_grad_norm, model
+        groups = parameter_groups(model, config.weight_decay)
+        self.master = None
+        if bf16:  # sparse embedding gradients: DDP all-reduces dense ones only
+            self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
+            groups = self.master.groups
+        # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
+        self.optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
+        # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
+        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, int(config.warmup_ratio * total_steps),
+                                                         total_steps)
+
+    def prepare(self, model):
+        """Wrap model and optimizer for this launch (DDP, device); after a checkpoint's optimizer
+        state went in."""
+        self.model, self.optimizer = self.acc.prepare(model, self.optimizer)
+        return self.model
+
+    def accumulate(self, sync: bool) -> None:
+        # fp32 accumulation; with several processes only at sync, after DDP's all-reduce
+        if self.master is not None and (sync or self.acc.num_processes == 1):
+            self.master.accumulate()
+
+    def step(self, want_norm: bool) -> tuple[float | None, float]:
+        """Clip, step, schedule, clear. Returns the gradient norm before clipping (None when neither
+        clipping nor ``want_norm`` needed it) and the learning rate this step used."""
+        grad_norm = self._clip() if self.max_grad_norm > 0 else self._norm() if want_norm else None
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        if self.master is not None:
+            self.master.publish()
+        if not self.optimizer.step_was_skipped:  # an fp16 overflow skips the step
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm, lr
+
+    def _clip(self):
+        if self.master is not None:
+            return self.master.clip_(self.max_grad_norm)
+        return self.acc.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+
+    def _norm(self):
+        if self.master is not None:
+            return self.master.grad_norm()
+        self.acc.unscale_gradients()  # fp16: the norm of the true gradients, not the scaled ones
+        return torch.nn.utils.get_total_norm([p.grad for p in self.model.parameters() if p.grad is not None])
+
+    @property
+    def learning_rate(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def weights(self) -> dict:
+        """The model's weights on the CPU in fp32: a bf16 run's trained weights are its masters."""
+        unwrapped = self.acc.unwrap_model(self.model)
+        return self.master.state_dict(unwrapped) if self.master else cpu_copy(unwrapped)
+
+    def trained_model(self):
+        """The bare model in fp32 (a bf16 run's fp32 masters are its trained weights)."""
+        model = self.acc.unwrap_model(self.model)
+        if self.master is not None:
+            self.master.to_fp32(model)
+        return model
