@@ -30,11 +30,10 @@ from bertkit.data import registry
 from bertkit.errors import BertkitError
 from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
-from bertkit.tasks import get_task_class
+from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
-PROBE_TASKS = ("cls", "pair")
 MAX_ITER = 2000
 
 
@@ -58,8 +57,9 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
           task_options: dict | None = None) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
 
-    if task not in PROBE_TASKS:
-        raise BertkitError(f"bertkit probe supports {', '.join(PROBE_TASKS)}, not {task!r}",
+    if not get_task_class(task).linear_probe:
+        probed = [name for name in finetune_tasks() if get_task_class(name).linear_probe]
+        raise BertkitError(f"bertkit probe supports {', '.join(probed)}, not {task!r}",
                            "token and span tasks need `bertkit finetune`")
     spec = parse_pooling(pooling)
     if not 0 < holdout < 1:

@@ -47,6 +47,7 @@ class Task(ABC):
     summary: str = ""  # a few words for `bertkit finetune --help`
     options_declared: tuple = ()  # TaskOption per setting; ``option_names`` follows from it
     option_names: tuple = ()
+    linear_probe: bool = False  # `bertkit probe` can read it: one label per text from a pooled vector
     greater_is_better: bool = True  # the direction of ``main_metric`` when choosing the best evaluation
     # feature key -> how its values become a tensor (CLASS, TOKEN_CLASS, FLOAT, MULTI_HOT): what the
     # engine collates and fingerprints besides the model inputs

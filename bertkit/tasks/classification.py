@@ -37,6 +37,7 @@ class SingleSentenceTask(Task):
     main_metric = "accuracy"
     reads_first_token_only = True
     summary = "one text"
+    linear_probe = True
     text_fields: tuple = ("text",)
     options_declared = (TEXT_COLUMN, LABEL_COLUMN)
     prediction_fields = {"text": "the input text", "label": "the most probable label's name",
