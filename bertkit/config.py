@@ -1,4 +1,10 @@
-"""Training hyperparameters: one documented field each, validated once before any work starts."""
+"""Every option a command takes, declared once: a dataclass field with its type, default and help.
+
+The CLI builds its flags from these fields (bertkit/cli/options.py), so every command that trains
+accepts every training option and the copies cannot drift. ``TrainConfig`` holds the
+hyperparameters (validated once, before any work starts); ``RunOptions`` what a training command
+reads and writes; ``InferenceOptions`` what every command that runs a saved model shares.
+"""
 
 from __future__ import annotations
 
@@ -7,53 +13,54 @@ from dataclasses import asdict, dataclass, field
 from bertkit.errors import BertkitError
 
 PRECISIONS = ("auto", "no", "fp16", "bf16")
+DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL = "Data", "Model and output", "Training", "Output"
+LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
+INFERENCE_PANEL = "Inference"
+REQUIRED = ...  # a field without a default: a required option on the command line
+PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
+                  "else no (fp32); bf16; fp16 (GPU).")
+THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
+
+
+def option(default, help: str, panel: str = TRAINING_PANEL, choices: tuple = (), flag: bool = False):
+    """A field the CLI turns into ``--name`` (``flag``: a bool given as a bare ``--name``)."""
+    return field(default=default, metadata={"help": help, "panel": panel, "choices": choices, "flag": flag})
 
 
 @dataclass
 class TrainConfig:
     """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3)."""
 
-    epochs: float = 3.0
-    """Passes over the training set; a fraction trains on that share of the last epoch."""
-    lr: float = 2e-5
-    """Peak AdamW learning rate, reached after warmup and then decayed linearly to zero."""
-    batch_size: int = 32
-    """Examples (features, for windowed tasks) per optimizer step per device, before accumulation."""
-    eval_batch_size: int = 64
-    max_length: int | None = None
-    """Longest tokenised sequence (None: the task's default, 128, or 384 for QA); batches are
-    padded only to their own longest row."""
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    """Decoupled weight decay, not applied to biases and LayerNorm weights."""
-    grad_accum: int = 1
-    max_grad_norm: float = 1.0
-    freeze_embeddings: bool = False
-    """Keep the word-embedding matrix fixed: no gradient, no optimizer state for its vocab x hidden
-    weights (over half of a small model's parameters); faster, at a measured accuracy cost."""
-    save_memory: bool = False
-    """Recompute self-attention in the backward pass instead of keeping its length² probabilities
-    (same numbers; for long sequences, e.g. QA at 384: less than half the peak memory, slower steps)."""
-    precision: str = "auto"
-    """auto: bf16 where the hardware computes it natively, else no (fp32); see bertkit.engine.precision."""
-    seed: int = 42
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    patience: int | None = None
-    """Stop after this many evaluations without improvement of the main metric (None: never)."""
+    epochs: float = option(3.0, "Training epochs (fractions allowed).")
+    lr: float = option(2e-5, "Peak learning rate (BERT paper: 2e-5 .. 5e-5).")
+    batch_size: int = option(32, "Training batch size per device, before accumulation (BERT paper: 16 or 32).")
+    eval_batch_size: int = option(64, "Batch size for evaluation.")
+    # None: the task's default (Task.default_max_length); batches are padded to their own longest row
+    max_length: int | None = option(None, "Max tokens per sequence; default: the task's.")
+    warmup_ratio: float = option(0.1, "Share of steps with linear warmup, then linear decay to 0.")
+    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).")
+    grad_accum: int = option(1, "Gradient accumulation steps.")
+    max_grad_norm: float = option(1.0, "Gradient clipping norm (0: off).")
+    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    # over half of a small model's weights are the word embeddings: no gradient, no optimizer state
+    freeze_embeddings: bool = option(False, "Do not train the word embeddings (faster; README: accuracy cost).",
+                                     flag=True)
+    save_memory: bool = option(False, "Recompute attention in backward: same numbers, much less memory for long "
+                                      "sequences (qa), slower steps.", flag=True)
+    seed: int = option(42, "Random seed (data order, head initialisation, dropout).")
+    max_train_samples: int | None = option(None, "Use only the first N training examples.", DATA_PANEL)
+    max_eval_samples: int | None = option(None, "Use only the first N evaluation examples.", DATA_PANEL)
+    patience: int | None = option(None, "Stop after N evaluations without improvement of the main metric.")
+    # task-specific settings (doc stride, columns...): declared by the task (TaskOption), validated by it
     task_options: dict = field(default_factory=dict)
-    """Task-specific settings (doc stride, answer length, columns...), validated by the task."""
-    # --- long runs (see training_state.py and history.py) ---
-    max_steps: int | None = None
-    """Optimizer steps to train; overrides ``epochs`` (the schedule spans exactly these steps)."""
-    eval_every: int | None = None
-    """Evaluate every N optimizer steps (None: after every epoch); best weights are kept per evaluation."""
-    log_every: int = 10
-    """Write training loss, learning rate and gradient norm to history.jsonl every N steps."""
-    save_every: int | None = None
-    """Save a complete, resumable training state every N optimizer steps (None: never)."""
-    keep_checkpoints: int | None = None
-    """Keep only the K newest checkpoints plus the best one (None: keep every checkpoint)."""
+    max_steps: int | None = option(None, "Optimizer steps to train (overrides --epochs).", LONG_PANEL)
+    eval_every: int | None = option(None, "Evaluate every N steps (default: after every epoch).", LONG_PANEL)
+    log_every: int = option(10, "Log loss, learning rate, gradient norm to history.jsonl every N steps.",
+                            LONG_PANEL)
+    save_every: int | None = option(None, "Save a resumable checkpoint every N steps into "
+                                          "<output>.checkpoints/step-N (Ctrl-C then saves one and stops).", LONG_PANEL)
+    keep_checkpoints: int | None = option(None, "Keep the K newest checkpoints plus the best (default: all).",
+                                          LONG_PANEL)
 
     def validate(self) -> "TrainConfig":
         checks = [
@@ -78,11 +85,46 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise BertkitError(message, "see `bertkit finetune --help` for the accepted values")
-        if self.precision not in PRECISIONS:
-            raise BertkitError(f"unknown --precision {self.precision!r}", f"use one of {', '.join(PRECISIONS)}")
+        check_precision(self.precision)
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         return self
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class RunOptions:
+    """What a training command reads and writes, besides its hyperparameters."""
+
+    data: str = option(REQUIRED, "A known dataset name (see `bertkit datasets`) or a file path.", DATA_PANEL)
+    eval_data: str | None = option(None, "Evaluation data; default: the known dataset's dev split.", DATA_PANEL)
+    data_dir: str | None = option(None, "Local data directory with the original files (<dir>/sst2/train.tsv ...); "
+                                        "default $BERTKIT_DATA_DIR.", DATA_PANEL)
+    model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).",
+                        MODEL_PANEL)
+    output: str | None = option(None, "Model directory to create (parents too); default runs/<task>-<data>.",
+                                MODEL_PANEL)
+    overwrite: bool = option(False, "Replace an existing model directory written by bertkit (only once training "
+                                    "succeeded); other directories are never replaced.", MODEL_PANEL, flag=True)
+    threads: int | None = option(None, THREADS_HELP)
+    report_to: str = option("none", "Trackers: tensorboard, wandb, mlflow, all or none (comma-separated allowed); "
+                                    "logs go to <output>.logs/.", OUTPUT_PANEL)
+    resume: bool = option(False, "Continue from the newest complete checkpoint of --output (same command line "
+                                 "otherwise).", LONG_PANEL, flag=True)
+    resume_from: str | None = option(None, "Continue from this checkpoint directory instead.", LONG_PANEL)
+
+
+@dataclass
+class InferenceOptions:
+    """What every command that runs a saved model shares (eval, predict)."""
+
+    batch_size: int = option(64, "Inference batch size.", INFERENCE_PANEL)
+    precision: str = option("auto", PRECISION_HELP, INFERENCE_PANEL, choices=PRECISIONS)
+    threads: int | None = option(None, THREADS_HELP, INFERENCE_PANEL)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")

@@ -31,13 +31,12 @@ def test_subcommands_are_the_registry():
 
 @pytest.mark.parametrize("task", ["cls", "pair", "ner", "qa"])
 def test_task_help_shows_only_what_the_task_reads(task):
-    from bertkit.cli.finetune import TASK_OPTIONS
     from bertkit.tasks import get_task_class
 
     result = bertkit("finetune", task, "--help")
     assert result.returncode == 0, result.stderr
     help_text = result.stdout
-    expected = {"--" + key.replace("_", "-") for key in get_task_class(task).option_names if key in TASK_OPTIONS}
+    expected = {"--" + option.name.replace("_", "-") for option in get_task_class(task).options_for("finetune")}
     assert expected == {"cls": {"--text-column", "--label-column"},
                         "pair": {"--text-column", "--text-pair-column", "--label-column"},
                         "ner": {"--doc-stride"}, "qa": {"--doc-stride", "--max-answer-length"}}[task]

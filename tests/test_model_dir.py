@@ -120,7 +120,7 @@ def test_finetune_probe_and_pretrain_write_one_key_set(tmp_path, tiny_bert, run_
     assert written["finetune"]["data"]["eval_file"] == str((tmp_path / "dev.csv").resolve())
     assert written["probe"]["data"]["eval_file"] == str((tmp_path / "dev.csv").resolve())
     assert written["pretrain"]["data"] | {"train": None} == {
-        "name": None, "train": None, "data_dir": None, "eval": "2 held-out documents of the training file",
+        "name": None, "train": None, "data_dir": None, "eval": "2 held-out examples of the training data",
         "eval_file": None, "train_examples": 6, "eval_examples": 2}
     assert written["probe"]["probe"]["pooling"] and written["finetune"]["probe"] is None
     assert written["pretrain"]["before"] and written["finetune"]["before"] is None

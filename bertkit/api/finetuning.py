@@ -35,6 +35,8 @@ class FinetuneResult:
     best_step: int | None = None
     resumed_from: str | None = None  # the checkpoint this run continued from (--resume)
     notices: list = field(default_factory=list)
+    before: dict = field(default_factory=dict)  # the starting model's scores (tasks that ask for them)
+    sections: dict = field(default_factory=dict)  # what the task adds to bertkit.json (Task.directory_sections)
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
@@ -64,12 +66,15 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
                        "at step 0")
-    train_examples = _first(adapter.read(train_source, TRAIN), config.max_train_samples)
+    train_examples, eval_examples = adapter.read(train_source, TRAIN), []
+    if eval_source is None:  # a task may hold out part of its training data (masked LM: whole documents)
+        train_examples, eval_examples = adapter.split_held_out(train_examples, config.seed, train_source.description)
+    train_examples = _first(train_examples, config.max_train_samples)
     adapter.fit_labels(train_examples)
-    eval_examples = []
     if eval_source is not None:
         eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
         adapter.check_eval_examples(eval_examples, eval_source)
+    eval_examples = _first(eval_examples, config.max_eval_samples)
 
     model_ref = resolve_model(model)
     model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
@@ -99,24 +104,35 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
     def evaluate_epoch(current_model) -> dict:
         kept = {}
-        metrics = score(engine, adapter, current_model, eval_examples, eval_features, config.eval_batch_size,
-                         tokenizer.pad_token_id, keep=kept)[0]
+        metrics = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
+                        eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id, keep=kept)[0]
         evaluations.append((metrics, kept.get("details")))
         return metrics
 
+    network = adapter.training_network(network)
+    before = {}
+    if adapter.evaluate_before_training and eval_examples:
+        before = evaluate_epoch(network.to(engine.accelerator.device))
+        evaluations.clear()
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
                                  evaluate_epoch if eval_examples else None, adapter.main_metric,
+                                 collate_fn=adapter.training_collator(tokenizer, config.seed),
                                  checkpoints=checkpoints, targets=adapter.targets,
                                  greater_is_better=adapter.greater_is_better)
+    network = adapter.finish_model(network, model_ref, model)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=runtime, best_step=report.best_step, resumed_from=report.resumed_from,
-                            notices=notices)
+                            notices=notices, before=before,
+                            sections=adapter.directory_sections())
+    held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
     meta = ModelMeta(
-        kind="finetune", task=adapter.state(), base_model=model, config=config.to_dict(),
+        kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
         data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
-                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir)),
+                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir),
+                         eval_description=held_out),
+        before=before or None, **result.sections,
         metrics=result.metrics, best_epoch=report.best_epoch, best_step=report.best_step,
         resumed_from=report.resumed_from, history=report.history, throughput=result.throughput,
         preprocessing=preprocessing, stopped_early=report.stopped_early, runtime=runtime,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from enum import Enum
 
 import typer
 
@@ -12,16 +11,6 @@ from bertkit.errors import BertkitError
 RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  # set by torchrun / mpirun
 
 
-class Precision(str, Enum):
-    auto = "auto"
-    no = "no"
-    fp16 = "fp16"
-    bf16 = "bf16"
-
-
-PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
-                  "else no (fp32); bf16; fp16 (GPU).")
-THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
 
 
 def runtime_line(runtime: dict) -> str:

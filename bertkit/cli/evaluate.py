@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision, echo_notices, format_metrics, is_main_process, runtime_line
-from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir,
+from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.options import (Precision, DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir,
                                   Threads)
 
 SCORING_PANEL = "Scoring"

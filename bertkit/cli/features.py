@@ -13,9 +13,11 @@ from enum import Enum
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import PRECISION_HELP, Precision
+from bertkit.cli.options import Precision, command, from_dataclass, from_task, plain, split
+from bertkit.config import PRECISION_HELP, RunOptions, TrainConfig
 
 POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
                 "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
@@ -29,7 +31,8 @@ class ProbeTask(str, Enum):
     pair = "pair"
 
 
-pretrain_app = typer.Typer(no_args_is_help=True, help="Continued pre-training of a BERT-family checkpoint.")
+pretrain_app = typer.Typer(cls=None, no_args_is_help=True,
+                            help="Continued pre-training of a BERT-family checkpoint.")
 inspect_app = typer.Typer(no_args_is_help=True, help="Look inside a model: word pieces, attention heads.")
 
 
@@ -111,51 +114,38 @@ def probe(
     typer.echo(f"saved to {result.output_dir}")
 
 
-@pretrain_app.command("mlm")
-def pretrain_mlm(
-    data: str = typer.Option(..., help="Text file (documents separated by blank lines) or JSONL with 'text'."),
-    eval_data: Optional[str] = typer.Option(None, help="Held-out text; default: --eval-share of the documents."),
-    eval_share: float = typer.Option(0.1, help="Share of documents held out when --eval-data is not given (0: none)."),
-    model: str = typer.Option("bert-base-uncased", help=MODEL_HELP),
-    output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/mlm-<data>."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --output directory (only once training succeeded)."),
-    epochs: float = typer.Option(3.0, help="Passes over the training blocks (fractions allowed)."),
-    lr: float = typer.Option(5e-5, help="Peak learning rate."),
-    batch_size: int = typer.Option(32, help="Blocks per step per device."),
-    eval_batch_size: int = typer.Option(64, help="Blocks per evaluation batch."),
-    max_length: int = typer.Option(128, help="Tokens per block, [CLS] and [SEP] included."),
-    warmup_ratio: float = typer.Option(0.1, help="Share of steps with linear warmup, then linear decay to 0."),
-    weight_decay: float = typer.Option(0.01, help="AdamW weight decay (not on biases and LayerNorm)."),
-    grad_accum: int = typer.Option(1, help="Gradient accumulation steps."),
-    max_grad_norm: float = typer.Option(1.0, help="Gradient clipping norm (0: off)."),
-    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
-    seed: int = typer.Option(42, help="Seed of the masks, the data order and the held-out documents."),
-    max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training documents."),
-    max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N held-out documents."),
-    patience: Optional[int] = typer.Option(None, help="Stop after N evaluations without improvement."),
-    mask_rate: float = typer.Option(0.15, help="Share of (non-special) tokens chosen for prediction."),
-    mask_token_share: float = typer.Option(0.8, help="Of the chosen tokens: share replaced by [MASK]."),
-    random_token_share: float = typer.Option(0.1, help="Of the chosen tokens: share replaced by a random token "
-                                             "(the rest stay unchanged)."),
-    whole_word_masking: bool = typer.Option(False, "--whole-word-masking",
-                                            help="Choose all sub-words of a word together (WordPiece vocabularies)."),
-):
-    """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
-    from bertkit.config import TrainConfig
-    from bertkit.api.pretraining import pretrain_mlm as run_pretrain
+PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
+PRETRAIN_HELP = {"data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
+                 "eval_data": "Held-out text; default: --eval-share of the documents.",
+                 "output": "Model directory to create; default runs/mlm-<data>.",
+                 "max_train_samples": "Use only the first N training documents.",
+                 "max_eval_samples": "Use only the first N held-out documents.",
+                 "max_length": "Tokens per block, [CLS] and [SEP] included; default 128."}
 
-    config = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
-                         max_length=max_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
-                         grad_accum=grad_accum, max_grad_norm=max_grad_norm, precision=precision.value, seed=seed,
-                         max_train_samples=max_train_samples, max_eval_samples=max_eval_samples, patience=patience)
+
+def _pretrain_mlm(**values):
+    """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
+    from bertkit.api.pretraining import pretrain_mlm as run_pretrain
+    from bertkit.engine.interrupts import TrainingInterrupted
+
+    values = plain(values)
+    run = split(values, RunOptions)
+    data, output = run.pop("data"), run.pop("output")
+    from bertkit.tasks.mlm import MaskedLMTask
+
+    task_options = {o.name: values.pop(o.name) for o in MaskedLMTask.options_for("pretrain")}
+    task_options = {k: v for k, v in task_options.items() if v is not None}
+    config = TrainConfig(**values)
     output = output or os.path.join("runs", f"mlm-{os.path.splitext(os.path.basename(data))[0]}")
-    result = run_pretrain(data, output, model=model, eval_data=eval_data, eval_share=eval_share, config=config,
-                          mask_rate=mask_rate, mask_token_share=mask_token_share,
-                          random_token_share=random_token_share, whole_word_masking=whole_word_masking,
-                          overwrite=overwrite)
+    try:
+        result = run_pretrain(data, output, config=config, **task_options, **run)
+    except TrainingInterrupted as stop:
+        typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
+        sys.exit(130)
     for part, stats in result.preprocessing.items():
-        typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into {stats['blocks']} "
-                   f"blocks of at most {max_length} tokens")
+        if isinstance(stats, dict) and "blocks" in stats:
+            typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
+                       f"{stats['blocks']} blocks of at most {config.max_length or 128} tokens")
     if result.before:
         typer.echo(f"before: held-out {_format_metrics(result.before)}")
     for entry in result.history:
@@ -165,6 +155,31 @@ def pretrain_mlm(
     typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s;"
                f" pooler {result.pooler}")
     typer.echo(f"saved to {result.output_dir}")
+
+
+def _pretrain_parameters() -> list:
+    from bertkit.tasks.mlm import MaskedLMTask
+
+    return (from_dataclass(RunOptions, helps=PRETRAIN_HELP) + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS,
+            helps=PRETRAIN_HELP) + from_task(MaskedLMTask, "pretrain"))
+
+
+class PretrainGroup(TyperGroup):
+    """`pretrain mlm` is built when asked for: its options come from the mlm task's module."""
+
+    def list_commands(self, ctx):
+        return ["mlm"]
+
+    def get_command(self, ctx, name):
+        if name != "mlm":
+            return None
+        single = typer.Typer(add_completion=False)
+        single.command(name="mlm")(command(_pretrain_mlm, _pretrain_parameters()))
+        return typer.main.get_command(single)
+
+
+pretrain_app = typer.Typer(cls=PretrainGroup, no_args_is_help=True, rich_markup_mode=None,
+                           help="Continued pre-training of a BERT-family checkpoint.")
 
 
 @inspect_app.command("attention")

@@ -6,98 +6,18 @@ it is built when asked for, so only that task's module is imported (`bertkit --h
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
-from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import (PRECISION_HELP, THREADS_HELP, Precision, echo_notices, format_metrics, is_main_process,
-                                 runtime_line)
-from bertkit.cli.options import DATA_PANEL, MODEL_PANEL, OUTPUT_PANEL, TRAINING_PANEL, DataDir
+from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.options import command, from_dataclass, from_task, plain, split
+from bertkit.config import RunOptions, TrainConfig
 from bertkit.tasks import finetune_tasks
 
-TASK_PANEL = "Task options"
-LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
-
-
-def _option(kind, help: str, panel: str = TRAINING_PANEL, *flags: str, **extra):
-    return Annotated[kind, typer.Option(*flags, help=help, rich_help_panel=panel, **extra)]
-
-
-# The options every task takes, in help order.
-def _shared(
-    data: _option(str, "A known dataset name (see `bertkit datasets`) or a file path.", DATA_PANEL,
-                  show_default=False),
-    eval_data: _option(Optional[str], "Evaluation data; default: the known dataset's dev split.", DATA_PANEL,
-                       show_default=False) = None,
-    data_dir: DataDir = None,
-    max_train_samples: _option(Optional[int], "Use only the first N training examples.", DATA_PANEL,
-                               show_default=False) = None,
-    max_eval_samples: _option(Optional[int], "Use only the first N evaluation examples.", DATA_PANEL,
-                              show_default=False) = None,
-    model: _option(str, "Hub name, local directory, or 'minilm' (bundled, offline).", MODEL_PANEL) =
-    "bert-base-uncased",
-    output: _option(Optional[str], "Model directory to create (parents too); default runs/<task>-<data>.",
-                    MODEL_PANEL, show_default=False) = None,
-    overwrite: _option(bool, "Replace an existing model directory written by bertkit (only once training "
-                             "succeeded); other directories are never replaced.", MODEL_PANEL, "--overwrite") = False,
-    epochs: _option(float, "Training epochs (fractions allowed).") = 3.0,
-    lr: _option(float, "Peak learning rate (BERT paper: 2e-5 .. 5e-5).") = 2e-5,
-    batch_size: _option(int, "Training batch size per device (BERT paper: 16 or 32).") = 32,
-    eval_batch_size: _option(int, "Batch size for evaluation.") = 64,
-    max_length: _option(Optional[int], "Max tokens per sequence; default 128 (qa: 384).", show_default=False) = None,
-    warmup_ratio: _option(float, "Share of steps with linear warmup, then linear decay to 0.") = 0.1,
-    weight_decay: _option(float, "AdamW weight decay (not on biases and LayerNorm).") = 0.01,
-    grad_accum: _option(int, "Gradient accumulation steps.") = 1,
-    max_grad_norm: _option(float, "Gradient clipping norm (0: off).") = 1.0,
-    precision: _option(Precision, PRECISION_HELP) = Precision.auto,
-    threads: _option(Optional[int], THREADS_HELP, show_default=False) = None,
-    freeze_embeddings: _option(bool, "Do not train the word embeddings (faster; README: accuracy cost).",
-                               TRAINING_PANEL, "--freeze-embeddings") = False,
-    save_memory: _option(bool, "Recompute attention in backward: same numbers, much less memory for long "
-                               "sequences (qa), slower steps.", TRAINING_PANEL, "--save-memory") = False,
-    seed: _option(int, "Random seed (data order, head initialisation, dropout).") = 42,
-    patience: _option(Optional[int], "Stop after N evaluations without improvement of the main metric.",
-                      show_default=False) = None,
-    report_to: _option(str, "Trackers: tensorboard, wandb, mlflow, all or none (comma-separated allowed); "
-                            "logs go to <output>.logs/.", OUTPUT_PANEL) = "none",
-    max_steps: _option(Optional[int], "Optimizer steps to train (overrides --epochs).", LONG_PANEL,
-                       show_default=False) = None,
-    eval_every: _option(Optional[int], "Evaluate every N steps (default: after every epoch).", LONG_PANEL,
-                        show_default=False) = None,
-    log_every: _option(int, "Log loss, learning rate, gradient norm to history.jsonl every N steps.",
-                       LONG_PANEL) = 10,
-    save_every: _option(Optional[int], "Save a resumable checkpoint every N steps into <output>.checkpoints/step-N "
-                                       "(Ctrl-C then saves one and stops).", LONG_PANEL, show_default=False) = None,
-    keep_checkpoints: _option(Optional[int], "Keep the K newest checkpoints plus the best (default: all).",
-                              LONG_PANEL, show_default=False) = None,
-    resume: _option(bool, "Continue from the newest complete checkpoint of --output (same command line "
-                          "otherwise).", LONG_PANEL, "--resume") = False,
-    resume_from: _option(Optional[str], "Continue from this checkpoint directory instead.", LONG_PANEL,
-                         show_default=False) = None,
-):
-    """Only its signature is used."""
-
-
-# Definitions of the task options; which task shows which comes from Task.option_names.
-TASK_OPTIONS = {
-    "text_column": lambda task: _option(Optional[str], "Column with the (first) text.", TASK_PANEL,
-                                        show_default=False),
-    "text_pair_column": lambda task: _option(Optional[str], "Column with the second text.", TASK_PANEL,
-                                             show_default=False),
-    "label_column": lambda task: _option(Optional[str], "Column with the label.", TASK_PANEL, show_default=False),
-    "doc_stride": lambda task: _option(Optional[int], {
-        "qa": "Tokens of OVERLAP between consecutive windows of a long context (as in HF, not the step "
-              "between windows; default 128).",
-        "ner": "Words shared by consecutive windows of a long sentence (default: half a window)."}[task],
-        TASK_PANEL, show_default=False),
-    "max_answer_length": lambda task: _option(Optional[int], "Longest answer in tokens (default 30).", TASK_PANEL,
-                                              show_default=False),
-}
 
 
 class TaskGroup(TyperGroup):
@@ -135,32 +55,30 @@ def _task_command(name: str):
     from bertkit.tasks import get_task_class
 
     task_class = get_task_class(name)
-    task_options = [key for key in task_class.option_names if key in TASK_OPTIONS]
-    parameters = list(inspect.signature(_shared, eval_str=True).parameters.values())
-    parameters += [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=TASK_OPTIONS[key](name),
-                                     default=None) for key in task_options]
+    length = f"Max tokens per sequence; default {task_class.default_max_length} (this task's)."
+    parameters = (from_dataclass(RunOptions) + from_dataclass(TrainConfig, helps={"max_length": length}) +
+                  from_task(task_class, "finetune"))
 
-    def command(**values):
-        _finetune(name, values, task_options)
+    def run(**values):
+        _finetune(name, plain(values), [o.name for o in task_class.options_for("finetune")])
 
-    command.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters])
-    command.__annotations__ = {p.name: p.annotation for p in parameters}
     single = typer.Typer(add_completion=False)
     about = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip().split("\n")[0]
-    single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(command)
+    single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(
+        command(run, parameters))
     return typer.main.get_command(single)
 
 
 def _finetune(task: str, values: dict, task_options: list) -> None:
     from bertkit import api
-    from bertkit.config import TrainConfig
 
     options = {key: values.pop(key) for key in task_options}
-    data, output = values.pop("data"), values.pop("output")
-    config = TrainConfig(precision=values.pop("precision").value,
-                         task_options={k: v for k, v in options.items() if v is not None},
-                         **{key: values.pop(key) for key in list(values)
-                            if key in TrainConfig.__dataclass_fields__})
+    run = split(values, RunOptions)
+    data, output = run.pop("data"), run.pop("output")
+    # an unset flag is None (a bare --flag: False): the task keeps its default; 0 is a value
+    config = TrainConfig(task_options={k: v for k, v in options.items() if v is not None and v is not False},
+                         **values)
+    values = run
     output = output or os.path.join("runs", f"{task}-{os.path.splitext(os.path.basename(data))[0]}")
     from bertkit.engine.interrupts import TrainingInterrupted
 

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import Precision, echo_notices, is_main_process, runtime_line
-from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, Backend, BatchSize, InferencePrecision, ModelDir,
+from bertkit.cli.common import echo_notices, is_main_process, runtime_line
+from bertkit.cli.options import (Precision, DATA_PANEL, OUTPUT_PANEL, Backend, BatchSize, InferencePrecision, ModelDir,
                                   Threads)
 
 

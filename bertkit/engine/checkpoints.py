@@ -65,10 +65,10 @@ class RunningSums:
     the last evaluation, and examples, real tokens, padded tokens and the sum of squared lengths
     (attention's token pairs, for FLOP counts) so far."""
 
-    def __init__(self, device, saved: dict | None = None):
+    def __init__(self, device, saved: dict | None = None, generators: dict | None = None):
         import torch
 
-        self.device = device
+        self.device, self.generators = device, generators
         self.loss = {k: [torch.zeros((), device=device), 0] for k in ("log", "eval")}
         self.counts = [0, 0, 0, 0]
         if saved is not None:
@@ -93,7 +93,8 @@ class RunningSums:
         return float(acc.reduce(total, "mean").item()) / max(batches, 1)
 
     def state(self) -> dict:
-        return {"loss": {k: list(v) for k, v in self.loss.items()}, "counts": list(self.counts), "rng": rng_state()}
+        return {"loss": {k: list(v) for k, v in self.loss.items()}, "counts": list(self.counts),
+                "rng": rng_state(self.generators)}
 
 
 def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:

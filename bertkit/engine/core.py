@@ -121,12 +121,14 @@ class Engine:
                                                                     greater_is_better=greater_is_better)
         model = optimisation.prepare(model)
         collate = collate_fn or Collator(pad_token_id, targets)
+        # a collator that draws (masked LM) names its generators: checkpoints save and restore them
+        generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
         self._fitting = True
         run = Run(self, model, config, plan, optimisation, kernels, state, history,
-                  RunningSums(acc.device, saved), selection, checkpoints)
+                  RunningSums(acc.device, saved, generators), selection, checkpoints)
         if saved is not None:
-            set_rng_state(saved["rng"])  # last: nothing after this may draw random numbers
+            set_rng_state(saved["rng"], generators)  # last: nothing after this may draw random numbers
         try:
             with StopRequests(run.saving) as stop:
                 for epoch in plan.epochs_left(state):

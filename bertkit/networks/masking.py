@@ -107,6 +107,7 @@ class MaskingCollator:
         self.pad = Collator(pad_token_id)
         self.rule, self.tables = rule, tables
         self.generator = torch.Generator().manual_seed(seed)
+        self.generators = {"masking": self.generator}  # saved with checkpoints, so a resumed run masks alike
 
     def __call__(self, features: list[dict]) -> dict:
         batch = self.pad(features)
@@ -169,3 +170,20 @@ class MaskedLMScorer(nn.Module):
         stats[:, 1].index_add_(0, rows, torch.ones_like(targets, dtype=stats.dtype))
         stats[:, 2].index_add_(0, rows, (logits.argmax(-1) == targets).to(stats.dtype))
         return {"mlm_stats": stats}
+
+
+def carry_base_pooler(masked_lm, model_ref: str, display_name: str) -> str:
+    """BERT's pooler (trained by NSP, read by sequence classifiers) is not part of a masked-LM
+    model: put the base checkpoint's pooler back, so fine-tuning from the output starts from it
+    rather than from a random one. Returns what happened, for the report."""
+    from bertkit.models import load_model
+
+    base = getattr(masked_lm, masked_lm.base_model_prefix, None)
+    if base is None or getattr(base, "pooler", False) is not None:
+        return "none in the base model"
+    encoder, info = load_model("AutoModel", model_ref, display_name, with_loading_info=True)
+    pooler = getattr(encoder, "pooler", None)
+    if pooler is None or any(key.startswith("pooler.") for key in info.get("missing_keys", ())):
+        return "none in the base model"
+    base.pooler = pooler.to(next(masked_lm.parameters()).device)
+    return "kept from the base model (not trained: no NSP)"

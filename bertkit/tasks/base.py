@@ -124,6 +124,34 @@ class Task(ABC):
     def metric_inputs(self, examples: list[dict], predictions: list) -> tuple:
         raise BertkitError(f"--metric does not support {self.name} models", "drop --metric")
 
+    # --- how it trains: hooks with the plain fine-tuning behaviour as defaults -----------------
+    directory_kind: str = "finetune"  # bertkit.json's "kind" of the directory it trains
+    evaluate_before_training: bool = False  # score the starting model too (reported as "before")
+
+    def split_held_out(self, examples: list[dict], seed: int, where: str) -> tuple[list, list]:
+        """(train, held-out) when no evaluation data is given; by default nothing is held out."""
+        return examples, []
+
+    def training_collator(self, tokenizer, seed: int):
+        """A collator that makes the targets per batch (None: the engine's padding collator)."""
+        return None
+
+    def training_network(self, model):
+        """The module the engine trains (a wrapper that computes the loss differently, or ``model``)."""
+        return model
+
+    def evaluation_network(self, model, tokenizer, unwrap):
+        """The module evaluation runs during training; ``unwrap`` removes the engine's wrappers."""
+        return model
+
+    def finish_model(self, trained, model_ref: str, display_name: str):
+        """The model to save from what ``training_network`` trained."""
+        return trained
+
+    def directory_sections(self) -> dict:
+        """Sections of bertkit.json this kind of directory adds (ModelMeta fields)."""
+        return {}
+
     @classmethod
     def options_for(cls, command: str) -> tuple:
         return tuple(option for option in cls.options_declared if command in option.commands)

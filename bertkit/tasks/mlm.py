@@ -47,7 +47,11 @@ class MaskedLMTask(Task):
                    "stay unchanged).", ("pretrain",), 0.1),
         TaskOption("whole_word_masking", bool, "Choose all sub-words of a word together (WordPiece vocabularies).",
                    ("pretrain",), False),
+        TaskOption("eval_share", float, "Share of documents held out when --eval-data is not given (0: none).",
+                   ("pretrain",), 0.1),
     )
+    directory_kind = "pretrain"
+    evaluate_before_training = True  # the report says how much pre-training changed the held-out loss
 
     def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -86,10 +90,6 @@ class MaskedLMTask(Task):
             raise BertkitError(f"{source.description}: every '{field}' is empty", FORMAT_HINT)
         return documents
 
-    def fit_labels(self, examples):
-        # api.finetune calls this; it cannot mask (no collator), so it must not run this task.
-        raise BertkitError("masked-LM training runs through `bertkit pretrain mlm`", "bertkit pretrain mlm --data FILE")
-
     # --- features --------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
         lines = [line for document in examples for line in document["lines"]]
@@ -110,6 +110,38 @@ class MaskedLMTask(Task):
                 features.append(feature)
         self.stats = {"documents": len(examples), "lines": len(lines), "tokens": tokens, "blocks": len(features)}
         return features
+
+    def split_held_out(self, examples, seed, where):
+        share = float(self.options.get("eval_share", 0.1))
+        if not 0 <= share < 1:
+            raise BertkitError("--eval-share must be in [0, 1) (0: no held-out evaluation)", "e.g. --eval-share 0.1")
+        return hold_out_documents(examples, share, seed, where) if share > 0 else (examples, [])
+
+    def training_collator(self, tokenizer, seed):
+        return self.collator(tokenizer, seed)
+
+    def training_network(self, model):
+        from bertkit.networks.masking import MaskedLMTrainer
+
+        return MaskedLMTrainer(model)
+
+    def evaluation_network(self, model, tokenizer, unwrap):
+        # the held-out text is masked by the scorer itself, which shares the weights being trained
+        return self.scoring_network(unwrap(model).model, tokenizer)
+
+    def finish_model(self, trained, model_ref, display_name):
+        from bertkit.networks.masking import carry_base_pooler
+
+        self.pooler_note = carry_base_pooler(trained.model, model_ref, display_name)
+        return trained.model
+
+    def directory_sections(self):
+        return {"pretraining": {
+            "objective": "masked LM",
+            "mask_rate": self.rule.rate, "mask_token_share": self.rule.mask_share,
+            "random_token_share": self.rule.random_share, "whole_word_masking": self.rule.whole_word,
+            "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
+            "pooler": getattr(self, "pooler_note", None)}}
 
     def collator(self, tokenizer, seed: int):
         from bertkit.networks.masking import MaskingCollator, VocabTables
