@@ -1,18 +1,171 @@
 """The model card: README.md in the Hugging Face format (YAML metadata, then prose), written from
-bertkit.json, so that the directory can be pushed to the Hub as it is."""
+bertkit.json, so that the directory can be pushed to the Hub as it is.
+
+``model_card_template.md`` is the card's layout; ``CardData`` holds its filled-in sections. What
+depends on the task (its Hub task, what it does, the usage snippet, its limits) is the task's own
+``card_text`` (bertkit/tasks), or the probe's (bertkit/api/probing.py) for a directory that
+``bertkit probe`` wrote. The card shows no local paths: the machine that trained the model is
+nobody else's business, and its paths mean nothing on the Hub.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from string import Template
 
-PIPELINES = {"cls": "text-classification", "pair": "text-classification", "ner": "token-classification",
-             "qa": "question-answering", "mlm": "fill-mask"}
-TASK_NAMES = {"text-classification": "Text Classification", "token-classification": "Token Classification",
-              "question-answering": "Question Answering", "fill-mask": "Fill-Mask"}
+from bertkit.errors import BertkitError
+from bertkit.tasks.base import CardText, Task
+
+TEMPLATE_FILE = Path(__file__).with_name("model_card_template.md")
 # Aliases resolve to a local copy; the card names the public checkpoint it is.
 BASE_MODEL_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 HUB_SPLITS = {"dev": "validation"}
+CAVEAT = ("Scores are on the evaluation data above; text from other domains, languages or time periods can score "
+          "much lower, and the model inherits the biases of its base model and training data.")
+
+
+@dataclass
+class CardData:
+    """The card's sections as markdown, in template order."""
+
+    front_matter: str
+    model_name: str
+    summary: str
+    intended_use: str
+    usage: str
+    training_data: str
+    training_procedure: str
+    evaluation: str
+    limitations: str
+    versions: str
+
+    def render(self) -> str:
+        text = Template(TEMPLATE_FILE.read_text(encoding="utf-8")).substitute(asdict(self))
+        return re.sub(r"\n{3,}", "\n\n", text)  # an empty section leaves no gap
+
+
+def model_card(meta: dict, model_name: str, figures: list[str] = ()) -> str:
+    return card_data(meta, model_name, figures).render()
+
+
+def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
+    text, values = card_text(meta, model_name)
+    data = meta.get("data") or {}
+    metrics = {k: v for k, v in (meta.get("metrics") or {}).items() if isinstance(v, (int, float))
+               and not isinstance(v, bool)}
+    base = meta.get("base_model")
+    origin = f" from `{base_model_id(base) or public_name(base)}`" if base else ""
+    summary = [f"A {(text.title + ' model').lower() if text.title else 'model'} trained with "
+               f"[bertkit](https://pypi.org/project/bertkit/){origin}" + (f": it {text.does}." if text.does else ".")]
+    labels = meta["task"].get("labels") or []
+    if labels:
+        summary.append(f"Labels: {', '.join(f'`{label}`' for label in labels)}.")
+    trained_on = data.get("name") or source_name(data.get("train"))
+    intended = (f"{text.title or 'Prediction'} of English text like its training data"
+                + (f" ({trained_on})" if trained_on else "") + ". Check it on your own data before relying on it.")
+    if text.snippet:
+        usage = f"```python\n{Template(text.snippet).safe_substitute(values)}\n```\n\nor with bertkit: {text.cli}."
+    else:
+        usage = f"Use it with bertkit: {text.cli}."
+    limitations = Template(text.limitations).safe_substitute(values)
+    return CardData(
+        front_matter=front_matter(meta, model_name, text, metrics), model_name=model_name,
+        summary="\n".join(summary), intended_use=intended, usage=usage, training_data=_training_data(data),
+        training_procedure=_procedure(meta), evaluation=_evaluation(meta, metrics, figures),
+        limitations="\n".join(filter(None, (limitations, CAVEAT))), versions=_versions(meta))
+
+
+def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
+    """The card text of the directory's task (its probe's, for a probe directory) and the Python
+    literals its templates are filled with."""
+    from bertkit.tasks import get_task_class
+
+    state = meta["task"]
+    try:
+        task_class = get_task_class(state["task"])
+    except BertkitError:
+        task_class = Task  # a task this installation does not know still gets a card, without code
+    text = task_class.card_text
+    if meta.get("probe"):
+        from bertkit.api.probing import card_text as probe_card_text
+
+        text = probe_card_text(meta["probe"], text)
+    values = {option.name: option.default for option in task_class.options_declared}
+    values.update(state.get("options") or {})
+    values.update(text.example, labels=state.get("labels") or [], max_length=state.get("max_length"),
+                  model_dir=model_name)
+    return text, {name: _literal(value) for name, value in values.items() if value is not None}
+
+
+def front_matter(meta: dict, model_name: str, text: CardText, metrics: dict) -> str:
+    task, data = meta["task"]["task"], meta.get("data") or {}
+    base = base_model_id(meta.get("base_model"))
+    dataset_id, dataset_config = _dataset(data.get("name"))
+    yaml = ["library_name: transformers"]
+    if text.hub_task and text.pipeline:
+        yaml.append(f"pipeline_tag: {text.hub_task}")
+    yaml += ["tags:", "- bertkit", f"- {task}"]
+    if base:
+        yaml.append(f"base_model: {_quote(base)}")
+    if dataset_id:
+        yaml += ["datasets:", f"- {dataset_id}"]
+    if metrics:
+        yaml += ["metrics:"] + [f"- {name}" for name in metrics]
+        yaml += ["model-index:", f"- name: {_quote(model_name)}", "  results:", "  - task:",
+                 f"      type: {_quote(text.hub_task or task)}", f"      name: {_quote(text.title or task)}",
+                 "    dataset:",
+                 f"      name: {_quote(data.get('name') or public_name(data.get('eval') or 'eval data'))}",
+                 f"      type: {_quote(dataset_id or 'custom')}"]
+        if dataset_config:
+            yaml += [f"      config: {dataset_config}", "      split: validation"]
+        yaml.append("    metrics:")
+        for name, value in metrics.items():
+            yaml += [f"    - type: {name}", f"      value: {round(float(value), 4)}", f"      name: {name}"]
+    return "\n".join(yaml)
+
+
+def _training_data(data: dict) -> str:
+    lines = []
+    for role, key in (("train", "train"), ("evaluation", "eval")):
+        count = data.get(f"{key}_examples")
+        where = _dataset_source(data.get(key), data.get("name"))
+        lines.append(f"- {role}: {where or 'none'}" + (f" ({count} examples)" if where and count is not None else ""))
+    return "\n".join(lines)
+
+
+def _procedure(meta: dict) -> str:
+    lines = ["| hyperparameter | value |", "|---|---|"]
+    for key, value in (meta.get("config") or {}).items():
+        if value is not None and value != {}:
+            shown = json.dumps(value) if isinstance(value, (dict, list)) else public_name(value)
+            lines.append(f"| {key} | {shown} |")
+    if meta["task"].get("max_length") is not None:
+        lines.append(f"| max_length used | {meta['task']['max_length']} |")
+    throughput = meta.get("throughput") or {}
+    seconds, rate = throughput.get("train_seconds"), throughput.get("examples_per_s")
+    if seconds is not None:
+        lines += ["", f"Training took {seconds} s" + (f" ({rate} examples/s)." if rate is not None else ".")]
+    return "\n".join(lines)
+
+
+def _evaluation(meta: dict, metrics: dict, figures) -> str:
+    if metrics:
+        best = meta.get("best_epoch")
+        lines = [f"Best epoch: {best} (the saved weights).", ""] if best is not None else []
+        lines += ["| metric | value |", "|---|---|"] + [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
+    else:
+        lines = ["No evaluation data was given at training time."]
+    for figure in figures:
+        lines += ["", f"![{Path(figure).stem}]({figure})"]
+    return "\n".join(lines)
+
+
+def _versions(meta: dict) -> str:
+    versions = {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}
+    return ", ".join(f"{name} {version}" for name, version in versions.items() if version is not None)
 
 
 def base_model_id(name: str | None) -> str | None:
@@ -26,92 +179,44 @@ def base_model_id(name: str | None) -> str | None:
     return name
 
 
-def model_card(meta: dict, model_name: str, figures: list[str] = ()) -> str:
-    task = meta["task"]["task"]
-    pipeline = PIPELINES.get(task, "text-classification")
-    data = meta.get("data", {})
-    base = base_model_id(meta.get("base_model"))
-    dataset_id, dataset_config = _dataset(data.get("name"))
-    metrics = {k: v for k, v in (meta.get("metrics") or {}).items() if isinstance(v, (int, float))
-               and not isinstance(v, bool)}
-    yaml = ["---", "library_name: transformers", f"pipeline_tag: {pipeline}", "tags:", "- bertkit", f"- {task}"]
-    if base:
-        yaml.append(f"base_model: {_quote(base)}")
-    if dataset_id:
-        yaml += ["datasets:", f"- {dataset_id}"]
-    if metrics:
-        yaml += ["metrics:"] + [f"- {name}" for name in metrics]
-        yaml += ["model-index:", f"- name: {_quote(model_name)}", "  results:", "  - task:",
-                 f"      type: {pipeline}", f"      name: {TASK_NAMES[pipeline]}", "    dataset:",
-                 f"      name: {_quote(data.get('name') or Path(str(data.get('eval') or 'eval data')).name)}",
-                 f"      type: {_quote(dataset_id or 'custom')}"]
-        if dataset_config:
-            yaml += [f"      config: {dataset_config}", "      split: validation"]
-        yaml.append("    metrics:")
-        for name, value in metrics.items():
-            yaml += [f"    - type: {name}", f"      value: {round(float(value), 4)}", f"      name: {name}"]
-    yaml.append("---")
-    return "\n".join(yaml) + "\n\n" + _body(meta, model_name, task, pipeline, base, metrics, figures)
+def public_name(value) -> str:
+    """``value`` as the card shows it: a local path becomes its last part (a file or directory name)."""
+    text = str(value)
+    return Path(text).name if _is_local_path(text) else text
 
 
-def _body(meta, model_name, task, pipeline, base, metrics, figures) -> str:
-    data, config = meta.get("data", {}), meta.get("config", {})
-    labels = meta["task"].get("labels") or []
-    what = {"cls": "classifies a text", "pair": "classifies a pair of texts", "ner": "tags each word with a BIO "
-            "entity tag", "qa": "extracts the answer span to a question from a context",
-            "mlm": "predicts masked word pieces (continued masked-LM pre-training)"}[task]
-    lines = [f"# {model_name}", "",
-             f"A {TASK_NAMES[pipeline].lower()} model fine-tuned with [bertkit](https://pypi.org/project/bertkit/) "
-             f"from `{meta.get('base_model')}`: it {what}."]
-    if labels:
-        lines.append(f"Labels: {', '.join(f'`{label}`' for label in labels)}.")
-    lines += ["", "## Intended use", "",
-              f"{TASK_NAMES[pipeline]} of English text like its training data "
-              f"({data.get('name') or data.get('train')}). Check it on your own data before relying on it.", "",
-              "```python", "from transformers import pipeline", "",
-              f'model = pipeline("{pipeline}", model="{model_name}")']
-    lines += {"cls": ['print(model("a gripping, beautifully acted film"))'],
-              "pair": ['print(model({"text": "The cat sat.", "text_pair": "A cat was sitting."}))'],
-              "ner": ['print(model("John lives in Paris", aggregation_strategy="first"))'],
-              "qa": ['print(model(question="Where does John live?", context="John lives in Paris."))'],
-              "mlm": ['print(model("John lives in [MASK]."))']}[task]
-    lines += ["```", "", "or with bertkit: `bertkit predict DIR --input texts.txt`.", "",
-              "## Training data", "",
-              f"- train: {data.get('train')} ({data.get('train_examples')} examples)",
-              f"- evaluation: {data.get('eval') or 'none'} ({data.get('eval_examples')} examples)", "",
-              "## Training procedure", "", "| hyperparameter | value |", "|---|---|"]
-    for key, value in config.items():
-        if value is not None and value != {}:
-            lines.append(f"| {key} | {json.dumps(value) if isinstance(value, dict) else value} |")
-    lines.append(f"| max_length used | {meta['task'].get('max_length')} |")
-    throughput = meta.get("throughput") or {}
-    if throughput:
-        lines += ["", f"Training took {throughput.get('train_seconds')} s "
-                      f"({throughput.get('examples_per_s')} examples/s)."]
-    lines += ["", "## Evaluation results", ""]
-    if metrics:
-        lines += [f"Best epoch: {meta.get('best_epoch')} (the saved weights).", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
-    else:
-        lines.append("No evaluation data was given at training time.")
-    for figure in figures:
-        lines += ["", f"![{Path(figure).stem}]({figure})"]
-    lines += ["", "## Limitations", "", _truncation(task, meta["task"].get("max_length")),
-              "Scores are on the evaluation data above; text from other domains, languages or time periods can "
-              "score much lower, and the model inherits the biases of its base model and training data.", "",
-              "## Versions", "", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items())
-              + f", bertkit {meta.get('bertkit_version')}", ""]
-    return "\n".join(lines)
+def source_name(description: str | None) -> str | None:
+    return public_name(description) if description else None
 
 
-def _truncation(task: str, max_length) -> str:
-    if task == "ner":
-        return (f"Sentences longer than {max_length} sub-word tokens are split into overlapping windows by bertkit; "
-                "plain transformers pipelines truncate them instead.")
-    if task == "qa":
-        return (f"Contexts longer than {max_length} tokens are read in overlapping windows; questions longer "
-                "than 64 tokens are cut.")
-    return f"Texts longer than {max_length} tokens are truncated: the rest of the text is not read."
+def _dataset_source(description: str | None, dataset: str | None) -> str | None:
+    """A split's source: a known dataset by name (with its file's name when read from a local
+    copy), a file by its name, anything else (a Hub split, held-out documents) as recorded."""
+    if not description:
+        return None
+    if dataset and _is_local_path(description):
+        return f"{dataset} ({Path(description).name})"
+    return public_name(description)
+
+
+def _is_local_path(text: str) -> bool:
+    if text.startswith(("/", "~", "./", "../", "\\")) or re.match(r"^[A-Za-z]:[\\/]", text):
+        return True
+    # a relative path without spaces ("data/train.csv"); recorded descriptions have spaces
+    # ("Hub nyu-mll/glue (sst2) split validation"), and Hub ids have one slash and no suffix
+    if " " not in text and ("\\" in text or text.count("/") > 1 or ("/" in text and Path(text).suffix)):
+        return True
+    try:
+        return "/" in text and Path(text).expanduser().exists()
+    except OSError:
+        return False
+
+
+def _literal(value) -> str:
+    """A Python literal for a template: strings in double quotes, as the snippets are written."""
+    if isinstance(value, (str, list, tuple, dict)) and not isinstance(value, bool):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def _dataset(name: str | None) -> tuple[str | None, str | None]:

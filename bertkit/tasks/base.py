@@ -9,7 +9,7 @@ and turn per-feature numpy outputs back into one prediction per example.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bertkit.data import readers
 from bertkit.data.registry import Source, load_hub_records
@@ -36,6 +36,26 @@ class TaskOption:
     default: object = None  # what the task uses when the option is not given (shown in --help)
 
 
+@dataclass(frozen=True)
+class CardText:
+    """What a task says in its model card (bertkit/reporting/card.py renders it).
+
+    ``snippet`` and ``limitations`` are ``string.Template`` text: ``$model_dir``, ``$max_length``,
+    ``$labels``, every option (its stored value, else its declared default) and every field of
+    ``example`` are filled in as Python literals, so the snippet runs on exactly the input that
+    ``example`` gives `bertkit predict` (one JSONL row) and the tests can compare the two answers.
+    The defaults are what a task without card text gets: a valid card with no code in it."""
+
+    hub_task: str | None = None  # the Hub's task id (model-index type), e.g. "text-classification"
+    title: str = "Fine-tuned"  # its display name, e.g. "Text Classification"
+    pipeline: bool = True  # transformers' pipeline(hub_task) loads the directory as it is (pipeline_tag)
+    does: str = ""  # completes "it ...", e.g. "classifies a text"
+    example: dict = field(default_factory=dict)
+    snippet: str = ""
+    cli: str = "`bertkit predict DIR --input FILE` (one JSON row per input)"
+    limitations: str = ""
+
+
 class Task(ABC):
     name: str
     model_class: str  # a transformers AutoModelFor... class name
@@ -53,6 +73,7 @@ class Task(ABC):
     # engine collates and fingerprints besides the model inputs
     targets: dict = {"labels": CLASS}
     prediction_fields: dict = {}  # the keys of one `bertkit predict` row -> what each holds
+    card_text: CardText = CardText()  # the task's words and code in its model card
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -15,6 +15,7 @@ from bertkit.data.readers import pick_column
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
 from bertkit.metrics.classification import classification_scores, softmax
+from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -38,6 +39,7 @@ class SingleSentenceTask(Task):
     reads_first_token_only = True
     summary = "one text"
     linear_probe = True
+    card_text = card_texts.CLS
     text_fields: tuple = ("text",)
     options_declared = (TEXT_COLUMN, LABEL_COLUMN)
     prediction_fields = {"text": "the input text", "label": "the most probable label's name",
@@ -180,6 +182,7 @@ class SentencePairTask(SingleSentenceTask):
     name = "pair"
     text_fields = ("text", "text_pair")
     summary = "two texts"
+    card_text = card_texts.PAIR
     options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN)
     prediction_fields = {"text_pair": "the second input text", **SingleSentenceTask.prediction_fields}
 

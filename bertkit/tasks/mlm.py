@@ -26,6 +26,7 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
+from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, Task, TaskOption
 
 TEXT_FIELDS = ("text", "content", "document", "context")
@@ -38,6 +39,7 @@ class MaskedLMTask(Task):
     main_metric = "loss"
     output_names = ("mlm_stats",)
     summary = "masked-LM pre-training"
+    card_text = card_texts.MLM
     greater_is_better = False  # the saved epoch has the lowest held-out loss
     targets = {}  # the masking collator draws the targets per batch
     options_declared = (

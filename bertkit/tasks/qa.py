@@ -20,6 +20,7 @@ from bertkit.decoding.spans import decode_best_batched, decode_question
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
+from bertkit.tasks import card_texts
 from bertkit.tasks.base import CLASS, PREDICT, Task, TaskOption
 from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
 
@@ -41,6 +42,7 @@ class QuestionAnsweringTask(Task):
     per_token_outputs = True
     default_max_length = 384
     summary = "answer spans"
+    card_text = card_texts.QA
     targets = {"start_positions": CLASS, "end_positions": CLASS}
     options_declared = (
         TaskOption("doc_stride", int, "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "

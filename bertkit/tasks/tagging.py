@@ -27,6 +27,7 @@ from bertkit.data.registry import Source, load_hub_records
 from bertkit.decoding.tags import detect_scheme, entity_spans, iob1_to_iob2, repair_bio, split_words, validate_bio
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
+from bertkit.tasks import card_texts
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN, TOKEN_CLASS, Task, TaskOption
 from bertkit.tasks.word_windows import encode_words, window_features
 
@@ -48,6 +49,7 @@ class TaggingTask(Task):
     main_metric = "f1"
     per_token_outputs = True
     summary = "a BIO tag per word"
+    card_text = card_texts.NER
     targets = {"labels": TOKEN_CLASS}
     options_declared = (
         TaskOption("doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a "
