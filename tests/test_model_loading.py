@@ -232,3 +232,22 @@ def test_left_padding_tokenizer_is_refused(models, tmp_path, train_csv, run_cli)
     result = finetune(run_cli, train_csv, out, model)
     assert_user_error(result, "puts [CLS] last or pads on the left")
     no_training(result, out)
+
+
+@pytest.mark.parametrize("command", ["embed", "probe", "pretrain", "inspect"])
+def test_every_command_checks_max_length_against_the_same_position_limit(models, train_csv, tmp_path, run_cli,
+                                                                         command):
+    """RoBERTa's config says POSITIONS + 2 (its positions start after the padding index): finetune's
+    one check refuses that length, and so does every other command that runs a model."""
+    roberta, beyond = models["roberta"], POSITIONS + 2
+    (tmp_path / "corpus.txt").write_text("the film was good\n\nthe plot was bad\n")
+    (tmp_path / "rows.txt").write_text("the film was good\nthe plot was bad\n")
+    args = {"embed": ["embed", roberta, "--input", tmp_path / "rows.txt", "--output", tmp_path / "v.npy"],
+            "probe": ["probe", "cls", "--data", train_csv, "--model", roberta, "--output", tmp_path / "p"],
+            "pretrain": ["pretrain", "mlm", "--data", tmp_path / "corpus.txt", "--model", roberta, "--output",
+                         tmp_path / "m"],
+            "inspect": ["inspect", "attention", roberta, "--text", "the film", "--json", "--output",
+                        tmp_path / "a.json"]}[command]
+    assert_user_error(run_cli(*args, "--max-length", beyond), f"--max-length {beyond} is above the {POSITIONS} "
+                      "positions", f"use --max-length {POSITIONS} or less")
+    assert not any((tmp_path / name).exists() for name in ("v.npy", "p", "m", "a.json"))

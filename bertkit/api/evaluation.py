@@ -70,19 +70,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
               "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
-        before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
-        if (partial is None) if store_tuned is None else store_tuned:
-            adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
-            if engine.is_main_process:  # under a multi-process launch one process writes
-                meta = update_meta(model_dir, {"task": adapter.state()}, current=meta)
-            report["tuned"] = tuned
-            if partial:
-                report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
-        else:
-            report["tuned_not_stored"] = tuned
-            reason = partial or "storing was turned off (--no-store-threshold)"
-            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
-                                     f"keeps {before} (--store-threshold stores it anyway)")
+        meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, engine.is_main_process)
     if engine.is_main_process:
         write_json(target, report)
         from bertkit.reporting.build import build_report
@@ -93,6 +81,26 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         report["notices"] += drawn["notices"]
     report["written_to"] = str(target)
     return report
+
+
+def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, store_tuned: bool | None, report: dict,
+                 writes: bool) -> dict:
+    """Store settings tuned on this data with the model (only from a full evaluation of its dev data,
+    unless ``store_tuned`` says otherwise); the report says what happened. Returns the meta."""
+    before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
+    if (partial is None) if store_tuned is None else store_tuned:
+        adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
+        if writes:  # under a multi-process launch one process writes
+            meta = update_meta(model_dir, {"task": adapter.state()}, current=meta)
+        report["tuned"] = tuned
+        if partial:
+            report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")
+    else:
+        report["tuned_not_stored"] = tuned
+        reason = partial or "storing was turned off (--no-store-threshold)"
+        report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
+                                 f"keeps {before} (--store-threshold stores it anyway)")
+    return meta
 
 
 def _partial_evaluation(meta, data, split, source, evaluated, available) -> str | None:

@@ -46,17 +46,20 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
-    checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py)."""
+    checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
+
+    Longer than the other functions on purpose: it is the command's order of events (checks that
+    need no model, then the model, then the work), which is the contract users rely on, read in one
+    place; the work itself is in _read_examples, _train and _save."""
     from bertkit.engine.tracking import logging_dir, parse_report_to
 
+    # every check that needs no model comes first: a mistake costs seconds, not a training run
     config = (config or TrainConfig()).validate()
     check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
-    task_class = get_task_class(task)
-    adapter = task_class(config.max_length or task_class.default_max_length, dict(config.task_options))
+    adapter = get_task_class(task)(config.max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, overwrite)
-
     train_source = registry.resolve(data, "train", data_dir, task)
     eval_source = registry.eval_source(data, eval_data, data_dir, task)
     _check_not_inside(output_path, train_source, eval_source)
@@ -66,25 +69,16 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
                        "at step 0")
-    train_examples, eval_examples = adapter.read(train_source, TRAIN), []
-    if eval_source is None:  # a task may hold out part of its training data (masked LM: whole documents)
-        train_examples, eval_examples = adapter.split_held_out(train_examples, config.seed, train_source.description)
-    train_examples = _first(train_examples, config.max_train_samples)
-    adapter.fit_labels(train_examples)
-    if eval_source is not None:
-        eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
-        adapter.check_eval_examples(eval_examples, eval_source)
-    eval_examples = _first(eval_examples, config.max_eval_samples)
+    train_examples, eval_examples = _read_examples(adapter, train_source, eval_source, config)
 
     model_ref = resolve_model(model)
     model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
-    adapter.max_length = choose_max_length(config.max_length, task_class.default_max_length, model_config, model)
+    adapter.max_length = choose_max_length(config.max_length, adapter.default_max_length, model_config, model)
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
 
     engine = Engine(config.precision, config.seed, trackers,
                     str(logging_dir(output_path)) if trackers else None, threads=threads)
-    runtime = engine.runtime(config.precision)
     if checkpoints is not None:
         checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
         checkpoints.check_compatible()
@@ -100,9 +94,59 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
 
-    evaluations = []  # (metrics, breakdown) per evaluation: the saved epoch's breakdown goes to the report
+    trained = _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
+                     checkpoints)
+    network, report = adapter.finish_model(trained.network, model_ref, model), trained.report
+    best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
+    result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
+                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
+                            runtime=engine.runtime(config.precision), best_step=report.best_step,
+                            resumed_from=report.resumed_from, notices=notices, before=trained.before,
+                            sections=adapter.directory_sections())
+    held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
+    meta = ModelMeta(
+        kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
+        data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
+                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir),
+                         eval_description=held_out),
+        before=trained.before or None, **result.sections, metrics=result.metrics, best_epoch=report.best_epoch,
+        best_step=report.best_step, resumed_from=report.resumed_from, history=report.history,
+        throughput=result.throughput, preprocessing=preprocessing, stopped_early=report.stopped_early,
+        runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
+    result.report = _save(engine, output_path, report, network, tokenizer, meta)
+    return result
 
-    def evaluate_epoch(current_model) -> dict:
+
+def _read_examples(adapter, train_source, eval_source, config: TrainConfig) -> tuple[list, list]:
+    """(train, eval) examples; labels are fitted on the training examples before eval is checked."""
+    train_examples, eval_examples = adapter.read(train_source, TRAIN), []
+    if eval_source is None:  # a task may hold out part of its training data (masked LM: whole documents)
+        train_examples, eval_examples = adapter.split_held_out(train_examples, config.seed, train_source.description)
+    train_examples = _first(train_examples, config.max_train_samples)
+    adapter.fit_labels(train_examples)
+    if eval_source is not None:
+        eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
+        adapter.check_eval_examples(eval_examples, eval_source)
+    return train_examples, _first(eval_examples, config.max_eval_samples)
+
+
+@dataclass
+class _Trained:
+    network: object
+    report: object
+    before: dict
+    evaluations: list  # (metrics, breakdown) per evaluation: the saved one's breakdown goes to the report
+
+    def details_of(self, metrics) -> dict | None:
+        return next((d for m, d in self.evaluations if m is metrics), None)
+
+
+def _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
+           checkpoints) -> _Trained:
+    """The engine's loop with the task's hooks: what it trains, how it collates, how it evaluates."""
+    evaluations = []
+
+    def evaluate(current_model) -> dict:
         kept = {}
         metrics = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
                         eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id, keep=kept)[0]
@@ -112,40 +156,28 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     network = adapter.training_network(network)
     before = {}
     if adapter.evaluate_before_training and eval_examples:
-        before = evaluate_epoch(network.to(engine.accelerator.device))
+        before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
-                                 evaluate_epoch if eval_examples else None, adapter.main_metric,
+                                 evaluate if eval_examples else None, adapter.main_metric,
                                  collate_fn=adapter.training_collator(tokenizer, config.seed),
                                  checkpoints=checkpoints, targets=adapter.targets,
                                  greater_is_better=adapter.greater_is_better)
-    network = adapter.finish_model(network, model_ref, model)
-    best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
-    result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
-                            runtime=runtime, best_step=report.best_step, resumed_from=report.resumed_from,
-                            notices=notices, before=before,
-                            sections=adapter.directory_sections())
-    held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
-    meta = ModelMeta(
-        kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
-        data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
-                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir),
-                         eval_description=held_out),
-        before=before or None, **result.sections,
-        metrics=result.metrics, best_epoch=report.best_epoch, best_step=report.best_step,
-        resumed_from=report.resumed_from, history=report.history, throughput=result.throughput,
-        preprocessing=preprocessing, stopped_early=report.stopped_early, runtime=runtime,
-        eval_details=next((d for m, d in evaluations if m is best.get("metrics")), None))
+    return _Trained(network, report, before, evaluations)
+
+
+def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta) -> dict:
+    """The model directory, all or nothing, with its history, card, figures and report (one process)."""
+    written = {}
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
 
         with staged_output(output_path) as staging:
             History(report.log).write(staging / HISTORY_FILE)
             record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
-            result.report = build_report(staging, record, name=output_path.name)
+            written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
-    return result
+    return written
 
 
 def _for_training(network, config: TrainConfig) -> None:

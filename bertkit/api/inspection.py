@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.models import load_model, load_tokenizer, resolve_model
+from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 PLOTS_HINT = "pip install 'bertkit[plots]' (matplotlib), or use --json for the raw weights"
@@ -42,6 +42,7 @@ def attention(model: str, text: str, text_pair: str | None = None, layer: int = 
                            f"use 1..{layers}, or -1 for the last (0 is the embeddings, which have no attention)")
     if head is not None and not 0 <= head < heads:
         raise BertkitError(f"--head {head}: the model has heads 0..{heads - 1}", "or use --all-heads")
+    choose_max_length(max_length, max_length, config, model)  # the one position-limit check
     encoded, truncated = _encode(tokenizer, text, text_pair, max_length)
     network = load_model("AutoModel", model_ref, model, attn_implementation="eager")
     network.eval()

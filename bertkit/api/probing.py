@@ -54,7 +54,10 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
           batch_size: int = 64, max_train_samples: int | None = None, max_eval_samples: int | None = None,
           holdout: float = 0.1, seed: int = 42, precision: str = "auto", overwrite: bool = False,
           task_options: dict | None = None) -> ProbeResult:
-    """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
+    """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory.
+
+    Long on purpose, like api.finetune: the command's order of events (checks, embedding, the C
+    search in fit_head, saving) read in one place."""
 
     from bertkit.networks.pooling import parse_pooling  # torch: kept out of the card's import path
 

@@ -14,7 +14,7 @@ import numpy as np
 from torch import nn
 
 from bertkit.errors import BertkitError
-from bertkit.models import OFFLINE_HINT, load_model
+from bertkit.models import OFFLINE_HINT, choose_max_length, load_model
 from bertkit.networks.pooling import Pooling, combine_windows, pool, token_vectors
 from bertkit.tasks.word_windows import encode_words, window_features
 
@@ -56,10 +56,7 @@ def check_encoder(model_ref: str, display_name: str, pooling: Pooling, max_lengt
         raise BertkitError(f"--model {display_name}: its config could not be read ({type(exc).__name__})",
                            OFFLINE_HINT) from exc
     pooling.check_layers(config.num_hidden_layers)
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions and max_length > positions:
-        raise BertkitError(f"--max-length {max_length} exceeds the model's {positions} positions",
-                           f"use --max-length {positions} or less (longer inputs are windowed)")
+    choose_max_length(max_length, max_length, config, display_name)  # the one position-limit check
 
 
 def load_encoder(model_ref: str, display_name: str, **kwargs):

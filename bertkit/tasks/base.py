@@ -79,8 +79,8 @@ class Task(ABC):
         super().__init_subclass__(**kwargs)
         cls.option_names = tuple(option.name for option in cls.options_declared)
 
-    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
-        self.max_length = max_length
+    def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
+        self.max_length = max_length or self.default_max_length
         self.options = {k: v for k, v in (options or {}).items() if k in self.option_names and v is not None}
         self.labels = list(labels) if labels else None
         self.stats: dict = {}  # preprocessing facts worth reporting (windows, truncations...)

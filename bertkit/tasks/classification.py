@@ -46,7 +46,7 @@ class SingleSentenceTask(Task):
                          "score": "its probability", "probabilities": "every label's probability, by name",
                          "truncated": "present (true) when the input was cut at --max-length"}
 
-    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+    def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         self._dataset_labels = None  # a known dataset's label names in its id order, seen in training data
 

@@ -55,7 +55,7 @@ class MaskedLMTask(Task):
     directory_kind = "pretrain"
     evaluate_before_training = True  # the report says how much pre-training changed the held-out loss
 
-    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+    def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         from bertkit.networks.masking import MaskRule
 

@@ -64,7 +64,7 @@ class QuestionAnsweringTask(Task):
                          "score": "softmax(start) x softmax(end) within its window",
                          "n_best": "with --n-best: the best distinct answers with probabilities"}
 
-    def __init__(self, max_length: int = 384, options: dict | None = None, labels: list | None = None):
+    def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         self._check_options()
         self._decoded = None  # (outputs, settings, decodings): tune() and postprocess() share one decode

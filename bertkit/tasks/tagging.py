@@ -62,7 +62,7 @@ class TaggingTask(Task):
                          "words": "the input's words", "tags": "one tag per word",
                          "entities": "type, text and character offsets of each entity"}
 
-    def __init__(self, max_length: int = 128, options: dict | None = None, labels: list | None = None):
+    def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         stride = self.options.get("doc_stride")
         if stride is not None and (not isinstance(stride, int) or stride < 0):
