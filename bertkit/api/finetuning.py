@@ -107,7 +107,9 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     meta = ModelMeta(
         kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
         data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
-                         name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir),
+                         name=data if registry.is_known(data) else None,
+                         # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
+                         data_dir=registry.data_dir(data_dir) if registry.is_known(data) else None,
                          eval_description=held_out),
         before=trained.before or None, **result.sections, metrics=result.metrics, best_epoch=report.best_epoch,
         best_step=report.best_step, resumed_from=report.resumed_from, history=report.history,
