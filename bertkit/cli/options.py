@@ -15,7 +15,7 @@ from bertkit.config import (DATA_PANEL, INFERENCE_PANEL, MODEL_PANEL, OUTPUT_PAN
                             REQUIRED, THREADS_HELP, TRAINING_PANEL, InferenceOptions, RunOptions)
 
 TASK_PANEL = "Task options"
-__all__ = ["DATA_PANEL", "INFERENCE_PANEL", "MODEL_PANEL", "OUTPUT_PANEL", "TRAINING_PANEL", "TASK_PANEL"]
+PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
 
 ModelDir = Annotated[str, typer.Argument(help="A directory written by `bertkit finetune`.", show_default=False)]
 Backend = Annotated[str, typer.Option(help="torch, onnx or onnx-int8 (after `bertkit export onnx`).",
@@ -59,10 +59,9 @@ def _task_help(option) -> str:
 
 
 def _parameter(name: str, kind, default, help_text: str, panel: str, choices: tuple, flag: bool):
-    if choices:
-        kind, default = Precision if choices == PRECISIONS else kind, default
-        if choices == PRECISIONS and default is not REQUIRED:
-            default = Precision(default)
+    if choices == PRECISIONS:  # click lists an Enum's values as the choices
+        kind = Precision
+        default = default if default is REQUIRED else Precision(default)
     declared = (f"--{name.replace('_', '-')}",) if flag else ()
     optional = default is None or _allows_none(kind)
     if optional and not flag:
