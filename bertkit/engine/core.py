@@ -12,6 +12,8 @@ last batch is short and gives ranks different inference batch sizes, which break
 
 from __future__ import annotations
 
+import atexit
+
 import numpy as np
 import torch
 from accelerate import Accelerator
@@ -58,6 +60,8 @@ class Engine:
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
         self.seed = seed
         set_seed(seed)
+        if self.accelerator.num_processes > 1:
+            _end_process_group_at_exit()
         if not self.accelerator.is_main_process:
             _quiet_libraries()
 
@@ -225,6 +229,20 @@ def _launched_on_cpu() -> bool:
     gloo only when told ``cpu=True``; otherwise each process silently runs alone as rank 0 of 1."""
     world = get_int_from_env(list(WORLD_SIZE_ENV), 1)
     return world > 1 and not torch.accelerator.is_available() and not is_torch_xla_available()
+
+
+def _end_process_group_at_exit() -> None:
+    """A gloo process group left for the interpreter's finalisation sometimes aborts the process
+    (SIGABRT, "terminate called without an active exception": its worker threads outlive Python,
+    pytorch#190489), failing a command that had already written its output. Ending it while Python
+    is still whole avoids that. Registered once per process, however many engines follow."""
+    atexit.unregister(_end_process_group)
+    atexit.register(_end_process_group)
+
+
+def _end_process_group() -> None:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def _release_other_precision(precision: str) -> None:
