@@ -114,3 +114,57 @@ def trained(tiny_bert, tmp_path_factory):
 
     get.root = root
     return get
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """small_disk(kib) -> a fresh directory on a tmpfs of that size (a full disk, for real:
+    ENOSPC from every writer, the Rust safetensors one included). Needs root and mount; skips
+    otherwise. Unmounted after the test."""
+    import subprocess
+
+    mounts = []
+
+    def make(kib: int = 3072) -> Path:
+        path = tmp_path / f"disk-{len(mounts)}"
+        path.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'})")
+        mounts.append(path)
+        return path
+
+    yield make
+    for path in reversed(mounts):
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """read_only(path) makes an existing directory unwritable for this process, root included: a
+    read-only bind mount as root (permission bits do not stop root), chmod a-w otherwise.
+    Undone after the test."""
+    import subprocess
+
+    undo = []
+
+    def make(path: Path) -> Path:
+        if os.geteuid() == 0:
+            for command in (["mount", "--bind", str(path), str(path)],
+                            ["mount", "-o", "remount,bind,ro", str(path)]):
+                done = subprocess.run(command, capture_output=True, text=True)
+                if done.returncode != 0:
+                    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+                    pytest.skip(f"cannot make a read-only bind mount here ({done.stderr.strip()})")
+            undo.append(lambda: subprocess.run(["umount", "-l", str(path)], capture_output=True))
+        else:
+            modes = {p: p.stat().st_mode for p in [path, *path.rglob("*")]}
+            for p in modes:
+                p.chmod(modes[p] & ~0o222)
+            undo.append(lambda: [p.chmod(mode) for p, mode in modes.items()])
+        return path
+
+    yield make
+    for step in reversed(undo):
+        step()
