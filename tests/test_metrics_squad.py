@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError
-from bertkit.metrics.squad import (best_null_threshold, exact_match, f1, normalize_answer,
+from bertkit.metrics.squad import (best_null_threshold, exact_match, f1, f1_v1, normalize_answer,
                                    squad_scores, squad_v2_scores)
 
 
@@ -39,6 +39,43 @@ def official_f1_score(prediction, ground_truth):
     precision = 1.0 * num_same / len(prediction_tokens)
     recall = 1.0 * num_same / len(ground_truth_tokens)
     return (2 * precision * recall) / (precision + recall)
+
+
+def official_exact_match_score(prediction, ground_truth):
+    return (official_normalize_answer(prediction) == official_normalize_answer(ground_truth))
+
+
+def official_metric_max_over_ground_truths(metric_fn, prediction, ground_truths):
+    scores_for_ground_truths = []
+    for ground_truth in ground_truths:
+        score = metric_fn(prediction, ground_truth)
+        scores_for_ground_truths.append(score)
+    return max(scores_for_ground_truths)
+
+
+def official_evaluate(dataset, predictions):
+    """evaluate-v1.1.py's evaluate(), verbatim apart from printing."""
+    f1 = exact_match = total = 0
+    for article in dataset:
+        for paragraph in article['paragraphs']:
+            for qa in paragraph['qas']:
+                total += 1
+                if qa['id'] not in predictions:
+                    continue
+                ground_truths = list(map(lambda x: x['text'], qa['answers']))
+                prediction = predictions[qa['id']]
+                exact_match += official_metric_max_over_ground_truths(
+                    official_exact_match_score, prediction, ground_truths)
+                f1 += official_metric_max_over_ground_truths(
+                    official_f1_score, prediction, ground_truths)
+    exact_match = 100.0 * exact_match / total
+    f1 = 100.0 * f1 / total
+    return {'exact_match': exact_match, 'f1': f1}
+
+
+def as_dataset(golds):
+    return [{"paragraphs": [{"qas": [{"id": q, "answers": [{"text": t} for t in texts]}
+                                     for q, texts in golds.items()]}]}]
 
 
 TRICKY = ["The Eiffel Tower!", "eiffel   tower", "An apple a day", "the-end", "Theater",
@@ -103,7 +140,49 @@ def test_squad_scores_v2_reports_has_and_no_answer_parts():
         "HasAns_exact": 50.0, "HasAns_f1": 50.0, "HasAns_total": 2,
         "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2,
     })
-    assert squad_scores(predictions, golds) == pytest.approx({"exact_match": 50.0, "f1": 50.0})  # v1.1 keys
+    with pytest.raises(BertkitError, match="'b' has no gold answer, which SQuAD v1.1 cannot score"):
+        squad_scores(predictions, golds)  # the v1.1 script fails on max([]) there
+
+
+# Golds that normalise to "" ("." is among the gold answers of 3 SQuAD v1.1 dev questions).
+DOT_GOLDS = {"q1": ["Denver Broncos", "."], "q2": ["."], "q3": ["the cat", "."]}
+DOT_PREDICTIONS = {"q1": ".", "q2": "the", "q3": "cat"}
+
+
+def test_v11_keeps_golds_that_normalise_to_nothing():
+    # v1.1 keeps "." as a gold answer: normalised it is "", and so are "." and "the".
+    # q1 ".": EM max(0, 1) = 1; F1: no tokens on the prediction side -> num_same 0 -> 0.
+    # q2 "the": EM "" == "" -> 1; F1 0 (again num_same 0).
+    # q3 "cat": "the cat" normalises to "cat" -> EM 1, F1 1.
+    # EM 3/3 = 100, F1 1/3. (The v2 rule would drop "." and give EM 2/3, F1 2/3.)
+    scores = squad_scores(DOT_PREDICTIONS, DOT_GOLDS)
+    assert scores == pytest.approx({"exact_match": 100.0, "f1": 100 / 3})
+    assert scores == pytest.approx(official_evaluate(as_dataset(DOT_GOLDS), DOT_PREDICTIONS))
+    assert f1_v1(".", ".") == 0.0 and f1_v1("the", ".") == 0.0 and f1(".", ".") == 1.0
+
+
+def test_v2_drops_golds_that_normalise_to_nothing():
+    golds = {**DOT_GOLDS, "q4": []}
+    predictions = {**DOT_PREDICTIONS, "q4": ""}
+    # v2 keeps only golds that normalise to something, else [""]:
+    # q1 "." vs ["Denver Broncos"]: EM 0; F1: pred has no tokens, gold has -> int(False) = 0.
+    # q2 "the" vs [""]: EM 1, F1 1 (both empty). q3 "cat": 1, 1. q4 "" vs [""]: 1, 1.
+    scores = squad_v2_scores(predictions, golds)
+    assert scores == pytest.approx({
+        "exact": 75.0, "f1": 75.0, "total": 4,
+        "HasAns_exact": 200 / 3, "HasAns_f1": 200 / 3, "HasAns_total": 3,
+        "NoAns_exact": 100.0, "NoAns_f1": 100.0, "NoAns_total": 1,
+    })
+
+
+def test_v11_matches_the_official_script_on_random_cases():
+    rng = np.random.default_rng(11)
+    texts = ["red dog", "the dog", ".", "the", "a red dog .", "dog", ""]
+    for _ in range(200):
+        n = int(rng.integers(1, 6))
+        golds = {f"q{i}": [str(t) for t in rng.choice(texts[:5], int(rng.integers(1, 4)))] for i in range(n)}
+        predictions = {q: str(rng.choice(texts)) for q in golds if rng.random() < 0.9}
+        assert squad_scores(predictions, golds) == pytest.approx(official_evaluate(as_dataset(golds), predictions))
 
 
 def test_squad_scores_needs_golds():
@@ -125,7 +204,7 @@ def test_best_null_threshold_by_hand():
     threshold, best_f1 = best_null_threshold(diffs, predictions, golds)
     assert threshold == -2.0 and best_f1 == pytest.approx(100 * (2 + 5 / 3) / 4)
     answered = _answer_with_threshold(threshold, diffs, predictions)
-    assert squad_scores(answered, golds)["f1"] == pytest.approx(best_f1)
+    assert squad_v2_scores(answered, golds)["f1"] == pytest.approx(best_f1)
 
 
 def test_best_null_threshold_moves_equal_diffs_together_and_can_answer_nothing():
@@ -147,8 +226,8 @@ def test_best_null_threshold_is_the_best_over_all_cut_points():
         predictions = {q: str(rng.choice(["red dog", "dog", "cat"])) for q in golds}
         diffs = {q: float(rng.integers(-3, 4)) for q in golds}  # integers: ties are common
         threshold, best_f1 = best_null_threshold(diffs, predictions, golds)
-        achieved = squad_scores(_answer_with_threshold(threshold, diffs, predictions), golds)
+        achieved = squad_v2_scores(_answer_with_threshold(threshold, diffs, predictions), golds)
         assert achieved["f1"] == pytest.approx(best_f1)
         for cut in [min(diffs.values()) - 1.0, *diffs.values()]:
             answered = _answer_with_threshold(cut, diffs, predictions)
-            assert squad_scores(answered, golds)["f1"] <= best_f1 + 1e-9
+            assert squad_v2_scores(answered, golds)["f1"] <= best_f1 + 1e-9
