@@ -21,7 +21,13 @@ Offset = tuple[int, int] | None
 
 @dataclass
 class SpanAnswer:
-    """One candidate answer; ``start``/``end`` are character offsets, ``end`` exclusive."""
+    """One candidate answer; ``start``/``end`` are character offsets, ``end`` exclusive.
+
+    ``score`` is the span's logit sum start_logit[i] + end_logit[j]; ``probability`` is
+    softmax(start)[i] x softmax(end)[j], each softmax over the context tokens of the window the
+    span was read in (``span_probability``): the model's own confidence in that span, which does
+    not depend on how many other answers are asked for.
+    """
 
     text: str
     start: int
@@ -111,9 +117,28 @@ def decode_question(
 
     candidates = (all_scores, np.concatenate(window_ids), np.concatenate(start_tokens),
                   np.concatenate(end_tokens))
-    answers = _top_distinct_answers(context, offsets, candidates, n_best)
-    _fill_probabilities(answers)
+    answers, picked = _top_distinct_answers(context, offsets, candidates, n_best)
+    for answer, (w, i, j) in zip(answers, picked):
+        is_context = np.array([o is not None for o in offsets[w]], dtype=bool)
+        answer.probability = span_probability(start_logits[w][is_context], end_logits[w][is_context],
+                                              start_logits[w][i], end_logits[w][j])
     return QuestionDecoding(answers[0], answers, null_score, answers[0].score)
+
+
+def span_probability(start_context_logits: np.ndarray, end_context_logits: np.ndarray,
+                     start_logit: float, end_logit: float) -> float:
+    """softmax(start)[i] x softmax(end)[j] of a span whose ends have these logits, each softmax
+    over the window's context tokens (all of them, the max-context rule aside). The one
+    definition of an answer's probability, used by both decoders, so an answer's value is the
+    same whether 1 or 20 answers are asked for."""
+    log_start = float(start_logit) - _log_sum_exp(np.asarray(start_context_logits, dtype=np.float64))
+    log_end = float(end_logit) - _log_sum_exp(np.asarray(end_context_logits, dtype=np.float64))
+    return float(np.exp(log_start + log_end))
+
+
+def _log_sum_exp(logits: np.ndarray) -> float:
+    top = float(logits.max())
+    return top + float(np.log(np.exp(logits - top).sum()))
 
 
 def _read_windows(
@@ -167,8 +192,9 @@ def _top_distinct_answers(
     offsets: list[list[Offset]],
     candidates: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     n_best: int,
-) -> list[SpanAnswer]:
-    """The ``n_best`` highest-scoring candidates whose texts differ (probabilities left at 0)."""
+) -> tuple[list[SpanAnswer], list[tuple[int, int, int]]]:
+    """The ``n_best`` highest-scoring candidates whose texts differ (probabilities left at 0),
+    and the (window, start token, end token) each was read from."""
     scores, window_ids, start_tokens, end_tokens = candidates
     total = len(scores)
     # Overlapping windows repeat the same span, so fetch a few spares before de-duplicating and
@@ -182,6 +208,7 @@ def _top_distinct_answers(
         # Highest score first; equal scores keep the earlier window / start / length.
         picked = picked[np.lexsort((picked, -scores[picked]))]
         answers: list[SpanAnswer] = []
+        where: list[tuple[int, int, int]] = []
         seen_texts: set[str] = set()
         for c in picked:
             start = offsets[window_ids[c]][start_tokens[c]][0]
@@ -191,19 +218,12 @@ def _top_distinct_answers(
                 continue
             seen_texts.add(text)
             answers.append(SpanAnswer(text, int(start), int(end), float(scores[c]), 0.0))
+            where.append((int(window_ids[c]), int(start_tokens[c]), int(end_tokens[c])))
             if len(answers) == n_best:
-                return answers
+                return answers, where
         if fetch == total:
-            return answers
+            return answers, where
         fetch = min(total, 4 * fetch)
-
-
-def _fill_probabilities(answers: list[SpanAnswer]) -> None:
-    """Softmax over the returned answers' scores only (the null score is not included)."""
-    scores = np.array([answer.score for answer in answers])
-    weights = np.exp(scores - scores.max())
-    for answer, probability in zip(answers, weights / weights.sum()):
-        answer.probability = float(probability)
 
 
 def decode_best_batched(
@@ -215,8 +235,8 @@ def decode_best_batched(
     """The single best span of every question at once, exact: the same search as
     ``decode_question(..., n_best=1)`` but vectorised over all windows of all questions, so the
     cost is a few numpy passes over one (windows x tokens) array instead of Python work per
-    question. ``probability`` is softmax(start)[i] * softmax(end)[j] over the context tokens of
-    the winning window: the model's own confidence in that span. A window may give
+    question. ``probability`` is ``span_probability`` in the winning window, as in
+    ``decode_question``. A window may give
     ``context_range`` = (first, last + 1) context token, which spares scanning its offsets."""
     lengths = np.array([len(w["start_logits"]) for w in windows])
     longest = int(lengths.max())
@@ -252,11 +272,6 @@ def decode_best_batched(
     null_per_question = np.full(len(contexts), np.inf)
     if present.any():
         null_per_question[present] = np.minimum.reduceat(null_scores[order], bounds[:-1][present])
-    won = winners[winners >= 0]
-    log_probability = np.full(len(windows), -np.inf)
-    if len(won):
-        log_probability[won] = (starts[won, best_start[won]] - _log_normalisers(starts[won])
-                                + ends[won, best_end[won]] - _log_normalisers(ends[won]))
     result = []
     for context, w, null_score in zip(contexts, winners.tolist(), null_per_question.tolist()):
         if w < 0 or not np.isfinite(best[w]):
@@ -264,8 +279,13 @@ def decode_best_batched(
             continue
         i, j = int(best_start[w]), int(best_end[w])
         start, end = windows[w]["offsets"][i][0], windows[w]["offsets"][j][1]
-        score = float(windows[w]["start_logits"][i]) + float(windows[w]["end_logits"][j])
-        answer = SpanAnswer(context[start:end], int(start), int(end), score, float(np.exp(log_probability[w])))
+        window_starts = np.asarray(windows[w]["start_logits"], dtype=np.float64)
+        window_ends = np.asarray(windows[w]["end_logits"], dtype=np.float64)
+        first, last = ranges[w]
+        score = float(window_starts[i]) + float(window_ends[j])
+        probability = span_probability(window_starts[first:last], window_ends[first:last], window_starts[i],
+                                       window_ends[j])
+        answer = SpanAnswer(context[start:end], int(start), int(end), score, probability)
         result.append(QuestionDecoding(answer, [answer], null_score, score))
     return result
 
@@ -285,11 +305,3 @@ def _sliding_max(values: np.ndarray, width: int) -> np.ndarray:
         result = np.maximum(result, shifted)
         span += step
     return result
-
-
-def _log_normalisers(logits: np.ndarray) -> np.ndarray:
-    """Row-wise log-sum-exp over the finite (context) entries; -inf for rows without any."""
-    top = logits.max(axis=1)
-    safe_top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return safe_top + np.log(np.exp(logits - safe_top[:, None]).sum(axis=1))

@@ -61,8 +61,16 @@ class QuestionAnsweringTask(Task):
     )
     prediction_fields = {"id": "the question's id", "answer": "the answer text (empty: no answer)",
                          "start": "its first character in the context", "end": "one past its last character",
-                         "score": "softmax(start) x softmax(end) within its window",
-                         "n_best": "with --n-best: the best distinct answers with probabilities"}
+                         "score": "softmax(start) x softmax(end) over the context tokens of the answer's window "
+                                  "(independent of --n-best); for an empty answer (SQuAD v2), "
+                                  "sigmoid(null_score_diff - null_threshold), above 0.5",
+                         "n_best": "with --n-best: the best distinct answers, each with that score",
+                         "null_score_diff": "SQuAD v2 models: [CLS] score minus the best span's score (higher: more "
+                                            "likely no answer; the answer is empty when it exceeds the model's "
+                                            "null_threshold): the official script's na_prob; null when the context "
+                                            "has no span",
+                         "best_span_answer": "SQuAD v2 models: the best non-empty answer, even when the answer is "
+                                             "empty: what the official script's --na-prob-file search needs"}
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -273,6 +281,12 @@ class QuestionAnsweringTask(Task):
         row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}
         if self.options.get("n_best"):
             row["n_best"] = prediction["n_best"]
+        if self._can_abstain():
+            # What evaluate-v2.0.py needs to reproduce eval's best_exact/best_f1: the best non-empty
+            # texts as predictions and the margins as --na-prob-file (README, "SQuAD v2 scores").
+            margin = prediction["null_margin"]
+            row["null_score_diff"] = margin if math.isfinite(margin) else None  # JSON has no Infinity
+            row["best_span_answer"] = prediction["best_text"]
         return row
 
 
