@@ -105,6 +105,36 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     return repair_bio(tags)
 
 
+def iob2_to_iob1(tags: Sequence[str]) -> list[str]:
+    """Convert one sentence of valid IOB2 tags to IOB1: an entity starts with ``I-X`` unless it
+    directly follows an entity of the same type, where it keeps ``B-X``. Inverse of
+    ``iob1_to_iob2`` on valid IOB1; the entities (as conlleval reads them) are unchanged."""
+    written = list(tags)
+    for index, tag in enumerate(tags):
+        prefix, entity_type = _split_tag(tag)
+        follows_same_type = index > 0 and _split_tag(tags[index - 1])[1] == entity_type
+        if prefix == "B" and not follows_same_type:
+            written[index] = "I-" + entity_type
+    return written
+
+
+def input_scheme(tags: Sequence[str] | None) -> str:
+    """The scheme of one sentence's input tags: ``"IOB1"`` when they are BIO tags with an entity
+    starting with ``I-`` (see ``detect_scheme``), else ``"IOB2"`` (also for no or non-BIO tags)."""
+    if not tags or not all(_is_bio_tag(tag) for tag in tags):
+        return "IOB2"
+    return detect_scheme([tags])
+
+
+def tags_as_written(predicted: Sequence[str], scheme: str = "IOB2") -> list[str]:
+    """The tags ``predict`` writes for one sentence: the predictions repaired to valid IOB2
+    (``repair_bio``), converted to IOB1 when the sentence's input tags are IOB1, so that
+    conlleval on (input file, predict's tags) compares like with like. Token accuracy is counted
+    on exactly these tags (bertkit.metrics.tagging)."""
+    repaired = repair_bio(predicted)
+    return iob2_to_iob1(repaired) if scheme == "IOB1" else repaired
+
+
 def entity_spans(
     words: Sequence[str],
     tags: Sequence[str],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from bertkit.decoding.tags import iob1_to_iob2, repair_bio, validate_bio
+from bertkit.decoding.tags import input_scheme, iob1_to_iob2, repair_bio, tags_as_written, validate_bio
 
 # classification_report adds these summary rows next to the per-type rows.
 _SUMMARY_ROWS = ("micro avg", "macro avg", "weighted avg")
@@ -31,21 +31,29 @@ def tagging_scores(
     not counted, so ill-formed predictions cost score. (Repairing first would make strict mode
     identical to the default.)
 
-    ``token_accuracy`` is the share of tokens whose predicted tag equals the gold tag, on the
-    predictions as given, as conlleval's "accuracy" is. When there are no gold or no
-    predicted entities, the undefined ratios are reported as 0.0.
+    ``token_accuracy`` is conlleval's "accuracy" computed on what ``bertkit predict`` writes
+    against the gold tags as given: correctly tagged tokens / all tokens, where a token is
+    correct when its tag string equals the gold one, ``O`` included (conlleval: ``if ($correct
+    eq $guessed and $guessedType eq $correctType) { $correctTags++; }`` for every token,
+    ``$tokenCounter++``). The predicted tags are taken as ``predict`` writes them
+    (``tags_as_written``): repaired to valid IOB2, and in IOB1 for a sentence whose gold tags are
+    IOB1, so running conlleval on the gold file and ``predict``'s tags for that file gives this
+    number, in strict mode too. (``-DOCSTART-`` lines are not tokens here; conlleval would count
+    each as one correct ``O``.) When there are no gold or no predicted entities, the undefined
+    ratios are reported as 0.0.
     """
     # imported here: seqeval pulls in scikit-learn (seconds), which `bertkit --help` must not pay for
     from seqeval.metrics import classification_report
     from seqeval.scheme import IOB2
 
     _check_aligned(gold, pred)
+    gold_as_given = [list(tags) for tags in gold]
+    pred = [list(tags) for tags in pred]
+    validate_bio(gold_as_given, "gold tags")
+    validate_bio(pred, "predicted tags")
     # Converting IOB1 gold keeps strict mode from silently dropping gold entities; for IOB2
     # gold it changes nothing.
-    gold = [iob1_to_iob2(tags) for tags in gold]
-    pred = [list(tags) for tags in pred]
-    validate_bio(gold, "gold tags")
-    validate_bio(pred, "predicted tags")
+    gold = [iob1_to_iob2(tags) for tags in gold_as_given]
 
     scored = pred if strict else [repair_bio(tags) for tags in pred]
     strict_options = {"mode": "strict", "scheme": IOB2} if strict else {}
@@ -68,10 +76,7 @@ def tagging_scores(
         for entity_type, row in report.items()
         if entity_type not in _SUMMARY_ROWS
     }
-    token_count = sum(len(tags) for tags in gold)
-    correct_tokens = sum(
-        g == p for gold_tags, pred_tags in zip(gold, pred) for g, p in zip(gold_tags, pred_tags)
-    )
+    token_count, correct_tokens = _tokens_tagged_right(gold_as_given, pred)
     return {
         "precision": float(overall.get("precision", 0.0)),
         "recall": float(overall.get("recall", 0.0)),
@@ -93,3 +98,12 @@ def _check_aligned(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
             raise ValueError(
                 f"sentence {index}: {len(gold_tags)} gold tags but {len(pred_tags)} predicted"
             )
+
+
+def _tokens_tagged_right(gold_as_given: list[list[str]], pred: list[list[str]]) -> tuple[int, int]:
+    """(all tokens, tokens whose written predicted tag equals the gold tag), as conlleval counts."""
+    correct = 0
+    for gold_tags, pred_tags in zip(gold_as_given, pred):
+        written = tags_as_written(pred_tags, input_scheme(gold_tags))
+        correct += sum(g == p for g, p in zip(gold_tags, written))
+    return sum(len(tags) for tags in gold_as_given), correct

@@ -12,7 +12,9 @@ nothing is truncated. ``stats`` counts the sentences that needed windows.
 
 Prediction input: lines of raw text (``.txt``, split into CoNLL-style words with character
 offsets), a ``text`` field in JSONL/JSON/CSV, pre-tokenised ``tokens`` in JSONL/JSON, or a
-CoNLL file. Each row gets ``words``, ``tags`` (valid IOB2) and ``entities``.
+CoNLL file. Each row gets ``words``, ``tags`` (valid IOB2; IOB1 for a sentence whose input tags
+are IOB1, so that conlleval on a gold file and its predictions matches ``eval``'s token
+accuracy) and ``entities``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.conll import read_conll, read_tagged_records
 from bertkit.data.registry import Source, load_hub_records
-from bertkit.decoding.tags import detect_scheme, entity_spans, iob1_to_iob2, repair_bio, split_words, validate_bio
+from bertkit.decoding.tags import (detect_scheme, entity_spans, input_scheme, iob1_to_iob2, split_words,
+                                   tags_as_written, validate_bio)
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
@@ -59,7 +62,8 @@ class TaggingTask(Task):
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
     )
     prediction_fields = {"text": "the raw input sentence (absent for pre-tokenised input)",
-                         "words": "the input's words", "tags": "one tag per word",
+                         "words": "the input's words",
+                         "tags": "one tag per word: valid IOB2, or IOB1 when the input sentence's own tags are IOB1",
                          "entities": "type, text and character offsets of each entity"}
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
@@ -124,6 +128,8 @@ class TaggingTask(Task):
         scheme = detect_scheme(tag_lists)
         if scheme == "IOB1":
             for example in examples:
+                # the file's own tags stay: token accuracy compares with them, as conlleval would
+                example["file_tags"] = example["tags"]
                 example["tags"] = iob1_to_iob2(example["tags"])
         self.schemes[purpose] = scheme
         if purpose == TRAIN:
@@ -182,7 +188,7 @@ class TaggingTask(Task):
         return [[tag or "O" for tag in tags] for tags in predicted]  # "O" for a word with no position
 
     def metrics(self, examples, predictions):
-        return tagging_scores([ex["tags"] for ex in examples], predictions, strict=bool(self.options.get("strict")))
+        return tagging_scores([_file_tags(ex) for ex in examples], predictions, strict=bool(self.options.get("strict")))
 
     def breakdown(self, examples, predictions, metrics):
         return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
@@ -193,7 +199,9 @@ class TaggingTask(Task):
         return [list(p) for p in predictions], [list(ex["tags"]) for ex in examples]
 
     def format_prediction(self, example, prediction):
-        tags = repair_bio(prediction)
+        # Valid IOB2, or IOB1 when the input sentence is tagged in IOB1 (a gold file given to
+        # predict): conlleval on that file and these tags then gives eval's token accuracy.
+        tags = tags_as_written(prediction, input_scheme(_file_tags(example)))
         row = {"text": example["text"]} if "text" in example else {}
         row.update(words=example["tokens"], tags=tags)
         if "offsets" in example:
@@ -201,6 +209,11 @@ class TaggingTask(Task):
         else:
             row["entities"] = entity_spans(example["tokens"], tags)
         return row
+
+
+def _file_tags(example: dict) -> list | None:
+    """An example's tags as its file wrote them (IOB1 gold is converted to IOB2 on reading)."""
+    return example.get("file_tags", example.get("tags"))
 
 
 def _types(examples: list[dict]) -> set:
