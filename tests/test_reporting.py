@@ -40,7 +40,7 @@ def test_qa_buckets_by_answer_length_and_first_word():
         {"question": "Who is there?", "answers": []},  # SQuAD v2: unanswerable
     ]
     # EM/F1: 1/1; 0/0.5 (paris vs city of paris: P 1, R 1/3); 0/0; "" on no answer: 1/1
-    result = qa_buckets(examples, ["john", "paris", "car", ""])
+    result = qa_buckets(examples, ["john", "paris", "car", ""], version_2=True)
     assert result["by_answer_length"] == {
         "1": {"count": 1, "exact_match": 100.0, "f1": 100.0},
         "3": {"count": 1, "exact_match": 0.0, "f1": 50.0},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.metrics.squad import exact_match, f1 as span_f1
+from bertkit.metrics.squad import exact_match, f1 as f1_v2, f1_v1
 
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "why", "how")
 # Gold answer length in words: SQuAD answers are mostly 1-3 words, with a long tail.
@@ -25,9 +25,11 @@ def confusion(labels: list, gold: list, predicted: list) -> dict:
     return {"kind": "confusion", "labels": list(labels), "matrix": matrix.tolist()}
 
 
-def qa_buckets(examples: list[dict], answers: list[str]) -> dict:
-    """EM and F1 (percent, best over gold answers, official normalisation) per bucket. A question
-    without gold answers (SQuAD v2) goes to the length bucket "none"."""
+def qa_buckets(examples: list[dict], answers: list[str], version_2: bool = False) -> dict:
+    """EM and F1 (percent, best over gold answers, official normalisation) per bucket, with the
+    F1 of the script the overall score follows (v1.1's or v2.0's, which differ on answers that
+    normalise to nothing). A question without gold answers (SQuAD v2) goes to the length bucket "none"."""
+    span_f1 = f1_v2 if version_2 else f1_v1
     by_length: dict = {}
     by_word: dict = {}
     for example, answer in zip(examples, answers):

@@ -267,7 +267,7 @@ class QuestionAnsweringTask(Task):
         return squad_v2_scores(answers, golds, *_null_margins_and_texts(predictions))
 
     def breakdown(self, examples, predictions, metrics):
-        return qa_buckets(examples, [p["answer"] for p in predictions])
+        return qa_buckets(examples, [p["answer"] for p in predictions], version_2=self._is_v2(examples))
 
     metric_inputs_description = "SQuAD dicts (id + prediction_text / id + answers)"
 
