@@ -266,3 +266,59 @@ def test_max_steps_overrides_epochs(root, run_cli):
     assert meta["throughput"]["optimizer_steps"] == 7 and meta["throughput"]["examples"] == 56
     assert [(h["step"], h["epoch"]) for h in meta["history"]] == [(7, 0.35)]
     assert not (root / "seven.checkpoints").exists()  # nothing saved without --save-every
+
+
+# --- checkpoints that cannot be read back ---------------------------------------------------------
+def _copy_checkpoints(root: Path, name: str) -> Path:
+    import shutil
+
+    target = root / f"{name}.checkpoints"
+    shutil.copytree(root / "killed.checkpoints", target)
+    return target
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_unreadable_newest_checkpoint_is_passed_over_and_the_run_still_ends_exact(single):
+    root, _ = single
+    checkpoints = _copy_checkpoints(root, "cut")
+    newest = max((p for p in checkpoints.iterdir() if p.name.startswith("step-")), key=lambda p: int(p.name[5:]))
+    before = int(newest.name[5:]) - 10
+    _truncate(newest / "model.safetensors")
+    code, stdout, err = run_here(command(root, "cut", "--resume"))
+    assert code == 0, err
+    assert f"resumed from {checkpoints / f'step-{before}'}" in stdout
+    assert f"checkpoint {newest.name} (model.safetensors: truncated" in stdout and "passed over" in stdout
+    assert_same_tensors(root / "full" / "model.safetensors", root / "cut" / "model.safetensors")
+
+
+@pytest.mark.parametrize("damage", ["optimizer.pt", "scheduler.pt", "rank-0.pt", "state.json", "best.safetensors"])
+def test_explicit_unreadable_checkpoint_fails_naming_the_previous_one(single, run_cli, damage):
+    root, _ = single
+    checkpoints = _copy_checkpoints(root, f"bad-{damage.replace('.', '-')}")
+    target = checkpoints / "step-30"
+    if not (target / damage).exists():
+        pytest.skip(f"step-30 has no {damage}")
+    if damage == "state.json":
+        (target / damage).write_text("{not json")
+    else:
+        _truncate(target / damage)
+    before = {p: p.stat().st_mtime_ns for p in checkpoints.rglob("*")}
+    args = command(root, f"bad-{damage.replace('.', '-')}", "--resume-from", target)
+    assert_user_error(run_cli(*args), f"checkpoint {target} cannot be read ({damage}",
+                      f"--resume-from {checkpoints / 'step-20'}")
+    assert {p: p.stat().st_mtime_ns for p in checkpoints.rglob("*")} == before
+    assert not (root / f"bad-{damage.replace('.', '-')}").exists()
+
+
+def test_no_readable_checkpoint_is_one_line(single, run_cli):
+    root, _ = single
+    checkpoints = _copy_checkpoints(root, "allbad")
+    for step in checkpoints.glob("step-*"):
+        _truncate(step / "optimizer.pt")
+    assert_user_error(run_cli(*command(root, "allbad", "--resume")), "no checkpoint under", "can be read",
+                      "optimizer.pt: truncated", "--overwrite")
+    assert not (root / "allbad").exists()

@@ -30,6 +30,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bertkit.engine.checkpoint_files import BEST, MODEL, STATE, checkpoint_problem
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
@@ -38,7 +39,6 @@ from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401
 from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
 
-STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"
 STEP_DIR = re.compile(r"step-(\d+)")
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
 
@@ -113,6 +113,32 @@ def read_state(path: Path) -> dict:
                            "pass --resume-from a step-N directory under <output>.checkpoints") from exc
 
 
+def _newest_readable(existing: list[tuple[int, Path]]) -> tuple[Path, list[str]]:
+    """The newest checkpoint whose files read back, and what was passed over on the way (newest
+    first, with why): a run killed while its disk was full still resumes from the one before."""
+    skipped = []
+    for _, path in reversed(existing):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path, skipped
+        skipped.append(f"{path.name} ({problem})")
+    raise BertkitError(f"no checkpoint under {existing[0][1].parent} can be read: " + "; ".join(skipped),
+                       "start afresh with --overwrite (it deletes them), or restore the files")
+
+
+def _check_readable(source: Path, siblings: list[tuple[int, Path]]) -> None:
+    """An explicitly named checkpoint that cannot be read fails, naming the newest older one that can."""
+    problem = checkpoint_problem(source)
+    if problem is None:
+        return
+    paths = [path for _, path in siblings]
+    older = reversed(paths[:paths.index(source)]) if source in paths else ()
+    previous = next((path for path in older if checkpoint_problem(path) is None), None)
+    hint = (f"resume from the previous complete one: --resume-from {previous}" if previous
+            else "restore its files, or start afresh with another --output")
+    raise BertkitError(f"checkpoint {source} cannot be read ({problem})", hint)
+
+
 class Checkpoints:
     """One run's checkpoints: validated in ``plan`` before any work, used by ``Engine.fit``."""
 
@@ -121,6 +147,7 @@ class Checkpoints:
         self.root, self.save_every, self.keep, self.identity = root, save_every, keep, identity
         self.resume_from, self.clear = resume_from, clear
         self.greater_is_better = True  # how _prune ranks scores: Engine.fit's setting, given to begin
+        self.skipped: list[str] = []  # newer checkpoints passed over because they cannot be read
         self._weights = None  # the checkpoint's weights, between load_weights and begin
 
     @classmethod
@@ -129,7 +156,7 @@ class Checkpoints:
         """Decide, before any data is read, what this run saves and where it continues from."""
         root = checkpoint_root(output)
         existing = complete_checkpoints(root)
-        source = None
+        source, skipped = None, []
         if resume_from:
             path = Path(resume_from).expanduser().resolve()
             inside = complete_checkpoints(path)  # a checkpoints directory: its newest
@@ -137,8 +164,9 @@ class Checkpoints:
             if not (source / STATE).is_file():
                 raise BertkitError(f"--resume-from {resume_from} is not a complete checkpoint (no {STATE})",
                                    f"pass a step-N directory under {root}")
+            _check_readable(source, complete_checkpoints(source.parent))
         elif resume and existing:
-            source = existing[-1][1]
+            source, skipped = _newest_readable(existing)
         elif existing and config.save_every and not resume:
             if not overwrite:
                 raise BertkitError(f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
@@ -147,6 +175,7 @@ class Checkpoints:
             return None
         plan = cls(root, config.save_every, config.keep_checkpoints, identity, source,
                    clear=bool(overwrite and existing and source is None))
+        plan.skipped = skipped
         plan.check_compatible()
         return plan
 
