@@ -18,6 +18,8 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from benchmarks.serve_load import run_load, summary  # noqa: E402
+from benchmarks.serve_soak import rss_kib, run_soak  # noqa: E402
+from benchmarks.serve_soak import summary as soak_summary  # noqa: E402
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE, write_sentiment_csv  # noqa: E402
 
 STARTUP_S = 180  # torch + transformers imports on 2 busy cores
@@ -42,13 +44,17 @@ def cls_model(tmp_path_factory, tiny_bert):
 
 
 @pytest.fixture(scope="module")
-def server(cls_model):
+def served(cls_model, tmp_path_factory):
+    """(url, server process, its console log file): the log goes to a file, not a pipe that the
+    access log could fill."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    log = tmp_path_factory.mktemp("serve-log") / "console.txt"
+    console = log.open("w")
     process = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", str(cls_model), "--port", str(port),
                                 "--max-inputs", "8", "--max-request-bytes", "4000", "--batch-size", "32",
                                 "--max-wait-ms", "10"],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               env=env, stdout=console, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + STARTUP_S
     while True:
@@ -59,11 +65,17 @@ def server(cls_model):
             pass
         if process.poll() is not None or time.time() > deadline:
             process.kill()
-            pytest.fail(f"server did not start: {process.stdout.read()}")
+            pytest.fail(f"server did not start: {log.read_text()}")
         time.sleep(0.5)
-    yield url
+    yield url, process, log
     process.terminate()
     process.wait(timeout=30)
+    console.close()
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
 
 
 def expected_rows(model_dir, texts, tmp_path):
@@ -111,6 +123,11 @@ def test_predict_one_and_many_match_bertkit_predict(server, cls_model, tmp_path)
     (json.dumps([1, 2]).encode(), 422, "input 1 is a int"),
     (json.dumps(["good"] * 9).encode(), 413, "9 inputs in one request, the limit is 8"),
     (json.dumps(["good " * 1000]).encode(), 413, "over the limit of 4000"),
+    (b"[" * 1900, 400, "nested too deeply"),  # Python's parser gives up at 1,000 levels
+    (b'{"text": "good \\ud800 film"}', 422, "row 1: field 'text' holds an unpaired UTF-16 surrogate"),
+    (json.dumps({"text": {"a": 1}}).encode(), 422, "row 1: field 'text' is an object, not a string"),
+    (json.dumps([{"text": "good"}, {"text": ["x"]}]).encode(), 422, "row 2: field 'text' is a list"),
+    (json.dumps({"text": True}).encode(), 422, "field 'text' is true/false"),
 ])
 def test_bad_requests_get_clear_4xx(server, body, status, fragment):
     response = httpx.post(server + "/predict", content=body, headers={"content-type": "application/json"})
@@ -119,9 +136,61 @@ def test_bad_requests_get_clear_4xx(server, body, status, fragment):
     assert fragment in error["error"] and error["hint"]
 
 
-def test_wrong_method_and_path(server):
-    assert httpx.get(server + "/predict").status_code == 405
-    assert httpx.get(server + "/nope").status_code == 404
+def test_wrong_method_and_path_answer_bertkits_error_body(server):
+    for response, status in ((httpx.get(server + "/predict"), 405), (httpx.get(server + "/nope"), 404)):
+        assert response.status_code == status
+        assert set(response.json()) == {"error", "hint"} and response.json()["hint"]
+
+
+def test_a_bad_row_fails_only_its_own_request(server, cls_model, tmp_path):
+    """One request that cannot be encoded among 20 good ones sent at the same moment: the good ones
+    share batches with it and must all answer 200 with exactly `bertkit predict`'s rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"the film was {w} {n}" for n in range(1, 5) for w in ("good", "bad", "great", "awful", "fine")]
+    want = expected_rows(cls_model, texts, tmp_path)
+    bodies = [json.dumps({"text": t}).encode() for t in texts]
+    bodies.insert(7, b'{"text": "good \\ud800 film"}')
+    with ThreadPoolExecutor(len(bodies)) as pool, httpx.Client(base_url=server, timeout=120) as session:
+        responses = list(pool.map(lambda b: session.post("/predict", content=b), bodies))
+    bad = responses.pop(7)
+    assert bad.status_code == 422 and "surrogate" in bad.json()["error"]
+    assert [r.status_code for r in responses] == [200] * 20
+    assert all(same_row(r.json()["predictions"][0], want[t]) for r, t in zip(responses, texts))
+
+
+def test_every_request_is_one_log_line_and_a_disconnect_is_no_traceback(served):
+    url, _, log = served
+    from benchmarks.serve_soak import _disconnect
+
+    _disconnect(url)
+    httpx.post(url + "/predict", json={"text": "a good film"})
+    time.sleep(0.5)
+    console = log.read_text()
+    assert "Traceback" not in console, console[-3000:]
+    assert "went away after 10 bytes of its body" in console
+    assert any('"POST /predict" 200 rows=1' in line and line.rstrip().endswith("ms") for line in console.splitlines())
+
+
+def test_soak_mixed_good_and_hostile_clients(served, cls_model, tmp_path):
+    """8 clients for 10 s (benchmarks/serve_soak.py runs it as long as asked): every good request
+    200 with predict's rows, every hostile one a 4xx with bertkit's body, no 500, memory flat."""
+    url, process, _ = served
+    texts = [f"the film was {w}" for w in ("good", "bad", "great", "awful", "fine", "poor")]
+    want = expected_rows(cls_model, texts, tmp_path)
+    start_rss = rss_kib(process.pid)
+    result = run_soak(url, texts, seconds=10, clients=8, pid=process.pid)
+    stats = soak_summary(result)
+    print(f"\nserve soak (tiny model, 10 s): {json.dumps(stats)}")
+    assert result["errors"] == [] and stats["requests"] > 100
+    for kind, sent, status, body in result["answers"]:
+        if kind == "good":
+            assert status == 200 and [r["text"] for r in body["predictions"]] == sent
+            assert all(same_row(r, want[r["text"]]) for r in body["predictions"])
+        else:
+            assert 400 <= status < 500 and set(body) == {"error", "hint"}, (kind, status, body)
+    assert 500 not in stats["statuses"]
+    assert stats["rss_peak_kib"] < start_rss + 150_000, stats  # flat: no growth with requests
 
 
 def test_concurrent_load_every_answer_checked(server, cls_model, tmp_path):

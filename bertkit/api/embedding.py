@@ -136,8 +136,9 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
         pair_col = text_pair_column or ("text_pair" if "text_pair" in columns else None)
         if pair_col and pair_col not in columns:
             raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column", f"columns found: {', '.join(columns)}")
-        rows = [{"text": str(r.get(text_col) or ""), "text_pair": str(r.get(pair_col) or "") if pair_col else None}
-                for r in records]
+        rows = [{"text": readers.text_value(r, text_col, row, where),
+                 "text_pair": readers.text_value(r, pair_col, row, where) if pair_col else None}
+                for row, r in enumerate(records, 1)]
         require_nonempty(rows, ("text", "text_pair") if pair_col else ("text",), where)
         texts = [row["text"] for row in rows]
         pairs = [row["text_pair"] for row in rows] if pair_col else None

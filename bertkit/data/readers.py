@@ -18,7 +18,10 @@ def read_text(path: Path) -> str:
         raise BertkitError(f"{path} is a directory", "pass the data file itself")
     if not path.is_file():
         raise BertkitError(f"file not found: {path}", "check the path")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})", "check the file's permissions") from exc
     if not raw.strip():
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     try:
@@ -28,6 +31,35 @@ def read_text(path: Path) -> str:
             f"{path} is not UTF-8 text (bad byte at offset {exc.start})",
             f"convert it, e.g. `iconv -f latin1 -t utf-8 {path.name}`",
         ) from exc
+
+
+def text_value(record: dict, field: str | None, row: int | str, source: str) -> str:
+    """The text under ``field``: "" when absent or null. Anything but a string (an object, a list,
+    a number, true) is refused rather than turned into its Python spelling and classified, and so
+    is a string UTF-8 cannot carry (an unpaired surrogate such as "\\ud800", valid in JSON), which
+    the tokenizer would fail on later, far from the row that caused it."""
+    value = record.get(field) if field is not None else None
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        kind = {dict: "an object", list: "a list", bool: "true/false"}.get(type(value), f"a {type(value).__name__}")
+        raise BertkitError(f"{source}: row {row}: field {field!r} is {kind}, not a string",
+                           "give every text as a JSON string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BertkitError(f"{source}: row {row}: field {field!r} holds an unpaired UTF-16 surrogate "
+                           f"({value[exc.start]!r} at character {exc.start})",
+                           "send valid Unicode text (a surrogate must come in a high+low pair)") from exc
+    return value
+
+
+def parse_json(text: str):
+    """json.loads, with input nested too deep for Python's parser reported as invalid JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
 
 
 def read_records(path: Path, headerless: tuple | None = None) -> list[dict]:
@@ -73,7 +105,7 @@ def _jsonl(text: str, source: str) -> list[dict]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except json.JSONDecodeError as exc:
             raise BertkitError(f"{source}:{number}: invalid JSON ({exc.msg})", "one JSON object per line") from exc
         if not isinstance(record, dict):
@@ -84,7 +116,7 @@ def _jsonl(text: str, source: str) -> list[dict]:
 
 def _json(text: str, source: str) -> list[dict]:
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as exc:
         raise BertkitError(f"{source}: invalid JSON at line {exc.lineno} ({exc.msg})", "check the file's syntax") from exc
     if isinstance(data, dict) and isinstance(data.get("data"), list):

@@ -86,8 +86,9 @@ def _from_articles(articles: list, source: str):
 
 
 def _from_flat(record: dict, number: int, source: str) -> dict:
-    example = {"id": str(record.get("id") or f"q{number}"), "question": str(record.get("question") or ""),
-               "context": str(record.get("context") or "")}
+    example = {"id": str(record.get("id") or f"q{number}"),
+               "question": readers.text_value(record, "question", number, source),
+               "context": readers.text_value(record, "context", number, source)}
     if record.get("is_impossible") in (True, "true", "True", 1):
         example["answers"] = []
     elif record.get("answers") not in (None, ""):

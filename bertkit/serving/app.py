@@ -2,20 +2,30 @@
 
 ``/predict`` takes one input row (a JSON object as in a JSONL file for ``bertkit predict``, or a
 string: one line of a text file), a list of them, or ``{"inputs": [...]}``, and answers
-``{"predictions": [rows]}`` with the rows ``bertkit predict`` prints. Errors are JSON
-``{"error": ..., "hint": ...}``: 400 bad JSON, 413 too large, 422 rows the model cannot read.
+``{"predictions": [rows]}`` with the rows ``bertkit predict`` prints. Every error, the
+framework's own (404, 405) included, is JSON ``{"error": ..., "hint": ...}``: 400 bad JSON,
+413 too large, 422 rows the model cannot read (that request alone: rows are validated before
+they join a batch), 500 a bug (logged with its traceback, the body stays one line).
+Each request is logged on one line: method, path, status, rows, latency.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
+from bertkit.data.readers import parse_json
 from bertkit.errors import BertkitError
 from bertkit.serving.batcher import MicroBatcher
+
+log = logging.getLogger("bertkit.serve")
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_INPUTS = 256
@@ -33,6 +43,27 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
 
     app = FastAPI(title="bertkit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        hint = {404: "the routes are POST /predict, GET /health, GET /info",
+                405: f"{request.url.path} does not take {request.method}"}.get(exc.status_code)
+        return _error(exc.status_code, str(exc.detail), hint)
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception):
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error ({type(exc).__name__})", "the server log has the traceback")
+
+    @app.middleware("http")
+    async def access_log(request: Request, call_next):
+        started = time.perf_counter()
+        request.state.rows = 0
+        response = await call_next(request)
+        client = f"{request.client.host}:{request.client.port}" if request.client else "-"
+        log.info('%s "%s %s" %d rows=%d %.1f ms', client, request.method, request.url.path, response.status_code,
+                 request.state.rows, 1000 * (time.perf_counter() - started))
+        return response
+
     @app.get("/health")
     async def health():
         return {"status": "ok", **batcher.stats}
@@ -49,13 +80,18 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
             return _error(413, f"request body of {declared} bytes is over the limit of {max_request_bytes}",
                           "send fewer inputs per request")
         body = bytearray()
-        async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
-            body += chunk
-            if len(body) > max_request_bytes:
-                return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
-                              "send fewer inputs per request")
         try:
-            payload = json.loads(body.decode("utf-8"))
+            async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
+                body += chunk
+                if len(body) > max_request_bytes:
+                    return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
+                                  "send fewer inputs per request")
+        except ClientDisconnect:
+            log.info("client %s went away after %d bytes of its body", request.client.host if request.client
+                     else "-", len(body))
+            return _error(400, "the client disconnected before the body was complete", None)
+        try:
+            payload = parse_json(body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
                           'send e.g. {"inputs": [{"text": "..."}]}')
@@ -72,6 +108,7 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
             examples = predictor.examples(records)
         except BertkitError as exc:
             return _error(422, exc.message, exc.hint)
+        request.state.rows = len(examples)
         try:
             rows = await batcher.submit(examples)
         except BertkitError as exc:
@@ -105,6 +142,11 @@ def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, 
     import uvicorn
 
     app = create_app(predictor, **limits)
+    if not log.handlers:  # one line per request on the console, as uvicorn's own access log
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     announce(f"serving {predictor.model_dir} ({predictor.task}, {predictor.backend}) on http://{host}:{port} "

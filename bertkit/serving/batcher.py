@@ -3,6 +3,8 @@
 Each request's examples wait at most ``max_wait_s`` for company; a batch closes earlier once it
 holds ``max_rows`` examples. The model runs on one worker thread, so the event loop keeps
 accepting requests meanwhile, and each request gets back exactly its own rows, in order.
+Rows are validated before they join a batch; should a batch still fail, each of its requests is
+run again alone, so that only the one that cannot be served gets an error.
 """
 
 from __future__ import annotations
@@ -52,17 +54,28 @@ class MicroBatcher:
             examples = [example for request, _ in batch for example in request]
             try:
                 results = await loop.run_in_executor(self.executor, self.run, examples)
-            except Exception as exc:  # one failure answers every request of the batch
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            start = 0
-            for request, future in batch:
-                if not future.done():  # a client that went away cancelled its future
-                    future.set_result(results[start:start + len(request)])
-                start += len(request)
+            except Exception:  # noqa: BLE001 (each request is retried alone, and fails alone)
+                for request, future in batch:
+                    await self._run_alone(request, future)
+            else:
+                start = 0
+                for request, future in batch:
+                    if not future.done():  # a client that went away cancelled its future
+                        future.set_result(results[start:start + len(request)])
+                    start += len(request)
             self.stats["requests"] += len(batch)
             self.stats["batches"] += 1
             self.stats["rows"] += len(examples)
             self.stats["largest_batch_requests"] = max(self.stats["largest_batch_requests"], len(batch))
+
+    async def _run_alone(self, examples: list, future: asyncio.Future) -> None:
+        if future.done():
+            return
+        try:
+            rows = await asyncio.get_running_loop().run_in_executor(self.executor, self.run, examples)
+        except Exception as exc:  # noqa: BLE001 (handed to the request that caused it)
+            if not future.done():
+                future.set_exception(exc)
+        else:
+            if not future.done():
+                future.set_result(rows)

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from bertkit.data.readers import pick_column
+from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
 from bertkit.metrics.classification import classification_scores, softmax
@@ -61,8 +61,9 @@ class SingleSentenceTask(Task):
         if len(self.text_fields) == 1 and chosen["text"] == "text":
             _refuse_second_texts(records, source.description)
         examples = []
-        for record in records:
-            example = {field: str(record.get(column) or "") for field, column in chosen.items() if field != "label"}
+        for row, record in enumerate(records, 1):
+            example = {field: text_value(record, column, row, source.description)
+                       for field, column in chosen.items() if field != "label"}
             if "label" in chosen:
                 example["label"] = _label_name(record.get(chosen["label"]), label_names, source.description)
             examples.append(example)

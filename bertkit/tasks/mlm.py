@@ -86,7 +86,8 @@ class MaskedLMTask(Task):
         if field is None:
             raise BertkitError(f"{source.description}: no text field (found {', '.join(columns)})", FORMAT_HINT)
         documents = [{"lines": lines} for lines in
-                     ([line.strip() for line in str(r.get(field) or "").splitlines() if line.strip()] for r in records)
+                     ([line.strip() for line in readers.text_value(r, field, row, source.description).splitlines()
+                       if line.strip()] for row, r in enumerate(records, 1))
                      if lines]
         if not documents:
             raise BertkitError(f"{source.description}: every '{field}' is empty", FORMAT_HINT)

@@ -113,13 +113,14 @@ class TaggingTask(Task):
             raise BertkitError(f"{where}: records have no 'tokens' field ({kind}fields: {', '.join(sorted(fields))})",
                                FORMAT_HINT)
         if all(set(r) <= {"text", "text_pair"} for r in records):  # stdin lines: the line reader splits at a TAB
-            texts = ["\t".join(str(r[k]) for k in ("text", "text_pair") if r.get(k) is not None) for r in records]
+            texts = ["\t".join(readers.text_value(r, k, row, where) for k in ("text", "text_pair")
+                                if r.get(k) is not None) for row, r in enumerate(records, 1)]
         else:
             column = next((c for c in TEXT_CANDIDATES if c in fields), None)
             if column is None:
                 raise BertkitError(f"{where}: no 'text' or 'tokens' field (fields: {', '.join(sorted(fields))})",
                                    "give raw sentences under 'text', or words under 'tokens'")
-            texts = [str(r.get(column) or "") for r in records]
+            texts = [readers.text_value(r, column, row, where) for row, r in enumerate(records, 1)]
         return _raw_examples(texts, where, "row")
 
     def _gold(self, examples: list[dict], where: str, purpose: str) -> list[dict]:
