@@ -19,7 +19,7 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.readers import pick_column
 from bertkit.errors import BertkitError
-from bertkit.model_dir import atomic_file
+from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
 from bertkit.models import load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
 from bertkit.tasks.base import require_nonempty
@@ -54,6 +54,8 @@ def embed(model: str, input_path: str, output: str | None = None, pooling: str |
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
     (.npy/.npz/.jsonl) when given."""
     target = check_output(output, per_word)
+    if target is not None:
+        check_inputs_kept(target, input_path)
     spec = parse_pooling(pooling, per_word)
     if not 8 <= max_length <= 8192:
         raise BertkitError("--max-length must be between 8 and 8192", "128 is the fine-tuning default")
@@ -107,11 +109,7 @@ def check_output(output: str | None, per_word: bool) -> Path | None:
     if per_word and suffix == ".npy":
         raise BertkitError("--per-word vectors are ragged (one row per word), so they do not fit one .npy array",
                            "use --output FILE.npz (vectors + row_starts + words + ids) or FILE.jsonl")
-    if target.is_dir():
-        raise BertkitError(f"--output {output} is a directory", "give a file name")
-    if not target.parent.is_dir():
-        raise BertkitError(f"the parent of --output {output} does not exist", f"mkdir -p {target.parent}")
-    return target
+    return check_output_file(target)
 
 
 def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pair_column: str | None,

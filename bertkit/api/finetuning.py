@@ -14,7 +14,8 @@ from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import ModelMeta, check_output_dir, checkpoint_root, data_record, save_model_dir, staged_output
+from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, checkpoint_root, data_record,
+                               save_model_dir, staged_output)
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -62,7 +63,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     check_output_dir(output_path, overwrite)
     train_source = registry.resolve(data, "train", data_dir, task)
     eval_source = registry.eval_source(data, eval_data, data_dir, task)
-    _check_not_inside(output_path, train_source, eval_source)
+    check_inputs_kept(output_path, train_source, eval_source)
     checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
                                    resume, resume_from, overwrite)
     notices = [f"checkpoint {skipped} cannot be read: passed over" for skipped in
@@ -200,14 +201,6 @@ def _run_identity(task, model, config, train_source, eval_source) -> dict:
     local = Path(model).expanduser()
     return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
             "eval_data": where(eval_source), **config.to_dict()}
-
-
-def _check_not_inside(output: Path, *sources) -> None:
-    """--overwrite replaces the output directory: it must not hold the data being trained on."""
-    for source in sources:
-        if source is not None and source.path is not None and source.path.resolve().is_relative_to(output):
-            raise BertkitError(f"the data file {source.path} is inside --output {output}, which the new model "
-                               "would replace", "choose an --output directory outside the data's directory")
 
 
 def _first(examples: list, limit: int | None) -> list:

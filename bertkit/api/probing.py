@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.model_dir import (PROBE_HEAD_FILE, ModelMeta, check_output_dir, data_record, save_model_dir,
-                               staged_output)
+from bertkit.model_dir import (PROBE_HEAD_FILE, ModelMeta, check_inputs_kept, check_output_dir, data_record,
+                               save_model_dir, staged_output)
 from bertkit.data import registry
 from bertkit.errors import BertkitError
 from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
@@ -77,6 +77,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     check_output_dir(output_path, overwrite)
 
     train_source = registry.resolve(data, "train", data_dir, task)
+    check_inputs_kept(output_path, train_source, registry.eval_source(data, eval_data, data_dir, task))
     train_examples = adapter.read(train_source, TRAIN)[:max_train_samples or None]
     adapter.fit_labels(train_examples)
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -16,6 +17,12 @@ except ImportError:  # older Typer raises click's
     from click import ClickException as CommandLineError
 
 DEBUG_ENV = "BERTKIT_DEBUG"
+# Writing failures the user can fix: the disk or quota is full, or the destination is read-only.
+# Every writer stages its output (model_dir.files), so nothing half-written stays behind.
+WRITE_ERRORS = {errno.ENOSPC: "free some space, or choose another --output on another disk",
+                errno.EDQUOT: "free some space under your quota, or choose another --output",
+                errno.EROFS: "choose an --output on a writable file system",
+                errno.EFBIG: "choose an --output on a file system that takes larger files"}
 
 
 def _flags_without_placeholder() -> None:
@@ -74,6 +81,14 @@ def main() -> None:
             raise
         if is_main_process():
             typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS or os.environ.get(DEBUG_ENV):
+            raise
+        if is_main_process():
+            where = f" while writing {exc.filename}" if exc.filename else ""
+            typer.echo(f"error: {(exc.strerror or str(exc)).lower()}{where} (hint: {WRITE_ERRORS[exc.errno]})",
+                       err=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         code = 130

@@ -38,6 +38,7 @@ from bertkit.engine.rng_state import rng_state
 from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401 (features_sha1: api's import)
 from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
+from bertkit.model_dir.files import disk_full_error
 
 STEP_DIR = re.compile(r"step-(\d+)")
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
@@ -244,16 +245,24 @@ class Checkpoints:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         acc.wait_for_everyone()
-        torch.save(rank_state, tmp / f"rank-{acc.process_index}.pt")
-        if main:
-            save_file(weights(), tmp / MODEL)
-            test_signal("save", step)
-            if best is not None and progress.best_step != step:
-                save_file(best, tmp / BEST)
-            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-            torch.save({"scheduler": scheduler.state_dict(),
-                        "scaler": acc.scaler.state_dict() if acc.scaler is not None else None}, tmp / "scheduler.pt")
-            history.write(tmp / HISTORY_FILE)
+        try:
+            torch.save(rank_state, tmp / f"rank-{acc.process_index}.pt")
+            if main:
+                save_file(weights(), tmp / MODEL)
+                test_signal("save", step)
+                if best is not None and progress.best_step != step:
+                    save_file(best, tmp / BEST)
+                torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+                torch.save({"scheduler": scheduler.state_dict(),
+                            "scaler": acc.scaler.state_dict() if acc.scaler is not None else None},
+                           tmp / "scheduler.pt")
+                history.write(tmp / HISTORY_FILE)
+        except Exception as exc:  # e.g. the disk filled up: leave no half checkpoint behind (a kill still may)
+            full = disk_full_error(exc, self.root, final)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if full is not None:
+                raise full from exc
+            raise
         acc.wait_for_everyone()
         if main:
             last = progress.evals[-1] if progress.evals else {}

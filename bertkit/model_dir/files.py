@@ -3,6 +3,7 @@ directories and files, and the names of a model directory's siblings."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -80,6 +81,24 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     return target
 
 
+def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
+    """What a command writes at ``output`` (a file, or a directory that --overwrite replaces) must
+    not take an input with it: refuse an output that is an input file or a directory holding one.
+    ``inputs``: paths, or data sources with a ``.path`` (None for Hub data and stdin)."""
+    output = Path(output).expanduser().resolve()
+    for item in inputs:
+        path = getattr(item, "path", item)
+        if path is None or str(path) == "-":
+            continue
+        path = Path(path).expanduser().resolve()
+        if path == output:
+            raise BertkitError(f"{flag} {output} is the input file {path}, which writing it would destroy",
+                               f"choose another {flag}")
+        if path.is_relative_to(output):
+            raise BertkitError(f"the input file {path} is inside {flag} {output}, which this command would replace",
+                               f"choose an {flag} directory outside the input's directory")
+
+
 def _nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -142,9 +161,13 @@ def staged_output(output: Path):
     staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(output)}{os.getpid()}-", dir=output.parent))
     try:
         yield staging
-    except BaseException:
+    except BaseException as exc:
+        full = disk_full_error(exc, output.parent, output)
         shutil.rmtree(staging, ignore_errors=True)
+        if full is not None:
+            raise full from exc
         raise
+    _follow_umask(staging)
     if output.exists():
         trash = trash_dir(output)
         shutil.rmtree(trash, ignore_errors=True)
@@ -153,6 +176,34 @@ def staged_output(output: Path):
         shutil.rmtree(trash, ignore_errors=True)
     else:
         staging.rename(output)
+
+
+def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSError | None:
+    """An ENOSPC OSError for ``target`` when ``exc`` is a write that failed because the disk is
+    full, else None. Writers outside Python report it in their own types (safetensors' Rust
+    writer: SafetensorError "os error 28"; torch.save's zip writer: RuntimeError "unexpected
+    pos"), so the file system is asked: less than 1 MiB left there means full."""
+    if not isinstance(exc, Exception) or (isinstance(exc, OSError) and exc.errno != errno.ENOSPC):
+        return None
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return None
+    if "os error 28" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC \
+            or stats.f_bavail * stats.f_frsize < (1 << 20):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    return None
+
+
+def _follow_umask(directory: Path) -> None:
+    """mkdtemp makes the staging directory 0700 and some writers make files 0600 whatever the
+    umask; a model directory is for loading by others too (another user, a container), so give
+    it the modes a plain mkdir and open would have given."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [directory, *directory.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
 
 
 @contextmanager
