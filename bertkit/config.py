@@ -62,7 +62,8 @@ class TrainConfig:
     keep_checkpoints: int | None = option(None, "Keep the K newest checkpoints plus the best (default: all).",
                                           LONG_PANEL)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
+        """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
         checks = [
             (self.epochs > 0, "--epochs must be > 0"),
             (self.lr > 0, "--lr must be > 0"),
@@ -84,7 +85,7 @@ class TrainConfig:
         ]
         for ok, message in checks:
             if not ok:
-                raise BertkitError(message, "see `bertkit finetune --help` for the accepted values")
+                raise BertkitError(message, f"see `{command} --help` for the accepted values")
         check_precision(self.precision)
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")

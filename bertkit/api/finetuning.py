@@ -17,7 +17,7 @@ from bertkit.inference import score, speed_up
 from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, checkpoint_root, data_record,
                                save_model_dir, staged_output)
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.tasks import get_task_class
+from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
 
 
@@ -55,7 +55,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     from bertkit.engine.tracking import logging_dir, parse_report_to
 
     # every check that needs no model comes first: a mistake costs seconds, not a training run
-    config = (config or TrainConfig()).validate()
+    command = f"bertkit {'finetune' if task in finetune_tasks() else 'pretrain'} {task}"
+    config = (config or TrainConfig()).validate(command)
     check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
     adapter = get_task_class(task)(config.max_length, dict(config.task_options))

@@ -11,7 +11,13 @@ from bertkit.cli.options import DataDir
 @app.command()
 def datasets(data_dir: DataDir = None):
     """List the known dataset names, their task, and where each would load from."""
+    from pathlib import Path
+
     from bertkit.data.registry import describe_all
+    from bertkit.errors import BertkitError
+
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        raise BertkitError(f"--data-dir {data_dir} is not a directory", "point at the folder holding sst2/, squad/ ...")
 
     rows = describe_all(data_dir)
     width = max(len(r["name"]) for r in rows)

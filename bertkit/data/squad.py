@@ -32,7 +32,7 @@ def read_squad_records(path: Path) -> list:
         return readers.read_records(path)
     text = readers.read_text(path)
     try:
-        data = json.loads(text)
+        data = readers.parse_json(text)
     except json.JSONDecodeError as exc:
         if not text.lstrip().startswith("{"):
             raise BertkitError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})", LAYOUT_HINT) from exc

@@ -131,19 +131,12 @@ def span_probability(start_context_logits: np.ndarray, end_context_logits: np.nd
     over the window's context tokens (all of them, the max-context rule aside). The one
     definition of an answer's probability, used by both decoders, so an answer's value is the
     same whether 1 or 20 answers are asked for."""
-    log_start = float(start_logit) - _log_sum_exp(np.asarray(start_context_logits, dtype=np.float64))
-    log_end = float(end_logit) - _log_sum_exp(np.asarray(end_context_logits, dtype=np.float64))
+    log_start = float(start_logit) - np.logaddexp.reduce(np.asarray(start_context_logits, dtype=np.float64))
+    log_end = float(end_logit) - np.logaddexp.reduce(np.asarray(end_context_logits, dtype=np.float64))
     return float(np.exp(log_start + log_end))
 
 
-def _log_sum_exp(logits: np.ndarray) -> float:
-    top = float(logits.max())
-    return top + float(np.log(np.exp(logits - top).sum()))
-
-
-def _read_windows(
-    context: str, windows: Sequence[dict[str, Any]]
-) -> tuple[list[np.ndarray], list[np.ndarray], list[list[Offset]]]:
+def _read_windows(context: str, windows: Sequence[dict[str, Any]]) -> tuple[list, list, list[list[Offset]]]:
     """Convert and check each window; malformed windows are bugs, so they raise ValueError."""
     start_logits, end_logits, offsets = [], [], []
     for w, window in enumerate(windows):

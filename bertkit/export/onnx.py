@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.model_dir import load_meta, recorded_eval_data, staged_output, write_json
+from bertkit.model_dir.files import probe_writable
 from bertkit.errors import BertkitError
 from bertkit.export.runtime import FP32_FILE, INT8_FILE, ONNX_DIR, OnnxRunner
 
@@ -37,6 +38,7 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
 
     directory = Path(model_dir)
     meta = load_meta(model_dir)
+    _check_replaceable(directory / ONNX_DIR)
     adapter = task_from_state(meta["task"])
     data = data or recorded_eval_data(meta)
     split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
@@ -77,6 +79,17 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
         write_json(staging / "export.json", report)
     report["written_to"] = str(target)
     return report
+
+
+def _check_replaceable(target: Path) -> None:
+    """The new export replaces DIR/onnx/ whole: it may hold only what an export wrote, and the
+    model directory must be writable, both found out before the model is loaded."""
+    ours = {FP32_FILE, INT8_FILE, "export.json"}
+    foreign = sorted(p.name for p in target.iterdir() if p.name not in ours) if target.is_dir() else []
+    if foreign:
+        raise BertkitError(f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new "
+                           "export would delete", f"move them out of {target} first")
+    probe_writable(target.parent, f"export to {target}")
 
 
 def _export(model, adapter, tokenizer, path: Path) -> None:

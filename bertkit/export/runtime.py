@@ -36,7 +36,11 @@ class OnnxRunner:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3  # warnings about unused initialisers are noise to users
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's own error types: invalid protobuf, graph, argument
+            raise BertkitError(f"{path} cannot be loaded by onnxruntime ({str(exc).split(':')[-1].strip()[:120]})",
+                               "the file is damaged or incomplete: run `bertkit export onnx` again") from exc
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.path = path

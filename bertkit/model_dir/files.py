@@ -51,7 +51,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     existing = _nearest_existing(output.parent)
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
-    _probe_writable(existing, f"--output {output}")
+    probe_writable(existing, f"--output {output}")
     _clean_stale(output)
     if output.is_dir() and any(output.iterdir()):
         if not overwrite:
@@ -75,7 +75,7 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
         raise BertkitError(f"the directory of {flag} {path} does not exist", f"mkdir -p {target.parent}")
     if not target.parent.is_dir():
         raise BertkitError(f"{flag} {path} is under a file ({target.parent})", "choose a path in a directory")
-    _probe_writable(target.parent, f"{flag} {path}")
+    probe_writable(target.parent, f"{flag} {path}")
     if target.exists() and not os.access(target, os.W_OK):
         raise BertkitError(f"{flag} {path} is not writable", "choose another file or fix its permissions")
     return target
@@ -105,7 +105,7 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _probe_writable(directory: Path, what: str) -> None:
+def probe_writable(directory: Path, what: str) -> None:
     # os.access is wrong for root, read-only mounts and some network file systems: really try.
     try:
         Path(tempfile.mkdtemp(prefix=".bertkit-probe-", dir=directory)).rmdir()
