@@ -182,8 +182,8 @@ def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSErro
     """An ENOSPC OSError for ``target`` when ``exc`` is a write that failed because the disk is
     full, else None. Writers outside Python report it in their own types (safetensors' Rust
     writer: SafetensorError "os error 28"; torch.save's zip writer: RuntimeError "unexpected
-    pos"), so the file system is asked: less than 1 MiB left there means full."""
-    if not isinstance(exc, Exception) or (isinstance(exc, OSError) and exc.errno != errno.ENOSPC):
+    pos"; numpy: an OSError without errno), so the file system is asked: less than 1 MiB left there means full."""
+    if not isinstance(exc, Exception) or (isinstance(exc, OSError) and exc.errno not in (None, errno.ENOSPC)):
         return None
     try:
         stats = os.statvfs(directory)
@@ -219,8 +219,11 @@ def atomic_file(path: Path, mode: str = "w"):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        full = disk_full_error(exc, path.parent, path)
         tmp.unlink(missing_ok=True)
+        if full is not None:
+            raise full from exc
         raise
 
 
