@@ -16,12 +16,16 @@ def read_text(path: Path) -> str:
     """The file's text as UTF-8 (BOM tolerated); a clear error for missing, empty or binary files."""
     if path.is_dir():
         raise BertkitError(f"{path} is a directory", "pass the data file itself")
+    if path.exists() and not path.is_file():  # a FIFO or a device: reading could block or never end
+        raise BertkitError(f"{path} is not a regular file", "pass the data file itself")
     if not path.is_file():
         raise BertkitError(f"file not found: {path}", "check the path")
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})", "check the file's permissions") from exc
+        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})",
+                           "check the file's permissions" if isinstance(exc, PermissionError)
+                           else "check the file and the disk it is on") from exc
     if not raw.strip():
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     try:
@@ -52,6 +56,15 @@ def text_value(record: dict, field: str | None, row: int | str, source: str) -> 
                            f"({value[exc.start]!r} at character {exc.start})",
                            "send valid Unicode text (a surrogate must come in a high+low pair)") from exc
     return value
+
+
+def id_value(record: dict, row: int | str, source: str):
+    """The record's "id" (None when absent or null), given back in ``predict``'s row: a string
+    (UTF-8-encodable, as text_value checks) or a number; an object, a list or true is refused."""
+    value = record.get("id")
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    return text_value(record, "id", row, source)
 
 
 def parse_json(text: str):

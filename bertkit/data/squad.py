@@ -86,7 +86,7 @@ def _from_articles(articles: list, source: str):
 
 
 def _from_flat(record: dict, number: int, source: str) -> dict:
-    example = {"id": str(record.get("id") or f"q{number}"),
+    example = {"id": str(readers.id_value(record, number, source) or f"q{number}"),
                "question": readers.text_value(record, "question", number, source),
                "context": readers.text_value(record, "context", number, source)}
     if record.get("is_impossible") in (True, "true", "True", 1):
