@@ -18,8 +18,6 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from benchmarks.serve_load import run_load, summary  # noqa: E402
-from benchmarks.serve_soak import rss_kib, run_soak  # noqa: E402
-from benchmarks.serve_soak import summary as soak_summary  # noqa: E402
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE, write_sentiment_csv  # noqa: E402
 
 STARTUP_S = 180  # torch + transformers imports on 2 busy cores
@@ -168,29 +166,81 @@ def test_every_request_is_one_log_line_and_a_disconnect_is_no_traceback(served):
     time.sleep(0.5)
     console = log.read_text()
     assert "Traceback" not in console, console[-3000:]
-    assert "went away after 10 bytes of its body" in console
+    gone = [line for line in console.splitlines() if "went away" in line]
+    assert len(gone) == 1 and '"POST /predict" 400 rows=0' in gone[0], console[-3000:]
+    assert gone[0].endswith("(the client went away after 10 bytes of its body)")
     assert any('"POST /predict" 200 rows=1' in line and line.rstrip().endswith("ms") for line in console.splitlines())
 
 
-def test_soak_mixed_good_and_hostile_clients(served, cls_model, tmp_path):
-    """8 clients for 10 s (benchmarks/serve_soak.py runs it as long as asked): every good request
-    200 with predict's rows, every hostile one a 4xx with bertkit's body, no 500, memory flat."""
-    url, process, _ = served
-    texts = [f"the film was {w}" for w in ("good", "bad", "great", "awful", "fine", "poor")]
-    want = expected_rows(cls_model, texts, tmp_path)
-    start_rss = rss_kib(process.pid)
-    result = run_soak(url, texts, seconds=10, clients=8, pid=process.pid)
-    stats = soak_summary(result)
-    print(f"\nserve soak (tiny model, 10 s): {json.dumps(stats)}")
-    assert result["errors"] == [] and stats["requests"] > 100
-    for kind, sent, status, body in result["answers"]:
-        if kind == "good":
-            assert status == 200 and [r["text"] for r in body["predictions"]] == sent
-            assert all(same_row(r, want[r["text"]]) for r in body["predictions"])
-        else:
-            assert 400 <= status < 500 and set(body) == {"error", "hint"}, (kind, status, body)
-    assert 500 not in stats["statuses"]
-    assert stats["rss_peak_kib"] < start_rss + 150_000, stats  # flat: no growth with requests
+def test_ids_are_given_back_as_bertkit_predict_does(server, cls_model, tmp_path):
+    rows = [{"id": "r1", "text": "a good film"}, {"text": "a bad film"}, {"id": 7, "text": "fine"}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from bertkit import api
+
+    want = list(api.predict(str(cls_model), str(tmp_path / "in.jsonl")))
+    got = httpx.post(server + "/predict", json={"inputs": rows}).json()["predictions"]
+    assert [r.get("id") for r in got] == [r.get("id") for r in want] == ["r1", None, 7]
+    assert list(got[0]) == list(want[0]) and list(want[0])[0] == "id"  # first, as in QA's rows
+    bad = httpx.post(server + "/predict", content=b'{"id": "\\ud800", "text": "good"}')
+    assert bad.status_code == 422 and "field 'id' holds an unpaired UTF-16 surrogate" in bad.json()["error"]
+
+
+class FakePredictor:
+    """Rows without a model: a text 'boom' makes the batch it is in fail (a bug, past validation)."""
+
+    model_dir, task, backend = "fake", "cls", "torch"
+
+    def examples(self, records, where="request"):
+        return [{"text": r if isinstance(r, str) else r["text"]} for r in records]
+
+    def predict(self, examples):
+        if any(ex["text"] == "boom" for ex in examples):
+            raise RuntimeError("boom")
+        return [{"text": ex["text"], "label": "pos"} for ex in examples]
+
+    def info(self):
+        return {}
+
+
+def test_a_failing_batch_is_rerun_request_by_request():
+    """Defence in depth: should a batch fail past validation, its requests run again alone, so
+    only the request that fails alone gets the error."""
+    import asyncio
+
+    from bertkit.serving.batcher import MicroBatcher
+
+    async def main():
+        batcher = MicroBatcher(FakePredictor().predict, max_rows=64, max_wait_s=0.05)
+        batcher.start()
+        requests = [[{"text": "a"}], [{"text": "boom"}, {"text": "b"}], [{"text": "c"}, {"text": "d"}]]
+        answers = await asyncio.gather(*(batcher.submit(r) for r in requests), return_exceptions=True)
+        await batcher.stop()
+        return answers, batcher.stats
+
+    answers, stats = asyncio.run(main())
+    assert answers[0] == [{"text": "a", "label": "pos"}]
+    assert isinstance(answers[1], RuntimeError)
+    assert answers[2] == [{"text": "c", "label": "pos"}, {"text": "d", "label": "pos"}]
+    assert stats["largest_batch_requests"] == 3  # they did share the batch that failed
+
+
+def test_a_bug_answers_500_with_bertkits_body_and_is_logged(caplog):
+    from starlette.testclient import TestClient
+
+    from bertkit.serving.app import create_app
+
+    with TestClient(create_app(FakePredictor()), raise_server_exceptions=False) as client, \
+            caplog.at_level("INFO", logger="bertkit.serve"):
+        ok, bug = client.post("/predict", json="fine"), client.post("/predict", json="boom")
+        missing, wrong = client.get("/nowhere"), client.put("/predict")
+    assert ok.status_code == 200 and ok.json() == {"predictions": [{"text": "fine", "label": "pos"}]}
+    assert bug.status_code == 500 and bug.json() == {"error": "internal error (RuntimeError)",
+                                                     "hint": "the server log has the traceback"}
+    assert (missing.status_code, wrong.status_code) == (404, 405)
+    assert all(set(r.json()) == {"error", "hint"} and r.json()["hint"] for r in (missing, wrong))
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("internal error on POST /predict") for line in lines)
+    assert sum('"POST /predict" 500 rows=1' in line for line in lines) == 1  # the access line too
 
 
 def test_concurrent_load_every_answer_checked(server, cls_model, tmp_path):

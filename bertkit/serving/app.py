@@ -57,11 +57,13 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
     @app.middleware("http")
     async def access_log(request: Request, call_next):
         started = time.perf_counter()
-        request.state.rows = 0
-        response = await call_next(request)
-        client = f"{request.client.host}:{request.client.port}" if request.client else "-"
-        log.info('%s "%s %s" %d rows=%d %.1f ms', client, request.method, request.url.path, response.status_code,
-                 request.state.rows, 1000 * (time.perf_counter() - started))
+        request.state.rows, request.state.note = 0, ""
+        try:
+            response = await call_next(request)
+        except Exception:  # a bug: the handler below answers 500 and logs the traceback
+            _log_access(request, 500, started)
+            raise
+        _log_access(request, response.status_code, started)
         return response
 
     @app.get("/health")
@@ -86,9 +88,8 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
                 if len(body) > max_request_bytes:
                     return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
                                   "send fewer inputs per request")
-        except ClientDisconnect:
-            log.info("client %s went away after %d bytes of its body", request.client.host if request.client
-                     else "-", len(body))
+        except ClientDisconnect:  # its access-log line says so: one line, no traceback
+            request.state.note = f" (the client went away after {len(body)} bytes of its body)"
             return _error(400, "the client disconnected before the body was complete", None)
         try:
             payload = parse_json(body.decode("utf-8"))
@@ -116,6 +117,12 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         return {"predictions": rows}
 
     return app
+
+
+def _log_access(request: Request, status: int, started: float) -> None:
+    client = f"{request.client.host}:{request.client.port}" if request.client else "-"
+    log.info('%s "%s %s" %d rows=%d %.1f ms%s', client, request.method, request.url.path, status,
+             request.state.rows, 1000 * (time.perf_counter() - started), request.state.note)
 
 
 def _error(status: int, message: str, hint: str | None) -> JSONResponse:
