@@ -118,6 +118,11 @@ CASES = [
          ("field 'id' holds an unpaired UTF-16 surrogate",)),
     Case("predict-qa-id-list", lambda c: predict(c, "qa", "in.jsonl", jsonl({**QA_RECORD, "id": ["q1"]})),
          ("row 1: field 'id' is a list",)),
+    Case("embed-id-surrogate", lambda c: ["embed", c.tiny, "--input", c.file("in.jsonl", f'{{"id": {SURROGATE}, '
+                                                                                     '"text": "good"}\n'),
+                                          "--output", c.tmp / "v.jsonl"], ("field 'id' holds an unpaired",)),
+    Case("embed-id-column-list", lambda c: ["embed", c.tiny, "--input", c.file("in.jsonl", jsonl(
+        {"guid": ["a"], "text": "good"})), "--output", c.tmp / "v.jsonl"], ("row 1: field 'guid' is a list",)),
     # --- JSON nested deeper than Python's parser goes -------------------------------------------------
     Case("predict-cls-jsonl-deep", lambda c: predict(c, "cls", "in.jsonl", jsonl({"text": "a"}) + DEEP + "\n"),
          ("in.jsonl:2: invalid JSON (nested too deeply)",)),

@@ -58,13 +58,13 @@ def text_value(record: dict, field: str | None, row: int | str, source: str) -> 
     return value
 
 
-def id_value(record: dict, row: int | str, source: str):
-    """The record's "id" (None when absent or null), given back in ``predict``'s row: a string
+def id_value(record: dict, row: int | str, source: str, field: str = "id"):
+    """The record's id (None when absent or null), given back in the command's output: a string
     (UTF-8-encodable, as text_value checks) or a number; an object, a list or true is refused."""
-    value = record.get("id")
+    value = record.get(field)
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
-    return text_value(record, "id", row, source)
+    return text_value(record, field, row, source)
 
 
 def parse_json(text: str):
