@@ -120,7 +120,7 @@ def test_predict_one_and_many_match_bertkit_predict(server, cls_model, tmp_path)
     (json.dumps({"text": ""}).encode(), 422, "empty text"),
     (json.dumps([]).encode(), 422, "no inputs"),
     (json.dumps(42).encode(), 422, "expected an object"),
-    (json.dumps([1, 2]).encode(), 422, "input 1 is a int"),
+    (json.dumps([1, 2]).encode(), 422, "input 1 is a number"),
     (json.dumps(["good"] * 9).encode(), 413, "9 inputs in one request, the limit is 8"),
     (json.dumps(["good " * 1000]).encode(), 413, "over the limit of 4000"),
     (b"[" * 1900, 400, "nested too deeply"),  # Python's parser gives up at 1,000 levels

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from bertkit.data.readers import parse_json
+from bertkit.data.readers import json_kind, parse_json
 from bertkit.errors import BertkitError
 from bertkit.serving.batcher import MicroBatcher
 
@@ -91,7 +91,7 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
                      else "-", len(body))
             return _error(400, "the client disconnected before the body was complete", None)
         try:
-            payload = parse_json(body.decode("utf-8"))
+            payload = parse_json(body.decode("utf-8-sig"))  # a BOM tolerated, as in files
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
                           'send e.g. {"inputs": [{"text": "..."}]}')
@@ -99,7 +99,7 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         if isinstance(records, (dict, str)):
             records = [records]
         if not isinstance(records, list):
-            return _error(422, f"expected an object, a string or a list of them, got {type(records).__name__}",
+            return _error(422, f"expected an object, a string or a list of them, got {json_kind(records)}",
                           'send e.g. {"inputs": [{"text": "..."}]}')
         if len(records) > max_inputs:
             return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
