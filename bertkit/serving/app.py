@@ -126,7 +126,7 @@ def check_address(host: str, port: int) -> None:
     """Fail in one line before the model is loaded when the address cannot be bound."""
     import socket
 
-    if not 0 <= port <= 65535:
+    if not 1 <= port <= 65535:  # 0 would listen on a random port, announced as 0
         raise BertkitError(f"--port {port} is not a port number", "use 1..65535")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
