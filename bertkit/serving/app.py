@@ -50,15 +50,18 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         return _error(exc.status_code, str(exc.detail), hint)
 
     @app.exception_handler(Exception)
-    async def bug(request: Request, exc: Exception):
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, f"internal error ({type(exc).__name__})", "the server log has the traceback")
+    async def bug(request: Request, exc: Exception):  # one raised outside the access-log middleware
+        return internal_error(request, exc)
 
     @app.middleware("http")
     async def access_log(request: Request, call_next):
         started = time.perf_counter()
         request.state.rows = 0
-        response = await call_next(request)
+        try:
+            response = await call_next(request)
+        except Exception as exc:  # noqa: BLE001 (answered here: past this point starlette would
+            # answer it too, then re-raise to uvicorn, which logs the traceback a second time)
+            response = internal_error(request, exc)
         client = f"{request.client.host}:{request.client.port}" if request.client else "-"
         log.info('%s "%s %s" %d rows=%d %.1f ms', client, request.method, request.url.path, response.status_code,
                  request.state.rows, 1000 * (time.perf_counter() - started))
@@ -116,6 +119,12 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         return {"predictions": rows}
 
     return app
+
+
+def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """A bug: its traceback in the log, once, and a one-line 500 body for the client."""
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _error(500, f"internal error ({type(exc).__name__})", "the server log has the traceback")
 
 
 def _error(status: int, message: str, hint: str | None) -> JSONResponse:
