@@ -65,6 +65,11 @@ CASES = [
         ("record 4: token 0 holds an unpaired UTF-16 surrogate",)),
     Case("predict-ner-words-with-surrogate-id", lambda c: predict(c, "ner", raw_jsonl(
         c, '{"tokens": ["john"], "id": "\\ud800"}')), ("field 'id'", "surrogate")),
+    # --- QA answers given as JSON inside a CSV cell ---------------------------------------------------
+    Case("eval-qa-csv-answers-nested-too-deep", lambda c: ["eval", c.trained("qa"), "--data", c.file(
+        "dev.csv", 'question,context,answers\nwho ?,john .,' + "[" * 5000 + "\n")], ("question q1", "nested too deeply")),
+    Case("eval-qa-csv-answers-not-json", lambda c: ["eval", c.trained("qa"), "--data", c.file(
+        "dev.csv", 'question,context,answers\nwho ?,john .,"{bad"\n')], ("question q1: answers are not valid JSON",)),
     # --- serve: limits that would let it start and then hang or lie; each fails before serving ------
     Case("serve-max-wait-infinite", lambda c: serve(c, "--max-wait-ms", "inf"), ("--max-wait-ms", "inf")),
     Case("serve-max-wait-nan", lambda c: serve(c, "--max-wait-ms", "nan"), ("--max-wait-ms", "nan")),
