@@ -33,6 +33,7 @@ TEXTS = [f"the film was {w}" for w in ("good", "bad", "great", "awful", "fine", 
 HOSTILE = {
     "lone surrogate": b'{"text": "good \\ud800 film"}',
     "lone surrogate in a list": b'["fine", "good \\udfff film"]',
+    "lone surrogate in a key": b'{"te\\ud800xt": "good"}',
     "deep nesting": b"[" * 5000 + b"]" * 5000,
     "deep nesting in an object": b'{"text": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3001,
     "object as text": b'{"text": {"a": 1}}',

@@ -86,7 +86,7 @@ class Predictor:
                 first, tab, second = record.partition("\t")
                 record = {"text": first, "text_pair": second} if tab else {"text": record}
             if not isinstance(record, dict):
-                raise BertkitError(f"{where}: input {number} is a {type(record).__name__}, not an object or a string",
+                raise BertkitError(f"{where}: input {number} is {readers.json_kind(record)}, not an object or a string",
                                    "send rows like the lines of a JSONL file for `bertkit predict`")
             rows.append(record)
         return keep_ids(rows, self.adapter.from_records(rows, Source(where), PREDICT), where)
