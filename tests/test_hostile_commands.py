@@ -217,7 +217,7 @@ CASES = [
                                                                                  c.file("in.txt", TEXTS)])[1])(
              copy_model(c)), ("the weights cannot be loaded", "truncated")),
     Case("predict-text-number", lambda c: ["predict", c.trained("cls"), "--input", c.file("in.jsonl", jsonl(
-        {"text": 5}))], ("field 'text' is a int",)),
+        {"text": 5}))], ("field 'text' is a number",)),
     Case("predict-pair-text-pair-object", lambda c: ["predict", c.trained("pair"), "--input", c.file(
         "in.jsonl", jsonl({"text": "a", "text_pair": {"b": 1}}))], ("field 'text_pair' is an object",)),
     Case("predict-ner-text-list", lambda c: ["predict", c.trained("ner"), "--input", c.file("in.jsonl", jsonl(

@@ -150,8 +150,10 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
     id_col = id_column or next((c for c in ID_CANDIDATES if c in columns), None)
     if id_col and id_col not in columns:
         raise BertkitError(f"{where}: no column {id_col!r} for --id-column", f"columns found: {', '.join(columns)}")
-    ids = [str(record.get(id_col, "")) for record in records] if id_col else [str(i) for i in range(len(records))]
-    return ids, texts, pairs, sentences
+    if not id_col:
+        return [str(i) for i in range(len(records))], texts, pairs, sentences
+    given = [readers.id_value(record, row, where, id_col) for row, record in enumerate(records, 1)]
+    return ["" if value is None else str(value) for value in given], texts, pairs, sentences
 
 
 def write(result: Embeddings, target: Path) -> None:

@@ -86,10 +86,10 @@ class Predictor:
                 first, tab, second = record.partition("\t")
                 record = {"text": first, "text_pair": second} if tab else {"text": record}
             if not isinstance(record, dict):
-                raise BertkitError(f"{where}: input {number} is a {type(record).__name__}, not an object or a string",
+                raise BertkitError(f"{where}: input {number} is {readers.json_kind(record)}, not an object or a string",
                                    "send rows like the lines of a JSONL file for `bertkit predict`")
             rows.append(record)
-        return self.adapter.from_records(rows, Source(where), PREDICT)
+        return keep_ids(rows, self.adapter.from_records(rows, Source(where), PREDICT), where)
 
     def predict(self, examples: list[dict]) -> list[dict]:
         adapter = self.load().adapter
@@ -101,7 +101,7 @@ class Predictor:
         inferred = time.perf_counter()
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = dict(adapter.stats)
-        rows = [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+        rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
         self.timings.update(preprocess_seconds=tokenized - started, model_seconds=inferred - tokenized,
                             postprocess_seconds=time.perf_counter() - inferred)
         return rows
@@ -117,6 +117,35 @@ class Predictor:
                 "max_length": self.adapter.max_length, "base_model": meta.get("base_model"),
                 "metrics": meta.get("metrics"), "backend": self.backend,
                 "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}}
+
+
+def keep_ids(records: list[dict], examples: list[dict], source: str) -> list[dict]:
+    """Each example given its record's "id" (a JSONL field, a CSV column), which ``with_id`` puts
+    back in the prediction row: the tasks build examples from their own fields only (QA's carry an
+    id already) and make one example per record."""
+    if len(records) == len(examples):
+        for row, (record, example) in enumerate(zip(records, examples), 1):
+            given = readers.id_value(record, row, source)
+            if given is not None and "id" not in example:
+                example["id"] = given
+    return examples
+
+
+def with_id(example: dict, row: dict) -> dict:
+    """The prediction row with the input's id first, as QA's rows have it."""
+    return {"id": example["id"], **row} if "id" in example and "id" not in row else row
+
+
+def _read_keeping_ids(adapter, source: Source) -> list[dict]:
+    """adapter.read for predict, with the records' ids kept. Each task reads its own formats and
+    builds examples in from_records, so that is wrapped for this one call."""
+    build = adapter.from_records
+    adapter.from_records = lambda records, *args, **kwargs: keep_ids(records, build(records, *args, **kwargs),
+                                                                     source.description)
+    try:
+        return adapter.read(source, PREDICT)
+    finally:
+        del adapter.from_records  # the class's method again
 
 
 class Predictions(list):
@@ -139,10 +168,10 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
     adapter = predictor.adapter
     if input_path == "-":
         records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
-        examples = adapter.from_records(records, Source("<stdin>"), PREDICT)
+        examples = keep_ids(records, adapter.from_records(records, Source("<stdin>"), PREDICT), "<stdin>")
     else:
         path = Path(input_path).expanduser()
-        examples = adapter.read(Source(str(path), path=path), PREDICT)
+        examples = _read_keeping_ids(adapter, Source(str(path), path=path))
     rows = Predictions(predictor.predict(examples))
     rows.preprocessing = predictor.stats
     rows.runtime = predictor.runtime()

@@ -12,6 +12,7 @@ from bertkit.cli.options import Backend, ModelDir
 from bertkit.errors import BertkitError
 
 SERVER_PANEL, LIMITS_PANEL = "Server", "Batching and limits"
+MAX_WAIT_MS = 10_000
 
 
 @app.command()
@@ -38,8 +39,9 @@ def serve(
     for name, value in (("--max-inputs", max_inputs), ("--max-request-bytes", max_request_bytes)):
         if value < 1:
             raise BertkitError(f"{name} must be >= 1, got {value}", "see `bertkit serve --help`")
-    if max_wait_ms < 0:
-        raise BertkitError(f"--max-wait-ms must be >= 0, got {max_wait_ms}", "see `bertkit serve --help`")
+    if not 0 <= max_wait_ms <= MAX_WAIT_MS:  # also nan; inf would hold every request until a batch fills
+        raise BertkitError(f"--max-wait-ms must be between 0 and {MAX_WAIT_MS}, got {max_wait_ms}",
+                           "a few milliseconds is usual: see `bertkit serve --help`")
     check_address(host, port)
     predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, quiet=True).load()
     run_server(predictor, host, port, announce=lambda line: typer.echo(line, err=True), max_inputs=max_inputs,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bertkit.data.readers import encodable
 from bertkit.errors import BertkitError
 
 DOCSTART_PREFIX = "-DOCSTART-"
@@ -177,6 +178,7 @@ def _read_tokens(record: dict, where: str) -> list[str]:
                 f"{where}: token {position} is {token!r}; tokens must be non-blank strings",
                 hint="remove empty or whitespace tokens (and their tags)",
             )
+        encodable(token, f"{where}: token {position}")
     return list(tokens)
 
 

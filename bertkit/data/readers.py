@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
@@ -16,12 +17,16 @@ def read_text(path: Path) -> str:
     """The file's text as UTF-8 (BOM tolerated); a clear error for missing, empty or binary files."""
     if path.is_dir():
         raise BertkitError(f"{path} is a directory", "pass the data file itself")
+    if path.exists() and not path.is_file():  # a FIFO or a device: reading could block or never end
+        raise BertkitError(f"{path} is not a regular file", "pass the data file itself")
     if not path.is_file():
         raise BertkitError(f"file not found: {path}", "check the path")
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})", "check the file's permissions") from exc
+        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})",
+                           "check the file's permissions" if isinstance(exc, PermissionError)
+                           else "check the file and the disk it is on") from exc
     if not raw.strip():
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     try:
@@ -42,24 +47,71 @@ def text_value(record: dict, field: str | None, row: int | str, source: str) -> 
     if value is None:
         return ""
     if not isinstance(value, str):
-        kind = {dict: "an object", list: "a list", bool: "true/false"}.get(type(value), f"a {type(value).__name__}")
-        raise BertkitError(f"{source}: row {row}: field {field!r} is {kind}, not a string",
+        raise BertkitError(f"{source}: row {row}: field {field!r} is {json_kind(value)}, not a string",
                            "give every text as a JSON string")
+    return encodable(value, f"{source}: row {row}: field {field!r}")
+
+
+def encodable(value: str, where: str) -> str:
+    """``value`` if UTF-8 can carry it. JSON's \\u escapes can spell an unpaired surrogate, which
+    Python keeps in a str and the tokenizer or the JSON writer fails on later, far from its row."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise BertkitError(f"{source}: row {row}: field {field!r} holds an unpaired UTF-16 surrogate "
-                           f"({value[exc.start]!r} at character {exc.start})",
+        at = f"{value[exc.start]!r} at character {exc.start}"
+        raise BertkitError(f"{where} holds an unpaired UTF-16 surrogate ({at})",
                            "send valid Unicode text (a surrogate must come in a high+low pair)") from exc
     return value
 
 
+def json_kind(value) -> str:
+    """How a JSON value is named in messages: "an object", "a list", "a number"..."""
+    if isinstance(value, bool):
+        return "true/false"
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
+def id_value(record: dict, row: int | str, source: str, field: str = "id"):
+    """The record's id (None when absent or null), given back in the command's output: a string
+    (UTF-8-encodable, as text_value checks) or a number; an object, a list or true is refused."""
+    value = record.get(field)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    return text_value(record, field, row, source)
+
+
 def parse_json(text: str):
-    """json.loads, with input nested too deep for Python's parser reported as invalid JSON."""
+    """json.loads, strict where Python's is lenient or fails oddly, each case reported as invalid
+    JSON (so one line for a file, a 400 for the server): nesting too deep for Python's parser
+    (RecursionError), NaN and Infinity (not JSON, and a row echoing them could not be written
+    back as JSON), numbers that overflow to inf, integers over Python's 4300-digit limit."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_not_json_constant, parse_float=_finite_float)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # raised by the two hooks below, or int() past its digit limit
+        message = str(exc) if isinstance(exc, _NotJson) else "an integer with too many digits"
+        raise json.JSONDecodeError(message, text, 0) from None
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json_constant(name: str):
+    raise _NotJson(f"{name} is not a JSON value")
+
+
+def _finite_float(spelling: str) -> float:
+    value = float(spelling)
+    if math.isinf(value):
+        raise _NotJson(f"the number {spelling[:20]} is out of range")
+    return value
 
 
 def read_records(path: Path, headerless: tuple | None = None) -> list[dict]:

@@ -86,7 +86,7 @@ def _from_articles(articles: list, source: str):
 
 
 def _from_flat(record: dict, number: int, source: str) -> dict:
-    example = {"id": str(record.get("id") or f"q{number}"),
+    example = {"id": str(readers.id_value(record, number, source) or f"q{number}"),
                "question": readers.text_value(record, "question", number, source),
                "context": readers.text_value(record, "context", number, source)}
     if record.get("is_impossible") in (True, "true", "True", 1):
@@ -98,7 +98,12 @@ def _from_flat(record: dict, number: int, source: str) -> dict:
 
 def _answers(value, qid: str, source: str) -> list[dict]:
     if isinstance(value, str):
-        value = json.loads(value) if value.strip().startswith(("{", "[")) else value
+        if value.strip().startswith(("{", "[")):  # a CSV cell holding the answers as JSON
+            try:
+                value = readers.parse_json(value)
+            except json.JSONDecodeError as exc:
+                raise BertkitError(f"{source}: question {qid}: answers are not valid JSON ({exc.msg})",
+                                   LAYOUT_HINT) from exc
     if isinstance(value, dict) and isinstance(value.get("text"), list):  # Hub layout: parallel lists
         value = [{"text": t, "answer_start": s} for t, s in zip(value["text"], value.get("answer_start") or [])]
     if not isinstance(value, list) or not all(isinstance(a, dict) and "text" in a for a in value):

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from bertkit.data.readers import parse_json
+from bertkit.data.readers import json_kind, parse_json
 from bertkit.errors import BertkitError
 from bertkit.serving.batcher import MicroBatcher
 
@@ -50,18 +50,21 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         return _error(exc.status_code, str(exc.detail), hint)
 
     @app.exception_handler(Exception)
-    async def bug(request: Request, exc: Exception):
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, f"internal error ({type(exc).__name__})", "the server log has the traceback")
+    async def bug(request: Request, exc: Exception):  # one raised outside the access-log middleware
+        return internal_error(request, exc)
 
     @app.middleware("http")
     async def access_log(request: Request, call_next):
         started = time.perf_counter()
-        request.state.rows = 0
-        response = await call_next(request)
+        request.state.rows, request.state.note = 0, ""
+        try:
+            response = await call_next(request)
+        except Exception as exc:  # noqa: BLE001 (answered here: past this point starlette would
+            # answer it too, then re-raise to uvicorn, which logs the traceback a second time)
+            response = internal_error(request, exc)
         client = f"{request.client.host}:{request.client.port}" if request.client else "-"
-        log.info('%s "%s %s" %d rows=%d %.1f ms', client, request.method, request.url.path, response.status_code,
-                 request.state.rows, 1000 * (time.perf_counter() - started))
+        log.info('%s "%s %s" %d rows=%d %.1f ms%s', client, request.method, request.url.path, response.status_code,
+                 request.state.rows, 1000 * (time.perf_counter() - started), request.state.note)
         return response
 
     @app.get("/health")
@@ -86,12 +89,11 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
                 if len(body) > max_request_bytes:
                     return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
                                   "send fewer inputs per request")
-        except ClientDisconnect:
-            log.info("client %s went away after %d bytes of its body", request.client.host if request.client
-                     else "-", len(body))
+        except ClientDisconnect:  # its access-log line says so: one line, no traceback
+            request.state.note = f" (the client went away after {len(body)} bytes of its body)"
             return _error(400, "the client disconnected before the body was complete", None)
         try:
-            payload = parse_json(body.decode("utf-8"))
+            payload = parse_json(body.decode("utf-8-sig"))  # a BOM tolerated, as in files
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
                           'send e.g. {"inputs": [{"text": "..."}]}')
@@ -99,7 +101,7 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         if isinstance(records, (dict, str)):
             records = [records]
         if not isinstance(records, list):
-            return _error(422, f"expected an object, a string or a list of them, got {type(records).__name__}",
+            return _error(422, f"expected an object, a string or a list of them, got {json_kind(records)}",
                           'send e.g. {"inputs": [{"text": "..."}]}')
         if len(records) > max_inputs:
             return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
@@ -118,15 +120,27 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
     return app
 
 
+def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """A bug: its traceback in the log, once, and a one-line 500 body for the client."""
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _error(500, f"internal error ({type(exc).__name__})", "the server log has the traceback")
+
+
 def _error(status: int, message: str, hint: str | None) -> JSONResponse:
-    return JSONResponse({"error": message, "hint": hint}, status_code=status)
+    return JSONResponse({"error": _utf8(message), "hint": hint and _utf8(hint)}, status_code=status)
+
+
+def _utf8(text: str) -> str:
+    """A message may quote the client's own JSON (a field name, say), where a lone surrogate is
+    valid: written as \\ud800, so that the body can be encoded and the answer stays a 4xx."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_address(host: str, port: int) -> None:
     """Fail in one line before the model is loaded when the address cannot be bound."""
     import socket
 
-    if not 0 <= port <= 65535:
+    if not 1 <= port <= 65535:  # 0 would listen on a random port, announced as 0
         raise BertkitError(f"--port {port} is not a port number", "use 1..65535")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
