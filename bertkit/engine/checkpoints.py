@@ -122,7 +122,7 @@ def _newest_readable(existing: list[tuple[int, Path]]) -> tuple[Path, list[str]]
         problem = checkpoint_problem(path)
         if problem is None:
             return path, skipped
-        skipped.append(f"{path.name} ({problem})")
+        skipped.append(f"{path.name} is unreadable ({problem})")
     raise BertkitError(f"no checkpoint under {existing[0][1].parent} can be read: " + "; ".join(skipped),
                        "start afresh with --overwrite (it deletes them), or restore the files")
 
@@ -179,6 +179,12 @@ class Checkpoints:
         plan.skipped = skipped
         plan.check_compatible()
         return plan
+
+    def passed_over(self) -> list[str]:
+        """The console's account of the newer checkpoints ``--resume`` could not read, if any."""
+        if not self.skipped:
+            return []
+        return [f"checkpoint {'; '.join(self.skipped)}; resumed from {self.resume_from.name} instead"]
 
     def check_compatible(self) -> None:
         """Refuse to continue a checkpoint with settings that would train something else."""
