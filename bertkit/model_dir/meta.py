@@ -85,7 +85,7 @@ def load_meta(model_dir: str) -> dict:
     if not meta_path.is_file():
         raise BertkitError(f"{model_dir} is not a bertkit model (no {META_FILE})", "pass the --output of `bertkit finetune`")
     try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except OSError as exc:  # say why: a file that is there but cannot be read is not "missing"
         raise BertkitError(f"{meta_path} cannot be read ({exc.strerror or exc})",
                            "make it readable for this user (chmod a+r), or run as its owner") from exc
