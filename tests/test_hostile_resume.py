@@ -95,6 +95,19 @@ def resume_from(c: Context, step: int, name: str | None = None, how: str = "trun
     return train_command(c, None, "--resume-from", root / f"step-{step}")
 
 
+def changed_data(c: Context) -> list:
+    """Checkpoints of a run on data.csv, then data.csv edited in place: same path, other rows."""
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    data = c.file("data.csv", CLS_CSV)
+    api.finetune("cls", str(data), str(c.tmp / "out"), model=str(c.tiny),
+                 config=TrainConfig(epochs=2, batch_size=4, save_every=2))
+    shutil.rmtree(c.tmp / "out")  # as if killed before the end
+    data.write_text(CLS_CSV.replace("good", "fine"))
+    return train_command(c, data, "--resume")
+
+
 def copy_model(c: Context, task: str = "cls") -> Path:
     target = c.tmp / f"{task}-copy"
     shutil.copytree(c.trained(task), target)
@@ -193,6 +206,8 @@ CASES = [
     Case("resume-other-data-file", lambda c: (checkpoints(c), train_command(c, c.file("t.csv", CLS_CSV),
                                                                             "--resume"))[1],
          ("cannot resume from", "--data")),
+    Case("resume-changed-data-content", lambda c: changed_data(c), ("cannot resume from",
+                                                                    "training data content (sha1)")),
     Case("resume-other-lr", lambda c: (checkpoints(c), train_command(c, None, "--resume", "--lr", "1e-3"))[1],
          ("cannot resume from", "--lr 0.001")),
     Case("resume-other-batch-size", lambda c: (checkpoints(c), train_command(c, None, "--resume", "--batch-size",
@@ -312,18 +327,20 @@ def test_the_corpus_is_large_enough():
 
 
 # --- resuming that succeeds: said on the console, and exact ---------------------------------------------
-def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(tmp_path, tiny_bert, trained, run_cli,
-                                                                   monkeypatch, capsys):
-    """The newest checkpoint's weights cut in half: --resume goes on from the one before, says so,
-    and ends with the bytes of a run resumed from that checkpoint directly."""
+@pytest.mark.parametrize("name", ["model.safetensors", "optimizer.pt", "rank-0.pt"])
+def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(name, tmp_path, tiny_bert, trained, run_cli,
+                                                                   monkeypatch):
+    """A file of the newest checkpoint cut in half: --resume goes on from the one before, says so,
+    and ends with the bytes of a run resumed from that checkpoint directly, and of the run that
+    was never interrupted."""
     from safetensors.numpy import load_file
 
     c = Context(tmp_path, tiny_bert, trained, monkeypatch)
-    root = damaged(c, "model.safetensors", steps=(8,))
+    root = damaged(c, name, steps=(8,))
     code, out, err = run_cli(*train_command(c, None, "--resume"))
     assert code == 0, err
     assert f"resumed from {root / 'step-6'}" in out
-    assert "checkpoint step-8 is unreadable (model.safetensors: truncated" in out
+    assert f"checkpoint step-8 is unreadable ({name}: truncated" in out
     assert "resumed from step-6 instead" in out
     reference = tmp_path / "reference"
     reference.mkdir()
@@ -333,8 +350,9 @@ def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(tmp_path, ti
     assert code == 0, err
     ours, theirs = load_file(str(tmp_path / "out" / "model.safetensors")), load_file(
         str(reference / "out" / "model.safetensors"))
-    assert sorted(ours) == sorted(theirs)
-    assert all(ours[k].tobytes() == theirs[k].tobytes() for k in ours)
+    uninterrupted = load_file(str(SHARED["root"] / "run" / "model.safetensors"))
+    assert sorted(ours) == sorted(theirs) == sorted(uninterrupted)
+    assert all(ours[k].tobytes() == theirs[k].tobytes() == uninterrupted[k].tobytes() for k in ours)
 
 
 def test_resume_without_checkpoints_trains_from_step_zero_and_says_so(tmp_path, tiny_bert, trained, run_cli,
