@@ -71,6 +71,19 @@ def checkpoints(c: Context) -> Path:
 
 
 def damage(path: Path, how: str = "truncate") -> None:
+    """Cut in half, replace by garbage or nothing; "json:TEXT" writes TEXT, "json-edit:a.b=1" sets a key."""
+    if how.startswith("json:"):
+        path.write_text(how[5:])
+        return
+    if how.startswith("json-edit:"):
+        state, (keys, value) = json.loads(path.read_text()), how[10:].split("=")
+        *parents, last = keys.split(".")
+        target = state
+        for key in parents:
+            target = target[key]
+        target[last] = json.loads(value)
+        path.write_text(json.dumps(state))
+        return
     data = path.read_bytes()
     path.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"\x00not this file\x00" * 8,
                       "empty": b""}[how])
@@ -176,6 +189,32 @@ CASES = [
          lambda c: (lambda root: ([(root / f"step-{s}" / "rank-0.pt").unlink() for s in STEPS],
                                   train_command(c, None, "--resume"))[1])(checkpoints(c)),
          ("no checkpoint under", "no rank-0.pt")),
+    Case("resume-every-state-empty-object", lambda c: resume(c, "state.json", "json:{}"),
+         ("no checkpoint under", "state.json: not a bertkit checkpoint state")),
+    Case("resume-every-state-other-version",
+         lambda c: resume(c, "state.json", "json-edit:progress.warp=1"),
+         ("no checkpoint under", "written by another bertkit version (progress: warp)")),
+    Case("resume-every-history-garbage", lambda c: resume(c, "history.jsonl", "garbage"),
+         ("no checkpoint under", "history.jsonl: not valid JSON")),
+    Case("resume-every-rank-is-the-scheduler",
+         lambda c: (lambda root: ([shutil.copy(root / f"step-{s}" / "scheduler.pt", root / f"step-{s}" / "rank-0.pt")
+                                   for s in STEPS], train_command(c, None, "--resume"))[1])(checkpoints(c)),
+         ("no checkpoint under", "rank-0.pt: not what bertkit saves there")),
+    Case("resume-checkpoints-path-is-a-file", lambda c: (c.file("out.checkpoints", "mine"),
+                                                         train_command(c, None, "--resume"))[1],
+         ("out.checkpoints is a file", "another --output")),
+    Case("resume-step-dir-is-a-file",
+         lambda c: (lambda root: (shutil.rmtree(root / "step-8"), (root / "step-8").write_text("x"),
+                                  train_command(c, None, "--resume"))[2])(checkpoints(c)),
+         ("holds step-8, which is not a checkpoint directory",)),
+    Case("resume-optimizer-of-another-kind",
+         lambda c: (lambda root: (shutil.copy(root / "step-8" / "scheduler.pt", root / "step-8" / "optimizer.pt"),
+                                  train_command(c, None, "--resume"))[1])(checkpoints(c)),
+         ("step-8: optimizer.pt does not fit this run", "--resume-from", "step-6")),
+    Case("resume-weights-of-another-model",
+         lambda c: (lambda root: (shutil.copy(c.tiny / "model.safetensors", root / "step-8" / "model.safetensors"),
+                                  train_command(c, None, "--resume"))[1])(checkpoints(c)),
+         ("step-8: model.safetensors does not fit this run (Missing key", "step-6")),
     # --- --resume-from a damaged checkpoint: the previous readable one is named ----------------------------
     Case("resume-from-model-truncated", lambda c: resume_from(c, 8, "model.safetensors"),
          ("step-8 cannot be read (model.safetensors: truncated", "--resume-from", "step-6")),
@@ -327,8 +366,10 @@ def test_the_corpus_is_large_enough():
 
 
 # --- resuming that succeeds: said on the console, and exact ---------------------------------------------
-@pytest.mark.parametrize("name", ["model.safetensors", "optimizer.pt", "rank-0.pt"])
-def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(name, tmp_path, tiny_bert, trained, run_cli,
+@pytest.mark.parametrize("name, how", [("model.safetensors", "truncate"), ("optimizer.pt", "truncate"),
+                                       ("rank-0.pt", "truncate"), ("history.jsonl", "garbage"),
+                                       ("state.json", "json-edit:progress=[]")])
+def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(name, how, tmp_path, tiny_bert, trained, run_cli,
                                                                    monkeypatch):
     """A file of the newest checkpoint cut in half: --resume goes on from the one before, says so,
     and ends with the bytes of a run resumed from that checkpoint directly, and of the run that
@@ -336,11 +377,11 @@ def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(name, tmp_pa
     from safetensors.numpy import load_file
 
     c = Context(tmp_path, tiny_bert, trained, monkeypatch)
-    root = damaged(c, name, steps=(8,))
+    root = damaged(c, name, how, steps=(8,))
     code, out, err = run_cli(*train_command(c, None, "--resume"))
     assert code == 0, err
     assert f"resumed from {root / 'step-6'}" in out
-    assert f"checkpoint step-8 is unreadable ({name}: truncated" in out
+    assert f"checkpoint step-8 is unreadable ({name}: " in out
     assert "resumed from step-6 instead" in out
     reference = tmp_path / "reference"
     reference.mkdir()
