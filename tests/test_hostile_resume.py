@@ -404,12 +404,13 @@ def test_resume_without_checkpoints_trains_from_step_zero_and_says_so(tmp_path, 
     assert "--resume: no checkpoint under" in out and "training started at step 0" in out
 
 
-def test_unreadable_weights_are_not_called_missing(tmp_path, trained):
-    """As a user without read permission (a user namespace drops root's override), the weights file
-    is reported as unreadable, not as "No such file"."""
+@pytest.mark.parametrize("name", ["model.safetensors", "bertkit.json"])
+def test_unreadable_model_files_are_not_called_missing(name, tmp_path, trained):
+    """As a user without read permission (a user namespace drops root's override), a model file is
+    reported as unreadable, not as "No such file"."""
     model = tmp_path / "model"
     shutil.copytree(trained("cls"), model)
-    (model / "model.safetensors").chmod(0)
+    (model / name).chmod(0)
     (tmp_path / "in.txt").write_text(TEXTS)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BERTKIT_DEBUG", None)
@@ -417,8 +418,8 @@ def test_unreadable_weights_are_not_called_missing(tmp_path, trained):
                            str(tmp_path / "in.txt")], capture_output=True, text=True, env=env, timeout=120)
     if "unshare" in done.stderr and done.returncode != 2:
         pytest.skip(f"no user namespace here: {done.stderr.strip()[:200]}")
-    if os.geteuid() != 0 and os.access(model / "model.safetensors", os.R_OK):
+    if os.geteuid() != 0 and os.access(model / name, os.R_OK):
         pytest.skip("this user can read a mode-0 file")
-    assert_user_error((done.returncode, done.stdout, done.stderr), "model.safetensors cannot be read",
+    assert_user_error((done.returncode, done.stdout, done.stderr), f"{name} cannot be read",
                       "Permission denied", "chmod a+r")
     assert "No such file" not in done.stderr
