@@ -92,7 +92,17 @@ def load_meta(model_dir: str) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         what = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
         raise BertkitError(f"{meta_path} is corrupt ({what})", BROKEN_META_HINT) from exc
-    return upgrade_meta(meta, meta_path)
+    meta = upgrade_meta(meta, meta_path)
+    _check_labels(meta["task"], meta_path)
+    return meta
+
+
+def _check_labels(task: dict, where) -> None:
+    """A saved classifier or tagger names its outputs (``upgrade_meta`` alone also takes partial dicts)."""
+    from bertkit.tasks import get_task_class  # torch-free; an unknown task is its own one line
+
+    if get_task_class(task["task"]).model_class in LABELLED_MODELS and not task.get("labels"):
+        raise BertkitError(f"{where} is corrupt (a {task['task']} model without its label names)", BROKEN_META_HINT)
 
 
 BROKEN_META_HINT = "restore the file from a copy, or fine-tune the model again"
@@ -101,6 +111,7 @@ SECTION_TYPES = {"task": dict, "base_model": (str, type(None)), "data": dict, "c
                  "history": list, "throughput": dict, "preprocessing": (dict, type(None)),
                  "runtime": (dict, type(None)), "eval_details": (dict, type(None)), "before": (dict, type(None)),
                  "probe": (dict, type(None)), "pretraining": (dict, type(None))}
+LABELLED_MODELS = ("AutoModelForSequenceClassification", "AutoModelForTokenClassification")  # outputs name labels
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
