@@ -81,6 +81,8 @@ def load_config(model_ref: str, display_name: str):
     # before the seconds it takes to import transformers.
     if not _is_local(model_ref) and not hub.use_hub_or_cache() and not _in_hub_cache(model_ref):
         raise _not_loadable(display_name)
+    if _is_local(model_ref):
+        _check_readable(Path(model_ref), display_name)
     transformers = _quiet_transformers()
     try:
         config = transformers.AutoConfig.from_pretrained(model_ref)
@@ -99,6 +101,22 @@ def load_config(model_ref: str, display_name: str):
                            "use an encoder with [CLS] first: BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa, "
                            "ModernBERT")
     return config
+
+
+MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt")  # what transformers may read
+
+
+def _check_readable(directory: Path, display_name: str) -> None:
+    """A model file that is there but cannot be opened (permissions) is said as such: transformers
+    and safetensors report it as missing ("No such file")."""
+    for path in sorted(directory.iterdir()):
+        if path.suffix not in MODEL_FILE_SUFFIXES or not path.is_file():
+            continue
+        try:
+            path.open("rb").close()
+        except OSError as exc:
+            raise BertkitError(f"--model {display_name}: {path.name} cannot be read ({exc.strerror or exc})",
+                               f"make it readable for this user (chmod a+r {path}), or run as its owner") from exc
 
 
 def position_limit(config) -> int | None:

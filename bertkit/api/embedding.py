@@ -41,6 +41,7 @@ class Embeddings:
     stride: int | None
     seconds: float  # inference time
     written_to: str | None = None
+    runtime: dict | None = None  # precision used (and why), threads
 
     @property
     def rows(self) -> int:
@@ -91,7 +92,7 @@ def embed(model: str, input_path: str, output: str | None = None, pooling: str |
         vectors = embedding.l2_normalize(vectors) if normalize else vectors
         dim = vectors.shape[1]
     result = Embeddings(ids, vectors, sentences if per_word else None, spec.name, dim, windowed, len(features),
-                        None if per_word else stride, seconds)
+                        None if per_word else stride, seconds, runtime=engine.runtime(precision))
     if target is not None and engine.is_main_process:
         write(result, target)
         result.written_to = str(target)

@@ -67,8 +67,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     check_inputs_kept(output_path, train_source, eval_source)
     checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
                                    resume, resume_from, overwrite)
-    notices = [f"checkpoint {skipped} cannot be read: passed over" for skipped in
-               (checkpoints.skipped if checkpoints is not None else [])]
+    notices = checkpoints.passed_over() if checkpoints is not None else []
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
                        "at step 0")

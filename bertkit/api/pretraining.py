@@ -36,6 +36,8 @@ class PretrainResult:
     pooler: str = ""
     best_step: int | None = None
     resumed_from: str | None = None
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
+    notices: list = field(default_factory=list)  # checkpoints passed over, ...
 
 
 def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
@@ -56,4 +58,4 @@ def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: 
     return PretrainResult(result.output_dir, result.before, result.metrics, result.history, result.best_epoch,
                           result.throughput, result.preprocessing,
                           result.sections.get("pretraining", {}).get("pooler") or "", result.best_step,
-                          result.resumed_from)
+                          result.resumed_from, result.runtime, result.notices)

@@ -47,6 +47,7 @@ class ProbeResult:
     train_examples: int
     eval_examples: int
     seconds: dict = field(default_factory=dict)
+    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
 
 
 def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
@@ -126,7 +127,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     seconds = {"embed_seconds": round(embed_seconds, 3), "fit_seconds": round(fit_seconds, 3),
                "embedded_rows_per_s": round((len(train_features) + len(eval_features)) / max(embed_seconds, 1e-9), 2)}
     result = ProbeResult(str(output_path), metrics, best_c, search, spec.name, int(weight.shape[1]),
-                         len(train_examples), len(eval_examples), seconds)
+                         len(train_examples), len(eval_examples), seconds, engine.runtime(precision))
     meta = ModelMeta(
         kind="probe", task=adapter.state(), base_model=model, metrics=metrics, throughput=seconds,
         probe={"head": PROBE_HEAD_FILE, "pooling": spec.name, "C": best_c, "c_search": search, "holdout_share": holdout,
@@ -136,7 +137,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
                          name=data if registry.is_known(data) else None, data_dir=registry.data_dir(data_dir)),
         config={"max_length": adapter.max_length, "batch_size": batch_size, "seed": seed, "precision": precision,
                 "max_train_samples": max_train_samples, "max_eval_samples": max_eval_samples},
-        runtime=engine.runtime(precision))
+        runtime=result.runtime)
     if engine.is_main_process:
         from safetensors.numpy import save_file
 

@@ -16,7 +16,8 @@ def datasets(data_dir: DataDir = None):
     from bertkit.data.registry import describe_all
     from bertkit.errors import BertkitError
 
-    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+    # an empty value (an unset shell variable) is no directory, not the current one nor the default
+    if data_dir is not None and (not data_dir.strip() or not Path(data_dir).expanduser().is_dir()):
         raise BertkitError(f"--data-dir {data_dir} is not a directory", "point at the folder holding sst2/, squad/ ...")
 
     rows = describe_all(data_dir)

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
+from bertkit.cli.common import echo_notices, runtime_line
 from bertkit.cli.options import Precision, command, from_dataclass, from_task, plain, split
 from bertkit.config import PRECISION_HELP, RunOptions, TrainConfig
 
@@ -73,6 +74,7 @@ def embed(
     typer.echo(f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
                f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
                + (f"; written to {result.written_to}" if result.written_to else ""), err=True)
+    typer.echo(runtime_line(result.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def probe(
@@ -82,7 +84,8 @@ def probe(
     data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP),
     model: str = typer.Option("bert-base-uncased", help=MODEL_HELP),
     output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/probe-<task>-<data>."),
-    overwrite: bool = typer.Option(False, help="Replace a non-empty --output directory (only once the probe succeeded)."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace a non-empty --output directory (only once the probe succeeded)."),
     pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     max_length: Optional[int] = typer.Option(None, help="Max tokens per row (truncated, as in finetune); default 128."),
     batch_size: int = typer.Option(64, help="Inference batch size for the frozen encoder."),
@@ -111,6 +114,7 @@ def probe(
                f"embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), fit {s['fit_seconds']:.1f}s")
     if result.metrics:
         typer.echo(f"eval ({result.eval_examples} examples): {_format_metrics(result.metrics)}")
+    typer.echo(runtime_line(result.runtime))
     typer.echo(f"saved to {result.output_dir}")
 
 
@@ -142,6 +146,8 @@ def _pretrain_mlm(**values):
     except TrainingInterrupted as stop:
         typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
         sys.exit(130)
+    if result.resumed_from:
+        typer.echo(f"resumed from {result.resumed_from}")
     for part, stats in result.preprocessing.items():
         if isinstance(stats, dict) and "blocks" in stats:
             typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
@@ -154,6 +160,8 @@ def _pretrain_mlm(**values):
     t = result.throughput
     typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s;"
                f" pooler {result.pooler}")
+    typer.echo(runtime_line(result.runtime))
+    echo_notices({"notices": result.notices})
     typer.echo(f"saved to {result.output_dir}")
 
 

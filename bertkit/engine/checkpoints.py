@@ -25,12 +25,12 @@ of the saved epoch and starts at the saved batch index: nothing is replayed.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-from bertkit.engine.checkpoint_files import BEST, MODEL, STATE, checkpoint_problem
+from bertkit.engine.checkpoint_files import (BEST, MODEL, STATE, STEP_DIR, Progress, check_layout, check_readable,
+                                             complete_checkpoints, misfit, newest_readable)
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
@@ -40,25 +40,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
 from bertkit.model_dir.files import disk_full_error
 
-STEP_DIR = re.compile(r"step-(\d+)")
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
-
-
-@dataclass
-class Progress:
-    """Where the loop is and what it has decided so far: identical on every rank."""
-
-    step: int = 0  # optimizer steps done
-    epoch: int = 0  # the epoch of the last batch done ...
-    next_batch: int = 0  # ... and the index of the next one in this rank's share of that epoch's plan
-    best_metric: float | None = None
-    best_step: int | None = None
-    best_epoch: float | None = None
-    bad_evals: int = 0
-    stopped_early: bool = False
-    evals: list = field(default_factory=list)  # TrainReport.history: one entry per evaluation
-    train_seconds: float = 0.0
-    eval_seconds: float = 0.0
 
 
 class RunningSums:
@@ -98,46 +80,12 @@ class RunningSums:
                 "rng": rng_state(self.generators)}
 
 
-def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints under ``root``, oldest first; half-written ones are not listed."""
-    if not root.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.fullmatch(p.name))]
-    return sorted((step, p) for step, p in found if (p / STATE).is_file())
-
-
 def read_state(path: Path) -> dict:
     try:
         return json.loads((path / STATE).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise BertkitError(f"{path} is not a readable bertkit checkpoint ({exc})",
                            "pass --resume-from a step-N directory under <output>.checkpoints") from exc
-
-
-def _newest_readable(existing: list[tuple[int, Path]]) -> tuple[Path, list[str]]:
-    """The newest checkpoint whose files read back, and what was passed over on the way (newest
-    first, with why): a run killed while its disk was full still resumes from the one before."""
-    skipped = []
-    for _, path in reversed(existing):
-        problem = checkpoint_problem(path)
-        if problem is None:
-            return path, skipped
-        skipped.append(f"{path.name} ({problem})")
-    raise BertkitError(f"no checkpoint under {existing[0][1].parent} can be read: " + "; ".join(skipped),
-                       "start afresh with --overwrite (it deletes them), or restore the files")
-
-
-def _check_readable(source: Path, siblings: list[tuple[int, Path]]) -> None:
-    """An explicitly named checkpoint that cannot be read fails, naming the newest older one that can."""
-    problem = checkpoint_problem(source)
-    if problem is None:
-        return
-    paths = [path for _, path in siblings]
-    older = reversed(paths[:paths.index(source)]) if source in paths else ()
-    previous = next((path for path in older if checkpoint_problem(path) is None), None)
-    hint = (f"resume from the previous complete one: --resume-from {previous}" if previous
-            else "restore its files, or start afresh with another --output")
-    raise BertkitError(f"checkpoint {source} cannot be read ({problem})", hint)
 
 
 class Checkpoints:
@@ -156,6 +104,7 @@ class Checkpoints:
              overwrite: bool) -> "Checkpoints | None":
         """Decide, before any data is read, what this run saves and where it continues from."""
         root = checkpoint_root(output)
+        check_layout(root)
         existing = complete_checkpoints(root)
         source, skipped = None, []
         if resume_from:
@@ -165,9 +114,9 @@ class Checkpoints:
             if not (source / STATE).is_file():
                 raise BertkitError(f"--resume-from {resume_from} is not a complete checkpoint (no {STATE})",
                                    f"pass a step-N directory under {root}")
-            _check_readable(source, complete_checkpoints(source.parent))
+            check_readable(source)
         elif resume and existing:
-            source, skipped = _newest_readable(existing)
+            source, skipped = newest_readable(existing)
         elif existing and config.save_every and not resume:
             if not overwrite:
                 raise BertkitError(f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
@@ -179,6 +128,12 @@ class Checkpoints:
         plan.skipped = skipped
         plan.check_compatible()
         return plan
+
+    def passed_over(self) -> list[str]:
+        """The console's account of the newer checkpoints ``--resume`` could not read, if any."""
+        if not self.skipped:
+            return []
+        return [f"checkpoint {'; '.join(self.skipped)}; resumed from {self.resume_from.name} instead"]
 
     def check_compatible(self) -> None:
         """Refuse to continue a checkpoint with settings that would train something else."""
@@ -196,7 +151,10 @@ class Checkpoints:
         self._weights = None
         if self.resume_from is not None:
             self._weights = load_file(self.resume_from / MODEL)
-            model.load_state_dict(self._weights)
+            try:
+                model.load_state_dict(self._weights)
+            except RuntimeError as exc:  # missing, unexpected or differently shaped tensors
+                raise misfit(self.resume_from, MODEL, exc) from exc
 
     def begin(self, acc, optimizer, scheduler, greater_is_better: bool = True):
         """Remove leftovers, then load the optimizer and schedule (before they are prepared).
@@ -218,7 +176,10 @@ class Checkpoints:
             return Progress(), History(live=live), None, None
         source = self.resume_from
         state = read_state(source)
-        optimizer.load_state_dict(torch.load(source / "optimizer.pt", map_location="cpu", weights_only=True))
+        try:
+            optimizer.load_state_dict(torch.load(source / "optimizer.pt", map_location="cpu", weights_only=True))
+        except (KeyError, ValueError, TypeError, RuntimeError) as exc:  # another model's or optimizer's state
+            raise misfit(source, "optimizer.pt", exc) from exc
         schedules = torch.load(source / "scheduler.pt", map_location="cpu", weights_only=True)
         scheduler.load_state_dict(schedules["scheduler"])
         if schedules.get("scaler") and acc.scaler is not None:

@@ -185,7 +185,8 @@ class Run:
         self.sums.add(loss.detach(), [self.plan.lengths[j] for j in indices], new=not repeated)
         self.progress.update(1)
         if self.lines:
-            self.epoch_loss, self.ran = self.epoch_loss + loss.detach(), self.ran + 1
+            # summed in fp32 as RunningSums does: a bf16 sum drifts from the epoch's mean on stdout
+            self.epoch_loss, self.ran = self.epoch_loss + loss.detach().float(), self.ran + 1
 
     def optimizer_step(self, epoch: int, done: int, n: int) -> None:
         """Step after ``done`` of this epoch's ``n`` batches; then log it."""

@@ -75,7 +75,9 @@ def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta) -> dict:
 
 
 def load_meta(model_dir: str) -> dict:
-    """``bertkit.json`` of ``model_dir`` as schema 2, whichever version wrote it."""
+    """``bertkit.json`` of ``model_dir`` as schema 2, whichever version wrote it; a file that is
+    unreadable, not JSON, or lacks what its schema requires is one BertkitError (every command
+    reads it here, so every command says the same)."""
     path = Path(model_dir).expanduser()
     if not path.is_dir():
         raise BertkitError(f"model directory not found: {model_dir}", "pass the --output of `bertkit finetune`")
@@ -83,22 +85,51 @@ def load_meta(model_dir: str) -> dict:
     if not meta_path.is_file():
         raise BertkitError(f"{model_dir} is not a bertkit model (no {META_FILE})", "pass the --output of `bertkit finetune`")
     try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BertkitError(f"{meta_path} is corrupt ({exc.msg})", "fine-tune the model again") from exc
-    return upgrade_meta(meta, meta_path)
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except OSError as exc:  # say why: a file that is there but cannot be read is not "missing"
+        raise BertkitError(f"{meta_path} cannot be read ({exc.strerror or exc})",
+                           "make it readable for this user (chmod a+r), or run as its owner") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        what = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
+        raise BertkitError(f"{meta_path} is corrupt ({what})", BROKEN_META_HINT) from exc
+    meta = upgrade_meta(meta, meta_path)
+    _check_labels(meta["task"], meta_path)
+    return meta
+
+
+def _check_labels(task: dict, where) -> None:
+    """A saved classifier or tagger names its outputs (``upgrade_meta`` alone also takes partial dicts)."""
+    from bertkit.tasks import get_task_class  # torch-free; an unknown task is its own one line
+
+    if get_task_class(task["task"]).model_class in LABELLED_MODELS and not task.get("labels"):
+        raise BertkitError(f"{where} is corrupt (a {task['task']} model without its label names)", BROKEN_META_HINT)
+
+
+BROKEN_META_HINT = "restore the file from a copy, or fine-tune the model again"
+REQUIRED = {1: ("task",), 2: ("schema", "kind", "task", "base_model", "data", "config")}  # per schema version
+SECTION_TYPES = {"task": dict, "base_model": (str, type(None)), "data": dict, "config": dict, "metrics": dict,
+                 "history": list, "throughput": dict, "preprocessing": (dict, type(None)),
+                 "runtime": (dict, type(None)), "eval_details": (dict, type(None)), "before": (dict, type(None)),
+                 "probe": (dict, type(None)), "pretraining": (dict, type(None))}
+LABELLED_MODELS = ("AutoModelForSequenceClassification", "AutoModelForTokenClassification")  # outputs name labels
+TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
 def upgrade_meta(meta, where="bertkit.json") -> dict:
     """``meta`` as schema 2: a version-1 dict gets the keys it lacks (null or empty), in order."""
-    if not isinstance(meta, dict) or not isinstance(meta.get("task"), dict):
-        raise BertkitError(f"{where} is corrupt (no task section)", "fine-tune the model again")
+    if not isinstance(meta, dict):
+        raise BertkitError(f"{where} is corrupt ({_json_type(meta)}, not a JSON object)", BROKEN_META_HINT)
     version = meta.get("schema", 1)
-    if version not in range(1, SCHEMA + 1):
+    if version not in range(1, SCHEMA + 1) or isinstance(version, bool):
         raise BertkitError(f"{where} has schema {version!r}; this bertkit reads schema 1 to {SCHEMA}",
                            "upgrade bertkit (pip install -U bertkit)")
+    missing = [key for key in REQUIRED[version] if key not in meta]
+    if missing:
+        raise BertkitError(f"{where} is corrupt (schema {version} requires {', '.join(map(repr, missing))})",
+                           BROKEN_META_HINT)
+    _check_task_section(meta["task"], where)
     if version == SCHEMA:
-        return meta
+        return _checked(meta, where)
     data = dict(meta.get("data") or {})
     for old, new in (("train_documents", "train_examples"), ("eval_documents", "eval_examples")):
         if old in data:  # version 1 of pretrain counted documents under their own names
@@ -108,7 +139,35 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
                                                           for spec in fields(ModelMeta) if spec.name != "kind"},
                 "data": {**dict.fromkeys(DATA_KEYS), **data}}
     # the schema's order first; keys no longer written stay readable after it
-    return {**{key: upgraded.get(key) for key in META_KEYS}, **upgraded}
+    return _checked({**{key: upgraded.get(key) for key in META_KEYS}, **upgraded}, where)
+
+
+def _check_task_section(task, where) -> None:
+    """What ``tasks.task_from_state`` needs to rebuild the task."""
+    if not isinstance(task, dict):
+        raise BertkitError(f"{where} is corrupt (its task section is not an object)", BROKEN_META_HINT)
+    for key, kind in TASK_KEYS.items():
+        if key in ("task", "max_length") and key not in task:
+            raise BertkitError(f"{where} is corrupt (its task section has no {key!r})", BROKEN_META_HINT)
+        if key in task and (not isinstance(task[key], kind) or isinstance(task[key], bool)):
+            raise BertkitError(f"{where} is corrupt (task.{key} is {_json_type(task[key])})", BROKEN_META_HINT)
+
+
+def _checked(meta: dict, where) -> dict:
+    """Every section there of the type its readers expect."""
+    if meta["kind"] not in KINDS:
+        raise BertkitError(f"{where} is corrupt (kind {meta['kind']!r}; one of {', '.join(KINDS)})", BROKEN_META_HINT)
+    for key, kind in SECTION_TYPES.items():
+        if key in meta and not isinstance(meta[key], kind):
+            raise BertkitError(f"{where} is corrupt ({key} is {_json_type(meta[key])})", BROKEN_META_HINT)
+    return meta
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), "null")
 
 
 def _empty(spec):
