@@ -9,7 +9,8 @@ from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
-from bertkit.model_dir import META_FILE, check_output_file, load_meta, recorded_eval_data, update_meta, write_json
+from bertkit.model_dir import (META_FILE, check_inputs_kept, check_output_file, load_meta, recorded_eval_data,
+                               update_meta, write_json)
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 
@@ -48,6 +49,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
+    check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     every_example = adapter.read(source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
     adapter.check_eval_examples(examples, source)

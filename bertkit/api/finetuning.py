@@ -64,7 +64,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     check_output_dir(output_path, overwrite)
     train_source = registry.resolve(data, "train", data_dir, task)
     eval_source = registry.eval_source(data, eval_data, data_dir, task)
-    check_inputs_kept(output_path, train_source, eval_source)
+    check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
     checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
                                    resume, resume_from, overwrite)
     notices = [f"checkpoint {skipped} cannot be read: passed over" for skipped in

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir import check_output_file
 from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -65,10 +66,8 @@ def check_plot_output(output: str) -> Path:
     if target.suffix.lower() not in PLOT_SUFFIXES:
         raise BertkitError(f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
                            "e.g. --output att.png, or --json for the raw weights")
-    if not target.parent.is_dir():
-        raise BertkitError(f"the parent of --output {output} does not exist", f"mkdir -p {target.parent}")
     require_matplotlib()
-    return target
+    return check_output_file(target)  # the shared check: missing or file parents, and a real write probe
 
 
 def require_matplotlib():

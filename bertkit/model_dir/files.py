@@ -83,19 +83,21 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
 
 def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
     """What a command writes at ``output`` (a file, or a directory that --overwrite replaces) must
-    not take an input with it: refuse an output that is an input file or a directory holding one.
-    ``inputs``: paths, or data sources with a ``.path`` (None for Hub data and stdin)."""
+    not take an input with it: refuse an output that is an input (a data file, a model directory)
+    or a directory holding one. ``inputs``: paths, or data sources with a ``.path`` (None for Hub
+    data and stdin); names that are not on disk (Hub models and datasets) cannot be destroyed."""
     output = Path(output).expanduser().resolve()
     for item in inputs:
         path = getattr(item, "path", item)
-        if path is None or str(path) == "-":
+        if path is None or str(path) == "-" or not Path(path).expanduser().exists():
             continue
         path = Path(path).expanduser().resolve()
         if path == output:
-            raise BertkitError(f"{flag} {output} is the input file {path}, which writing it would destroy",
+            kind = "model directory" if path.is_dir() else "file"
+            raise BertkitError(f"{flag} {output} is the input {kind} {path}, which writing it would destroy",
                                f"choose another {flag}")
         if path.is_relative_to(output):
-            raise BertkitError(f"the input file {path} is inside {flag} {output}, which this command would replace",
+            raise BertkitError(f"the input {path} is inside {flag} {output}, which this command would replace",
                                f"choose an {flag} directory outside the input's directory")
 
 

@@ -230,3 +230,47 @@ def _dataset(name: str | None) -> tuple[str | None, str | None]:
 
 def _quote(text: str) -> str:
     return json.dumps(str(text))  # a JSON string is a valid YAML scalar, whatever it holds
+
+
+# The card bertkit writes ends with a digest of itself, so a later `eval` or `report` can tell a
+# card the user edited (or wrote) from its own, and never overwrites the user's words.
+CARD_FILE = "README.md"
+NEW_CARD_FILE = "README.bertkit.md"  # bertkit's new card, next to a README.md the user edited
+CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z")
+
+
+def signed_card(text: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return f"{text}\n<!-- bertkit card sha256:{digest}; once edited, bertkit writes its new cards to " \
+           f"{NEW_CARD_FILE} -->\n"
+
+
+def card_edited(path: Path) -> bool:
+    """True when ``path`` holds something other than a card bertkit wrote, unchanged since."""
+    import hashlib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError):
+        return True  # unreadable or not text: certainly not ours to replace
+    mark = CARD_MARK.search(text)
+    return mark is None or hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() != mark.group(1)
+
+
+def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
+    """Write the card to README.md, or, when the user edited README.md, beside it to
+    README.bertkit.md; returns the file written and, then, the notice that says so."""
+    from bertkit.model_dir import write_text
+
+    card = Path(directory) / CARD_FILE
+    if not card_edited(card):
+        write_text(card, signed_card(text))
+        return card, None
+    write_text(card.with_name(NEW_CARD_FILE), signed_card(text))
+    return card.with_name(NEW_CARD_FILE), (f"{card} has edits bertkit did not make, so it was kept; the new card is "
+                                           f"{NEW_CARD_FILE} (merge it in, or delete {CARD_FILE} to let bertkit "
+                                           "write it there again)")
