@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -48,6 +49,9 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
                            "name a new directory, e.g. runs/my-model")
     if output.exists() and not output.is_dir():
         raise BertkitError(f"--output {output} is a file", "choose a directory path")
+    if is_mount_point(output):  # a volume or mount: the finished model cannot be renamed into its place
+        raise BertkitError(f"--output {output} is a mount point, which a model directory cannot replace",
+                           f"choose a directory inside it, e.g. {output / 'model'}")
     existing = _nearest_existing(output.parent)
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
@@ -99,6 +103,20 @@ def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
         if path.is_relative_to(output):
             raise BertkitError(f"the input {path} is inside {flag} {output}, which this command would replace",
                                f"choose an {flag} directory outside the input's directory")
+
+
+def is_mount_point(path: Path) -> bool:
+    """os.path.ismount misses a bind mount from the same file system (same device), such as a
+    container's volume; the kernel's mount table names them all (Linux)."""
+    if os.path.ismount(path):
+        return True
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as table:
+            points = {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])  # \040: space
+                      for line in table if line.count(" ") > 4}
+    except OSError:
+        return False
+    return str(path) in points
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -169,7 +187,7 @@ def staged_output(output: Path):
         if full is not None:
             raise full from exc
         raise
-    _follow_umask(staging)
+    follow_umask(staging)
     if output.exists():
         trash = trash_dir(output)
         shutil.rmtree(trash, ignore_errors=True)
@@ -197,7 +215,7 @@ def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSErro
     return None
 
 
-def _follow_umask(directory: Path) -> None:
+def follow_umask(directory: Path) -> None:
     """mkdtemp makes the staging directory 0700 and some writers make files 0600 whatever the
     umask; a model directory is for loading by others too (another user, a container), so give
     it the modes a plain mkdir and open would have given."""
