@@ -327,11 +327,14 @@ def test_a_card_the_user_edited_is_kept(trained, tmp_path, run_cli):
 
 
 def test_a_card_bertkit_did_not_sign_counts_as_the_users(tmp_path):
-    from bertkit.reporting.card import card_edited, signed_card
+    from bertkit.reporting.card import NEW_CARD_FILE, card_edited, signed_card, write_card
 
     card = tmp_path / "README.md"
     card.write_text("# my model\n")
     assert card_edited(card)
+    written, notice = write_card(tmp_path, "# bertkit's card\n")
+    assert written.name == NEW_CARD_FILE and "was not written by this version of bertkit" in notice
+    assert card.read_text() == "# my model\n"
     card.write_text(signed_card("# bertkit's card\n"))
     assert not card_edited(card)
     card.write_text(card.read_text().replace("bertkit's", "my"))

@@ -249,28 +249,38 @@ def signed_card(text: str) -> str:
 
 def card_edited(path: Path) -> bool:
     """True when ``path`` holds something other than a card bertkit wrote, unchanged since."""
+    return _card_state(path) != "ours"
+
+
+def _card_state(path: Path) -> str:
+    """"ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
+    "unsigned" (the user's own, or a card from a bertkit version before the signature)."""
     import hashlib
 
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return False
+        return "ours"
     except (OSError, UnicodeDecodeError):
-        return True  # unreadable or not text: certainly not ours to replace
+        return "unsigned"  # unreadable or not text: certainly not ours to replace
     mark = CARD_MARK.search(text)
-    return mark is None or hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() != mark.group(1)
+    if mark is None:
+        return "unsigned"
+    return "ours" if hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
 
 
 def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
-    """Write the card to README.md, or, when the user edited README.md, beside it to
-    README.bertkit.md; returns the file written and, then, the notice that says so."""
+    """Write the card to README.md, or, when README.md is not bertkit's unchanged card, beside it
+    to README.bertkit.md; returns the file written and, then, the notice that says so."""
     from bertkit.model_dir import write_text
 
     card = Path(directory) / CARD_FILE
-    if not card_edited(card):
-        write_text(card, signed_card(text))
+    state = _card_state(card)
+    target = card if state == "ours" else card.with_name(NEW_CARD_FILE)
+    write_text(target, signed_card(text))
+    if state == "ours":
         return card, None
-    write_text(card.with_name(NEW_CARD_FILE), signed_card(text))
-    return card.with_name(NEW_CARD_FILE), (f"{card} has edits bertkit did not make, so it was kept; the new card is "
-                                           f"{NEW_CARD_FILE} (merge it in, or delete {CARD_FILE} to let bertkit "
-                                           "write it there again)")
+    why = "has edits bertkit did not make" if state == "edited" else \
+        "was not written by this version of bertkit (your own card, or an older bertkit's)"
+    return target, (f"{card} {why}, so it was kept; the new card is {NEW_CARD_FILE} (merge it in, or delete "
+                    f"{CARD_FILE} to let bertkit write it there again)")
