@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error
 from hostile import CLS_CSV, Case, Context, run_case
 
 TEXTS = "the film was good\nthe plot was bad\n"
@@ -366,7 +365,7 @@ def test_push_uploads_a_drawn_card_without_writing_the_model_dir(trained, tmp_pa
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, *a, **k: Url("https://hf.co/me/model"))
     monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", commit)
     try:
-        code, out, err = run_cli("push", model, "--repo", "me/model")
+        code, _, err = run_cli("push", model, "--repo", "me/model")
     finally:
         hub.hub_reachable.cache_clear()
     assert code == 0, err
