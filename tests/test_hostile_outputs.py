@@ -387,3 +387,18 @@ def test_finetune_full_disk_says_so_once_and_leaves_nothing(tiny_bert, tmp_path,
     left = sorted(str(p.relative_to(disk)) for p in disk.rglob("*"))
     # no model, no staging directory, no .step-N.tmp: only the resumable state (here just the live history)
     assert not (disk / "m").exists() and not [name for name in left if "/." in name or name.startswith(".")], left
+
+
+def test_eval_of_a_read_only_model_dir_writes_only_its_output(trained, tmp_path, run_cli, read_only):
+    """A shared or mounted model is evaluated all the same; its report and card are left as they are."""
+    from hostile import snapshot
+
+    model = tmp_path / "model"
+    shutil.copytree(trained("cls"), model)
+    read_only(model)
+    (tmp_path / "e.csv").write_text(CLS_CSV)
+    before = snapshot(model)
+    code, out, err = run_cli("eval", model, "--data", tmp_path / "e.csv", "--output", tmp_path / "m.json")
+    assert code == 0, err
+    assert "the model directory is read-only" in out + err and (tmp_path / "m.json").is_file()
+    assert snapshot(model) == before

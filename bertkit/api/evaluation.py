@@ -11,6 +11,7 @@ from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
 from bertkit.model_dir import (META_FILE, check_inputs_kept, check_output_file, load_meta, recorded_eval_data,
                                update_meta, write_json)
+from bertkit.model_dir.files import probe_writable
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 
@@ -44,6 +45,9 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
         raise BertkitError(f"--output {output} would replace the model's own {target.name}",
                            "write the metrics to another file")
+    # --output elsewhere: a read-only model directory (a shared copy, a container's mount) is evaluated
+    # all the same, without redrawing its report or storing what was tuned
+    read_only = _read_only(Path(model_dir))
     adapter = task_from_state(meta["task"])
     adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
     # Without a data directory, a known dataset is looked up where training found it.
@@ -72,15 +76,24 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
               "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
-        meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, engine.is_main_process)
+        if read_only:
+            report["tuned_not_stored"] = tuned
+            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is "
+                                     f"read-only ({read_only})")
+        else:
+            meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report,
+                                engine.is_main_process)
     if engine.is_main_process:
         write_json(target, report)
         from bertkit.reporting.build import build_report
 
-        # redrawn with this evaluation's figures (only those inside the model directory count)
-        drawn = build_report(model_dir, meta)
-        report["figures"] = drawn["figures"]
-        report["notices"] += drawn["notices"]
+        if read_only:
+            report["notices"].append(f"the model directory is read-only ({read_only}): its report and card were not "
+                                     "redrawn")
+        else:  # redrawn with this evaluation's figures (only those inside the model directory count)
+            drawn = build_report(model_dir, meta)
+            report["figures"] = drawn["figures"]
+            report["notices"] += drawn["notices"]
     report["written_to"] = str(target)
     return report
 
@@ -118,6 +131,15 @@ def _partial_evaluation(meta, data, split, source, evaluated, available) -> str 
                      source.path is not None and Path(recorded).expanduser().resolve() == source.path.resolve()):
         return None
     return f"{source.description} is not the model's dev data ({recorded or 'none recorded at training'})"
+
+
+def _read_only(directory: Path) -> str | None:
+    """Why ``directory`` cannot be written (e.g. "Read-only file system"), or None."""
+    try:
+        probe_writable(directory, str(directory))
+    except BertkitError as exc:
+        return str(exc.__cause__.strerror if isinstance(exc.__cause__, OSError) and exc.__cause__.strerror else exc)
+    return None
 
 
 def _settings(settings: dict) -> str:
