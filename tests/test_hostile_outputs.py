@@ -127,6 +127,13 @@ def hub_answers(c: Context, fail_at: str | None) -> None:
         c.monkeypatch.setattr(huggingface_hub.HfApi, fail_at, refuse)
 
 
+def figures_file(c: Context) -> Path:
+    model = copy_model(c)
+    shutil.rmtree(model / "figures")
+    (model / "figures").write_text("mine")
+    return model
+
+
 def user_dir(c: Context) -> Path:
     """A directory of the user's own files."""
     return c.file("mine/notes.md", "my notes").parent
@@ -241,6 +248,21 @@ CASES = [
              "cls-copy/onnx/e.csv", CLS_CSV)])(copy_model(c)), ("holds files an export did not write (e.csv)",)),
     Case("export-full-disk", lambda c: ["export", "onnx", model_on_full_disk(c), "--data", c.file("e.csv", CLS_CSV)],
          ("no space left on device",)),
+    Case("export-onnx-is-a-user-file",
+         lambda c: (lambda m: ((m / "onnx").write_text("mine"), ["export", "onnx", m, "--data",
+                                                                 c.file("e.csv", CLS_CSV)])[1])(copy_model(c)),
+         ("is a file an export did not write",)),
+    Case("report-figures-is-a-file", lambda c: ["report", figures_file(c)], ("is a file, where the report's figures",)),
+    Case("eval-figures-is-a-file", lambda c: ["eval", figures_file(c), "--data", c.file("e.csv", CLS_CSV)],
+         ("is a file, where the report's figures",)),
+    # --- names too long for the file system (with the hidden staging/.tmp siblings' suffixes) ----------
+    Case("probe-output-name-too-long", lambda c: probe(c, c.tmp / ("x" * 240)), ("too long for the file system",)),
+    Case("finetune-output-parent-too-long",
+         lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--output", c.tmp / ("x" * 300) / "m"), ("too long",)),
+    Case("embed-output-name-too-long", lambda c: embed(c, c.tmp / ("x" * 240 + ".npy")), ("too long",)),
+    Case("inspect-attention-name-too-long", lambda c: attention(c, c.tmp / ("x" * 300 + ".png")), ("too long",)),
+    Case("eval-output-name-too-long", lambda c: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV),
+                                                 "--output", c.tmp / ("m" * 250 + ".json")], ("too long",)),
     # --- push: nothing written into the model directory, whatever fails -------------------------------
     Case("push-no-card-offline", lambda c: (c.offline(), ["push", cardless_model(c), "--repo", "me/model"])[1],
          ("unreachable", "nothing was pushed")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bertkit.api.reports import check_figures_dir
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
@@ -48,6 +49,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     # --output elsewhere: a read-only model directory (a shared copy, a container's mount) is evaluated
     # all the same, without redrawing its report or storing what was tuned
     read_only = _read_only(Path(model_dir))
+    if not read_only:
+        check_figures_dir(Path(model_dir))
     adapter = task_from_state(meta["task"])
     adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
     # Without a data directory, a known dataset is looked up where training found it.

@@ -96,6 +96,9 @@ def _check_replaceable(target: Path) -> None:
     """The new export replaces DIR/onnx/ whole: it may hold only what an export wrote, and the
     model directory must be writable, both found out before the model is loaded."""
     ours = {FP32_FILE, INT8_FILE, "export.json"}
+    if target.exists() and not target.is_dir():
+        raise BertkitError(f"{target} is a file an export did not write, which a new export would delete",
+                           f"move or rename {target} first")
     foreign = sorted(p.name for p in target.iterdir() if p.name not in ours) if target.is_dir() else []
     if foreign:
         raise BertkitError(f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new "

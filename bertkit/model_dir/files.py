@@ -18,6 +18,7 @@ from bertkit.errors import BertkitError
 
 META_FILE = "bertkit.json"
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
+TMP_SUFFIX = ".tmp"  # atomic_file's temporary sibling: .<name>.<pid>-<random>.tmp
 
 
 def checkpoint_root(output: Path) -> Path:
@@ -44,6 +45,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     one that bertkit wrote (it has bertkit.json), never a directory of the user's own files.
     """
     output = output.expanduser().resolve()
+    check_name_fits(output, len(staging_prefix(output)) - len(output.name) + 20, "--output")  # + "<pid>-<random>"
     if output == Path(output.anchor) or Path.cwd().resolve().is_relative_to(output):
         raise BertkitError(f"--output {output} is the current directory or one of its parents",
                            "name a new directory, e.g. runs/my-model")
@@ -70,6 +72,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
 def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     """Fail before any work if a result file cannot be written at ``path``; returns it resolved."""
     target = Path(path).expanduser().resolve()
+    check_name_fits(target, len(".." + TMP_SUFFIX) + 20, flag)  # atomic_file's ".<name>.<pid>-<random>.tmp"
     if target.is_dir():
         raise BertkitError(f"{flag} {path} is a directory", "give a file name, e.g. results.json")
     if not target.parent.exists():
@@ -119,8 +122,25 @@ def is_mount_point(path: Path) -> bool:
     return str(path) in points
 
 
+def check_name_fits(target: Path, extra: int, flag: str) -> None:
+    """Every name on the way to ``target`` fits the file system, ``target``'s own with ``extra``
+    characters more (the hidden sibling written first), so ENAMETOOLONG cannot come after the work."""
+    existing = _nearest_existing(target.parent)
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    names = [*target.relative_to(existing).parts[:-1], target.name]
+    lengths = [len(name.encode()) for name in names[:-1]] + [len(target.name.encode()) + extra]
+    if max(lengths) > limit:
+        longest = max(names, key=len)
+        raise BertkitError(f"{flag} {str(target)[:60]}...: the name {longest[:20]}... is too long for the file system "
+                           f"({len(longest.encode())} bytes; names may have {limit} here, {limit - extra} for this "
+                           "output's own)", "choose a shorter name")
+
+
 def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
+    while not os.path.exists(path) and path != path.parent:  # os.path: False for a name too long, no OSError
         path = path.parent
     return path
 
@@ -232,7 +252,7 @@ def atomic_file(path: Path, mode: str = "w"):
     written and synced, so readers (and a crash) see the old file or the new one, never half."""
     path = Path(path)
     # unique per writer: two processes saving the same file must not write into one temporary file
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
     try:
         with open(tmp, mode.replace("w", "x"), **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
