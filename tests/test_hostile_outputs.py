@@ -198,6 +198,15 @@ CASES = [
     Case("finetune-checkpoints-read-only",
          lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--output", read_only_dir(c) / "m", "--save-every", "1"),
          ("cannot write in",)),
+    Case("finetune-checkpoints-dir-is-a-file",
+         lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--save-every", "1") if c.file("out.checkpoints", "x")
+         else None, ("is a file, where checkpoints go",)),
+    Case("finetune-logs-dir-is-a-file",
+         lambda c: c.finetune("cls", ("t.csv", CLS_CSV), "--report-to", "tensorboard") if c.file("out.logs", "x")
+         else None, ("is a file, where the trackers' logs go",)),
+    Case("pretrain-checkpoints-dir-is-a-file",
+         lambda c: pretrain(c, c.tmp / "m", "--save-every", "1") if c.file("m.checkpoints", "x") else None,
+         ("is a file, where checkpoints go",)),
     # --- eval -----------------------------------------------------------------------------------------
     Case("eval-output-is-the-data", lambda c: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV),
                                                "--output", c.tmp / "e.csv"], ("is the input file",)),

@@ -88,6 +88,13 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     return target
 
 
+def check_sibling_dir(path: Path, what: str) -> None:
+    """A sibling directory a run creates next to its output (OUT.checkpoints, OUT.logs) must not
+    be a file: found before the work, not at the first save."""
+    if os.path.lexists(path) and not path.is_dir():
+        raise BertkitError(f"{path} is a file, where {what} go", "move or rename it, or choose another --output")
+
+
 def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
     """What a command writes at ``output`` (a file, or a directory that --overwrite replaces) must
     not take an input with it: refuse an output that is an input (a data file, a model directory)
