@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import check_output_file
+from bertkit.model_dir import atomic_file, check_output_file
 from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -126,7 +126,8 @@ def plot_attention(result: dict, output: Path, dpi: int = 100) -> tuple[int, int
             ax.set_ylabel("attending token (query)")
     figure.colorbar(image, ax=axes, shrink=0.8 if len(result["heads"]) == 1 else 0.5)  # one scale for all heads
     figure.suptitle(f"{Path(result['model']).name}: attention weights (rows sum to 1)", fontsize=11)
-    figure.savefig(output, dpi=dpi)
+    with atomic_file(Path(output), "wb") as handle:  # a full disk leaves no half-drawn figure behind
+        figure.savefig(handle, format=Path(output).suffix.lstrip(".").lower(), dpi=dpi)
     width, height = figure.canvas.get_width_height()
     return width, height
 
