@@ -433,3 +433,24 @@ def test_eval_of_a_read_only_model_dir_writes_only_its_output(trained, tmp_path,
     assert code == 0, err
     assert "the model directory is read-only" in out + err and (tmp_path / "m.json").is_file()
     assert snapshot(model) == before
+
+
+FULL_DISK_AFTER_PROGRESS = {  # these print their progress (stderr) before the write that fails
+    "eval": lambda c, disk: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV), "--output",
+                             disk / "m.json"],
+    "predict": lambda c, disk: ["predict", c.trained("cls"), "--input", c.file("in.txt", TEXTS * 200), "--output",
+                                disk / "p.jsonl"],
+    "pretrain": lambda c, disk: pretrain(c, disk / "m"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(FULL_DISK_AFTER_PROGRESS))
+def test_full_disk_after_the_work_ends_in_one_error_line_and_leaves_nothing(command, tmp_path, tiny_bert, trained,
+                                                                          run_cli, monkeypatch, small_disk):
+    disk = small_disk(64)
+    (disk / "filler.bin").write_bytes(b"\0" * (os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize))  # full
+    code, _, err = run_cli(*FULL_DISK_AFTER_PROGRESS[command](Context(tmp_path, tiny_bert, trained, monkeypatch), disk))
+    assert code == 2 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("error: ")] == [err.strip().splitlines()[-1]]
+    assert err.strip().splitlines()[-1].startswith("error: no space left on device while writing"), err
+    assert sorted(p.name for p in disk.iterdir()) == ["filler.bin"]
