@@ -5,11 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bertkit.api.reports import check_figures_dir
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
-from bertkit.model_dir import META_FILE, check_output_file, load_meta, recorded_eval_data, update_meta, write_json
+from bertkit.model_dir import (META_FILE, check_inputs_kept, check_output_file, load_meta, recorded_eval_data,
+                               update_meta, write_json)
+from bertkit.model_dir.files import probe_writable
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 
@@ -43,11 +46,17 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
         raise BertkitError(f"--output {output} would replace the model's own {target.name}",
                            "write the metrics to another file")
+    # --output elsewhere: a read-only model directory (a shared copy, a container's mount) is evaluated
+    # all the same, without redrawing its report or storing what was tuned
+    read_only = _read_only(Path(model_dir))
+    if not read_only:
+        check_figures_dir(Path(model_dir))
     adapter = task_from_state(meta["task"])
     adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
+    check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     every_example = adapter.read(source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
     adapter.check_eval_examples(examples, source)
@@ -70,15 +79,24 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
               "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
-        meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, engine.is_main_process)
+        if read_only:
+            report["tuned_not_stored"] = tuned
+            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is "
+                                     f"read-only ({read_only})")
+        else:
+            meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report,
+                                engine.is_main_process)
     if engine.is_main_process:
         write_json(target, report)
         from bertkit.reporting.build import build_report
 
-        # redrawn with this evaluation's figures (only those inside the model directory count)
-        drawn = build_report(model_dir, meta)
-        report["figures"] = drawn["figures"]
-        report["notices"] += drawn["notices"]
+        if read_only:
+            report["notices"].append(f"the model directory is read-only ({read_only}): its report and card were not "
+                                     "redrawn")
+        else:  # redrawn with this evaluation's figures (only those inside the model directory count)
+            drawn = build_report(model_dir, meta)
+            report["figures"] = drawn["figures"]
+            report["notices"] += drawn["notices"]
     report["written_to"] = str(target)
     return report
 
@@ -116,6 +134,15 @@ def _partial_evaluation(meta, data, split, source, evaluated, available) -> str 
                      source.path is not None and Path(recorded).expanduser().resolve() == source.path.resolve()):
         return None
     return f"{source.description} is not the model's dev data ({recorded or 'none recorded at training'})"
+
+
+def _read_only(directory: Path) -> str | None:
+    """Why ``directory`` cannot be written (e.g. "Read-only file system"), or None."""
+    try:
+        probe_writable(directory, str(directory))
+    except BertkitError as exc:
+        return str(exc.__cause__.strerror if isinstance(exc.__cause__, OSError) and exc.__cause__.strerror else exc)
+    return None
 
 
 def _settings(settings: dict) -> str:

@@ -14,8 +14,8 @@ from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, checkpoint_root, data_record,
-                               save_model_dir, staged_output)
+from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
+                               data_record, save_model_dir, staged_output)
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -64,7 +64,11 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     check_output_dir(output_path, overwrite)
     train_source = registry.resolve(data, "train", data_dir, task)
     eval_source = registry.eval_source(data, eval_data, data_dir, task)
-    check_inputs_kept(output_path, train_source, eval_source)
+    check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
+    if config.save_every or resume or resume_from:
+        check_sibling_dir(checkpoint_root(output_path), "checkpoints")
+    if trackers:
+        check_sibling_dir(logging_dir(output_path), "the trackers' logs")
     checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
                                    resume, resume_from, overwrite)
     notices = checkpoints.passed_over() if checkpoints is not None else []

@@ -12,11 +12,13 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir import atomic_file, check_output_file
 from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 PLOTS_HINT = "pip install 'bertkit[plots]' (matplotlib), or use --json for the raw weights"
 GRID_COLUMNS = 4
+MAX_PIXELS = 100_000_000  # about 400 MB of RGBA while drawing
 
 
 def tokens(model: str, text: str, text_pair: str | None = None, max_length: int = 512) -> dict:
@@ -65,10 +67,17 @@ def check_plot_output(output: str) -> Path:
     if target.suffix.lower() not in PLOT_SUFFIXES:
         raise BertkitError(f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
                            "e.g. --output att.png, or --json for the raw weights")
-    if not target.parent.is_dir():
-        raise BertkitError(f"the parent of --output {output} does not exist", f"mkdir -p {target.parent}")
     require_matplotlib()
-    return target
+    return check_output_file(target)  # the shared check: missing or file parents, and a real write probe
+
+
+def check_figure_size(width_inches: float, height_inches: float, dpi: int) -> None:
+    """A --dpi that matplotlib refuses (<= 0) or that would need gigabytes of pixels: one line."""
+    pixels = width_inches * dpi * height_inches * dpi
+    if dpi < 1 or pixels > MAX_PIXELS:
+        raise BertkitError(f"--dpi {dpi}: the figure would be {width_inches * max(dpi, 0):.0f}x"
+                           f"{height_inches * max(dpi, 0):.0f} px", f"use a --dpi from 1 up to about "
+                           f"{int((MAX_PIXELS / (width_inches * height_inches)) ** 0.5)} (100 is the default)")
 
 
 def require_matplotlib():
@@ -98,6 +107,7 @@ def plot_attention(result: dict, output: Path, dpi: int = 100) -> tuple[int, int
     labels = [row["token"] for row in result["tokens"]]
     side = cell_inches(len(labels))
     rows, columns = grid_shape(len(result["heads"]))
+    check_figure_size(columns * side, rows * side, dpi)
     figure = Figure(figsize=(columns * side, rows * side), dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(rows, columns, squeeze=False)
@@ -116,7 +126,8 @@ def plot_attention(result: dict, output: Path, dpi: int = 100) -> tuple[int, int
             ax.set_ylabel("attending token (query)")
     figure.colorbar(image, ax=axes, shrink=0.8 if len(result["heads"]) == 1 else 0.5)  # one scale for all heads
     figure.suptitle(f"{Path(result['model']).name}: attention weights (rows sum to 1)", fontsize=11)
-    figure.savefig(output, dpi=dpi)
+    with atomic_file(Path(output), "wb") as handle:  # a full disk leaves no half-drawn figure behind
+        figure.savefig(handle, format=Path(output).suffix.lstrip(".").lower(), dpi=dpi)
     width, height = figure.canvas.get_width_height()
     return width, height
 

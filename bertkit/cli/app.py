@@ -19,10 +19,11 @@ except ImportError:  # older Typer raises click's
 DEBUG_ENV = "BERTKIT_DEBUG"
 # Writing failures the user can fix: the disk or quota is full, or the destination is read-only.
 # Every writer stages its output (model_dir.files), so nothing half-written stays behind.
-WRITE_ERRORS = {errno.ENOSPC: "free some space, or choose another --output on another disk",
-                errno.EDQUOT: "free some space under your quota, or choose another --output",
-                errno.EROFS: "choose an --output on a writable file system",
-                errno.EFBIG: "choose an --output on a file system that takes larger files"}
+# The hints name no flag: export onnx, report and eval write into the model directory, not to --output.
+WRITE_ERRORS = {errno.ENOSPC: "free some space there, or write to another disk",
+                errno.EDQUOT: "free some space under your quota, or write somewhere else",
+                errno.EROFS: "write to a writable file system",
+                errno.EFBIG: "write to a file system that takes larger files"}
 
 
 def _flags_without_placeholder() -> None:

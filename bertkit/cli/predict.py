@@ -31,9 +31,11 @@ def predict(
 ):
     """Predict for every input row; one JSON line per row, in input order."""
     from bertkit import api
-    from bertkit.model_dir import check_output_file, write_text
+    from bertkit.model_dir import check_inputs_kept, check_output_file, write_text
 
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
+    if target is not None:
+        check_inputs_kept(target, input)  # --output equal to --input would replace the rows with predictions
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best,
                        backend=backend, threads=threads)
     if not is_main_process():

@@ -38,7 +38,7 @@ from bertkit.engine.rng_state import rng_state
 from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401 (features_sha1: api's import)
 from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
-from bertkit.model_dir.files import disk_full_error
+from bertkit.model_dir.files import disk_full_error, follow_umask
 
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
 
@@ -228,8 +228,13 @@ class Checkpoints:
         if main:
             last = progress.evals[-1] if progress.evals else {}
             score = progress.best_metric if last.get("step") == step and progress.best_step == step else None
-            write_json(tmp / STATE, {"step": step, "score": score, "progress": asdict(progress),
-                                     "identity": self.identity})
+            try:
+                write_json(tmp / STATE, {"step": step, "score": score, "progress": asdict(progress),
+                                         "identity": self.identity})
+            except BaseException:  # the state file is the last one: without it the checkpoint is half
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            follow_umask(tmp)  # safetensors writes 0600: another user resuming needs the umask's modes
             if final.exists():
                 shutil.rmtree(final)
             tmp.rename(final)

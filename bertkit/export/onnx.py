@@ -38,6 +38,7 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
 
     directory = Path(model_dir)
     meta = load_meta(model_dir)
+    _check_exportable(meta, model_dir)
     _check_replaceable(directory / ONNX_DIR)
     adapter = task_from_state(meta["task"])
     data = data or recorded_eval_data(meta)
@@ -81,10 +82,23 @@ def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, sam
     return report
 
 
+def _check_exportable(meta: dict, model_dir: str) -> None:
+    """A `pretrain mlm` output is a starting point, not a task model: its scorer masks tokens at
+    random inside the graph (no ONNX equivalent) and nothing serves its ONNX file (predict and
+    serve run task models), so it is refused rather than exported half-way."""
+    if meta.get("kind") == "pretrain":
+        raise BertkitError(f"{model_dir} is a `bertkit pretrain mlm` output (a masked-LM starting point), which has "
+                           "no task to export to ONNX", f"fine-tune it first (`bertkit finetune TASK --model "
+                           f"{model_dir} ...`) and export that model")
+
+
 def _check_replaceable(target: Path) -> None:
     """The new export replaces DIR/onnx/ whole: it may hold only what an export wrote, and the
     model directory must be writable, both found out before the model is loaded."""
     ours = {FP32_FILE, INT8_FILE, "export.json"}
+    if target.exists() and not target.is_dir():
+        raise BertkitError(f"{target} is a file an export did not write, which a new export would delete",
+                           f"move or rename {target} first")
     foreign = sorted(p.name for p in target.iterdir() if p.name not in ours) if target.is_dir() else []
     if foreign:
         raise BertkitError(f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new "

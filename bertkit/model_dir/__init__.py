@@ -25,6 +25,7 @@ previous model during a replace).
 
 from bertkit.model_dir.files import (  # noqa: F401  (the package's public names)
     META_FILE, PROBE_HEAD_FILE, atomic_file, check_inputs_kept, check_output_dir, check_output_file,
+    check_sibling_dir,
     checkpoint_root, logging_dir, staged_output, staging_prefix, trash_dir,
     write_json, write_text,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from bertkit.errors import BertkitError
 
 META_FILE = "bertkit.json"
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
+TMP_SUFFIX = ".tmp"  # atomic_file's temporary sibling: .<name>.<pid>-<random>.tmp
 
 
 def checkpoint_root(output: Path) -> Path:
@@ -43,11 +45,15 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     one that bertkit wrote (it has bertkit.json), never a directory of the user's own files.
     """
     output = output.expanduser().resolve()
+    check_name_fits(output, len(staging_prefix(output)) - len(output.name) + 20, "--output")  # + "<pid>-<random>"
     if output == Path(output.anchor) or Path.cwd().resolve().is_relative_to(output):
         raise BertkitError(f"--output {output} is the current directory or one of its parents",
                            "name a new directory, e.g. runs/my-model")
     if output.exists() and not output.is_dir():
         raise BertkitError(f"--output {output} is a file", "choose a directory path")
+    if is_mount_point(output):  # a volume or mount: the finished model cannot be renamed into its place
+        raise BertkitError(f"--output {output} is a mount point, which a model directory cannot replace",
+                           f"choose a directory inside it, e.g. {output / 'model'}")
     existing = _nearest_existing(output.parent)
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
@@ -66,6 +72,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
 def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     """Fail before any work if a result file cannot be written at ``path``; returns it resolved."""
     target = Path(path).expanduser().resolve()
+    check_name_fits(target, len(".." + TMP_SUFFIX) + 20, flag)  # atomic_file's ".<name>.<pid>-<random>.tmp"
     if target.is_dir():
         raise BertkitError(f"{flag} {path} is a directory", "give a file name, e.g. results.json")
     if not target.parent.exists():
@@ -81,26 +88,66 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     return target
 
 
+def check_sibling_dir(path: Path, what: str) -> None:
+    """A sibling directory a run creates next to its output (OUT.checkpoints, OUT.logs) must not
+    be a file: found before the work, not at the first save."""
+    if os.path.lexists(path) and not path.is_dir():
+        raise BertkitError(f"{path} is a file, where {what} go", "move or rename it, or choose another --output")
+
+
 def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
     """What a command writes at ``output`` (a file, or a directory that --overwrite replaces) must
-    not take an input with it: refuse an output that is an input file or a directory holding one.
-    ``inputs``: paths, or data sources with a ``.path`` (None for Hub data and stdin)."""
+    not take an input with it: refuse an output that is an input (a data file, a model directory)
+    or a directory holding one. ``inputs``: paths, or data sources with a ``.path`` (None for Hub
+    data and stdin); names that are not on disk (Hub models and datasets) cannot be destroyed."""
     output = Path(output).expanduser().resolve()
     for item in inputs:
         path = getattr(item, "path", item)
-        if path is None or str(path) == "-":
+        if path is None or str(path) == "-" or not Path(path).expanduser().exists():
             continue
         path = Path(path).expanduser().resolve()
         if path == output:
-            raise BertkitError(f"{flag} {output} is the input file {path}, which writing it would destroy",
+            kind = "model directory" if path.is_dir() else "file"
+            raise BertkitError(f"{flag} {output} is the input {kind} {path}, which writing it would destroy",
                                f"choose another {flag}")
         if path.is_relative_to(output):
-            raise BertkitError(f"the input file {path} is inside {flag} {output}, which this command would replace",
+            raise BertkitError(f"the input {path} is inside {flag} {output}, which this command would replace",
                                f"choose an {flag} directory outside the input's directory")
 
 
+def is_mount_point(path: Path) -> bool:
+    """os.path.ismount misses a bind mount from the same file system (same device), such as a
+    container's volume; the kernel's mount table names them all (Linux)."""
+    if os.path.ismount(path):
+        return True
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as table:
+            points = {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])  # \040: space
+                      for line in table if line.count(" ") > 4}
+    except OSError:
+        return False
+    return str(path) in points
+
+
+def check_name_fits(target: Path, extra: int, flag: str) -> None:
+    """Every name on the way to ``target`` fits the file system, ``target``'s own with ``extra``
+    characters more (the hidden sibling written first), so ENAMETOOLONG cannot come after the work."""
+    existing = _nearest_existing(target.parent)
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    names = [*target.relative_to(existing).parts[:-1], target.name]
+    lengths = [len(name.encode()) for name in names[:-1]] + [len(target.name.encode()) + extra]
+    if max(lengths) > limit:
+        longest = max(names, key=len)
+        raise BertkitError(f"{flag} {str(target)[:60]}...: the name {longest[:20]}... is too long for the file system "
+                           f"({len(longest.encode())} bytes; names may have {limit} here, {limit - extra} for this "
+                           "output's own)", "choose a shorter name")
+
+
 def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
+    while not os.path.exists(path) and path != path.parent:  # os.path: False for a name too long, no OSError
         path = path.parent
     return path
 
@@ -167,7 +214,7 @@ def staged_output(output: Path):
         if full is not None:
             raise full from exc
         raise
-    _follow_umask(staging)
+    follow_umask(staging)
     if output.exists():
         trash = trash_dir(output)
         shutil.rmtree(trash, ignore_errors=True)
@@ -195,7 +242,7 @@ def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSErro
     return None
 
 
-def _follow_umask(directory: Path) -> None:
+def follow_umask(directory: Path) -> None:
     """mkdtemp makes the staging directory 0700 and some writers make files 0600 whatever the
     umask; a model directory is for loading by others too (another user, a container), so give
     it the modes a plain mkdir and open would have given."""
@@ -212,7 +259,7 @@ def atomic_file(path: Path, mode: str = "w"):
     written and synced, so readers (and a crash) see the old file or the new one, never half."""
     path = Path(path)
     # unique per writer: two processes saving the same file must not write into one temporary file
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
     try:
         with open(tmp, mode.replace("w", "x"), **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle

@@ -209,6 +209,9 @@ def recorded_eval_data(meta: dict) -> str:
     if not eval_file:
         raise BertkitError("this model was trained on a file without evaluation data, so there is nothing "
                            "recorded to evaluate on", "pass --data FILE")
+    if not recorded.get("eval_file") and not Path(eval_file).is_file():  # "eval" is a description, no file
+        raise BertkitError(f"this model was evaluated on {eval_file}, which is not a file to evaluate on again",
+                           "pass --data FILE")
     if not Path(eval_file).is_file():
         raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}",
                            "pass --data FILE")

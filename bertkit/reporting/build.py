@@ -13,12 +13,11 @@ from pathlib import Path
 
 from bertkit.model_dir import META_FILE, write_text
 from bertkit.errors import BertkitError
-from bertkit.reporting.card import model_card
+from bertkit.reporting.card import model_card, write_card
 from bertkit.reporting.figures import FIGURE_NAMES, draw_breakdown, draw_training, pyplot
 from bertkit.reporting.html import report_html
 
 FIGURES_DIR = "figures"
-CARD_FILE = "README.md"
 REPORT_FILE = "report.html"
 
 
@@ -42,8 +41,8 @@ def build_report(model_dir, meta: dict | None = None, require_figures: bool = Fa
     else:
         figures = _draw(directory, meta, evaluations)
     relative = [str(f.relative_to(directory)) for f in figures]
-    card = directory / CARD_FILE
-    write_text(card, model_card(meta, name, relative))
+    card, kept = write_card(directory, model_card(meta, name, relative))  # a card the user edited is kept
+    notices += [kept] if kept else []
     report = directory / REPORT_FILE
     write_text(report, report_html(meta, name, directory, figures, evaluations))
     return {"figures": [str(f) for f in figures], "report": str(report), "card": str(card), "notices": notices}

@@ -230,3 +230,57 @@ def _dataset(name: str | None) -> tuple[str | None, str | None]:
 
 def _quote(text: str) -> str:
     return json.dumps(str(text))  # a JSON string is a valid YAML scalar, whatever it holds
+
+
+# The card bertkit writes ends with a digest of itself, so a later `eval` or `report` can tell a
+# card the user edited (or wrote) from its own, and never overwrites the user's words.
+CARD_FILE = "README.md"
+NEW_CARD_FILE = "README.bertkit.md"  # bertkit's new card, next to a README.md the user edited
+CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z")
+
+
+def signed_card(text: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return f"{text}\n<!-- bertkit card sha256:{digest}; once edited, bertkit writes its new cards to " \
+           f"{NEW_CARD_FILE} -->\n"
+
+
+def card_edited(path: Path) -> bool:
+    """True when ``path`` holds something other than a card bertkit wrote, unchanged since."""
+    return _card_state(path) != "ours"
+
+
+def _card_state(path: Path) -> str:
+    """"ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
+    "unsigned" (the user's own, or a card from a bertkit version before the signature)."""
+    import hashlib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "ours"
+    except (OSError, UnicodeDecodeError):
+        return "unsigned"  # unreadable or not text: certainly not ours to replace
+    mark = CARD_MARK.search(text)
+    if mark is None:
+        return "unsigned"
+    return "ours" if hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
+
+
+def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
+    """Write the card to README.md, or, when README.md is not bertkit's unchanged card, beside it
+    to README.bertkit.md; returns the file written and, then, the notice that says so."""
+    from bertkit.model_dir import write_text
+
+    card = Path(directory) / CARD_FILE
+    state = _card_state(card)
+    target = card if state == "ours" else card.with_name(NEW_CARD_FILE)
+    write_text(target, signed_card(text))
+    if state == "ours":
+        return card, None
+    why = "has edits bertkit did not make" if state == "edited" else \
+        "was not written by this version of bertkit (your own card, or an older bertkit's)"
+    return target, (f"{card} {why}, so it was kept; the new card is {NEW_CARD_FILE} (merge it in, or delete "
+                    f"{CARD_FILE} to let bertkit write it there again)")
