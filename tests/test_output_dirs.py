@@ -222,3 +222,24 @@ def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_pa
         monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
     assert_user_error(run_cli("eval", fake_model, "--data", tmp_path / "dev.csv"),
                       f"the metrics file {fake_model / 'eval-dev.json'}: cannot write in {fake_model}")
+
+
+def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path, monkeypatch):
+    from bertkit.model_dir import staged_output
+
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "old.txt").write_text("old")
+    original = Path.rename
+
+    def rename(self, target):  # the staging's rename into place fails (EBUSY, as on a mount point)
+        if self.name.startswith(".out.partial-"):
+            raise OSError(16, "Device or resource busy")
+        return original(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError):
+        with staged_output(output) as staging:
+            (staging / "new.txt").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert [p.name for p in output.iterdir()] == ["old.txt"]

@@ -214,15 +214,29 @@ def staged_output(output: Path):
         if full is not None:
             raise full from exc
         raise
-    follow_umask(staging)
-    if output.exists():
-        trash = trash_dir(output)
-        shutil.rmtree(trash, ignore_errors=True)
-        output.rename(trash)
+    try:
+        follow_umask(staging)
+        _replace_with(output, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the old output, if any, stands (put back by _replace_with)
+        raise
+
+
+def _replace_with(output: Path, staging: Path) -> None:
+    """Rename ``staging`` to ``output``; an old ``output`` is moved aside first and removed after,
+    or put back when the second rename fails."""
+    if not output.exists():
         staging.rename(output)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
+        return
+    trash = trash_dir(output)
+    shutil.rmtree(trash, ignore_errors=True)
+    output.rename(trash)
+    try:
         staging.rename(output)
+    except BaseException:
+        trash.rename(output)
+        raise
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSError | None:
