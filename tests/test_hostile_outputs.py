@@ -225,7 +225,11 @@ CASES = [
     # --- inspect --------------------------------------------------------------------------------------
     Case("inspect-attention-png-read-only", lambda c: attention(c, read_only_dir(c) / "a.png"), ("cannot write in",)),
     Case("inspect-attention-json-read-only", lambda c: attention(c, read_only_dir(c) / "a.json", "--json"),
-         ("read-only file system",)),
+         ("cannot write in",)),
+    Case("inspect-attention-json-over-a-model-file", lambda c: attention(c, Path(c.tiny) / "config.json", "--json"),
+         ("is a file of the model",)),
+    Case("inspect-attention-json-missing-dir", lambda c: attention(c, c.tmp / "no" / "a.json", "--json"),
+         ("does not exist",)),
     Case("inspect-attention-png-under-file", lambda c: attention(c, c.file("f.txt", "x") / "a.png"),
          ("under a file",), ("mkdir -p",)),
     Case("inspect-attention-png-missing-dir", lambda c: attention(c, c.tmp / "no" / "a.png"), ("does not exist",)),
@@ -350,6 +354,7 @@ def test_a_card_the_user_edited_is_kept(trained, tmp_path, run_cli):
 
     code, out, err = run_cli("report", model)
     assert code == 0 and card.read_text() == edited, err
+    assert "so it was kept" in out and f"model card: {model / NEW_CARD_FILE}" in out, out  # said by report too
 
     card.unlink()  # the user lets bertkit write it again
     code, out, err = run_cli("eval", model, "--data", tmp_path / "e.csv")

@@ -12,7 +12,6 @@ from bertkit.engine.run_identity import features_sha1
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
-from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
                                data_record, save_model_dir, staged_output)

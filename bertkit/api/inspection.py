@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import atomic_file, check_output_file
+from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
 from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -61,14 +61,25 @@ def attention(model: str, text: str, text_pair: str | None = None, layer: int = 
             "truncated": truncated}
 
 
-def check_plot_output(output: str) -> Path:
-    """Fail before loading anything when the figure cannot be written."""
-    target = Path(output).expanduser()
-    if target.suffix.lower() not in PLOT_SUFFIXES:
+def check_output(output: str | None, model: str, figure: bool) -> Path | None:
+    """Fail before loading anything when the figure (or the JSON weights) cannot be written, or
+    would replace a file of the model being inspected; None for stdout."""
+    if figure and output is None:
+        raise BertkitError("--output is needed for the figure", "e.g. --output att.png, or --json for the weights")
+    if output in (None, "-"):
+        return None
+    if figure and Path(output).suffix.lower() not in PLOT_SUFFIXES:
         raise BertkitError(f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
                            "e.g. --output att.png, or --json for the raw weights")
-    require_matplotlib()
-    return check_output_file(target)  # the shared check: missing or file parents, and a real write probe
+    if figure:
+        require_matplotlib()
+    target = check_output_file(output)  # the shared check: missing or file parents, and a real write probe
+    check_inputs_kept(target, model)
+    local = Path(model).expanduser()
+    if target.exists() and local.is_dir() and target.is_relative_to(local.resolve()):
+        raise BertkitError(f"--output {output} is a file of the model {model}, which writing it would destroy",
+                           "write the output outside the model directory, or under a new name")
+    return target
 
 
 def check_figure_size(width_inches: float, height_inches: float, dpi: int) -> None:

@@ -206,24 +206,19 @@ def inspect_attention(
 ):
     """Heatmap of one attention head (tokens on both axes), every head of a layer, or the raw weights."""
     from bertkit.api import inspection
-    from bertkit.errors import BertkitError
+    from bertkit.model_dir import write_text
 
-    if not as_json:
-        if output is None:
-            raise BertkitError("--output is needed for the figure", "e.g. --output att.png, or --json for the weights")
-        target = inspection.check_plot_output(output)
-    elif output not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        raise BertkitError(f"the parent of --output {output} does not exist", "create it first")
+    target = inspection.check_output(output, model, figure=not as_json)
     result = inspection.attention(model, text, text_pair, layer=layer, head=None if all_heads else head,
                                   max_length=max_length)
     if result["truncated"]:
         typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
     if as_json:
         payload = json.dumps(result, ensure_ascii=False) + "\n"
-        if output in (None, "-"):
+        if target is None:
             sys.stdout.write(payload)
         else:
-            _write_text(output, payload)
+            write_text(target, payload)
             typer.echo(f"weights written to {output}", err=True)
         return
     width, height = inspection.plot_attention(result, target, dpi=dpi)
@@ -271,11 +266,3 @@ def _combine_note(pooling: str) -> str:
 def _format_metrics(metrics: dict) -> str:
     return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
                      if not isinstance(v, dict))
-
-
-def _write_text(path: str, text: str) -> None:
-    from pathlib import Path
-
-    from bertkit.model_dir import write_text
-
-    write_text(Path(path), text)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from bertkit.cli.app import app
+from bertkit.cli.common import echo_notices
 from bertkit.cli.options import ModelDir
 
 
@@ -20,6 +21,7 @@ def report(model_dir: ModelDir):
         typer.echo(f"figure: {figure}")
     typer.echo(f"report: {drawn['report']}")
     typer.echo(f"model card: {drawn['card']}")
+    echo_notices(drawn)
 
 
 @app.command()
