@@ -224,3 +224,20 @@ def test_the_card_module_does_not_switch_on_task_names():
 
     source = (Path(__file__).resolve().parents[1] / "bertkit" / "reporting" / "card.py").read_text()
     assert not [name for name in TASKS if f'"{name}"' in source or f"'{name}'" in source]
+
+
+@pytest.mark.parametrize("pooling", ["foo", "layer:", 3, None])
+def test_a_probe_with_an_edited_pooling_is_one_line_everywhere(pooling, directories, run_cli, tmp_path):
+    import shutil
+
+    model = tmp_path / "probe"
+    shutil.copytree(directories["probe-mean"], model)
+    meta = json.loads((model / "bertkit.json").read_text())
+    meta["probe"]["pooling"] = pooling
+    (model / "bertkit.json").write_text(json.dumps(meta))
+    (tmp_path / "in.txt").write_text("a fine film\n")
+    before = sorted(p.name for p in model.iterdir())
+    for args in (["report", model], ["predict", model, "--input", tmp_path / "in.txt"]):
+        code, out, err = run_cli(*args)
+        assert code == 2 and err.count("\n") == 1 and "probe.pooling" in err and "Traceback" not in err, (args, err)
+    assert sorted(p.name for p in model.iterdir()) == before

@@ -160,7 +160,22 @@ def _checked(meta: dict, where) -> dict:
     for key, kind in SECTION_TYPES.items():
         if key in meta and not isinstance(meta[key], kind):
             raise BertkitError(f"{where} is corrupt ({key} is {_json_type(meta[key])})", BROKEN_META_HINT)
+    if meta.get("probe"):
+        _check_probe_section(meta["probe"], where)
     return meta
+
+
+def _check_probe_section(probe: dict, where) -> None:
+    """The pooling a probe's predictions and card rebuild (an edited one failed deep in either)."""
+    from bertkit.networks.pooling import parse_pooling
+
+    pooling = probe.get("pooling")
+    try:
+        if not isinstance(pooling, str):
+            raise BertkitError(f"it is {_json_type(pooling)}")
+        parse_pooling(pooling)
+    except BertkitError as exc:
+        raise BertkitError(f"{where} is corrupt (probe.pooling {pooling!r}: {exc.message})", BROKEN_META_HINT) from None
 
 
 def _json_type(value) -> str:

@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from bertkit.errors import BertkitError
 
@@ -69,6 +68,8 @@ def parse_pooling(text: str | None, per_word: bool = False) -> Pooling:
 def token_vectors(hidden_states, pooling: Pooling):
     """Per-token vectors ``(batch, tokens, dim')`` from the layer(s) the mode chooses."""
     if pooling.mode == "last4-concat":
+        import torch  # here: the mode names above are read without torch (bertkit.json checks, cards)
+
         return torch.cat(tuple(hidden_states[-4:]), dim=-1)
     if pooling.mode == "last4-sum":
         return sum(hidden_states[-4:])
