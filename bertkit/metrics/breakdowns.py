@@ -1,9 +1,12 @@
 """Per-class and per-bucket breakdowns of one evaluation, small enough to keep in JSON.
 
 Tasks return them from ``Task.breakdown``; they are what the figures draw: a confusion matrix
-(cls/pair), per-entity-type precision/recall/F1
-(ner, already in the metrics), and EM/F1 by gold answer length and by the question's first word
-(qa). Computed from the examples and the task's predictions; numpy only.
+(cls/pair), per-entity-type precision/recall/F1 (ner, already in the metrics), EM/F1 by gold
+answer length and by the question's first word (qa), F1 and gold count per label (multi-label
+classification, ``per_label``) and predicted against gold values with their correlations
+(regression, ``scatter``). Computed from the examples and the task's predictions; numpy only.
+They are stored in bertkit.json, so floats are rounded (4 decimals) and a value JSON cannot hold
+(NaN, infinity: e.g. the correlation of constant predictions) is stored as null.
 """
 
 from __future__ import annotations
@@ -23,6 +26,35 @@ def confusion(labels: list, gold: list, predicted: list) -> dict:
     matrix = np.zeros((len(labels), len(labels)), dtype=np.int64)
     np.add.at(matrix, ([index[g] for g in gold], [index[p] for p in predicted]), 1)
     return {"kind": "confusion", "labels": list(labels), "matrix": matrix.tolist()}
+
+
+def per_label(labels: list, per_label_scores: dict) -> dict:
+    """F1 and support (gold count) per label from ``{name: {"precision", "recall", "f1", "support"}}``,
+    sorted by F1, best first (ties keep the model's label order); F1 rounded to 4 decimals. Only the
+    model's labels are kept (an average row such as "macro avg" is dropped); a label the scores lack
+    gets F1 0 and support 0."""
+    rows = [(str(name), _round(per_label_scores.get(name, {}).get("f1", 0.0)) or 0.0,
+             int(per_label_scores.get(name, {}).get("support", 0))) for name in labels]
+    rows.sort(key=lambda row: -row[1])  # stable: equal F1 stays in label order
+    return {"kind": "per_label", "labels": [r[0] for r in rows], "f1": [r[1] for r in rows],
+            "support": [r[2] for r in rows]}
+
+
+def scatter(gold: list, predicted: list, scores: dict) -> dict:
+    """Gold and predicted values (every example, in data order) with the Pearson and Spearman
+    correlations from ``scores``, all rounded to 4 decimals; a non-finite one becomes None."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"scatter: {len(gold)} gold values but {len(predicted)} predictions")
+    return {"kind": "scatter", "gold": [_round(v) for v in gold], "predicted": [_round(v) for v in predicted],
+            "pearson": _round(scores.get("pearson")), "spearman": _round(scores.get("spearman"))}
+
+
+def _round(value, digits: int = 4):
+    """A float rounded for JSON; None for a missing or non-finite value (strict JSON has no NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return round(value, digits) if np.isfinite(value) else None
 
 
 def qa_buckets(examples: list[dict], answers: list[str], version_2: bool = False) -> dict:

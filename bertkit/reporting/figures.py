@@ -2,9 +2,14 @@
 
 ``training.png``: loss and learning rate per step with the main metric per evaluation, from
 ``history.jsonl`` when the run wrote one, else per epoch from bertkit.json's history. Then one
-figure of the evaluation's breakdown (bertkit.metrics.breakdowns): ``confusion_matrix.png``,
-``entities.png`` or ``qa_breakdown.png``; an evaluation by ``bertkit eval`` gets the same figure
-prefixed with its metrics file's stem (``eval-sst2-dev.confusion_matrix.png``).
+figure of the evaluation's breakdown (bertkit.metrics.breakdowns), chosen by its ``kind``:
+``confusion_matrix.png`` (cls/pair), ``entities.png`` (ner), ``qa_breakdown.png`` (qa),
+``per_label.png`` (multi-label: F1 per label as horizontal bars, best on top, gold count beside
+each; the figure grows taller with the label count) or ``scatter.png`` (regression: predicted
+against gold with the y=x diagonal and both correlations; at most ``MAX_SCATTER_POINTS`` drawn, a
+fixed-seed subsample, so a huge evaluation does not make a huge figure). An evaluation by
+``bertkit eval`` gets the same figure prefixed with its metrics file's stem
+(``eval-sst2-dev.confusion_matrix.png``).
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 
-FIGURE_NAMES = {"confusion": "confusion_matrix.png", "per_type": "entities.png", "qa_buckets": "qa_breakdown.png"}
+FIGURE_NAMES = {"confusion": "confusion_matrix.png", "per_type": "entities.png", "qa_buckets": "qa_breakdown.png",
+                "per_label": "per_label.png", "scatter": "scatter.png"}
 DPI = 110
+MAX_SCATTER_POINTS = 5000
 
 
 def pyplot():
@@ -102,6 +109,10 @@ def draw_breakdown(details: dict, target: Path, title: str) -> Path | None:
         return _entities(details["per_type"], target, title)
     if kind == "qa_buckets":
         return _qa(details, target, title)
+    if kind == "per_label" and details.get("labels"):
+        return _per_label(details, target, title)
+    if kind == "scatter":
+        return _scatter(details, target, title)
     return None
 
 
@@ -166,6 +177,63 @@ def _qa(details, target, title):
         axis.grid(axis="y", alpha=0.3)
         axis.legend(fontsize=8, loc="upper right")
     figure.suptitle(f"{title}: EM / F1 by answer length and question type")
+    return _save(plt, figure, target)
+
+
+def _per_label(details, target, title):
+    rows = sorted(zip(details["labels"], details["f1"], details["support"]), key=lambda row: -(row[1] or 0.0))
+    names, f1s, supports = [r[0] for r in rows], [r[1] or 0.0 for r in rows], [int(r[2]) for r in rows]
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(8, max(3.0, 0.3 * len(names) + 1.4)))  # ~0.3 inch a bar
+    colours = ["tab:green" if n else "tab:gray" for n in supports]  # grey: no gold example, F1 means little
+    axis.barh(range(len(names)), f1s, 0.7, color=colours)
+    for i, (f1, support) in enumerate(zip(f1s, supports)):
+        axis.text(f1 + 0.01, i, f"{f1:.2f}  (n={support})", va="center", fontsize=8)
+    axis.set_yticks(range(len(names)), names, fontsize=9 if len(names) <= 30 else 7)
+    axis.set_ylim(len(names) - 0.5, -0.5)  # inverted: the first (best) label on top
+    axis.set_xlim(0, 1.2)  # room for the value and support beside a bar of F1 1
+    axis.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    axis.set_xlabel("F1 (n = gold examples with the label)")
+    axis.set_title(f"{title}: F1 per label ({len(names)} labels, best on top)")
+    axis.grid(axis="x", alpha=0.3)
+    return _save(plt, figure, target)
+
+
+def _scatter(details, target, title):
+    import numpy as np
+
+    pairs = [(g, p) for g, p in zip(details.get("gold", []), details.get("predicted", []))
+             if g is not None and p is not None and np.isfinite(g) and np.isfinite(p)]
+    if not pairs:
+        return None
+    points = np.asarray(pairs, dtype=float)
+    total = len(points)
+    if total > MAX_SCATTER_POINTS:  # a fixed seed: the same points on every redraw
+        keep = np.random.default_rng(0).choice(total, MAX_SCATTER_POINTS, replace=False)
+        points = points[np.sort(keep)]
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(5.8, 5.6))
+    alpha = min(0.8, max(0.12, 300 / len(points)))  # dense clouds stay readable
+    axis.scatter(points[:, 0], points[:, 1], s=9, alpha=alpha, color="tab:blue", edgecolors="none")
+    low, high = float(points.min()), float(points.max())
+    pad = 0.05 * (high - low) or 0.5
+    axis.plot([low - pad, high + pad], [low - pad, high + pad], "--", color="tab:red", linewidth=1, label="y = x")
+    axis.set_xlim(low - pad, high + pad)
+    axis.set_ylim(low - pad, high + pad)
+    axis.set_aspect("equal")
+    axis.set_xlabel("gold value")
+    axis.set_ylabel("predicted value")
+    axis.legend(loc="upper left", fontsize=8)
+    axis.grid(alpha=0.3)
+
+    def corr(key):
+        return "n/a" if details.get(key) is None else f"{details[key]:.3f}"
+
+    lines = [f"{title}: predicted vs gold (n={total:,})",
+             f"Pearson r = {corr('pearson')}, Spearman \u03c1 = {corr('spearman')}"]
+    if total > len(points):
+        lines.append(f"{len(points):,} of {total:,} points drawn (fixed random subsample)")
+    axis.set_title("\n".join(lines), fontsize=10)
     return _save(plt, figure, target)
 
 
