@@ -117,7 +117,7 @@ def test_pair_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     assert code == 0, stderr
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"]["options"] == {"text_column": "sentence1", "text_pair_column": "sentence2",
-                                       "label_column": "label"}
+                                       "label_column": "label", "problem_type": "single-label"}
     assert meta["task"]["labels"] == ["different", "same"]
 
     pairs = [("the film was good", "the film was good"), ("bad plot", "great acting"), ("it was fine", "fine")]

@@ -12,7 +12,10 @@ import pytest
 from conftest import REPO
 from test_cli_classification import write_sentiment_csv
 
-TASK_FLAGS = {"--text-column", "--text-pair-column", "--label-column", "--doc-stride", "--max-answer-length"}
+LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map"}
+LOSS_FLAGS = {"--class-weights", "--loss", "--focal-gamma"}
+TASK_FLAGS = {"--text-column", "--text-pair-column", "--label-column", "--doc-stride", "--max-answer-length",
+              *LABEL_KIND_FLAGS, *LOSS_FLAGS}
 
 
 def bertkit(*args: str) -> subprocess.CompletedProcess:
@@ -37,9 +40,10 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert result.returncode == 0, result.stderr
     help_text = result.stdout
     expected = {"--" + option.name.replace("_", "-") for option in get_task_class(task).options_for("finetune")}
-    assert expected == {"cls": {"--text-column", "--label-column"},
-                        "pair": {"--text-column", "--text-pair-column", "--label-column"},
-                        "ner": {"--doc-stride"}, "qa": {"--doc-stride", "--max-answer-length"}}[task]
+    assert expected == {"cls": {"--text-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+                        "pair": {"--text-column", "--text-pair-column", "--label-column", *LABEL_KIND_FLAGS,
+                                 *LOSS_FLAGS},
+                        "ner": {"--doc-stride", *LOSS_FLAGS}, "qa": {"--doc-stride", "--max-answer-length"}}[task]
     shown = {flag for flag in TASK_FLAGS if f"{flag} " in help_text}
     assert shown == expected
     for shared in ("--data ", "--model ", "--epochs ", "--lr ", "--report-to ", "--overwrite "):

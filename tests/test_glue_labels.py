@@ -13,7 +13,8 @@ from bertkit.data.registry import Source, resolve
 from bertkit.errors import BertkitError
 from bertkit.metrics.classification import classification_scores
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
-from bertkit.tasks.classification import SentencePairTask, SingleSentenceTask, normalise_label
+from bertkit.tasks.classification import SentencePairTask, SingleSentenceTask
+from bertkit.tasks.single_label import normalise_label
 from conftest import DATA_DIR, assert_user_error, require_data
 
 
@@ -112,9 +113,9 @@ def test_one_and_one_point_zero_are_one_class_and_ints_sort_numerically():
 ])
 def test_continuous_labels_are_refused(labels, shown):
     records = [{"text": f"t{i}", "label": label} for i, label in enumerate(labels)]
-    with pytest.raises(BertkitError, match="regression is not supported") as info:
+    with pytest.raises(BertkitError, match="not classes") as info:
         records_task(records)
-    assert shown in str(info.value) and "\n" not in str(info.value)
+    assert shown in str(info.value) and "--problem-type regression" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_many_integer_class_ids_are_still_classes():
@@ -127,7 +128,7 @@ def test_continuous_labels_fail_on_the_command_line_before_any_model_work(tmp_pa
     data.write_text("sentence1\tsentence2\tlabel\n" + "".join(f"a {i}\tb {i}\t{i / 7:.2f}\n" for i in range(40)))
     result = run_cli("finetune", "pair", "--data", data, "--model", tmp_path / "never-loaded", "--output",
                      tmp_path / "out")
-    assert_user_error(result, "regression is not supported")
+    assert_user_error(result, "look continuous", "add --problem-type regression")
     assert not (tmp_path / "out").exists()
 
 

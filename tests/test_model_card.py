@@ -49,6 +49,31 @@ def _probe(task: str, pooling: str, root: Path, tiny_bert: Path) -> Path:
     return root / "model"
 
 
+def _label_kind(kind: str, root: Path, tiny_bert: Path) -> Path:
+    """A regression pair model, or a multi-label cls model with per-label thresholds stored."""
+    from test_problem_types import write_emotions_jsonl, write_scores_tsv
+
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.reporting.build import build_report
+
+    root.mkdir(parents=True)
+    if kind == "regression":
+        write_scores_tsv(root / "train.tsv", 48, 1)
+        api.finetune("pair", str(root / "train.tsv"), str(root / "model"), model=str(tiny_bert),
+                     config=TrainConfig(epochs=1, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"}))
+        return root / "model"
+    write_emotions_jsonl(root / "train.jsonl", 48, 1)
+    api.finetune("cls", str(root / "train.jsonl"), str(root / "model"), model=str(tiny_bert),
+                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    meta_file = root / "model" / "bertkit.json"
+    meta = json.loads(meta_file.read_text())
+    meta["task"]["options"]["thresholds"] = [0.0, 1.0, 0.5]  # anger always, fear never, joy at 0.5
+    meta_file.write_text(json.dumps(meta))
+    build_report(root / "model")  # the card shows the stored thresholds
+    return root / "model"
+
+
 def _mlm(root: Path, tiny_bert: Path) -> Path:
     from bertkit.api.pretraining import pretrain_mlm
     from bertkit.config import TrainConfig
@@ -69,6 +94,8 @@ def directories(tmp_path_factory, tiny_bert) -> dict:
     made["probe-mean"] = _probe("cls", "mean", root / "probe-mean", tiny_bert)
     made["probe-pair-max"] = _probe("pair", "max", root / "probe-pair-max", tiny_bert)
     made["mlm"] = _mlm(root / "mlm", tiny_bert)
+    for kind in ("regression", "multi-label"):
+        made[kind] = _label_kind(kind, root / kind, tiny_bert)
     return made
 
 
@@ -90,9 +117,9 @@ def _run_snippet(directory: Path, tmp_path: Path):
 
 def _predict(run_cli, directory: Path, tmp_path: Path) -> dict:
     from bertkit.model_dir import load_meta
-    from bertkit.tasks import get_task_class
+    from bertkit.tasks import task_from_state
 
-    example = get_task_class(load_meta(str(directory))["task"]["task"]).card_text.example
+    example = task_from_state(load_meta(str(directory))["task"]).card_text.example
     (tmp_path / "in.jsonl").write_text(json.dumps(example) + "\n")
     code, stdout, stderr = run_cli("predict", directory, "--input", tmp_path / "in.jsonl", "--precision", "no")
     assert code == 0, stderr
@@ -109,6 +136,18 @@ def test_classifier_snippet_matches_predict(kind, directories, run_cli, tmp_path
     row = _predict(run_cli, directories[kind], tmp_path)
     assert answer["label"] == row["label"]
     assert answer["score"] == pytest.approx(row["score"], abs=1e-4)
+
+
+def test_regression_snippet_matches_predict(directories, run_cli, tmp_path):
+    answer = float(_run_snippet(directories["regression"], tmp_path))
+    assert answer == pytest.approx(_predict(run_cli, directories["regression"], tmp_path)["score"], abs=1e-4)
+
+
+def test_multi_label_snippet_matches_predict_with_stored_thresholds(directories, run_cli, tmp_path):
+    answer = ast.literal_eval(_run_snippet(directories["multi-label"], tmp_path))
+    row = _predict(run_cli, directories["multi-label"], tmp_path)
+    assert answer["labels"] == row["labels"] and "anger" in row["labels"] and "fear" not in row["labels"]
+    assert answer["probabilities"] == pytest.approx(row["probabilities"], abs=1e-5)
 
 
 def test_ner_snippet_matches_predict(directories, run_cli, tmp_path):

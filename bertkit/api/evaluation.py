@@ -52,7 +52,11 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     if not read_only:
         check_figures_dir(Path(model_dir))
     adapter = task_from_state(meta["task"])
-    adapter.options.update({k: v for k, v in (task_options or {}).items() if k in adapter.option_names and v is not None})
+    given = {k: v for k, v in (task_options or {}).items() if v is not None}
+    for key in sorted(set(given) - set(adapter.option_names)):
+        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model", "drop that option")
+    adapter.options.update(given)
+    adapter.check_options()
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")

@@ -40,6 +40,7 @@ class Predictor:
             raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.adapter.name} model",
                                "drop that option")
         self.adapter.options.update(given)
+        self.adapter.check_options()
         if backend != "torch":
             from bertkit.export.runtime import onnx_file
 

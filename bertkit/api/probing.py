@@ -80,6 +80,7 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     train_source = registry.resolve(data, "train", data_dir, task)
     check_inputs_kept(output_path, train_source, registry.eval_source(data, eval_data, data_dir, task), model)
     train_examples = adapter.read(train_source, TRAIN)[:max_train_samples or None]
+    adapter.check_probe_data(train_source)
     adapter.fit_labels(train_examples)
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     _check_holdout(labels, holdout, adapter.labels)

@@ -32,8 +32,15 @@ def eval_command(
     strict: Annotated[bool, typer.Option("--strict", help="ner: strict IOB2 entity matching; default: conlleval "
                                          "rules.", rich_help_panel=SCORING_PANEL)] = False,
     store_threshold: Annotated[Optional[bool], typer.Option(
-        "--store-threshold/--no-store-threshold", help="qa v2: store the tuned null threshold; default: only from "
-        "a full evaluation on the model's dev data.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
+        "--store-threshold/--no-store-threshold", help="qa v2, multi-label: store the tuned "
+        "threshold; default: only from a full evaluation of the model's dev data.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
+    label_map: Annotated[Optional[str], typer.Option(
+        help="cls/pair: read the data's labels as FILE=MODEL pairs (e.g. 0=neg,1=pos); labels that are the "
+             "model's label ids are mapped without it.", rich_help_panel=SCORING_PANEL,
+        show_default=False)] = None,
+    tune_per_label: Annotated[bool, typer.Option(
+        "--tune-per-label", help="multi-label: tune a threshold per label, not one for all.",
+        rich_help_panel=SCORING_PANEL)] = False,
     metric: Annotated[Optional[list[str]], typer.Option(
         "--metric", metavar="NAME|PATH", help="Also score with an `evaluate` metric: a local script/directory (offline) or a Hub "
         "name; repeatable.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
@@ -46,7 +53,9 @@ def eval_command(
 
     report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
                           max_eval_samples=max_eval_samples, output=output, precision=precision.value,
-                          task_options={"strict": True} if strict else None, store_tuned=store_threshold,
+                          task_options={"strict": strict or None, "label_map": label_map,
+                                        "tune_per_label": tune_per_label or None},
+                          store_tuned=store_threshold,
                           extra_metrics=metric or (), threads=threads)
     if not is_main_process():
         return
@@ -55,5 +64,6 @@ def eval_command(
     echo_notices(report["preprocessing"], report)
     typer.echo(format_metrics(report["metrics"]))
     for key, value in report.get("tuned", {}).items():
-        typer.echo(f"tuned {key} = {value} (stored with the model)")
+        if value is not None:
+            typer.echo(f"tuned {key} = {value} (stored with the model)")
     typer.echo(f"written to {report['written_to']}")

@@ -24,6 +24,8 @@ def predict(
                                         rich_help_panel=OUTPUT_PANEL)] = "-",
     n_best: Annotated[Optional[int], typer.Option(help="qa: also return the N best distinct answers.",
                                                   rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option(help="cls/pair: give only the K most probable labels.",
+                                                 rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
     batch_size: BatchSize = 64,
     precision: InferencePrecision = Precision.auto,
     threads: Threads = None,
@@ -37,7 +39,7 @@ def predict(
     if target is not None:
         check_inputs_kept(target, input)  # --output equal to --input would replace the rows with predictions
     rows = api.predict(model_dir, input, batch_size=batch_size, precision=precision.value, n_best=n_best,
-                       backend=backend, threads=threads)
+                       top_k=top_k, backend=backend, threads=threads)
     if not is_main_process():
         return
     if rows.runtime:

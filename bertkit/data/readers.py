@@ -114,13 +114,17 @@ def _finite_float(spelling: str) -> float:
     return value
 
 
-def read_records(path: Path, headerless: tuple | None = None) -> list[dict]:
-    """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed)."""
+def read_records(path: Path, headerless: tuple | None = None, suffix: str | None = None,
+                 extra_fields: bool = False) -> list[dict]:
+    """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed). A known
+    dataset's layout may override the suffix (the STS benchmark's .csv files are TAB-separated)
+    and, for headerless files, allow trailing fields beyond its named columns (dropped)."""
     text = read_text(path)
-    return parse_records(text, path.suffix.lower(), str(path), headerless)
+    return parse_records(text, suffix or path.suffix.lower(), str(path), headerless, extra_fields)
 
 
-def parse_records(text: str, suffix: str, source: str, headerless: tuple | None = None) -> list[dict]:
+def parse_records(text: str, suffix: str, source: str, headerless: tuple | None = None,
+                  extra_fields: bool = False) -> list[dict]:
     if suffix not in TABULAR_SUFFIXES:
         suffix = _sniff(text)
     if suffix == ".jsonl":
@@ -128,7 +132,7 @@ def parse_records(text: str, suffix: str, source: str, headerless: tuple | None 
     elif suffix == ".json":
         records = _json(text, source)
     elif suffix in (".tsv", ".csv"):
-        records = _delimited(text, suffix, source, headerless)
+        records = _delimited(text, suffix, source, headerless, extra_fields)
     else:
         records = _lines(text)
     if not records:
@@ -180,7 +184,7 @@ def _json(text: str, source: str) -> list[dict]:
     return data
 
 
-def _delimited(text: str, suffix: str, source: str, headerless: tuple | None) -> list[dict]:
+def _delimited(text: str, suffix: str, source: str, headerless: tuple | None, extra_fields: bool) -> list[dict]:
     if suffix == ".tsv":
         # GLUE files carry unbalanced quotes, so quote handling must be off.
         reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -193,6 +197,8 @@ def _delimited(text: str, suffix: str, source: str, headerless: tuple | None) ->
     for number, row in enumerate(body, 1 if headerless else 2):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
+        if extra_fields and len(row) > len(header):
+            row = row[:len(header)]  # e.g. the STS benchmark's per-sentence source columns on some rows
         if len(row) != len(header):
             raise BertkitError(
                 f"{source}:{number}: {len(row)} fields where the header has {len(header)}",

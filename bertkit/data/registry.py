@@ -30,10 +30,22 @@ class DatasetSpec:
     headerless: tuple | None = None  # column names for files shipped without a header row
     dev_split: str = "dev"
     unlabelled: tuple = ()  # splits published without labels (GLUE test sets)
+    problem_type: str | None = None  # the label kind when not single-label: "regression", "multi-label"
+    label_separator: str | None = None  # multi-label ids joined in one field ("3,15")
+    suffix: str | None = None  # how the local files are read when their suffix says otherwise
+    extra_fields: bool = False  # headerless rows may carry trailing fields beyond ``headerless``
+
+    def file_layout(self) -> dict:
+        """How readers.read_records reads this dataset's local files."""
+        return {"headerless": self.headerless, "suffix": self.suffix, "extra_fields": self.extra_fields}
 
 
 GLUE_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 ENTAILMENT = ("entailment", "not_entailment")
+GO_EMOTIONS = ("admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion", "curiosity",
+               "desire", "disappointment", "disapproval", "disgust", "embarrassment", "excitement", "fear",
+               "gratitude", "grief", "joy", "love", "nervousness", "optimism", "pride", "realization", "relief",
+               "remorse", "sadness", "surprise", "neutral")  # id order of the dataset (its labels.txt)
 
 
 def _glue(name, task, columns, hub_columns, labels, files=None, **kw) -> DatasetSpec:
@@ -64,6 +76,17 @@ DATASETS: dict[str, DatasetSpec] = {
                      "test": "test_matched.tsv"},
               hub_splits={"train": "train", "dev": "validation_matched", "dev_mismatched": "validation_mismatched",
                           "test": "test_matched"}),
+        _glue("stsb", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "score"},
+              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, None,
+              # the STS benchmark's own files (GLUE's STS-B re-packs the same pairs): TAB-separated
+              # despite the suffix, no header, some rows with two trailing source columns
+              files={"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"},
+              headerless=("genre", "file", "year", "id", "score", "sentence1", "sentence2"), suffix=".tsv",
+              extra_fields=True, problem_type="regression"),
+        DatasetSpec("goemotions", "cls", {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
+                    "google-research-datasets/go_emotions", "simplified", GLUE_SPLITS,
+                    {"text": "text", "label": "labels"}, {"text": "text", "label": "labels"}, GO_EMOTIONS,
+                    headerless=("text", "labels", "id"), problem_type="multi-label", label_separator=","),
         DatasetSpec("conll2003", "ner", {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
                     "eriktks/conll2003", None, GLUE_SPLITS, {}, {"tokens": "tokens", "tags": "ner_tags"},
                     ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")),

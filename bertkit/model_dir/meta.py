@@ -99,9 +99,9 @@ def load_meta(model_dir: str) -> dict:
 
 def _check_labels(task: dict, where) -> None:
     """A saved classifier or tagger names its outputs (``upgrade_meta`` alone also takes partial dicts)."""
-    from bertkit.tasks import get_task_class  # torch-free; an unknown task is its own one line
+    from bertkit.tasks import task_from_state  # torch-free; an unknown task is its own one line
 
-    if get_task_class(task["task"]).model_class in LABELLED_MODELS and not task.get("labels"):
+    if task_from_state(task).names_outputs and not task.get("labels"):
         raise BertkitError(f"{where} is corrupt (a {task['task']} model without its label names)", BROKEN_META_HINT)
 
 
@@ -111,7 +111,6 @@ SECTION_TYPES = {"task": dict, "base_model": (str, type(None)), "data": dict, "c
                  "history": list, "throughput": dict, "preprocessing": (dict, type(None)),
                  "runtime": (dict, type(None)), "eval_details": (dict, type(None)), "before": (dict, type(None)),
                  "probe": (dict, type(None)), "pretraining": (dict, type(None))}
-LABELLED_MODELS = ("AutoModelForSequenceClassification", "AutoModelForTokenClassification")  # outputs name labels
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 

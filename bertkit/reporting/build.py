@@ -49,9 +49,9 @@ def build_report(model_dir, meta: dict | None = None, require_figures: bool = Fa
 
 
 def _draw(directory: Path, meta: dict, evaluations: dict) -> list[Path]:
-    from bertkit.tasks import get_task_class
+    from bertkit.tasks import task_from_state
 
-    main_metric = get_task_class(meta["task"]["task"]).main_metric
+    main_metric = task_from_state(meta["task"]).main_metric
     out = directory / FIGURES_DIR
     figures = [draw_training(meta, directory, main_metric, out / "training.png")]
     details = meta.get("eval_details") or {}

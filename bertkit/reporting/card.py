@@ -81,14 +81,14 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
 def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
     """The card text of the directory's task (its probe's, for a probe directory) and the Python
     literals its templates are filled with."""
-    from bertkit.tasks import get_task_class
+    from bertkit.tasks import get_task_class, task_from_state
 
     state = meta["task"]
     try:
         task_class = get_task_class(state["task"])
+        text = task_from_state(state).card_text  # an instance: a task's text may depend on its settings
     except BertkitError:
-        task_class = Task  # a task this installation does not know still gets a card, without code
-    text = task_class.card_text
+        task_class, text = Task, Task.card_text  # a task this installation does not know still gets a card
     if meta.get("probe"):
         from bertkit.api.probing import card_text as probe_card_text
 

@@ -74,6 +74,7 @@ class Task(ABC):
     targets: dict = {"labels": CLASS}
     prediction_fields: dict = {}  # the keys of one `bertkit predict` row -> what each holds
     card_text: CardText = CardText()  # the task's words and code in its model card
+    names_outputs: bool = False  # its outputs are labels named in bertkit.json (a saved one without is corrupt)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -93,8 +94,8 @@ class Task(ABC):
         """Examples from a Source; subclasses override for formats other than plain records."""
         if source.path is None:
             return self.from_records(load_hub_records(source), source, purpose, hub=True)
-        headerless = source.spec.headerless if source.spec else None
-        return self.from_records(readers.read_records(source.path, headerless), source, purpose)
+        layout = source.spec.file_layout() if source.spec else {}
+        return self.from_records(readers.read_records(source.path, **layout), source, purpose)
 
     @abstractmethod
     def from_records(self, records: list[dict], source: Source, purpose: str, hub: bool = False) -> list[dict]:
@@ -102,6 +103,12 @@ class Task(ABC):
 
     def fit_labels(self, examples: list[dict]) -> None:
         """Set ``self.labels`` from training examples (tasks without labels do nothing)."""
+
+    def check_options(self) -> None:
+        """Fail when options given for this run (eval's, predict's) do not fit this model."""
+
+    def check_probe_data(self, source: Source) -> None:
+        """Fail when the data just read is not one class per text (`bertkit probe` fits only that)."""
 
     def check_eval_examples(self, examples: list[dict], source: Source) -> None:
         """Fail early when evaluation data cannot be scored by this model."""

@@ -7,6 +7,8 @@ max length and reads the outputs the way the task's ``postprocess`` does.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bertkit.tasks.base import CardText
 
 MODEL_DIR_LINE = "MODEL_DIR = $model_dir  # this directory, or its Hub id once pushed"
@@ -29,6 +31,38 @@ PAIR = CardText(
     example={"text": "John went to Paris.", "text_pair": "John visited Paris."},
     snippet=_CLASSIFY.replace("INPUT", '{"text": $text, "text_pair": $text_pair}'),
     limitations=TRUNCATED.replace("Texts", "Text pairs"))
+
+_REGRESS = f'''from transformers import pipeline
+
+{MODEL_DIR_LINE}
+regressor = pipeline("text-classification", model=MODEL_DIR, function_to_apply="none")  # the raw number
+print(regressor(INPUT, truncation=True, max_length=$max_length)SCORE)'''
+
+_MULTI_LABEL = f'''from transformers import pipeline
+
+{MODEL_DIR_LINE}
+classifier = pipeline("text-classification", model=MODEL_DIR)  # a sigmoid per label (problem_type)
+scores = classifier(INPUT, top_k=None, truncation=True, max_length=$max_length)
+# a label is predicted at or above its threshold (tuned by `bertkit eval`, stored in bertkit.json)
+per_label = dict(zip(classifier.model.config.id2label.values(), $thresholds))
+chosen = [s["label"] for s in scores if s["score"] >= per_label.get(s["label"], $threshold)]
+print({{"labels": chosen, "probabilities": {{s["label"]: round(s["score"], 6) for s in scores}}}})'''
+
+
+def for_kind(text: CardText, kind: str) -> CardText:
+    """cls/pair's card text for its label kind: a number (regression) or a set of labels."""
+    if kind == "regression":
+        single = text.example.keys() == {"text"}  # the pipeline answers a list for a text, a dict for a pair
+        return replace(text, does=text.does.replace("classifies", "scores") + " with a number",
+                       title="Text Regression", snippet=_REGRESS.replace("INPUT", _INPUTS[single]).replace(
+                           "SCORE", '[0]["score"]' if single else '["score"]'))
+    if kind == "multi-label":
+        return replace(text, does=text.does + " with any number of labels", title="Multi-label Text Classification",
+                       snippet=_MULTI_LABEL.replace("INPUT", _INPUTS[text.example.keys() == {"text"}]))
+    return text
+
+
+_INPUTS = {True: "$text", False: '{"text": $text, "text_pair": $text_pair}'}
 
 NER = CardText(
     hub_task="token-classification", title="Token Classification", does="tags each word with a BIO entity tag",

@@ -1,63 +1,86 @@
 """Sentence (cls) and sentence-pair (pair) classification from the [CLS] vector.
 
-Label ids: a known dataset keeps its own ids (the registry's ``label_names``, in GLUE order, so
-MRPC 1 = equivalent); for files, numeric labels sort numerically (``1`` and ``1.0`` are one class)
-and string labels alphabetically. Binary F1 is the F1 of label id 1, as GLUE reports it.
+These tasks read texts and columns and tokenize them; what a label is (one class, a number, a set
+of classes: ``--problem-type``) is the label kind's (bertkit/tasks/label_kinds.py), which reads,
+encodes, decodes, scores and writes it.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
 from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
-from bertkit.metrics.breakdowns import confusion
-from bertkit.metrics.classification import classification_scores, softmax
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
+from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, is_list_label, make_kind
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_network, unwrap_loss, weigh_classes
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
 PAIR_TEXT_CANDIDATES = ("sentence1", "question1", "premise", "question", "text", "text_a", "#1 String")
 PAIR_CANDIDATES = ("sentence2", "question2", "hypothesis", "sentence", "text_pair", "text_b", "#2 String")
-LABEL_CANDIDATES = ("label", "labels", "gold_label", "Quality", "is_duplicate", "class", "target")
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-_INTEGER = re.compile(r"[-+]?\d+")
-# More distinct integer labels than this must look like class ids (0..N-1 or 1..N, most of them
-# present); otherwise they are scores (ratings, years, counts), i.e. a regression target.
-MAX_FREE_NUMERIC_CLASSES = 20
+LABEL_CANDIDATES = ("label", "labels", "gold_label", "Quality", "is_duplicate", "class", "target", "score")
 TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("finetune", "probe"))
 TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
 LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
+LABEL_KIND_OPTIONS = (
+    TaskOption("problem_type", str, f"{' | '.join(KINDS)}; default: the dataset's, or what the labels show (a "
+               "JSON list: multi-label; numbers that are not classes: an error asking for regression).",
+               ("finetune",)),
+    TaskOption("label_columns", str, "multi-label: comma-separated 0/1 columns, one per label.", ("finetune",)),
+    TaskOption("label_map", str, "Read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
+               ("finetune", "eval")),
+    TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).",
+               ("eval",)),
+    TaskOption("top_k", int, "multi-label: give only the K most probable labels.", ("predict",)),
+    TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (),
+               0.5),
+    TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
+)
 
 
 class SingleSentenceTask(Task):
     name = "cls"
     model_class = "AutoModelForSequenceClassification"
-    main_metric = "accuracy"
     reads_first_token_only = True
     summary = "one text"
     linear_probe = True
-    card_text = card_texts.CLS
+    base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
-    options_declared = (TEXT_COLUMN, LABEL_COLUMN)
-    prediction_fields = {"text": "the input text", "label": "the most probable label's name",
-                         "score": "its probability", "probabilities": "every label's probability, by name",
-                         "truncated": "present (true) when the input was cut at --max-length"}
+    options_declared = (TEXT_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
+        self.kind = make_kind(self.options.get("problem_type"), self.options, self.labels)
         self._dataset_labels = None  # a known dataset's label names in its id order, seen in training data
+
+    # --- what the label kind decides ------------------------------------------------------------
+    main_metric = property(lambda self: self.kind.main_metric)
+    greater_is_better = property(lambda self: self.kind.greater_is_better)
+    targets = property(lambda self: {"labels": self.kind.target})
+    metric_inputs_description = property(lambda self: self.kind.metric_inputs_description)
+
+    @property
+    def prediction_fields(self) -> dict:
+        return {**{f: f"the input {'second ' if f == 'text_pair' else ''}text" for f in self.text_fields},
+                **self.kind.prediction_fields, "truncated": "present (true) when the input was cut at --max-length"}
+
+    names_outputs = property(lambda self: self.kind.names_outputs)
+
+    @property
+    def card_text(self):
+        return card_texts.for_kind(self.base_card_text, self.kind.name)
 
     # --- reading -------------------------------------------------------------------------
     def from_records(self, records, source, purpose, hub=False):
-        spec_columns = (source.spec.hub_columns if hub else source.spec.columns) if source.spec else {}
+        spec = source.spec
+        spec_columns = (spec.hub_columns if hub else spec.columns) if spec else {}
         columns = list(records[0].keys())
         chosen = self._columns(columns, spec_columns, source.description, purpose)
-        label_names = source.spec.label_names if source.spec else None
-        if purpose == TRAIN:  # a known dataset's ids win over any sorting (fit_labels)
+        label_names = spec.label_names if spec else None
+        if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit_labels)
             self._dataset_labels = tuple(label_names) if label_names else None
+            self._choose_kind(spec, records, chosen.get("label"))
         if len(self.text_fields) == 1 and chosen["text"] == "text":
             _refuse_second_texts(records, source.description)
         examples = []
@@ -65,10 +88,25 @@ class SingleSentenceTask(Task):
             example = {field: text_value(record, column, row, source.description)
                        for field, column in chosen.items() if field != "label"}
             if "label" in chosen:
-                example["label"] = _label_name(record.get(chosen["label"]), label_names, source.description)
+                value = ({c: record.get(c) for c in chosen["label"]} if isinstance(chosen["label"], list)
+                         else record.get(chosen["label"]))
+                example["label"] = self.kind.read_label(value, row, source.description, label_names)
             examples.append(example)
         require_nonempty(examples, self.text_fields, source.description)
         return examples
+
+    def _choose_kind(self, spec, records, label_column) -> None:
+        """The label kind: --problem-type, else the known dataset's, else a JSON list of labels or
+        --label-columns says multi-label; remembered in the options for eval and predict."""
+        name = self.options.get("problem_type") or (spec.problem_type if spec else None)
+        if name is None and (self.options.get("label_columns") or
+                             (isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records))):
+            name = "multi-label"
+        name = name or DEFAULT_KIND
+        if name != self.kind.name:
+            self.kind = make_kind(name, self.options, self.labels)
+        self.options["problem_type"] = name
+        check_loss_options(self.options, has_classes=self.kind.names_outputs)
 
     def _columns(self, columns, spec_columns, source, purpose) -> dict:
         def choose(field, candidates, role, flag, required=True):
@@ -90,26 +128,34 @@ class SingleSentenceTask(Task):
                                    + (" or set --text-pair-column" if purpose == TRAIN else ""))
             chosen["text_pair"] = choose("text_pair", candidates, "second text", "--text-pair-column")
         if purpose != PREDICT:
-            chosen["label"] = choose("label", LABEL_CANDIDATES, "label", "--label-column")
+            if self.options.get("label_columns"):
+                chosen["label"] = _label_columns(self.options["label_columns"], columns, source)
+            else:
+                chosen["label"] = choose("label", LABEL_CANDIDATES, "label", "--label-column")
         if purpose == TRAIN:  # remember the layout, so eval/predict on the same kind of file just work
-            self.options.update({f"{field}_column": column for field, column in chosen.items()})
+            self.options.update({f"{field}_column": column for field, column in chosen.items()
+                                 if isinstance(column, str)})
         return chosen
 
+    def check_options(self):
+        self.kind.check_options()
+
+    def check_probe_data(self, source):
+        if not self.kind.linear_probe:
+            raise BertkitError(f"bertkit probe fits one class per text; {source.description} is {self.kind.name} "
+                               "data", f"use `bertkit finetune {self.name}` for it")
+
     def fit_labels(self, examples):
-        values = {ex["label"] for ex in examples}
-        if len(values) < 2:
-            raise BertkitError(f"training data has only one label ({', '.join(values)})", "a classifier needs at least two")
-        if self._dataset_labels:
-            self.labels = list(self._dataset_labels)
-            return
-        _refuse_continuous(values)
-        self.labels = sorted(values, key=lambda v: (0, int(v), v) if v.lstrip("-").isdigit() else (1, 0, v))
+        self.labels = self.kind.fit([ex["label"] for ex in examples], self._dataset_labels)
+        self.kind.labels = self.labels
 
     def check_eval_examples(self, examples, source):
-        unseen = sorted({ex["label"] for ex in examples} - set(self.labels))
-        if unseen:
-            raise BertkitError(f"{source.description}: label(s) never seen in training: {', '.join(unseen)}",
-                               f"the model knows {', '.join(self.labels)}")
+        labels = self.kind.check_eval([ex["label"] for ex in examples], source.description)
+        for example, label in zip(examples, labels):
+            example["label"] = label
+
+    def model_kwargs(self) -> dict:
+        return self.kind.model_kwargs()
 
     # --- features --------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
@@ -117,21 +163,35 @@ class SingleSentenceTask(Task):
         pairs = [ex["text_pair"] for ex in examples] if len(self.text_fields) == 2 else None
         encoded = tokenizer(texts, pairs, truncation=True, max_length=self.max_length)
         truncated = self._truncated(encoded["input_ids"], texts, pairs, tokenizer)
-        label_ids = {label: i for i, label in enumerate(self.labels or [])}
         features = []
         for i, ids in enumerate(encoded["input_ids"]):
             feature = {"input_ids": ids, "example_index": i, "truncated": i in truncated}
             if "token_type_ids" in encoded:
                 feature["token_type_ids"] = encoded["token_type_ids"][i]
             if "label" in examples[i]:
-                feature["labels"] = label_ids[examples[i]["label"]]
+                feature["labels"] = self.kind.target_of(examples[i]["label"])
             features.append(feature)
         self.stats = {"truncated": len(truncated)}
+        notices = list(self.kind.notices)
+        if train and features and "labels" in features[0]:
+            weighed = weigh_classes(self.options, self.kind.class_counts([f["labels"] for f in features]),
+                                    self.labels, self._multi_label, len(features))
+            notices += [weighed] if weighed else []
         if truncated:
             unit = "text pairs" if pairs else "texts"
-            self.stats["notices"] = [f"{len(truncated)} of {len(examples)} {unit} were truncated to "
-                                     f"{self.max_length} tokens"]
+            notices.append(f"{len(truncated)} of {len(examples)} {unit} were truncated to {self.max_length} tokens")
+        if notices:
+            self.stats["notices"] = notices
+        self.kind.notices = []
         return features
+
+    _multi_label = property(lambda self: self.kind.target == "multi_hot")
+
+    def training_network(self, model):
+        return loss_network(model, self.options, self._multi_label)
+
+    def finish_model(self, trained, model_ref, display_name):
+        return unwrap_loss(trained)
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
         """Indices of the rows that lost tokens: only rows that came out at exactly max_length can
@@ -144,36 +204,24 @@ class SingleSentenceTask(Task):
         return {i for i, ids in zip(full, lengths) if len(ids) > self.max_length}
 
     def postprocess(self, examples, features, outputs):
-        probabilities = softmax(np.stack(outputs["logits"]).astype(np.float64))
+        decoded = self.kind.decode(np.stack(outputs["logits"]).astype(np.float64))
         # one feature per example, in example order
-        return [{"probabilities": p, "truncated": f["truncated"]} for p, f in zip(probabilities, features)]
+        return [{**d, "truncated": f["truncated"]} for d, f in zip(decoded, features)]
 
     def metrics(self, examples, predictions):
-        label_ids = {label: i for i, label in enumerate(self.labels)}
-        gold = [label_ids[ex["label"]] for ex in examples]
-        scores = classification_scores(gold, [int(p["probabilities"].argmax()) for p in predictions],
-                                       len(self.labels))
-        if len(self.labels) == 2:
-            scores["positive_label"] = self.labels[1]  # which class "f1" is about
-        return scores
+        return self.kind.scores([ex["label"] for ex in examples], predictions)
+
+    def tune(self, examples, features, outputs):
+        return self.kind.tune([ex["label"] for ex in examples], self.postprocess(examples, features, outputs))
 
     def breakdown(self, examples, predictions, metrics):
-        return confusion(self.labels, [ex["label"] for ex in examples],
-                         [self.labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions])
-
-    metric_inputs_description = "label ids"
+        return self.kind.breakdown([ex["label"] for ex in examples], predictions, metrics)
 
     def metric_inputs(self, examples, predictions):
-        ids = {label: i for i, label in enumerate(self.labels)}
-        return ([int(np.asarray(p["probabilities"]).argmax()) for p in predictions],
-                [ids[ex["label"]] for ex in examples])
+        return self.kind.metric_inputs([ex["label"] for ex in examples], predictions)
 
     def format_prediction(self, example, prediction):
-        probabilities = prediction["probabilities"]
-        best = int(probabilities.argmax())
-        row = {**{f: example[f] for f in self.text_fields}, "label": self.labels[best],
-               "score": round(float(probabilities[best]), 6),
-               "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, probabilities)}}
+        row = {**{f: example[f] for f in self.text_fields}, **self.kind.row(prediction)}
         if prediction["truncated"]:
             row["truncated"] = True
         return row
@@ -183,47 +231,17 @@ class SentencePairTask(SingleSentenceTask):
     name = "pair"
     text_fields = ("text", "text_pair")
     summary = "two texts"
-    card_text = card_texts.PAIR
-    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN)
-    prediction_fields = {"text_pair": "the second input text", **SingleSentenceTask.prediction_fields}
+    base_card_text = card_texts.PAIR
+    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
 
-def _label_name(value, label_names, source) -> str:
-    if value is None or str(value).strip() == "":
-        raise BertkitError(f"{source}: a row has an empty label", "fill or drop rows without labels")
-    text = normalise_label(value)
-    if label_names:
-        if text in label_names:
-            return text
-        if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names):
-            return label_names[int(text)]
-        raise BertkitError(f"{source}: unknown label {text!r}", f"expected one of {', '.join(label_names)}")
-    return text
-
-
-def normalise_label(value) -> str:
-    """A label as text; numbers in canonical form, so 1, "1", 1.0, "1.0" and "01" are one class."""
-    text = str(value).strip()
-    if isinstance(value, bool) or not _NUMBER.fullmatch(text):
-        return text
-    if _INTEGER.fullmatch(text):
-        return str(int(text))  # exact, however long (a float would round big ids)
-    number = float(text)
-    return str(int(number)) if number.is_integer() else repr(number)
-
-
-def _refuse_continuous(values: set) -> None:
-    numbers = [float(v) for v in values if _NUMBER.fullmatch(v)]
-    if len(numbers) != len(values):
-        return  # some label is a name: these are classes
-    fractional = sorted(v for v in numbers if not v.is_integer())
-    looks_like_ids = min(numbers) >= 0 and max(numbers) + 1 <= 2 * len(numbers)
-    if fractional or (len(numbers) > MAX_FREE_NUMERIC_CLASSES and not looks_like_ids):
-        examples = ", ".join(f"{v:g}" for v in (fractional or sorted(numbers))[:3])
-        raise BertkitError(f"the labels look continuous ({len(numbers)} distinct numeric values, e.g. {examples}): "
-                           "regression is not supported, only classification",
-                           "use class labels (e.g. bin the scores into a few classes), or point --label-column at "
-                           "the column with the classes")
+def _label_columns(value: str, columns: list, source: str) -> list:
+    wanted = [c.strip() for c in value.split(",") if c.strip()]
+    missing = [c for c in wanted if c not in columns]
+    if missing or len(wanted) < 2:
+        raise BertkitError(f"{source}: --label-columns {value!r}: " + (f"no column {missing[0]!r}" if missing
+                           else "name at least two 0/1 columns"), f"columns found: {', '.join(columns)}")
+    return wanted
 
 
 def _refuse_second_texts(records: list[dict], source: str) -> None:

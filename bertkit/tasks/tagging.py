@@ -32,6 +32,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN, TOKEN_CLASS, Task, TaskOption
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_network, unwrap_loss, weigh_classes
 from bertkit.tasks.word_windows import encode_words, window_features
 
 TEXT_CANDIDATES = ("text", "sentence")
@@ -49,6 +50,7 @@ FORMAT_HINT = "NER data is a CoNLL file (one 'token ... tag' line per word, blan
 class TaggingTask(Task):
     name = "ner"
     model_class = "AutoModelForTokenClassification"
+    names_outputs = True
     main_metric = "f1"
     per_token_outputs = True
     summary = "a BIO tag per word"
@@ -60,6 +62,7 @@ class TaggingTask(Task):
         TaskOption("strict", bool, "Score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
                    "I-X that does not continue an X entity).", ("eval",)),
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
+        *LOSS_OPTIONS,
     )
     prediction_fields = {"text": "the raw input sentence (absent for pre-tokenised input)",
                          "words": "the input's words",
@@ -138,6 +141,7 @@ class TaggingTask(Task):
         return examples
 
     def fit_labels(self, examples):
+        check_loss_options(self.options, has_classes=True)
         types = sorted(_types(examples))
         if not types:
             raise BertkitError("the training data has no entities (every tag is O)",
@@ -178,7 +182,18 @@ class TaggingTask(Task):
         scheme = self.schemes.get(TRAIN if train else EVAL)
         if scheme:
             self.stats["input_scheme"] = scheme
+        if train:  # token-level counts: only first sub-words carry a label (-100 elsewhere)
+            tokens = np.asarray([t for f in features for t in f["labels"] if t != -100], dtype=np.int64)
+            weighed = weigh_classes(self.options, np.bincount(tokens, minlength=len(self.labels)), self.labels,
+                                    False, len(tokens))
+            self.stats["notices"] = self.stats.get("notices", []) + ([weighed] if weighed else [])
         return features
+
+    def training_network(self, model):
+        return loss_network(model, self.options, multi_label=False)
+
+    def finish_model(self, trained, model_ref, display_name):
+        return unwrap_loss(trained)
 
     def postprocess(self, examples, features, outputs):
         predicted: list[list] = [[None] * len(ex["tokens"]) for ex in examples]

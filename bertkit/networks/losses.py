@@ -1,0 +1,63 @@
+"""The training loss with class weights or a focal term (bertkit/tasks/loss_options.py decides).
+
+``WeightedLoss`` wraps a transformers model: the model runs without ``labels`` and the loss is
+computed here from its logits, in fp32 (under bf16 autocast the logits are bf16). Outputs are the
+model's own, so evaluation during training reads the same logits; the saved model is the inner one.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
+
+
+class WeightedLoss(nn.Module):
+    def __init__(self, model: nn.Module, multi_label: bool, weights=None, gamma: float = 0.0):
+        super().__init__()
+        self.model, self.multi_label, self.gamma = model, multi_label, float(gamma)
+        weight = torch.as_tensor(weights, dtype=torch.float32) if weights is not None else None
+        self.register_buffer("weight", weight, persistent=False)
+
+    @property
+    def config(self):  # the engine's CPU kernels and embedding handling look at the model through it
+        return self.model.config
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def forward(self, labels=None, **inputs):
+        outputs = self.model(**inputs)
+        if labels is not None:
+            logits = outputs.logits.float()
+            outputs.loss = (multi_label_loss(logits, labels.float(), self.weight, self.gamma) if self.multi_label
+                            else class_loss(logits, labels, self.weight, self.gamma))
+        return outputs
+
+
+def class_loss(logits, labels, weight=None, gamma: float = 0.0):
+    """Cross-entropy over classes (one per row, or per token with -100 ignored), weighted per
+    class as torch's ``cross_entropy(weight=...)`` does (a weighted mean); with ``gamma`` > 0 the
+    focal loss ``-(1 - p_t)^gamma * log p_t`` (Lin et al. 2017), the same weighted mean."""
+    logits, labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    if gamma == 0:
+        return F.cross_entropy(logits, labels, weight=weight, ignore_index=IGNORE)
+    kept = labels != IGNORE
+    logits, labels = logits[kept], labels[kept]
+    log_p = F.log_softmax(logits, dim=-1).gather(1, labels[:, None])[:, 0]
+    per_row = -((1 - log_p.exp()) ** gamma) * log_p
+    scale = weight[labels] if weight is not None else torch.ones_like(per_row)
+    return (per_row * scale).sum() / scale.sum().clamp(min=1e-12)
+
+
+def multi_label_loss(logits, targets, pos_weight=None, gamma: float = 0.0):
+    """Binary cross-entropy with logits per label (``pos_weight`` as torch defines it), averaged
+    over rows and labels; with ``gamma`` > 0 each term is scaled by ``(1 - p_t)^gamma``."""
+    terms = F.binary_cross_entropy_with_logits(logits, targets, pos_weight=pos_weight, reduction="none")
+    if gamma:
+        p = torch.sigmoid(logits)
+        p_t = p * targets + (1 - p) * (1 - targets)
+        terms = terms * (1 - p_t) ** gamma
+    return terms.mean()

@@ -1,0 +1,129 @@
+"""Multi-label classification: a set of classes per text (GoEmotions: 28 emotions, 1-5 per comment).
+
+One sigmoid output per label trained with binary cross-entropy (transformers'
+``problem_type="multi_label_classification"``, so ``pipeline("text-classification", top_k=None)``
+applies the sigmoid to a saved directory by itself). A label is predicted when its probability
+reaches the threshold: 0.5 until ``bertkit eval`` tunes one on the model's own dev data (global,
+or per label with ``--tune-per-label``) and stores it, as QA's null threshold is stored.
+
+Labels come as a JSON list, a separator-joined string (``3,15``, ``anger|joy``) or several 0/1
+columns (``--label-columns a,b,c``); ids are read as the known dataset's names.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.metrics.breakdowns import per_label
+from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
+from bertkit.tasks.label_kinds import LabelKind, is_list_label
+from bertkit.tasks.single_label import normalise_label
+
+SEPARATORS = re.compile(r"\s*[,|;]\s*")
+TRUE = {"1", "1.0", "true", "yes"}
+FALSE = {"0", "0.0", "false", "no", ""}
+
+
+class MultiLabel(LabelKind):
+    name = "multi-label"
+    problem_type = "multi_label_classification"
+    main_metric = "micro_f1"
+    target = "multi_hot"
+    prediction_fields = {"labels": "the labels at or above the threshold", "probabilities":
+                         "every label's probability, by name (the --top-k most probable, with --top-k)"}
+    metric_inputs_description = "0/1 lists, one entry per label"
+    refuses = ("label_map",)
+
+    def read_label(self, value, row, source, names):
+        if isinstance(value, dict):  # several 0/1 columns (--label-columns)
+            return tuple(column for column, flag in value.items() if _flag(flag, column, row, source))
+        if is_list_label(value):
+            parts = [normalise_label(v) for v in value]
+        elif value is None:
+            parts = []
+        elif isinstance(value, str):
+            parts = [normalise_label(p) for p in SEPARATORS.split(value.strip()) if p]
+        else:
+            parts = [normalise_label(value)]
+        if names:
+            parts = [_named(p, names, row, source) for p in parts]
+        return tuple(dict.fromkeys(parts))  # a label given twice counts once
+
+    def fit(self, labels, names):
+        seen = {label for labelset in labels for label in labelset}
+        if names:
+            return list(names)
+        if len(seen) < 2:
+            raise BertkitError(f"the training data uses {len(seen)} label(s)", "a multi-label model needs at least two")
+        return sorted(seen, key=lambda v: (0, int(v), v) if v.lstrip("-").isdigit() else (1, 0, v))
+
+    def check_eval(self, labels, source):
+        unseen = sorted({label for labelset in labels for label in labelset} - set(self.labels))
+        if unseen:
+            raise BertkitError(f"{source}: label(s) never seen in training: {', '.join(unseen[:10])}",
+                               f"the model knows {', '.join(self.labels)}")
+        return labels
+
+    def target_of(self, labelset):
+        hot = [0.0] * len(self.labels)
+        for label in labelset:
+            hot[self.labels.index(label)] = 1.0
+        return hot
+
+    def decode(self, logits):
+        probabilities = 1.0 / (1.0 + np.exp(-np.clip(logits, -700, 700)))
+        chosen = decide(probabilities, self._thresholds())
+        return [{"probabilities": p, "chosen": c} for p, c in zip(probabilities, chosen)]
+
+    def _thresholds(self):
+        if self.options.get("thresholds"):  # per label, when tuned so
+            return np.asarray(self.options["thresholds"], dtype=np.float64)
+        threshold = self.options.get("threshold")
+        return 0.5 if threshold is None else float(threshold)
+
+    def scores(self, gold, predictions):
+        return multi_label_scores(self._matrix(gold), np.stack([p["chosen"] for p in predictions]), self.labels)
+
+    def _matrix(self, gold) -> np.ndarray:
+        return np.asarray([self.target_of(labelset) for labelset in gold], dtype=np.int64).reshape(-1, len(self.labels))
+
+    def row(self, prediction):
+        probabilities, top_k = prediction["probabilities"], self.options.get("top_k")
+        order = np.argsort(-probabilities, kind="stable")[:top_k or None]
+        return {"labels": [self.labels[i] for i in order if prediction["chosen"][i]],
+                "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in order}}
+
+    def tune(self, gold, predictions):
+        tuned = tune_thresholds(self._matrix(gold), np.stack([p["probabilities"] for p in predictions]),
+                                per_label=bool(self.options.get("tune_per_label")))
+        if "thresholds" in tuned:
+            return {"thresholds": [round(float(t), 4) for t in tuned["thresholds"]], "threshold": None}
+        return {"threshold": round(float(tuned["threshold"]), 4), "thresholds": None}
+
+    def breakdown(self, gold, predictions, metrics):
+        return per_label(self.labels, metrics.get("per_label", {}))
+
+    def metric_inputs(self, gold, predictions):
+        return [p["chosen"].astype(int).tolist() for p in predictions], self._matrix(gold).tolist()
+
+    def class_counts(self, targets):
+        return np.asarray(targets, dtype=np.float64).sum(axis=0)
+
+
+def _named(label: str, names: tuple, row, source) -> str:
+    if label in names:
+        return label
+    if label.isdigit() and int(label) < len(names):
+        return names[int(label)]
+    raise BertkitError(f"{source}: row {row}: unknown label {label!r}", f"expected ids 0-{len(names) - 1} or names")
+
+
+def _flag(value, column: str, row, source) -> bool:
+    text = str(value).strip().lower() if value is not None else ""
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    raise BertkitError(f"{source}: row {row}: label column {column!r} holds {str(value)[:20]!r}, not 0 or 1",
+                       "--label-columns names columns of 0/1 flags, one per label")

@@ -1,0 +1,67 @@
+"""Regression: one number per text or pair (STS-B's 0-5 similarity), from the [CLS] vector.
+
+The head has one output trained with MSE (transformers' ``problem_type="regression"``), so a
+saved directory gives the same number in ``pipeline("text-classification",
+function_to_apply="none")``. Scored with Pearson and Spearman correlation (their mean is GLUE's
+STS-B score, the main metric) and the mean squared error.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bertkit.errors import BertkitError
+from bertkit.metrics.breakdowns import scatter
+from bertkit.metrics.regression import regression_scores, round_score
+from bertkit.tasks.label_kinds import LabelKind, is_list_label
+
+HINT = "give every row a number as its label (e.g. 3.8), or leave out --problem-type regression for classes"
+
+
+class Regression(LabelKind):
+    name = "regression"
+    problem_type = "regression"
+    main_metric = "pearson_spearman_mean"
+    target = "float"
+    names_outputs = False
+    refuses = ("top_k", "tune_per_label", "label_map", "label_columns")
+    prediction_fields = {"score": "the predicted number"}
+    metric_inputs_description = "numbers (predicted, gold)"
+
+    def read_label(self, value, row, source, names):
+        if is_list_label(value) or isinstance(value, bool) or value is None or str(value).strip() == "":
+            raise BertkitError(f"{source}: row {row}: the label {value!r} is not a number", HINT)
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise BertkitError(f"{source}: row {row}: the label {str(value)[:40]!r} is not a number", HINT) from None
+        if not math.isfinite(number):
+            raise BertkitError(f"{source}: row {row}: the label {value!r} is not a finite number", HINT)
+        return number
+
+    def fit(self, labels, names):
+        if len(set(labels)) < 2:
+            raise BertkitError(f"every training label is {labels[0]:g}: there is nothing to learn",
+                               "give rows with different scores")
+        return None  # one output, no label names
+
+    def target_of(self, label):
+        return float(label)
+
+    def model_kwargs(self):
+        return {"num_labels": 1, "problem_type": self.problem_type}
+
+    def decode(self, logits):
+        return [{"value": float(row[0])} for row in logits]
+
+    def scores(self, gold, predictions):
+        return regression_scores(gold, [p["value"] for p in predictions])
+
+    def row(self, prediction):
+        return {"score": round_score(prediction["value"])}
+
+    def breakdown(self, gold, predictions, metrics):
+        return scatter(gold, [p["value"] for p in predictions], metrics)
+
+    def metric_inputs(self, gold, predictions):
+        return [p["value"] for p in predictions], list(gold)

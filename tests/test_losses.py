@@ -1,0 +1,81 @@
+"""Class weights and the focal loss: torch's own losses where they exist, hand-computed values
+where they do not, and the 'auto' weights' formulas on hand-made counts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertkit.errors import BertkitError
+from bertkit.networks.losses import class_loss, multi_label_loss
+from bertkit.tasks.loss_options import check_loss_options, class_weights
+
+
+def test_weighted_cross_entropy_is_torchs_and_ignores_unlabelled_tokens():
+    logits = torch.tensor([[[2.0, 0.5, -1.0], [0.1, 0.2, 0.3], [1.0, 1.0, 1.0]]])
+    labels = torch.tensor([[0, -100, 2]])
+    weight = torch.tensor([0.5, 1.0, 3.0])
+    expected = F.cross_entropy(logits[0, [0, 2]], torch.tensor([0, 2]), weight=weight)
+    assert torch.allclose(class_loss(logits, labels, weight), expected)
+
+
+def test_focal_loss_by_hand():
+    # one row, two classes, logits (0, ln 3): p = (1/4, 3/4); gold class 1: p_t = 3/4
+    # focal(gamma=2) = -(1 - 3/4)^2 * ln(3/4) = -(1/16) * ln 0.75
+    logits, labels = torch.tensor([[0.0, math.log(3.0)]]), torch.tensor([1])
+    assert class_loss(logits, labels, gamma=2.0).item() == pytest.approx(-math.log(0.75) / 16, rel=1e-6)
+    # gamma 0 is cross-entropy itself
+    assert class_loss(logits, labels, gamma=0.0).item() == pytest.approx(-math.log(0.75), rel=1e-6)
+    # weighted focal is a weighted mean: two rows, weights 1 and 3
+    two = torch.tensor([[0.0, math.log(3.0)], [0.0, math.log(3.0)]])
+    rows = [-(1 / 16) * math.log(0.75), -(9 / 16) * math.log(0.25)]  # gold 1 (p_t 3/4), gold 0 (p_t 1/4)
+    weighted = class_loss(two, torch.tensor([1, 0]), torch.tensor([3.0, 1.0]), gamma=2.0).item()
+    assert weighted == pytest.approx((1 * rows[0] + 3 * rows[1]) / 4, rel=1e-6)
+
+
+def test_multi_label_loss_is_bce_with_pos_weight():
+    logits = torch.tensor([[0.3, -1.2, 2.0], [-0.5, 0.0, 1.0]])
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    pos_weight = torch.tensor([1.0, 4.0, 0.5])
+    expected = F.binary_cross_entropy_with_logits(logits, targets, pos_weight=pos_weight)
+    assert torch.allclose(multi_label_loss(logits, targets, pos_weight), expected)
+    # focal: each term times (1 - p_t)^gamma; one logit 0 (p 1/2), gold 1: ln 2 * (1/2)^2
+    focal = multi_label_loss(torch.tensor([[0.0]]), torch.tensor([[1.0]]), gamma=2.0)
+    assert focal.item() == pytest.approx(math.log(2) / 4, rel=1e-6)
+
+
+def test_auto_weights_by_hand(tmp_path):
+    # 6 rows: 4 of class a, 2 of b -> balanced: 6 / (2 * 4) = 0.75, 6 / (2 * 2) = 1.5
+    weights = class_weights({"class_weights": "auto"}, np.array([4, 2]), ["a", "b"], False, 6)
+    assert weights.tolist() == [0.75, 1.5]
+    # multi-label, 10 rows: label x in 2, y in 5 -> pos_weight negatives/positives: 8/2, 5/5
+    weights = class_weights({"class_weights": "auto"}, np.array([2, 5]), ["x", "y"], True, 10)
+    assert weights.tolist() == [4.0, 1.0]
+    assert class_weights({"class_weights": "none"}, np.array([4, 2]), ["a", "b"], False, 6) is None
+    given = tmp_path / "w.json"
+    given.write_text(json.dumps({"b": 2.5, "a": 1}))
+    assert class_weights({"class_weights": str(given)}, np.array([4, 2]), ["a", "b"], False, 6).tolist() == [1.0, 2.5]
+    given.write_text(json.dumps({"a": 1}))
+    with pytest.raises(BertkitError, match="exactly the model's labels"):
+        class_weights({"class_weights": str(given)}, np.array([4, 2]), ["a", "b"], False, 6)
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"loss": "hinge"}, "unknown --loss"),
+    ({"loss": "focal", "focal_gamma": -1.0}, "--focal-gamma"),
+    ({"class_weights": "nope.json"}, "not auto, none or an existing file"),
+])
+def test_loss_options_refused_before_any_data(options, fragment):
+    with pytest.raises(BertkitError, match=fragment):
+        check_loss_options(options, has_classes=True)
+
+
+def test_regression_has_no_classes_to_weight():
+    with pytest.raises(BertkitError, match="regression"):
+        check_loss_options({"class_weights": "auto"}, has_classes=False)
+    check_loss_options({"class_weights": "none"}, has_classes=False)  # says nothing
