@@ -122,8 +122,9 @@ def test_a_json_list_of_labels_is_multi_label(multi_label_model, run_cli):
     classifier = pipeline("text-classification", model=str(model))
     for row in rows[:8]:
         assert set(row["probabilities"]) == {"anger", "fear", "joy"}
+        cut = meta["task"]["options"]["threshold"]  # tuned by finetune on its dev data
         assert row["labels"] == [name for name, p in sorted(row["probabilities"].items(), key=lambda kv: -kv[1])
-                                 if p >= 0.5]
+                                 if p >= cut]
         expected = {s["label"]: s["score"] for s in classifier(row["text"], top_k=None)}  # sigmoid: problem_type
         assert row["probabilities"] == pytest.approx(expected, abs=5e-5)
     code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl", "--top-k", "1")
@@ -135,13 +136,18 @@ def test_eval_tunes_the_threshold_and_stores_it_only_from_its_own_dev_data(multi
 
     model = tmp_path / "model"
     shutil.copytree(multi_label_model / "model", model)
+    options = json.loads((model / "bertkit.json").read_text())["task"]["options"]
+    options["threshold"] = 0.99  # finetune stored its own: set another to see what eval does
+    meta = json.loads((model / "bertkit.json").read_text())
+    meta["task"]["options"] = options
+    (model / "bertkit.json").write_text(json.dumps(meta))
     code, out, err = run_cli("eval", model, "--max-eval-samples", "20")  # partial: not stored
     assert code == 0 and "NOT stored" in out + err, out + err
-    assert json.loads((model / "bertkit.json").read_text())["task"]["options"].get("threshold") is None
+    assert json.loads((model / "bertkit.json").read_text())["task"]["options"]["threshold"] == 0.99
     code, out, err = run_cli("eval", model)
     assert code == 0 and "tuned threshold = " in out, out + err
     stored = json.loads((model / "bertkit.json").read_text())["task"]["options"]["threshold"]
-    assert 0.0 < stored < 1.0
+    assert 0.0 < stored < 0.99
     code, out, err = run_cli("eval", model, "--tune-per-label")
     assert code == 0, err
     per_label = json.loads((model / "bertkit.json").read_text())["task"]["options"]["thresholds"]
@@ -209,3 +215,13 @@ def test_eval_file_with_label_ids_is_mapped_and_said(tmp_path, tiny_bert, run_cl
     assert code == 0 and "as --label-map says: bad=neg, good=pos" in out + err, err
     same = json.loads((tmp_path / "m.json").read_text())["metrics"]["accuracy"]
     assert json.loads((tmp_path / "n.json").read_text())["metrics"]["accuracy"] == same
+
+
+def test_finetune_stores_the_threshold_tuned_on_its_whole_dev_data(multi_label_model, tmp_path, tiny_bert, run_cli):
+    options = json.loads((multi_label_model / "model" / "bertkit.json").read_text())["task"]["options"]
+    assert 0 < options["threshold"] < 1  # tuned by finetune on dev.jsonl, all of it
+    code, out, err = run_cli("finetune", "cls", "--data", multi_label_model / "train.jsonl", "--eval-data",
+                             multi_label_model / "dev.jsonl", "--max-eval-samples", "10", "--model", tiny_bert,
+                             "--output", tmp_path / "partial", "--epochs", "1")
+    assert code == 0 and "was NOT stored" in out, out + err
+    assert "threshold" not in json.loads((tmp_path / "partial" / "bertkit.json").read_text())["task"]["options"]

@@ -103,6 +103,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                      checkpoints)
     network, report = adapter.finish_model(trained.network, model_ref, model), trained.report
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
+    notices += _store_tuned(adapter, trained.tuned_of(best.get("metrics")), eval_source, config)
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=engine.runtime(config.precision), best_step=report.best_step,
@@ -124,6 +125,21 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     return result
 
 
+def _store_tuned(adapter, tuned: dict, eval_source, config: TrainConfig) -> list[str]:
+    """Settings the task tuned on the saved model's evaluation (a multi-label threshold) are stored
+    with it, as `bertkit eval` stores them: only from the whole of the dev data."""
+    if not tuned:
+        return []
+    shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
+    if eval_source is None or config.max_eval_samples is not None:
+        why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
+        return [f"{shown} tuned on the evaluation data was NOT stored: it was {why}; "
+                "`bertkit eval DIR` on the whole dev data stores it"]
+    adapter.options.update(tuned)
+    return [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above used the "
+            "previous setting)"]
+
+
 def _read_examples(adapter, train_source, eval_source, config: TrainConfig) -> tuple[list, list]:
     """(train, eval) examples; labels are fitted on the training examples before eval is checked."""
     train_examples, eval_examples = adapter.read(train_source, TRAIN), []
@@ -142,10 +158,13 @@ class _Trained:
     network: object
     report: object
     before: dict
-    evaluations: list  # (metrics, breakdown) per evaluation: the saved one's breakdown goes to the report
+    evaluations: list  # (metrics, breakdown, tuned) per evaluation: the saved one's go to the report and model
 
     def details_of(self, metrics) -> dict | None:
-        return next((d for m, d in self.evaluations if m is metrics), None)
+        return next((d for m, d, _ in self.evaluations if m is metrics), None)
+
+    def tuned_of(self, metrics) -> dict:
+        return next((t for m, _, t in self.evaluations if m is metrics), None) or {}
 
 
 def _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
@@ -155,9 +174,10 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
 
     def evaluate(current_model) -> dict:
         kept = {}
-        metrics = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
-                        eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id, keep=kept)[0]
-        evaluations.append((metrics, kept.get("details")))
+        metrics, tuned = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
+                               eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id,
+                               tune=adapter.tunes_while_training, keep=kept)
+        evaluations.append((metrics, kept.get("details"), tuned))
         return metrics
 
     network = adapter.training_network(network)

@@ -155,6 +155,7 @@ class Task(ABC):
     # --- how it trains: hooks with the plain fine-tuning behaviour as defaults -----------------
     directory_kind: str = "finetune"  # bertkit.json's "kind" of the directory it trains
     evaluate_before_training: bool = False  # score the starting model too (reported as "before")
+    tunes_while_training: bool = False  # ``tune`` runs at each evaluation; the saved model's result is stored
 
     def split_held_out(self, examples: list[dict], seed: int, where: str) -> tuple[list, list]:
         """(train, held-out) when no evaluation data is given; by default nothing is held out."""

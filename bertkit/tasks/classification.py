@@ -59,6 +59,7 @@ class SingleSentenceTask(Task):
     greater_is_better = property(lambda self: self.kind.greater_is_better)
     targets = property(lambda self: {"labels": self.kind.target})
     metric_inputs_description = property(lambda self: self.kind.metric_inputs_description)
+    tunes_while_training = property(lambda self: self.kind.tunes_while_training)
 
     @property
     def prediction_fields(self) -> dict:

@@ -35,6 +35,7 @@ class LabelKind:
     metric_inputs_description: str | None = None
     names_outputs: bool = True  # each output is a label named in bertkit.json
     linear_probe: bool = False  # `bertkit probe` (a softmax over classes) can fit it
+    tunes_while_training: bool = False  # finetune tunes (and stores) ``tune``'s settings on its dev data
 
     def __init__(self, options: dict, labels: list | None):
         self.options, self.labels = options, labels  # the task's: tuned settings land there

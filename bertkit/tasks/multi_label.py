@@ -36,6 +36,7 @@ class MultiLabel(LabelKind):
                          "every label's probability, by name (the --top-k most probable, with --top-k)"}
     metric_inputs_description = "0/1 lists, one entry per label"
     refuses = ("label_map",)
+    tunes_while_training = True
 
     def read_label(self, value, row, source, names):
         if isinstance(value, dict):  # several 0/1 columns (--label-columns)
