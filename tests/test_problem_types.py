@@ -225,3 +225,44 @@ def test_finetune_stores_the_threshold_tuned_on_its_whole_dev_data(multi_label_m
                              "--output", tmp_path / "partial", "--epochs", "1")
     assert code == 0 and "was NOT stored" in out, out + err
     assert "threshold" not in json.loads((tmp_path / "partial" / "bertkit.json").read_text())["task"]["options"]
+
+
+def test_each_kind_draws_its_figure(regression_model, multi_label_model):
+    pytest.importorskip("matplotlib")
+    assert (regression_model / "model" / "figures" / "scatter.png").stat().st_size > 1000
+    assert (multi_label_model / "model" / "figures" / "per_label.png").stat().st_size > 1000
+    card = (multi_label_model / "model" / "README.md").read_text()
+    assert "figures/per_label.png" in card and "pipeline_tag: text-classification" in card
+
+
+def test_finetune_maps_eval_labels_given_by_id(tmp_path, tiny_bert, run_cli):
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(
+        f"{w} film,{'pos' if w in POSITIVE else 'neg'}\n" for w in (POSITIVE + NEGATIVE) * 4))
+    (tmp_path / "dev.csv").write_text("text,label\n" + "".join(
+        f"{w} film,{1 if w in POSITIVE else 0}\n" for w in POSITIVE + NEGATIVE))
+    code, out, err = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--eval-data", tmp_path / "dev.csv",
+                             "--model", tiny_bert, "--output", tmp_path / "out", "--epochs", "1")
+    assert code == 0 and "labels read as the ids of the model's labels: 0=neg, 1=pos" in out + err, out + err
+
+
+def test_scaled_targets_are_folded_into_the_saved_head(tmp_path, tiny_bert, run_cli, regression_model):
+    from transformers import pipeline
+
+    code, out, err = run_cli("finetune", "pair", "--data", regression_model / "train.tsv", "--model", tiny_bert,
+                             "--output", tmp_path / "scaled", "--epochs", "1", "--problem-type", "regression",
+                             "--scale-targets")
+    assert code == 0, err
+    options = json.loads((tmp_path / "scaled" / "bertkit.json").read_text())["task"]["options"]
+    assert "target_scaling" not in options and options["scaled_targets"]["std"] > 1  # scores 0-5: std about 2
+    code, out, err = run_cli("predict", tmp_path / "scaled", "--input", regression_model / "dev.tsv")
+    rows = [json.loads(line) for line in out.splitlines()]
+    mean = options["scaled_targets"]["mean"]
+    assert abs(np.mean([r["score"] for r in rows]) - mean) < 1.5  # the original scale, not z-scores near 0
+    scorer = pipeline("text-classification", model=str(tmp_path / "scaled"), function_to_apply="none")
+    for row in rows[:4]:
+        assert row["score"] == pytest.approx(scorer({"text": row["text"], "text_pair": row["text_pair"]})["score"],
+                                             abs=5e-5)
+    assert_user_error(run_cli("finetune", "cls", "--data", regression_model / "train.tsv", "--model", tiny_bert,
+                              "--output", tmp_path / "x", "--scale-targets", "--text-column", "sentence1",
+                              "--label-column", "score", "--problem-type", "single-label"),
+                      "--scale-targets does not apply")

@@ -28,6 +28,10 @@ LABEL_KIND_OPTIONS = (
                "JSON list: multi-label; numbers that are not classes: an error asking for regression).",
                ("finetune",)),
     TaskOption("label_columns", str, "multi-label: comma-separated 0/1 columns, one per label.", ("finetune",)),
+    TaskOption("scale_targets", bool, "regression: train on standardised targets (the saved head predicts the "
+               "original scale).", ("finetune",)),
+    TaskOption("target_scaling", dict, "regression: the scaling in use while training (not a flag).", ()),
+    TaskOption("scaled_targets", dict, "regression: the scaling training folded into the head (stored).", ()),
     TaskOption("label_map", str, "Read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
                ("finetune", "eval")),
     TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).",
@@ -108,6 +112,7 @@ class SingleSentenceTask(Task):
             self.kind = make_kind(name, self.options, self.labels)
         self.options["problem_type"] = name
         check_loss_options(self.options, has_classes=self.kind.names_outputs)
+        self.kind.check_options()
 
     def _columns(self, columns, spec_columns, source, purpose) -> dict:
         def choose(field, candidates, role, flag, required=True):
@@ -192,7 +197,7 @@ class SingleSentenceTask(Task):
         return loss_network(model, self.options, self._multi_label)
 
     def finish_model(self, trained, model_ref, display_name):
-        return unwrap_loss(trained)
+        return self.kind.finish_model(unwrap_loss(trained))
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
         """Indices of the rows that lost tokens: only rows that came out at exactly max_length can

@@ -90,6 +90,10 @@ class LabelKind:
     def metric_inputs(self, gold: list, predictions: list[dict]) -> tuple:
         raise BertkitError(f"--metric does not support {self.name} models", "drop --metric")
 
+    def finish_model(self, model):
+        """The trained model as it is saved (regression folds its target scaling into the head)."""
+        return model
+
     def class_counts(self, targets: list):
         """Positives per label in the training targets, for --class-weights (None: no classes)."""
         return None

@@ -35,7 +35,7 @@ class MultiLabel(LabelKind):
     prediction_fields = {"labels": "the labels at or above the threshold", "probabilities":
                          "every label's probability, by name (the --top-k most probable, with --top-k)"}
     metric_inputs_description = "0/1 lists, one entry per label"
-    refuses = ("label_map",)
+    refuses = ("label_map", "scale_targets")
     tunes_while_training = True
 
     def read_label(self, value, row, source, names):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import scatter
 from bertkit.metrics.regression import regression_scores, round_score
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 
+SCALING = "target_scaling"
 HINT = "give every row a number as its label (e.g. 3.8), or leave out --problem-type regression for classes"
 
 
@@ -43,16 +45,34 @@ class Regression(LabelKind):
         if len(set(labels)) < 2:
             raise BertkitError(f"every training label is {labels[0]:g}: there is nothing to learn",
                                "give rows with different scores")
+        if self.options.get("scale_targets"):  # trained on (y - mean) / std; finish_model undoes it in the head
+            self.options[SCALING] = {"mean": float(np.mean(labels)), "std": float(np.std(labels)) or 1.0}
         return None  # one output, no label names
 
     def target_of(self, label):
-        return float(label)
+        scaling = self.options.get(SCALING)
+        return (float(label) - scaling["mean"]) / scaling["std"] if scaling else float(label)
+
+    def finish_model(self, model):
+        """Fold the target scaling into the output layer (w' = std w, b' = std b + mean), so the saved
+        directory predicts the original scale in plain transformers too."""
+        scaling = self.options.pop(SCALING, None)
+        if scaling:
+            import torch
+
+            head = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1][-1]
+            with torch.no_grad():
+                head.weight.mul_(scaling["std"])
+                head.bias.mul_(scaling["std"]).add_(scaling["mean"])
+            self.options["scaled_targets"] = scaling  # a record of what training did (not applied again)
+        return model
 
     def model_kwargs(self):
         return {"num_labels": 1, "problem_type": self.problem_type}
 
     def decode(self, logits):
-        return [{"value": float(row[0])} for row in logits]
+        scaling = self.options.get(SCALING) or {"mean": 0.0, "std": 1.0}  # during training only
+        return [{"value": float(row[0]) * scaling["std"] + scaling["mean"]} for row in logits]
 
     def scores(self, gold, predictions):
         return regression_scores(gold, [p["value"] for p in predictions])

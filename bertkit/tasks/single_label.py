@@ -32,7 +32,7 @@ class SingleLabel(LabelKind):
                          "probabilities": "every label's probability, by name"}
     metric_inputs_description = "label ids"
     linear_probe = True
-    refuses = ("tune_per_label", "label_columns")
+    refuses = ("tune_per_label", "label_columns", "scale_targets")
 
     def read_label(self, value, row, source, names):
         if is_list_label(value):
