@@ -36,6 +36,12 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
 
         extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
+    adapter = task_from_state(meta["task"])
+    given = {k: v for k, v in (task_options or {}).items() if v is not None}
+    for key in sorted(set(given) - set(adapter.option_names)):
+        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model", "drop that option")
+    adapter.options.update(given)
+    adapter.check_options()
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
         raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
@@ -51,12 +57,6 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     read_only = _read_only(Path(model_dir))
     if not read_only:
         check_figures_dir(Path(model_dir))
-    adapter = task_from_state(meta["task"])
-    given = {k: v for k, v in (task_options or {}).items() if v is not None}
-    for key in sorted(set(given) - set(adapter.option_names)):
-        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model", "drop that option")
-    adapter.options.update(given)
-    adapter.check_options()
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")

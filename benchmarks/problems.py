@@ -1,0 +1,138 @@
+"""Regression (STS-B) and multi-label (GoEmotions): bertkit against the HF Trainer, same data, model
+and budget, each run in its own process (benchmarks/run.py's run_isolated).
+
+    python -m benchmarks.problems [--only stsb,goemotions] [--sides hf,bertkit] [--stsb-train 2000]
+                                  [--go-train 4000] [--go-eval 2000] [--epochs 2] [--lr 1e-4] [--out FILE]
+
+The HF side is transformers' examples/pytorch/text-classification/run_classification.py recipe:
+``problem_type="regression"`` with one output (MSE), ``"multi_label_classification"`` with
+multi-hot float labels (BCE), predictions at 0.5, dynamic padding, length-grouped batches, fp32.
+bertkit runs its defaults plus the named options (its threshold tuned on the dev data is
+reported next to the 0.5 scores, which are what both sides' metrics below are computed at).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from benchmarks.run import run_isolated
+
+DATA = os.environ.get("BERTKIT_DATA_DIR", "/work/shared/data")
+
+
+def rows(name: str, split: str, limit: int | None) -> list[dict]:
+    """The examples bertkit reads (its registry and readers), so both sides see the same rows."""
+    from bertkit.data import registry
+    from bertkit.tasks import get_task_class
+
+    task_name = "pair" if name == "stsb" else "cls"
+    task = get_task_class(task_name)(None, {})
+    task.read(registry.resolve(name, "train", DATA, task_name), "train")  # the kind comes from the train split
+    return task.read(registry.resolve(name, split, DATA, task_name), "eval")[:limit]
+
+
+def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options: dict) -> dict:
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    task = "pair" if name == "stsb" else "cls"
+    config = TrainConfig(epochs=hp["epochs"], lr=hp["lr"], batch_size=32, max_length=128, max_train_samples=n_train,
+                         max_eval_samples=n_eval, precision="no", seed=42, task_options=dict(options))
+    with tempfile.TemporaryDirectory() as out:
+        result = api.finetune(task, name, os.path.join(out, "model"), model="minilm", data_dir=DATA, config=config)
+        tuned = json.load(open(os.path.join(out, "model", "bertkit.json")))["task"]["options"].get("threshold")
+    metrics = {k: v for k, v in result.metrics.items() if isinstance(v, float)}
+    shown = " ".join(f"{k}={v}" for k, v in options.items()) or "(defaults)"
+    return {"side": f"bertkit {shown}", "metrics": metrics, "train_seconds": result.throughput["train_seconds"],
+            "tuned_threshold": tuned}
+
+
+def hf_side(name: str, n_train: int, n_eval: int | None, hp: dict) -> dict:
+    import numpy as np
+    from datasets import Dataset
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, set_seed
+
+    from benchmarks.hf_trainer import prepare, train_and_eval
+    from bertkit.metrics.multi_label import multi_label_scores
+    from bertkit.metrics.regression import regression_scores
+    from bertkit.models import resolve_model
+
+    prepare()
+    set_seed(42)
+    path = resolve_model("minilm")
+    train, dev = rows(name, "train", n_train), rows(name, "dev", n_eval)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if name == "stsb":
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, problem_type="regression")
+        encode = lambda r: {**tokenizer(r["text"], r["text_pair"], truncation=True, max_length=128),  # noqa: E731
+                            "labels": float(r["label"])}
+    else:
+        from bertkit.data.registry import DATASETS
+
+        names = list(DATASETS["goemotions"].label_names)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=len(names), problem_type="multi_label_classification")
+        encode = lambda r: {**tokenizer(r["text"], truncation=True, max_length=128),  # noqa: E731
+                            "labels": [float(n in r["label"]) for n in names]}
+    train_ds, dev_ds = Dataset.from_list([encode(r) for r in train]), Dataset.from_list([encode(r) for r in dev])
+
+    def evaluate(trainer) -> dict:
+        output = trainer.predict(dev_ds)
+        if name == "stsb":
+            return regression_scores([r["label"] for r in dev], output.predictions[:, 0].tolist())
+        chosen = (1 / (1 + np.exp(-output.predictions)) >= 0.5).astype(int)
+        scores = multi_label_scores(np.asarray(dev_ds["labels"], dtype=int), chosen, names)
+        return {k: v for k, v in scores.items() if isinstance(v, float)}
+
+    hp = {"epochs": hp["epochs"], "batch_size": 32, "lr": hp["lr"], "warmup": 0.1, "weight_decay": 0.01, "seed": 42}
+    result = train_and_eval("hf_best", model, train_ds, DataCollatorWithPadding(tokenizer), hp, evaluate,
+                            len(train), len(dev))
+    return {"side": "HF Trainer (run_classification recipe)", "metrics": result["metrics"],
+            "train_seconds": result["train_seconds"]}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="stsb,goemotions")
+    parser.add_argument("--stsb-train", type=int, default=2000)
+    parser.add_argument("--go-train", type=int, default=4000)
+    parser.add_argument("--go-eval", type=int, default=2000)
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--sides", default="hf,bertkit", help="hf, bertkit or both")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    hp = {"epochs": args.epochs, "lr": args.lr}
+    plans = {"stsb": (args.stsb_train, None, [{"problem_type": "regression"},
+                                              {"problem_type": "regression", "scale_targets": True}]),
+             "goemotions": (args.go_train, args.go_eval, [{}, {"class_weights": "auto"}])}
+    results = []
+    for name in args.only.split(","):
+        n_train, n_eval, variants = plans[name]
+        runs = [run_isolated(hf_side, name, n_train, n_eval, hp)] if "hf" in args.sides else []
+        if "bertkit" in args.sides:
+            runs += [run_isolated(bertkit_side, name, n_train, n_eval, hp, options) for options in variants]
+        for run in runs:
+            run["dataset"] = name
+            print(json.dumps(run), file=sys.stderr, flush=True)
+        results += runs
+    print("| data | side | metrics | train s |\n|---|---|---|---|")
+    for run in results:
+        if "error" in run:
+            print(f"| {run['dataset']} | {run.get('side', '?')} | error: {run['error'][:80]} | |")
+            continue
+        keys = ("pearson", "spearman", "mse") if run["dataset"] == "stsb" else ("micro_f1", "macro_f1")
+        metrics = ", ".join(f"{k} {run['metrics'][k]:.4f}" for k in keys if k in run["metrics"])
+        tuned = f" (tuned threshold {run['tuned_threshold']})" if run.get("tuned_threshold") else ""
+        print(f"| {run['dataset']} | {run['side']} | {metrics}{tuned} | {run['train_seconds']:.0f} |")
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
