@@ -28,13 +28,22 @@ def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
     return engine, network, tokenizer
 
 
-def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None):
+def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None,
+          apply_tuned=False):
     """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
-    breakdown for the figures."""
+    breakdown for the figures. ``apply_tuned``: the metrics are those at the tuned settings (the
+    task's options are left as they were)."""
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            pad_token_id, description="eval")
     tuned = adapter.tune(examples, features, outputs) if tune else {}
-    predictions = adapter.postprocess(examples, features, outputs)
+    kept_options = dict(adapter.options)
+    if apply_tuned:
+        adapter.options.update(tuned)
+    try:
+        predictions = adapter.postprocess(examples, features, outputs)
+    finally:
+        adapter.options.clear()
+        adapter.options.update(kept_options)  # the same dict: a task's parts may hold it
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
     if keep is not None:
         keep["predictions"] = predictions

@@ -133,11 +133,11 @@ def _store_tuned(adapter, tuned: dict, eval_source, config: TrainConfig) -> list
     shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
     if eval_source is None or config.max_eval_samples is not None:
         why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
-        return [f"{shown} tuned on the evaluation data was NOT stored: it was {why}; "
+        return [f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was {why}; "
                 "`bertkit eval DIR` on the whole dev data stores it"]
     adapter.options.update(tuned)
-    return [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above used the "
-            "previous setting)"]
+    return [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are at it; "
+            "dev data that chose it flatters it a little: score a test split with `bertkit eval DIR --split test`)"]
 
 
 def _read_examples(adapter, train_source, eval_source, config: TrainConfig) -> tuple[list, list]:
@@ -176,7 +176,8 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
         kept = {}
         metrics, tuned = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
                                eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id,
-                               tune=adapter.tunes_while_training, keep=kept)
+                               tune=adapter.tunes_while_training, apply_tuned=adapter.tunes_while_training,
+                               keep=kept)
         evaluations.append((metrics, kept.get("details"), tuned))
         return metrics
 
