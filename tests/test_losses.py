@@ -53,9 +53,9 @@ def test_auto_weights_by_hand(tmp_path):
     # 6 rows: 4 of class a, 2 of b -> balanced: 6 / (2 * 4) = 0.75, 6 / (2 * 2) = 1.5
     weights = class_weights({"class_weights": "auto"}, np.array([4, 2]), ["a", "b"], False, 6)
     assert weights.tolist() == [0.75, 1.5]
-    # multi-label, 10 rows: label x in 2, y in 5 -> pos_weight negatives/positives: 8/2, 5/5
+    # multi-label, 10 rows: label x in 2, y in 5 -> pos_weight sqrt(negatives/positives): sqrt(8/2), sqrt(5/5)
     weights = class_weights({"class_weights": "auto"}, np.array([2, 5]), ["x", "y"], True, 10)
-    assert weights.tolist() == [4.0, 1.0]
+    assert weights.tolist() == [2.0, 1.0]
     assert class_weights({"class_weights": "none"}, np.array([4, 2]), ["a", "b"], False, 6) is None
     given = tmp_path / "w.json"
     given.write_text(json.dumps({"b": 2.5, "a": 1}))

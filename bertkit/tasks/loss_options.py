@@ -7,8 +7,10 @@ without them the model's own loss runs, unchanged.
 
 ``auto`` weights: for one label per row (and per token, -100 ignored), scikit-learn's "balanced"
 rule ``w_c = N / (C * n_c)``, so that the weighted count of every class is the same and the mean
-weight per example stays 1; for multi-label, each label's ``pos_weight = negatives / positives``
-(PyTorch's BCEWithLogitsLoss definition: a positive counts as much as all the negatives).
+weight per example stays 1; for multi-label, each label's ``pos_weight = sqrt(negatives /
+positives)``. The full ratio (the example in PyTorch's BCEWithLogitsLoss docs) made MiniLM on 4,000
+GoEmotions comments predict nearly every rare label (micro recall 0.89, precision 0.10 at 0.5);
+the square root moves each label's log-odds half as far.
 The weights used are printed and stored in bertkit.json (task options, ``class_weight_values``).
 """
 
@@ -57,7 +59,7 @@ def class_weights(options: dict, counts: np.ndarray | None, labels: list, multi_
     counts = np.asarray(counts, dtype=np.float64)
     if choice == "auto":
         if multi_label:
-            return (examples - counts) / np.maximum(counts, 1.0)
+            return np.sqrt((examples - counts) / np.maximum(counts, 1.0))
         return counts.sum() / (len(counts) * np.maximum(counts, 1.0))
     return _from_file(Path(choice).expanduser(), labels)
 
