@@ -66,7 +66,7 @@ def test_minilm_learns_goemotions_multi_label(tmp_path):
 
     require_data("goemotions", "train.tsv")
     minilm_or_skip()
-    config = TrainConfig(epochs=2, lr=5e-5, batch_size=32, max_train_samples=4000, max_eval_samples=2000)
+    config = TrainConfig(epochs=2, lr=1e-4, batch_size=32, max_train_samples=4000, max_eval_samples=2000)
     result = api.finetune("cls", "goemotions", str(tmp_path / "go"), model="minilm", data_dir=str(DATA_DIR),
                           config=config)
     print("GoEmotions dev", {k: v for k, v in result.metrics.items() if k != "per_label"}, result.throughput)
