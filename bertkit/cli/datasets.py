@@ -23,4 +23,5 @@ def datasets(data_dir: DataDir = None):
     rows = describe_all(data_dir)
     width = max(len(r["name"]) for r in rows)
     for row in rows:
-        typer.echo(f"{row['name']:<{width}}  {row['task']:<4}  {row['source']}")
+        task = row["task"] + (f" ({row['problem_type']})" if row["problem_type"] else "")
+        typer.echo(f"{row['name']:<{width}}  {task:<17}  {row['source']}")

@@ -189,8 +189,8 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
             source = resolve(name, "train", explicit_dir)
         except BertkitError:
             pass
-        rows.append({"name": name, "task": spec.task, "source": source.description if source else "unavailable",
-                     "labels": list(spec.label_names or [])})
+        rows.append({"name": name, "task": spec.task, "problem_type": spec.problem_type,
+                     "source": source.description if source else "unavailable", "labels": list(spec.label_names or [])})
     return rows
 
 
