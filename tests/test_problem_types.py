@@ -291,3 +291,18 @@ def test_stsb_and_goemotions_read_as_their_kind_from_the_original_files(run_cli)
     assert len(cls.labels) == 28 and cls.labels[27] == "neutral"
     code, out, err = run_cli("datasets", "--data-dir", DATA_DIR)
     assert "stsb        pair (regression)" in out and "goemotions  cls (multi-label)" in out
+
+
+def test_ner_class_weights_count_first_sub_words_only(tmp_path, tiny_bert, run_cli):
+    from hostile import NER_CONLL
+
+    (tmp_path / "train.txt").write_text(NER_CONLL)
+    code, out, err = run_cli("finetune", "ner", "--data", tmp_path / "train.txt", "--model", tiny_bert, "--output",
+                             tmp_path / "ner", "--epochs", "1", "--class-weights", "auto", "--loss", "focal")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "ner" / "bertkit.json").read_text())
+    tags = [line.split()[-1] for line in NER_CONLL.splitlines() if line.strip() and not line.startswith("-DOCSTART-")]
+    counts = {label: tags.count(label) for label in meta["task"]["labels"]}
+    expected = [len(tags) / (len(counts) * max(n, 1)) for n in counts.values()]  # N / (C n_c), 0 counts as 1
+    assert meta["task"]["options"]["class_weight_values"] == pytest.approx(expected, abs=1e-6)
+    assert "training with class weights (inverse frequency): O " in out + err
