@@ -79,3 +79,23 @@ def test_regression_has_no_classes_to_weight():
     with pytest.raises(BertkitError, match="regression"):
         check_loss_options({"class_weights": "auto"}, has_classes=False)
     check_loss_options({"class_weights": "none"}, has_classes=False)  # says nothing
+
+
+def test_fresh_heads_start_from_the_training_priors():
+    from torch import nn
+
+    from bertkit.networks.losses import set_head_bias
+    from bertkit.tasks.multi_label import MultiLabel
+    from bertkit.tasks.regression import Regression
+
+    # 4 rows, label a in 1 of them, b in 3: log-odds ln(1/3), ln(3)
+    bias = MultiLabel({}, ["a", "b"]).head_bias([[1, 0], [0, 1], [0, 1], [0, 1]])
+    assert bias == pytest.approx([math.log(1 / 3), math.log(3)])
+    assert Regression({}, None).head_bias([1.0, 2.0, 6.0]).tolist() == [3.0]
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    nn.init.zeros_(model[1].bias)
+    set_head_bias(model, bias)
+    assert model[1].bias.tolist() == pytest.approx(bias.tolist())
+    model[1].bias.data.fill_(0.25)  # a trained head (not all zero) is left alone
+    set_head_bias(model, bias)
+    assert model[1].bias.tolist() == [0.25, 0.25]

@@ -61,3 +61,14 @@ def multi_label_loss(logits, targets, pos_weight=None, gamma: float = 0.0):
         p_t = p * targets + (1 - p) * (1 - targets)
         terms = terms * (1 - p_t) ** gamma
     return terms.mean()
+
+
+def set_head_bias(model: nn.Module, bias) -> None:
+    """Start a fresh classification head's output layer (the last Linear with one output per
+    label; transformers initialises its bias to 0, a trained head's is not left alone) from
+    ``bias``; a checkpoint resumed afterwards overwrites it as it does every weight."""
+    bias = torch.as_tensor(bias, dtype=torch.float32)
+    heads = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == len(bias)]
+    if heads and heads[-1].bias is not None and not heads[-1].bias.detach().any():
+        with torch.no_grad():
+            heads[-1].bias.copy_(bias.to(heads[-1].bias.dtype))

@@ -180,9 +180,11 @@ class SingleSentenceTask(Task):
         self.stats = {"truncated": len(truncated)}
         notices = list(self.kind.notices)
         if train and features and "labels" in features[0]:
-            weighed = weigh_classes(self.options, self.kind.class_counts([f["labels"] for f in features]),
-                                    self.labels, self._multi_label, len(features))
+            targets = [f["labels"] for f in features]
+            weighed = weigh_classes(self.options, self.kind.class_counts(targets), self.labels, self._multi_label,
+                                    len(features))
             notices += [weighed] if weighed else []
+            self._head_bias = self.kind.head_bias(targets)
         if truncated:
             unit = "text pairs" if pairs else "texts"
             notices.append(f"{len(truncated)} of {len(examples)} {unit} were truncated to {self.max_length} tokens")
@@ -194,6 +196,11 @@ class SingleSentenceTask(Task):
     _multi_label = property(lambda self: self.kind.target == "multi_hot")
 
     def training_network(self, model):
+        bias = getattr(self, "_head_bias", None)
+        if bias is not None:
+            from bertkit.networks.losses import set_head_bias
+
+            set_head_bias(model, bias)
         return loss_network(model, self.options, self._multi_label)
 
     def finish_model(self, trained, model_ref, display_name):

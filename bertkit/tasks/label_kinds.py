@@ -90,6 +90,10 @@ class LabelKind:
     def metric_inputs(self, gold: list, predictions: list[dict]) -> tuple:
         raise BertkitError(f"--metric does not support {self.name} models", "drop --metric")
 
+    def head_bias(self, targets: list):
+        """The output bias a fresh head starts from, given the training targets (None: as loaded)."""
+        return None
+
     def finish_model(self, model):
         """The trained model as it is saved (regression folds its target scaling into the head)."""
         return model

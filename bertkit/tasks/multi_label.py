@@ -110,6 +110,15 @@ class MultiLabel(LabelKind):
     def metric_inputs(self, gold, predictions):
         return [p["chosen"].astype(int).tolist() for p in predictions], self._matrix(gold).tolist()
 
+    def head_bias(self, targets):
+        """Each label's log-odds in the training data (Lin et al. 2017's prior initialisation): a
+        fresh head at 0 predicts every label at 0.5, and with rare labels the first hundreds of steps
+        only pull the logits down to the priors, long enough for the [CLS] vector to collapse into a
+        constant (measured: MiniLM on 4,000 GoEmotions comments predicted the same probabilities for
+        every text after 250 steps at lr 5e-5, 1e-4 and 3e-4)."""
+        rate = np.clip(np.asarray(targets, dtype=np.float64).mean(axis=0), 1e-4, 1 - 1e-4)
+        return np.log(rate / (1 - rate))
+
     def class_counts(self, targets):
         return np.asarray(targets, dtype=np.float64).sum(axis=0)
 
