@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 from test_cli_classification import write_sentiment_csv
 
-LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map"}
+LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map", "--scale-targets"}
 LOSS_FLAGS = {"--class-weights", "--loss", "--focal-gamma"}
 TASK_FLAGS = {"--text-column", "--text-pair-column", "--label-column", "--doc-stride", "--max-answer-length",
               *LABEL_KIND_FLAGS, *LOSS_FLAGS}
