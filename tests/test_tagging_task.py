@@ -280,7 +280,7 @@ def test_bad_eval_and_predict_input(tmp_path, ner_model, run_cli):
     assert_user_error(run_cli("eval", ner_model, "--data", glue), "classification")
     blank = tmp_path / "blank.txt"
     blank.write_text("john lives in paris\n   \nmary too\n")
-    assert_user_error(run_cli("predict", ner_model, "--input", blank), "line 2 has no words")
+    assert_user_error(run_cli("predict", ner_model, "--input", blank), "row 2 has no words")  # text lines stream as rows
     bracket = tmp_path / "reuters.txt"  # a .txt of raw text is never mistaken for JSON
     bracket.write_text("[Reuters] john lives in paris\n")
     code, stdout, stderr = run_cli("predict", ner_model, "--input", bracket)

@@ -12,10 +12,10 @@ import importlib
 _HOMES = {
     "finetune": "finetuning", "FinetuneResult": "finetuning",
     "evaluate": "evaluation",
-    "predict": "prediction", "Predictions": "prediction", "Predictor": "prediction",
+    "predict": "prediction", "predict_stream": "prediction", "Predictions": "prediction", "Predictor": "prediction",
     "report": "reports",
     "list_datasets": "datasets",
-    "embed": "embedding", "Embeddings": "embedding",
+    "embed": "embedding", "embed_stream": "embedding", "Embeddings": "embedding", "Embedder": "embedder",
     "probe": "probing", "ProbeResult": "probing",
     "pretrain_mlm": "pretraining", "PretrainResult": "pretraining",
     "push": "publishing",

@@ -18,13 +18,13 @@ import numpy as np
 
 from bertkit.data import readers
 from bertkit.data.readers import pick_column
+from bertkit.api.embedder import Embedder  # noqa: F401  (part of this API)
+from bertkit.data.sinks import floats
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
-from bertkit.models import load_tokenizer, resolve_model
-from bertkit.networks.pooling import parse_pooling
 from bertkit.tasks.base import require_nonempty
 
-SUFFIXES = (".npy", ".npz", ".jsonl")
+SUFFIXES = (".npy", ".npz", ".jsonl", ".parquet")
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
 ID_CANDIDATES = ("id", "idx", "guid", "index")
 
@@ -51,49 +51,25 @@ class Embeddings:
 def embed(model: str, input_path: str, output: str | None = None, pooling: str | None = None, per_word: bool = False,
           max_length: int = 128, stride: int | None = None, batch_size: int = 64, normalize: bool = False,
           text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-          precision: str = "auto") -> Embeddings:
+          precision: str = "auto", threads: int | None = None) -> Embeddings:
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
     (.npy/.npz/.jsonl) when given."""
     target = check_output(output, per_word)
     if target is not None:
         check_inputs_kept(target, input_path)
-    spec = parse_pooling(pooling, per_word)
-    if not 8 <= max_length <= 8192:
-        raise BertkitError("--max-length must be between 8 and 8192", "128 is the fine-tuning default")
-    if batch_size < 1:
-        raise BertkitError("--batch-size must be >= 1", "e.g. --batch-size 64")
-    stride = max_length // 4 if stride is None else stride
+    Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)  # checks args
     ids, texts, pairs, sentences = read_rows(input_path, per_word, text_column, text_pair_column, id_column)
-
-    from bertkit.networks import embedding
-
-    model_ref = resolve_model(model)
-    tokenizer = load_tokenizer(model_ref, model)
-    embedding.check_encoder(model_ref, model, spec, max_length)
-    if per_word:
-        features, windowed = embedding.word_features(tokenizer, sentences, max_length)
-    else:
-        features = embedding.row_features(tokenizer, texts, pairs, max_length, stride)
-        windowed = sum(n > 1 for n in _window_counts(features, len(texts)))
-
-    from bertkit.engine import Engine  # heavy: torch + accelerate
-
-    engine = Engine(precision)
-    network = engine.prepare_model(embedding.EmbeddingNetwork(embedding.load_encoder(model_ref, model), spec, per_word))
+    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word).load()
     started = time.perf_counter()
-    outputs = embedding.run(engine, network, features, batch_size, tokenizer.pad_token_id)
-    seconds = time.perf_counter() - started
     if per_word:
-        vectors = embedding.words_from_windows(features, outputs, sentences)
-        vectors = [embedding.l2_normalize(v) for v in vectors] if normalize else vectors
-        dim = vectors[0].shape[1]
+        vectors, windowed, features = embedder.word_vectors(sentences)
     else:
-        vectors = embedding.rows_from_windows(features, outputs, len(texts), spec)
-        vectors = embedding.l2_normalize(vectors) if normalize else vectors
-        dim = vectors.shape[1]
-    result = Embeddings(ids, vectors, sentences if per_word else None, spec.name, dim, windowed, len(features),
-                        None if per_word else stride, seconds, runtime=engine.runtime(precision))
-    if target is not None and engine.is_main_process:
+        vectors, windowed, features = embedder.vectors_with_counts(texts, pairs)
+    seconds = time.perf_counter() - started
+    result = Embeddings(ids, vectors, sentences if per_word else None, embedder.spec.name, embedder.dim, windowed,
+                        features, None if per_word else embedder.stride, seconds,
+                        runtime=embedder.engine.runtime(precision))
+    if target is not None and embedder.engine.is_main_process:
         write(result, target)
         result.written_to = str(target)
     return result
@@ -106,7 +82,9 @@ def check_output(output: str | None, per_word: bool) -> Path | None:
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
         raise BertkitError(f"--output {output}: unknown format {suffix or '(no suffix)'}",
-                           "use .npy (vectors), .npz (vectors + ids) or .jsonl")
+                           "use .npy (vectors), .parquet (id + vector), .npz (vectors + ids) or .jsonl")
+    if per_word and suffix == ".parquet":
+        raise BertkitError("--per-word vectors are written to .npz or .jsonl", "use --output FILE.npz or FILE.jsonl")
     if per_word and suffix == ".npy":
         raise BertkitError("--per-word vectors are ragged (one row per word), so they do not fit one .npy array",
                            "use --output FILE.npz (vectors + row_starts + words + ids) or FILE.jsonl")
@@ -121,9 +99,25 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
     else:
         path = Path(input_path).expanduser()
         where, records = str(path), readers.read_records(path)
-    columns = list(dict.fromkeys(key for record in records for key in record))
+    return rows_of(records, where, per_word, Columns(text_column, text_pair_column, id_column))[:4]
+
+
+@dataclass
+class Columns:
+    """The columns asked for (None: found by name); a stream fixes them from its first chunk."""
+    text: str | None = None
+    pair: str | None = None
+    id: str | None = None
+    fixed: bool = False  # pair/id None means none, not "look for one"
+
+
+def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, first_row: int = 0):
+    """(ids, texts, pairs or None, word lists or None, the columns used); ids default to the row
+    number from 0, counted from ``first_row``."""
+    names = list(dict.fromkeys(key for record in records for key in record))
     texts = pairs = sentences = None
-    if per_word and "tokens" in columns and not text_column:
+    text_col = pair_col = None
+    if per_word and "tokens" in names and not columns.text:
         sentences = [record.get("tokens") for record in records]
         bad = [i + 1 for i, words in enumerate(sentences) if not isinstance(words, list) or not words]
         if bad:
@@ -131,13 +125,13 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
                                "give a list of words per row, or raw text under 'text'")
         sentences = [[str(word) for word in words] for words in sentences]
     else:
-        text_col = pick_column(columns, text_column, TEXT_CANDIDATES, "text", "--text-column", where)
-        pair_col = text_pair_column or ("text_pair" if "text_pair" in columns else None)
-        if pair_col and pair_col not in columns:
-            raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column", f"columns found: {', '.join(columns)}")
+        text_col = pick_column(names, columns.text, TEXT_CANDIDATES, "text", "--text-column", where)
+        pair_col = columns.pair if columns.fixed else (columns.pair or ("text_pair" if "text_pair" in names else None))
+        if pair_col and pair_col not in names and not columns.fixed:
+            raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column", f"columns found: {', '.join(names)}")
         rows = [{"text": readers.text_value(r, text_col, row, where),
                  "text_pair": readers.text_value(r, pair_col, row, where) if pair_col else None}
-                for row, r in enumerate(records, 1)]
+                for row, r in enumerate(records, first_row + 1)]
         require_nonempty(rows, ("text", "text_pair") if pair_col else ("text",), where)
         texts = [row["text"] for row in rows]
         pairs = [row["text_pair"] for row in rows] if pair_col else None
@@ -148,13 +142,70 @@ def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pai
             from bertkit.decoding.tags import split_words
 
             sentences = [split_words(text)[0] for text in texts]
-    id_col = id_column or next((c for c in ID_CANDIDATES if c in columns), None)
-    if id_col and id_col not in columns:
-        raise BertkitError(f"{where}: no column {id_col!r} for --id-column", f"columns found: {', '.join(columns)}")
+    id_col = columns.id if columns.fixed else (columns.id or next((c for c in ID_CANDIDATES if c in names), None))
+    if id_col and id_col not in names and not columns.fixed:
+        raise BertkitError(f"{where}: no column {id_col!r} for --id-column", f"columns found: {', '.join(names)}")
+    used = Columns(text_col, pair_col, id_col, fixed=True)
     if not id_col:
-        return [str(i) for i in range(len(records))], texts, pairs, sentences
-    given = [readers.id_value(record, row, where, id_col) for row, record in enumerate(records, 1)]
-    return ["" if value is None else str(value) for value in given], texts, pairs, sentences
+        return [str(first_row + i) for i in range(len(records))], texts, pairs, sentences, used
+    given = [readers.id_value(record, row, where, id_col) for row, record in enumerate(records, first_row + 1)]
+    return ["" if value is None else str(value) for value in given], texts, pairs, sentences, used
+
+
+def embed_stream(model: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
+                 resume: bool = False, pooling: str | None = None, max_length: int = 128, stride: int | None = None,
+                 batch_size: int = 64, normalize: bool = False, text_column: str | None = None,
+                 text_pair_column: str | None = None, id_column: str | None = None, precision: str = "auto",
+                 threads: int | None = None, quiet: bool = False):
+    """``embed`` in chunks of ``chunk_rows`` rows, each written as it is done: JSONL on standard
+    output (``output`` None) or a .npy / .jsonl / .parquet file assembled at the end (resumable;
+    see bertkit.api.streaming). Memory does not grow with the input. Returns the stream summary
+    with ``dim`` and ``runtime``."""
+    from bertkit.api import streaming
+    from bertkit.data.sinks import sink_for
+    from bertkit.data.streams import InputStream
+
+    if chunk_rows < 1:
+        raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
+    target = check_output(output, False) if output else None
+    if target is not None and target.suffix.lower() == ".npz":
+        raise BertkitError(".npz is one zip of all vectors and cannot be written chunk by chunk",
+                           "use --output FILE.npy (vectors; ids in input order) or .parquet (id + vector)")
+    if target is not None:
+        check_inputs_kept(target, input_path)
+    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads)
+    stream = InputStream(input_path)
+    columns = [Columns(text_column, text_pair_column, id_column)]
+
+    def rows(chunk) -> tuple:
+        ids, texts, pairs, _, used = rows_of(chunk.records, chunk.where, False, columns[0], chunk.start)
+        columns[0] = used  # later chunks read the columns the first one found
+        return ids, texts, pairs
+
+    total = None
+    if not stream.stdin:  # a bad row fails before the model loads; the count gives the progress an ETA
+        total = sum(len(rows(chunk)[0]) for chunk in stream.chunks(chunk_rows))
+    settings = {**streaming.model_fingerprint(model), "pooling": embedder.spec.name, "max_length": max_length, "stride": embedder.stride,
+                "batch_size": batch_size, "normalize": normalize, "precision": precision, "threads": threads,
+                "chunk_rows": chunk_rows, "columns": [text_column, text_pair_column, id_column]}
+
+    windowed = [0]
+
+    def process(chunk) -> tuple:
+        ids, texts, pairs = rows(chunk)
+        vectors, split, _ = embedder.vectors_with_counts(texts, pairs)
+        windowed[0] += split
+        return ids, vectors
+
+    sink = sink_for(target, vectors=True)
+    embedder.quiet = True
+    embedder.load()  # a model that cannot pool as asked fails before any output exists
+    summary = streaming.run(stream, lambda skip: stream.chunks(chunk_rows, skip), process, sink, target, settings,
+                            resume=resume, total=total, label="embed", quiet=quiet)
+    summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
+                                                                           embedder.stride, windowed[0])
+    summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}
+    return summary
 
 
 def write(result: Embeddings, target: Path) -> None:
@@ -170,6 +221,10 @@ def write(result: Embeddings, target: Path) -> None:
             np.savez(handle, vectors=np.concatenate(result.vectors), ids=np.array(result.ids),
                      words=np.array([w for words in result.words for w in words]),
                      row_starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        elif suffix == ".parquet":
+            from bertkit.data.sinks import ParquetVectors
+
+            ParquetVectors().write_part((result.ids, result.vectors), handle)
         else:
             handle.writelines(line.encode("utf-8") for line in jsonl_lines(result))
 
@@ -177,18 +232,7 @@ def write(result: Embeddings, target: Path) -> None:
 def jsonl_lines(result: Embeddings):
     for index, row_id in enumerate(result.ids):
         if result.words is None:
-            row = {"id": row_id, "vector": _floats(result.vectors[index])}
+            row = {"id": row_id, "vector": floats(result.vectors[index])}
         else:
-            row = {"id": row_id, "words": result.words[index], "vectors": [_floats(v) for v in result.vectors[index]]}
+            row = {"id": row_id, "words": result.words[index], "vectors": [floats(v) for v in result.vectors[index]]}
         yield json.dumps(row, ensure_ascii=False) + "\n"
-
-
-def _floats(vector) -> list[float]:
-    return [float(f"{x:.7g}") for x in vector.tolist()]
-
-
-def _window_counts(features: list[dict], rows: int) -> list[int]:
-    counts = [0] * rows
-    for feature in features:
-        counts[feature["example_index"]] += 1
-    return counts

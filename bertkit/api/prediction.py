@@ -9,12 +9,12 @@ once, returning one ``bertkit predict`` row per example. Not thread-safe: one ca
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from bertkit.data import readers
 from bertkit.data.registry import Source
+from bertkit.data.streams import InputStream
 from bertkit.engine.threads import check as check_threads
 from bertkit.inference import check_inference_args
 from bertkit.model_dir import load_meta
@@ -160,21 +160,82 @@ class Predictions(list):
 
 def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
             threads: int | None = None, **options) -> Predictions:
-    """One output row per input row, in input order. ``input_path`` '-' reads standard input.
-    ``backend``: torch, or onnx / onnx-int8 after `bertkit export onnx` (bertkit.api.prediction)."""
-    check_inference_args(batch_size, "predict", None, precision)
-    check_threads(threads, "predict")
-    predictor = Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
-                          **options)
-    adapter = predictor.adapter
-    if input_path == "-":
-        records = readers.parse_records(sys.stdin.read(), "", "<stdin>")
-        examples = keep_ids(records, adapter.from_records(records, Source("<stdin>"), PREDICT), "<stdin>")
-    else:
-        path = Path(input_path).expanduser()
-        examples = _read_keeping_ids(adapter, Source(str(path), path=path))
-    rows = Predictions(predictor.predict(examples))
+    """One output row per input row, in input order, in memory. ``input_path`` '-' reads standard
+    input; a directory or glob reads its shards in order. ``backend``: torch, or onnx / onnx-int8
+    after `bertkit export onnx`. For inputs of any size, ``predict_stream`` writes as it goes."""
+    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=False, options=options)
+    rows = Predictions()
+    for chunk in _chunks(predictor, InputStream(input_path), None):
+        rows.extend(predictor.predict(_examples(predictor, chunk)))
     rows.preprocessing = predictor.stats
     rows.runtime = predictor.runtime()
     rows.timings = dict(predictor.timings)
+    return rows
+
+
+def predict_stream(model_dir: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
+                   resume: bool = False, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+                   threads: int | None = None, quiet: bool = False, **options):
+    """Predict in chunks of ``chunk_rows`` rows, each written as soon as it is done: JSONL on
+    standard output (``output`` None), or a .jsonl / .parquet file assembled at the end
+    (resumable with ``resume``; see bertkit.api.streaming). Memory does not grow with the input.
+    Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s rows."""
+    from bertkit.api import streaming
+    from bertkit.data.sinks import sink_for
+
+    if chunk_rows < 1:
+        raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
+    target = Path(output).expanduser().resolve() if output else None
+    sink = sink_for(target, vectors=False)
+    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
+    stream = InputStream(input_path)
+    total = None if stream.stdin else _validate(predictor, stream, chunk_rows)  # a bad row fails before any work
+    settings = {**streaming.model_fingerprint(model_dir), "options": {k: v for k, v in predictor.adapter.options.items()}, "batch_size": batch_size,
+                "precision": precision, "backend": backend, "threads": threads, "chunk_rows": chunk_rows,
+                "format": type(sink).__name__}
+    predictor.load()
+    totals: dict = {"notices": []}
+
+    def process(chunk) -> list[dict]:
+        rows = predictor.predict(_examples(predictor, chunk))
+        for key, value in predictor.stats.items():  # each chunk's facts, summed over the input
+            if isinstance(value, int) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+        span = f"rows {chunk.start + 1:,}-{chunk.start + len(chunk.records):,}: " if chunk_rows < (total or 0) else ""
+        totals["notices"] += [span + notice for notice in predictor.stats.get("notices", ())]
+        return rows
+
+    summary = streaming.run(stream, lambda skip: _chunks(predictor, stream, chunk_rows, skip), process, sink, target,
+                            settings, resume=resume, total=total, label="predict", quiet=quiet)
+    if len(totals["notices"]) > 10:
+        hidden = len(totals["notices"]) - 10
+        totals["notices"] = totals["notices"][:10] + [f"... and {hidden} more such notice(s)"]
+    summary.preprocessing = totals
+    summary.runtime = predictor.runtime()
+    return summary
+
+
+def _predictor(model_dir, batch_size, precision, backend, threads, quiet, options) -> Predictor:
+    check_inference_args(batch_size, "predict", None, precision)
+    check_threads(threads, "predict")
+    return Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
+                     quiet=quiet, **options)
+
+
+def _chunks(predictor: Predictor, stream: InputStream, chunk_rows: int | None, skip: int = 0):
+    adapter = predictor.adapter
+    return stream.chunks(chunk_rows, skip, whole_needed=adapter.reads_whole,
+                         read_whole=lambda path: _read_keeping_ids(adapter, Source(str(path), path=path)))
+
+
+def _examples(predictor: Predictor, chunk) -> list[dict]:
+    return chunk.records if chunk.examples else predictor.examples(chunk.records, chunk.where)
+
+
+def _validate(predictor: Predictor, stream: InputStream, chunk_rows: int) -> int:
+    """Every row checked (read and validated, not tokenised) before the model loads; the row count
+    gives the progress its ETA."""
+    rows = 0
+    for chunk in _chunks(predictor, stream, chunk_rows):
+        rows += len(_examples(predictor, chunk))
     return rows

@@ -93,9 +93,23 @@ def main() -> None:
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         code = 130
+    except BrokenPipeError:  # the reader of stdout stopped (`bertkit predict ... | head`): done, not an error
+        _quiet_stdout()
+        sys.exit(0)
+    except Exception as exc:
+        if type(exc).__name__ != "PipeClosed":  # bertkit.api.streaming's, not imported here: --help stays light
+            raise
+        _quiet_stdout()
+        sys.exit(0)
     if code == 130 and is_main_process():  # Typer turns Ctrl-C into this exit code
         typer.echo("interrupted", err=True)
     sys.exit(code if isinstance(code, int) else 0)  # --help and --version return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _usage_message(exc) -> str:

@@ -1,6 +1,6 @@
-"""CLI commands for features: embed, probe, pretrain mlm, inspect attention|tokens.
+"""CLI commands for features: probe, pretrain mlm, inspect attention|tokens (embed: bertkit/cli/embed.py).
 
-Thin Typer layer over bertkit.api.embedding, bertkit.api.probing, bertkit.api.pretraining and bertkit.api.inspection;
+Thin Typer layer over bertkit.api.probing, bertkit.api.pretraining and bertkit.api.inspection;
 heavy imports stay inside the commands so `bertkit --help` stays instant.
 """
 
@@ -35,46 +35,6 @@ class ProbeTask(str, Enum):
 pretrain_app = typer.Typer(cls=None, no_args_is_help=True,
                             help="Continued pre-training of a BERT-family checkpoint.")
 inspect_app = typer.Typer(no_args_is_help=True, help="Look inside a model: word pieces, attention heads.")
-
-
-def embed(
-    model: str = typer.Argument(..., help=MODEL_HELP),
-    input: str = typer.Option(..., "--input", help="Text lines (TAB: a pair), JSONL, JSON, CSV, TSV; '-' = stdin. "
-                              "--per-word also reads 'tokens' lists."),
-    output: str = typer.Option(..., help=".npy (rows x dim), .npz (vectors + ids), .jsonl; '-' = JSONL on stdout."),
-    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
-    per_word: bool = typer.Option(False, "--per-word", help="One vector per word, at its first sub-word (as in ner)."),
-    max_length: int = typer.Option(128, help="Tokens per window; longer inputs become overlapping windows."),
-    stride: Optional[int] = typer.Option(None, help="Tokens shared by consecutive windows of a long row (default "
-                                         "max-length/4; --per-word windows share half their words, as in ner)."),
-    batch_size: int = typer.Option(64, help="Inference batch size."),
-    normalize: bool = typer.Option(False, "--normalize", help="Scale every vector to unit length (for cosine)."),
-    text_column: Optional[str] = typer.Option(None, help="Column with the text (default: sentence/text/...)."),
-    text_pair_column: Optional[str] = typer.Option(None, help="Column with a second text, embedded as a pair."),
-    id_column: Optional[str] = typer.Option(None, help="Column with row ids (default: id/idx/guid/index, else the "
-                                            "row number from 0)."),
-    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
-):
-    """One vector per input row (or per word), in input order, from any checkpoint."""
-    from bertkit.api import embedding as features
-
-    result = features.embed(model, input, None if output == "-" else output, pooling=pooling, per_word=per_word,
-                            max_length=max_length, stride=stride, batch_size=batch_size, normalize=normalize,
-                            text_column=text_column, text_pair_column=text_pair_column, id_column=id_column,
-                            precision=precision.value)
-    if output == "-":
-        sys.stdout.writelines(features.jsonl_lines(result))
-    if result.windowed_rows:
-        unit = "sentence(s)" if per_word else "row(s)"
-        how = ("each word's vector comes from the window where it has the most context" if per_word else
-               f"{result.stride} tokens of overlap; their vectors were combined ({_combine_note(result.pooling)})")
-        typer.echo(f"{result.windowed_rows} {unit} longer than --max-length {max_length} were split into "
-                   f"overlapping windows ({how})", err=True)
-    words = f", {sum(len(w) for w in result.words)} words" if result.words else ""
-    typer.echo(f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
-               f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
-               + (f"; written to {result.written_to}" if result.written_to else ""), err=True)
-    typer.echo(runtime_line(result.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def probe(
@@ -252,15 +212,9 @@ def inspect_tokens(
         typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
 
 
-app.command("embed")(embed)
 app.command("probe")(probe)
 app.add_typer(pretrain_app, name="pretrain")
 app.add_typer(inspect_app, name="inspect")
-
-
-def _combine_note(pooling: str) -> str:
-    return {"max": "element-wise max", "cls": "mean of the windows' [CLS] vectors"}.get(
-        pooling, "mean weighted by window length")
 
 
 def _format_metrics(metrics: dict) -> str:

@@ -104,6 +104,13 @@ class Task(ABC):
     def fit_labels(self, examples: list[dict]) -> None:
         """Set ``self.labels`` from training examples (tasks without labels do nothing)."""
 
+    def reads_whole(self, path) -> bool:
+        """Whether `predict` must hand this file to ``read`` whole rather than stream its rows in
+        chunks: formats other than row-per-line or Parquet (a .json array, a sniffed file)."""
+        from bertkit.data.streams import STREAMED
+
+        return path.suffix.lower() not in STREAMED
+
     def check_options(self) -> None:
         """Fail when options given for this run (eval's, predict's) do not fit this model."""
 

@@ -101,6 +101,17 @@ class TaggingTask(Task):
                                "(classification data), not one word per line", FORMAT_HINT)
         return self._gold(examples, where, purpose)
 
+    def reads_whole(self, path) -> bool:
+        if super().reads_whole(path):
+            return True
+        if path.suffix.lower() not in (".txt",):
+            return False
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(1 << 16)
+        if len(head) == 1 << 16:
+            head = head.rsplit("\n", 1)[0]  # whole lines only
+        return _looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
+
     def from_records(self, records, source, purpose, hub=False):
         where = source.description
         fields = set(records[0]) if records else set()

@@ -1,0 +1,248 @@
+"""Input for `predict` and `embed` at any size: records read in chunks, never the whole input.
+
+An input is a file, '-' (standard input), a directory or a glob of shards (processed in sorted
+order, as one sequence of rows). JSONL, CSV/TSV, text lines and Parquet (pyarrow, one record
+batch at a time) stream; a .json array, or a file a task must see whole (a CoNLL column file for
+ner), is read whole and then handed out in chunks, so its output still streams and resumes.
+Row numbers in messages count from the start of the whole input.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import itertools
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from bertkit.data import readers
+from bertkit.errors import BertkitError
+
+STREAMED = (".jsonl", ".csv", ".tsv", ".txt", ".parquet")
+SHARD_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt")
+
+
+@dataclass
+class Chunk:
+    start: int  # rows before this chunk in the whole input
+    records: list  # dicts (or, for a whole-read input, the task's examples)
+    where: str  # how messages name these rows
+    examples: bool = False  # records are already examples (read whole by the task)
+
+
+class InputStream:
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.stdin = spec == "-"
+        self.paths = [] if self.stdin else shard_paths(spec)
+
+    @property
+    def description(self) -> str:
+        return "<stdin>" if self.stdin else (str(self.paths[0]) if len(self.paths) == 1 else self.spec)
+
+    def fingerprint(self) -> list | None:
+        """What a resumed run checks it reads the same input as before (None for stdin: unknowable)."""
+        if self.stdin:
+            return None
+        return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths]
+
+    def streams(self, path: Path, whole_needed) -> bool:
+        return _suffix(path) in STREAMED and not (whole_needed and whole_needed(path))
+
+    def records(self, whole_needed=None, read_whole=None) -> Iterator[tuple[int, object, str, bool]]:
+        """(row number from 1, record, where, is_example) for every row of every shard, in order.
+        ``whole_needed(path)``: the task must read that file itself; ``read_whole(path)`` does so."""
+        if self.stdin:
+            yield from ((n, r, "<stdin>", False) for n, r in _stdin_records())
+            return
+        row = 0
+        for path in self.paths:
+            if self.streams(path, whole_needed):
+                source = _file_records(path)
+                is_example = False
+            else:
+                source = enumerate((read_whole or (lambda p: readers.read_records(p)))(path), 1)
+                is_example = read_whole is not None
+            for _, record in source:
+                row += 1
+                yield row, record, str(path), is_example
+
+    def chunks(self, rows: int | None, skip: int = 0, whole_needed=None, read_whole=None) -> Iterator[Chunk]:
+        """Chunks of ``rows`` records (None: one chunk of everything), after the first ``skip``."""
+        buffer, start, where, is_example = [], skip, self.description, False
+        for number, record, path, is_example in self.records(whole_needed, read_whole):
+            if number <= skip:
+                continue
+            if not buffer:
+                start, where = number - 1, path if number == 1 or len(self.paths) > 1 else f"{path} (rows from {number})"
+            buffer.append(record)
+            if rows is not None and len(buffer) >= rows:
+                yield Chunk(start, buffer, where, is_example)
+                buffer = []
+        if buffer:
+            yield Chunk(start, buffer, where, is_example)
+
+    def total_rows(self, whole_needed=None) -> int | None:
+        """Rows known without reading the data: Parquet metadata only (a pre-pass counts the rest)."""
+        if self.stdin or any(_suffix(p) != ".parquet" for p in self.paths):
+            return None
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.paths)
+
+
+def shard_paths(spec: str) -> list[Path]:
+    """The files named by a path, a directory (its data files) or a glob, sorted; checked readable."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and _suffix(p) in SHARD_SUFFIXES)
+        if not found:
+            raise BertkitError(f"{spec} is a directory without data files ({', '.join(SHARD_SUFFIXES)})",
+                               "point --input at a file, or a directory of shards")
+    elif any(ch in spec for ch in "*?[") and not path.exists():
+        found = sorted(Path(p) for p in glob.glob(os.path.expanduser(spec)) if Path(p).is_file())
+        if not found:
+            raise BertkitError(f"no file matches {spec}", "check the pattern (quote it so the shell leaves it alone)")
+    else:
+        found = [path]
+    for shard in found:
+        _check_readable(shard)
+    return found
+
+
+def _check_readable(path: Path) -> None:
+    if path.exists() and not path.is_file():
+        raise BertkitError(f"{path} is not a regular file", "pass the data file itself")
+    if not path.is_file():
+        raise BertkitError(f"file not found: {path}", "check the path")
+    if not os.access(path, os.R_OK):
+        raise BertkitError(f"cannot read {path} (permission denied)", "check the file's permissions")
+    if path.stat().st_size == 0:
+        raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
+
+
+def _suffix(path: Path) -> str:
+    return path.suffix.lower()
+
+
+def _file_records(path: Path) -> Iterator[tuple[int, dict]]:
+    suffix, count = _suffix(path), 0
+    if suffix == ".parquet":
+        source = _parquet(path)
+    else:
+        source = _text_records(path, suffix)
+    for count, (number, record) in enumerate(source, 1):
+        yield number, record
+    if count == 0 and not _has_text(path):
+        raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
+    if count == 0:
+        raise BertkitError(f"{path} has no data rows", "a header line alone is not enough")
+
+
+def _has_text(path: Path) -> bool:
+    with open(path, "rb") as handle:  # only reached when no row was found: blank lines, or a header
+        return any(block.strip() for block in iter(lambda: handle.read(1 << 20), b""))
+
+
+def _parquet(path: Path) -> Iterator[tuple[int, dict]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=4096)
+        number = 0
+        for batch in batches:
+            for record in batch.to_pylist():
+                number += 1
+                yield number, record
+    except (pa.ArrowException, OSError) as exc:
+        raise BertkitError(f"{path} is not a readable Parquet file ({exc})", "check the file") from exc
+
+
+def _lines(handle, path: str) -> Iterator[tuple[int, str]]:
+    """Lines split at \\n only (readers.split_lines' rule), a trailing \\r dropped."""
+    number = 0
+    try:
+        for number, line in enumerate(handle, 1):
+            line = line[:-1] if line.endswith("\n") else line
+            yield number, line[:-1] if line.endswith("\r") else line
+    except UnicodeDecodeError as exc:
+        raise BertkitError(f"{path} is not UTF-8 text (bad byte near line {number + 1})",
+                           f"convert it, e.g. `iconv -f latin1 -t utf-8 {Path(path).name}`") from exc
+
+
+def _text_records(path: Path, suffix: str) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        yield from _parse_lines(_lines(handle, str(path)), suffix, str(path))
+
+
+def _stdin_records() -> Iterator[tuple[int, dict]]:
+    try:  # newline="": lines end at \n only, as readers.split_lines has it
+        stream = open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation: a stand-in stdin (tests, notebooks)
+        stream = sys.stdin
+    lines, held = _lines(stream, "<stdin>"), []
+    for item in lines:  # the first line with text tells the format
+        held.append(item)
+        if item[1].strip():
+            break
+    else:
+        raise BertkitError("<stdin>: no inputs", "pipe at least one row into the command")
+    head = held[-1][1].lstrip()
+    if head[:1] == "[" or head.startswith('{"data"'):  # one JSON document: it can only be parsed whole
+        text = "\n".join([*(line for _, line in held), *(line for _, line in lines)])
+        yield from enumerate(readers.parse_records(text, ".json", "<stdin>"), 1)
+        return
+    yield from _parse_lines(itertools.chain(held, lines), ".jsonl" if head[:1] == "{" else ".txt", "<stdin>")
+
+
+def _parse_lines(lines, suffix: str, where: str) -> Iterator[tuple[int, dict]]:
+    if suffix == ".jsonl":
+        for number, line in lines:
+            if line.strip():
+                yield number, _json_object(line, number, where)
+    elif suffix in (".csv", ".tsv"):
+        yield from _delimited(lines, suffix, where)
+    else:
+        blanks: list = []  # held back: trailing blank lines are not rows
+        for number, line in lines:
+            first, tab, second = line.partition("\t")
+            record = {"text": first, "text_pair": second} if tab else {"text": line}
+            if not line.strip():
+                blanks.append((number, record))
+                continue
+            yield from blanks
+            blanks = []
+            yield number, record
+
+
+def _json_object(line: str, number: int, where: str) -> dict:
+    try:
+        record = readers.parse_json(line)
+    except json.JSONDecodeError as exc:
+        raise BertkitError(f"{where}:{number}: invalid JSON ({exc.msg})", "one JSON object per line") from exc
+    if not isinstance(record, dict):
+        raise BertkitError(f"{where}:{number}: expected a JSON object", "one JSON object per line")
+    return record
+
+
+def _delimited(lines, suffix: str, where: str) -> Iterator[tuple[int, dict]]:
+    numbered = iter(lines)
+    texts = (line + "\n" for _, line in numbered)  # the csv module keeps newlines inside quoted fields
+    reader = (csv.reader(texts, delimiter="\t", quoting=csv.QUOTE_NONE) if suffix == ".tsv" else csv.reader(texts))
+    header = None
+    for row in reader:
+        if header is None:
+            header = [name.strip() for name in row]
+            continue
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        number = reader.line_num
+        if len(row) != len(header):
+            raise BertkitError(f"{where}:{number}: {len(row)} fields where the header has {len(header)}",
+                               "fix that line (TSV is read with quoting off, as GLUE ships it)")
+        yield number, dict(zip(header, row))
