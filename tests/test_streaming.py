@@ -1,0 +1,177 @@
+"""predict and embed at any size: chunked, streamed, resumable, Parquet (bertkit.api.streaming)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_user_error
+
+WORDS = "good bad film movie great awful plot acting fine boring the a was very not".split()
+ROWS = 1037  # not a multiple of any chunk or batch size used here
+
+
+def write_rows(path: Path, rows: int = ROWS, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    with open(path, "w") as handle:
+        for i in range(rows):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40)))
+            handle.write(json.dumps({"id": f"r{i}", "text": text}) + "\n")
+    return path
+
+
+def bertkit_cmd(*args) -> list[str]:
+    return [sys.executable, "-m", "bertkit", *map(str, args)]
+
+
+def env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_DEBUG": ""}
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_streamed_predictions_equal_in_memory_and_are_byte_stable(trained, tmp_path, run_cli):
+    from bertkit import api
+
+    model, source = trained("cls"), write_rows(tmp_path / "in.jsonl")
+    in_memory = api.predict(str(model), str(source), batch_size=16, precision="no")
+    for name, chunk in (("a.jsonl", 100), ("b.jsonl", 100), ("c.jsonl", 333)):
+        code, _, err = run_cli("predict", model, "--input", source, "--output", tmp_path / name, "--chunk-rows", chunk,
+                               "--batch-size", 16, "--precision", "no")
+        assert code == 0, err
+    streamed = read_jsonl(tmp_path / "a.jsonl")
+    assert len(streamed) == len(in_memory) == ROWS
+    for got, want in zip(streamed, in_memory):
+        assert (got["id"], got["text"], got["label"]) == (want["id"], want["text"], want["label"])
+        assert got["score"] == pytest.approx(want["score"], abs=1e-5)  # batches are composed differently
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert [r["id"] for r in read_jsonl(tmp_path / "c.jsonl")] == [r["id"] for r in in_memory]
+    assert "predict: 1,037 rows of 1,037 (100.0%)" in err and "rows/s" in err  # progress with a known size
+    assert not list(tmp_path.glob(".*partial*"))  # the parts are gone once the file is whole
+
+
+def test_parquet_shards_in_parquet_out_keep_ids_texts_and_fields(trained, tmp_path, run_cli):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    model, rows = trained("cls"), read_jsonl(write_rows(tmp_path / "in.jsonl"))
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for index, (start, stop) in enumerate(((0, 400), (400, 401), (401, ROWS))):  # one shard of a single row
+        pq.write_table(pa.Table.from_pylist(rows[start:stop]), shards / f"part-{index}.parquet")
+    code, _, err = run_cli("predict", model, "--input", shards, "--output", tmp_path / "p.parquet", "--chunk-rows", 250)
+    assert code == 0, err
+    code, _, err = run_cli("predict", model, "--input", tmp_path / "in.jsonl", "--output", tmp_path / "p.jsonl")
+    assert code == 0, err
+    table = pq.read_table(tmp_path / "p.parquet")
+    assert table.column_names[:3] == ["id", "text", "label"] and "probabilities" in table.column_names
+    expected = read_jsonl(tmp_path / "p.jsonl")
+    got = table.to_pylist()
+    assert [r["id"] for r in got] == [r["id"] for r in expected] and [r["label"] for r in got] == [
+        r["label"] for r in expected]
+    assert np.allclose([r["score"] for r in got], [r["score"] for r in expected], atol=1e-5)
+
+
+def test_streamed_embeddings_equal_in_memory_in_every_format(tiny_bert, tmp_path, run_cli):
+    import pyarrow.parquet as pq
+
+    source = write_rows(tmp_path / "in.jsonl")
+    code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / "all.npz", "--precision", "no")
+    assert code == 0, err
+    whole = np.load(tmp_path / "all.npz")
+    for name in ("v.npy", "v.parquet", "v.jsonl"):
+        code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / name, "--chunk-rows", 200,
+                               "--precision", "no")
+        assert code == 0, err
+    vectors = np.load(tmp_path / "v.npy")
+    assert vectors.shape == whole["vectors"].shape and np.allclose(vectors, whole["vectors"], atol=1e-5)
+    table = pq.read_table(tmp_path / "v.parquet")
+    assert table.column("id").to_pylist() == list(whole["ids"])
+    assert np.allclose(np.array(table.column("vector").to_pylist(), dtype=np.float32), vectors, atol=1e-6)
+    lines = read_jsonl(tmp_path / "v.jsonl")
+    assert [r["id"] for r in lines] == list(whole["ids"]) and np.allclose([r["vector"] for r in lines], vectors,
+                                                                          atol=1e-5)
+
+
+def _kill_after_parts(command: list[str], output: Path, parts: int) -> None:
+    """Start the command, SIGKILL it once ``parts`` chunks are recorded as complete."""
+    progress = output.with_name(f".{output.name}.bertkit-partial") / "progress.json"
+    process = subprocess.Popen(command, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if len(json.loads(progress.read_text())["parts"]) >= parts:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    assert process.poll() is None, process.stderr.read().decode()  # still running: killed mid-way
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+@pytest.mark.parametrize("command, suffix", [("predict", ".jsonl"), ("embed", ".npy"), ("predict", ".parquet")])
+def test_sigkill_at_a_random_chunk_then_resume_gives_the_identical_file(command, suffix, trained, tiny_bert,
+                                                                        tmp_path):
+    model = trained("cls") if command == "predict" else tiny_bert
+    source = write_rows(tmp_path / "in.jsonl", 1200)
+    whole, resumed = tmp_path / f"whole{suffix}", tmp_path / f"resumed{suffix}"
+    base = [command, model, "--input", source, "--chunk-rows", 60, "--batch-size", 16, "--precision", "no"]
+    subprocess.run(bertkit_cmd(*base, "--output", whole), env=env(), check=True, capture_output=True)
+    at = random.Random().randint(1, 15)  # of 20 chunks
+    _kill_after_parts(bertkit_cmd(*base, "--output", resumed), resumed, at)
+    assert not resumed.exists()  # never half a file
+    done = subprocess.run(bertkit_cmd(*base, "--output", resumed, "--resume"), env=env(), capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "resumed after" in done.stderr, done.stderr
+    assert resumed.read_bytes() == whole.read_bytes(), f"killed after {at} chunks"
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_resume_refuses_what_would_not_match(trained, tmp_path, run_cli):
+    model, source = trained("cls"), write_rows(tmp_path / "in.jsonl", 300)
+    output = tmp_path / "out.jsonl"
+    _kill_after_parts(bertkit_cmd("predict", model, "--input", source, "--output", output, "--chunk-rows", 20,
+                                  "--batch-size", 4), output, 2)
+    assert_user_error(run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 50,
+                              "--batch-size", 4, "--resume"), "chunk_rows", "differ")
+    write_rows(source, 301)
+    assert_user_error(run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 20,
+                              "--batch-size", 4, "--resume"), "the input changed")
+    assert_user_error(run_cli("predict", model, "--input", "-", "--resume"), "--resume")
+    code, _, err = run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 20)
+    assert code == 0 and "discarded" in err, err  # without --resume: a fresh run, as before
+    assert len(read_jsonl(output)) == 301
+
+
+def test_a_pipe_into_head_gets_its_rows_while_the_input_is_still_coming(trained, tmp_path):
+    """stdin from a producer that never ends: only streaming can answer, and the run stops quietly."""
+    producer = tmp_path / "producer.py"
+    producer.write_text("import itertools, json, os, sys, time\n"
+                        "try:\n"
+                        "    for i in itertools.count():\n"
+                        "        print(json.dumps({'id': i, 'text': 'a good film'}), flush=i % 50 == 0)\n"
+                        "        time.sleep(0.0005)\n"
+                        "except BrokenPipeError:\n"
+                        "    os._exit(0)\n")
+    pipeline = (f"{sys.executable} {producer} | "
+                f"{' '.join(bertkit_cmd('predict', trained('cls'), '--input', '-', '--chunk-rows', 100))} | head -n 5")
+    started = time.monotonic()
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], env=env(), capture_output=True, text=True,
+                          timeout=120)
+    lines = done.stdout.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [0, 1, 2, 3, 4], done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert time.monotonic() - started < 120
