@@ -123,10 +123,20 @@ class NpyVectors(Sink):
 
     def assemble(self, parts: list[Path], handle) -> None:
         """The header for all rows, then each part's data: byte for byte what np.save of the
-        whole array writes, with one part in memory at a time."""
-        arrays = [np.load(p, mmap_mode="r") for p in parts]
-        rows, dim = sum(a.shape[0] for a in arrays), arrays[0].shape[1]
+        whole array writes, copying one part's bytes at a time (no part mapped or loaded)."""
+        shapes, offsets = [], []
+        for part in parts:
+            with open(part, "rb") as source:
+                version = np.lib.format.read_magic(source)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, _ = read_header(source)
+                shapes.append(shape)
+                offsets.append(source.tell())
+        rows, dim = sum(shape[0] for shape in shapes), shapes[0][1]
         np.lib.format.write_array_header_1_0(handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
                                                       "fortran_order": False, "shape": (rows, dim)})
-        for array in arrays:
-            handle.write(np.ascontiguousarray(array).tobytes())
+        for part, offset in zip(parts, offsets):
+            with open(part, "rb") as source:
+                source.seek(offset)
+                shutil.copyfileobj(source, handle, 1 << 20)
