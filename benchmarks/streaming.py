@@ -59,7 +59,8 @@ def models(root: Path) -> tuple[Path, Path]:
 def measure(command: list[str], pythonpath: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(pythonpath)}
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd elsewhere: `python -m` puts the working directory before PYTHONPATH on sys.path
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
     err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
@@ -73,6 +74,7 @@ def main(argv=None) -> None:
     parser.add_argument("--baseline", required=True, help="a checkout of the code to compare with (its repo root)")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--baseline-sizes", default="10000,100000", help="the in-memory path needs ~6 KB a row")
+    parser.add_argument("--sides", default="streaming,baseline")
     parser.add_argument("--out", default=None)
     parser.add_argument("--build-models", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -89,7 +91,7 @@ def main(argv=None) -> None:
             source = work / f"in-{rows}.jsonl"
             write_input(source, rows, texts)
             for side, root in (("streaming", REPO), ("baseline", Path(args.baseline).resolve())):
-                if side == "baseline" and str(rows) not in args.baseline_sizes.split(","):
+                if side not in args.sides or (side == "baseline" and str(rows) not in args.baseline_sizes.split(",")):
                     continue
                 for command, model, suffix in (("predict", classifier, ".jsonl"), ("embed", encoder, ".npy")):
                     output = work / f"out-{side}-{command}{suffix}"
