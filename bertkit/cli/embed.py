@@ -14,7 +14,7 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, runtime_line
 from bertkit.cli.features import MODEL_HELP, POOLING_HELP
-from bertkit.cli.options import Actors, ChunkRows, Precision, RayAddress, Resume, ThreadsOption, UseRay
+from bertkit.cli.options import ChunkRows, Precision, Resume, ThreadsOption
 from bertkit.config import PRECISION_HELP
 from bertkit.errors import BertkitError
 
@@ -41,22 +41,10 @@ def embed(
     threads: ThreadsOption = None,
     chunk_rows: ChunkRows = 10_000,
     resume: Resume = False,
-    ray: UseRay = False,
-    ray_address: RayAddress = None,
-    actors: Actors = 2,
 ):
     """One vector per input row (or per word), in input order, from any checkpoint; rows stream in chunks."""
     from bertkit.api import embedding as features
 
-    if ray:
-        from bertkit.cli.predict import run_on_ray
-
-        if per_word:
-            raise BertkitError("--per-word runs on this machine, not --ray", "drop --ray or --per-word")
-        return run_on_ray("embed", model, input, output, ray_address, actors, resume, pooling=pooling,
-                          max_length=max_length, stride=stride, batch_size=batch_size, normalize=normalize,
-                          text_column=text_column, text_pair_column=text_pair_column, id_column=id_column,
-                          precision=precision.value)
     if per_word or output.lower().endswith(".npz"):  # ragged per-word vectors, and one zip: built in memory
         if resume:
             raise BertkitError(f"--resume streams rows; {'--per-word' if per_word else '.npz'} is built in memory",

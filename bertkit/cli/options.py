@@ -24,20 +24,12 @@ Precision = Enum("Precision", {name: name for name in PRECISIONS}, type=str)  # 
 # for commands whose precision is not (yet) generated from a dataclass
 PrecisionOption = Annotated[Precision, typer.Option(help=PRECISION_HELP)]
 ThreadsOption = Annotated[Optional[int], typer.Option(help=THREADS_HELP, show_default=False)]
-# the input-at-any-scale options `predict` and `embed` share (bertkit.api.streaming, bertkit.ray)
+# the input-at-any-scale options `predict` and `embed` share (bertkit.api.streaming)
 ChunkRows = Annotated[int, typer.Option(help="Rows read, run and written at a time: memory stays flat whatever "
                                              "the input's size.", rich_help_panel=INFERENCE_PANEL)]
 Resume = Annotated[bool, typer.Option("--resume", help="Continue an interrupted run into the same --output after its "
                                       "last complete chunk (same input, model and options).",
                                       rich_help_panel=OUTPUT_PANEL)]
-UseRay = Annotated[bool, typer.Option("--ray", help="Run on a Ray cluster with Ray Data (pip install 'bertkit[ray]'); "
-                                      "--input and --output may then be s3://, gs:// or local paths.",
-                                      rich_help_panel=INFERENCE_PANEL)]
-RayAddress = Annotated[Optional[str], typer.Option(help="--ray: the cluster to join (default: a local one; 'auto': "
-                                                   "the one `ray start` runs here).", rich_help_panel=INFERENCE_PANEL,
-                                                   show_default=False)]
-Actors = Annotated[int, typer.Option(help="--ray: model copies (each Ray actor loads the model once).",
-                                     rich_help_panel=INFERENCE_PANEL)]
 
 
 def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None) -> list:

@@ -8,8 +8,8 @@ import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, is_main_process, runtime_line
-from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, Actors, Backend, BatchSize, ChunkRows, InferencePrecision,
-                                  ModelDir, Precision, RayAddress, Resume, Threads, UseRay)
+from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, Backend, BatchSize, ChunkRows, InferencePrecision, ModelDir,
+                                  Precision, Resume, Threads)
 
 
 @app.command()
@@ -30,17 +30,11 @@ def predict(
     backend: Backend = "torch",
     chunk_rows: ChunkRows = 10_000,
     resume: Resume = False,
-    ray: UseRay = False,
-    ray_address: RayAddress = None,
-    actors: Actors = 2,
 ):
     """Predict for every input row; one JSON line per row, in input order, written chunk by chunk."""
     from bertkit import api
     from bertkit.model_dir import check_inputs_kept, check_output_file
 
-    if ray:
-        return run_on_ray("predict", model_dir, input, output, ray_address, actors, resume,
-                          batch_size=batch_size, n_best=n_best, top_k=top_k, precision=precision.value)
     target = None if output == "-" else check_output_file(output)  # before the work, not after it
     if target is not None:
         check_inputs_kept(target, input)  # --output equal to --input would replace the rows with predictions
@@ -54,20 +48,3 @@ def predict(
     echo_notices(summary.preprocessing, {"notices": summary.notices}, err=True)  # stdout stays pure JSONL
     if target is not None:
         typer.echo(f"{summary.rows:,} predictions written to {output} ({summary.rows_per_second:,.0f} rows/s)", err=True)
-
-
-def run_on_ray(command: str, model: str, input: str, output: str, address, actors: int, resume: bool, **options):
-    """`--ray`: the same command on a Ray cluster (bertkit.ray), Ray's readers and writers."""
-    from bertkit.errors import BertkitError
-
-    if output == "-":
-        raise BertkitError("--ray writes to --output (a directory of files, local or s3://...)",
-                           "give --output DIR")
-    if resume:
-        raise BertkitError("--resume applies to a run on this machine, not --ray", "drop --resume")
-    from bertkit import ray as on_ray
-
-    summary = on_ray.run(command, model, input, output, address=address, actors=actors,
-                         **{k: v for k, v in options.items() if v is not None})
-    typer.echo(f"{summary['rows']:,} rows by {summary['actors']} Ray actor(s) in {summary['seconds']:.1f}s "
-               f"({summary['rows_per_second']:,.0f} rows/s), written to {summary['output']}", err=True)
