@@ -43,6 +43,8 @@ def unreadable(c: Context, name: str, text: str) -> Path:
         return real(self)
 
     c.monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    access = os.access  # the streaming reader asks first, as a user without permission would be told
+    c.monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if Path(p) == path else access(p, mode, *a, **k))
     return path
 
 

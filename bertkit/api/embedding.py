@@ -201,7 +201,8 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
     embedder.quiet = True
     embedder.load()  # a model that cannot pool as asked fails before any output exists
     summary = streaming.run(stream, lambda skip: stream.chunks(chunk_rows, skip), process, sink, target, settings,
-                            resume=resume, total=total, label="embed", quiet=quiet)
+                            resume=resume, total=total, label="embed", quiet=quiet,
+                            writer=embedder.engine.is_main_process)
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
                                                                            embedder.stride, windowed[0])
     summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}

@@ -206,7 +206,8 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
         return rows
 
     summary = streaming.run(stream, lambda skip: _chunks(predictor, stream, chunk_rows, skip), process, sink, target,
-                            settings, resume=resume, total=total, label="predict", quiet=quiet)
+                            settings, resume=resume, total=total, label="predict", quiet=quiet,
+                            writer=getattr(predictor.engine, "is_main_process", True))
     if len(totals["notices"]) > 10:
         hidden = len(totals["notices"]) - 10
         totals["notices"] = totals["notices"][:10] + [f"... and {hidden} more such notice(s)"]

@@ -62,11 +62,18 @@ def partial_dir(target: Path) -> Path:
 
 def run(stream: InputStream, chunks: Callable[[int], Iterator[Chunk]], process: Callable[[Chunk], object],
         sink: Sink, target: Path | None, settings: dict, resume: bool = False, total: int | None = None,
-        label: str = "predict", quiet: bool = False) -> StreamSummary:
+        label: str = "predict", quiet: bool = False, writer: bool = True) -> StreamSummary:
     """``chunks(skip)`` yields the input's chunks after ``skip`` rows; ``process(chunk)`` returns
     what ``sink`` writes for it. ``target`` None writes JSONL to standard output."""
     summary = StreamSummary()
-    progress = Progress(label, total, quiet)
+    progress = Progress(label, total, quiet or not writer)
+    if not writer:  # another process of a multi-process run: it computes its share, the main one writes
+        skip = 0
+        if resume and target is not None and (partial_dir(target) / PROGRESS).is_file():
+            skip = sum(part["rows"] for part in json.loads((partial_dir(target) / PROGRESS).read_text())["parts"])
+        for chunk in chunks(skip):
+            process(chunk)
+        return summary
     if target is None:
         if resume:
             raise BertkitError("--resume needs --output FILE", "standard output cannot be resumed")

@@ -120,9 +120,7 @@ def _check_readable(path: Path) -> None:
     if not path.is_file():
         raise BertkitError(f"file not found: {path}", "check the path")
     if not os.access(path, os.R_OK):
-        raise BertkitError(f"cannot read {path} (permission denied)", "check the file's permissions")
-    if path.stat().st_size == 0:
-        raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
+        raise BertkitError(f"cannot read {path} (Permission denied)", "check the file's permissions")
 
 
 def _suffix(path: Path) -> str:
@@ -131,12 +129,14 @@ def _suffix(path: Path) -> str:
 
 def _file_records(path: Path) -> Iterator[tuple[int, dict]]:
     suffix, count = _suffix(path), 0
-    if suffix == ".parquet":
-        source = _parquet(path)
-    else:
-        source = _text_records(path, suffix)
-    for count, (number, record) in enumerate(source, 1):
-        yield number, record
+    source = _parquet(path) if suffix == ".parquet" else _text_records(path, suffix)
+    try:
+        for count, (number, record) in enumerate(source, 1):
+            yield number, record
+    except OSError as exc:  # a permission refused, a device error, /proc/self/mem
+        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})",
+                           "check the file's permissions" if isinstance(exc, PermissionError)
+                           else "check the file and the disk it is on") from exc
     if count == 0 and not _has_text(path):
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     if count == 0:
