@@ -104,6 +104,27 @@ def test_streamed_embeddings_equal_in_memory_in_every_format(tiny_bert, tmp_path
                                                                           atol=1e-5)
 
 
+def test_in_memory_embed_reads_parquet_shards_as_the_stream_does(tiny_bert, tmp_path, run_cli):
+    """.npz and --per-word are built in memory; they read what the stream reads (Parquet, shards)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = read_jsonl(write_rows(tmp_path / "in.jsonl", rows=57))
+    (tmp_path / "shards").mkdir()
+    for n, start in enumerate(range(0, 57, 20)):
+        pq.write_table(pa.Table.from_pylist(rows[start:start + 20]), tmp_path / "shards" / f"part-{n}.parquet")
+    for name, source in (("jsonl.npz", tmp_path / "in.jsonl"), ("shards.npz", tmp_path / "shards" / "*.parquet")):
+        code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / name, "--precision", "no")
+        assert code == 0, err
+    want, got = np.load(tmp_path / "jsonl.npz"), np.load(tmp_path / "shards.npz")
+    assert list(got["ids"]) == [row["id"] for row in rows] == list(want["ids"])
+    np.testing.assert_allclose(got["vectors"], want["vectors"], atol=1e-6)
+    code, _, err = run_cli("embed", tiny_bert, "--input", tmp_path / "shards", "--output", tmp_path / "words.npz",
+                           "--per-word", "--precision", "no")
+    assert code == 0, err
+    assert list(np.load(tmp_path / "words.npz")["ids"]) == [row["id"] for row in rows]
+
+
 def _kill_after_parts(command: list[str], output: Path, parts: int) -> None:
     """Start the command, SIGKILL it once ``parts`` chunks are recorded as complete."""
     progress = output.with_name(f".{output.name}.bertkit-partial") / "progress.json"

@@ -9,7 +9,6 @@ dim float32), ``.npz`` (``vectors`` and ``ids``; per word also ``words`` and ``r
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,13 +92,16 @@ def check_output(output: str | None, per_word: bool) -> Path | None:
 
 def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pair_column: str | None,
               id_column: str | None):
-    """(ids, texts, pairs or None, word lists or None) from a file or stdin ('-')."""
-    if input_path == "-":
-        where, records = "<stdin>", readers.parse_records(sys.stdin.read(), "", "<stdin>")
+    """(ids, texts, pairs or None, word lists or None) from what a stream reads (a file, a
+    directory or glob of shards, Parquet included, or stdin '-'), all in memory."""
+    from bertkit.data.streams import InputStream
+
+    chunk = next(InputStream(input_path).chunks(None), None)
+    if chunk is None:
+        where, records, first_row = "<stdin>" if input_path == "-" else input_path, [], 0
     else:
-        path = Path(input_path).expanduser()
-        where, records = str(path), readers.read_records(path)
-    return rows_of(records, where, per_word, Columns(text_column, text_pair_column, id_column))[:4]
+        where, records, first_row = chunk.where, chunk.records, chunk.start
+    return rows_of(records, where, per_word, Columns(text_column, text_pair_column, id_column), first_row)[:4]
 
 
 @dataclass

@@ -14,9 +14,12 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, runtime_line
 from bertkit.cli.features import MODEL_HELP, POOLING_HELP
-from bertkit.cli.options import ChunkRows, Precision, Resume, ThreadsOption
+from bertkit.cli.on_ray import check_ray_flags, run_on_ray
+from bertkit.cli.options import Actors, ChunkRows, Precision, Ray, RayAddress, Resume, ThreadsOption
 from bertkit.config import PRECISION_HELP
 from bertkit.errors import BertkitError
+
+CHUNK_ROWS = 10_000
 
 
 @app.command("embed")
@@ -25,7 +28,7 @@ def embed(
     input: str = typer.Option(..., "--input", help="Text lines (TAB: a pair), JSONL, JSON, CSV, TSV, Parquet; a "
                               "directory or glob of shards; '-' = stdin. --per-word also reads 'tokens' lists."),
     output: str = typer.Option(..., help=".npy (rows x dim), .parquet (id + vector), .jsonl, .npz (vectors + ids, "
-                               "built in memory); '-' = JSONL on stdout."),
+                               "built in memory); '-' = JSONL on stdout; --ray: a directory of Parquet files."),
     pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     per_word: bool = typer.Option(False, "--per-word", help="One vector per word, at its first sub-word (as in ner)."),
     max_length: int = typer.Option(128, help="Tokens per window; longer inputs become overlapping windows."),
@@ -39,12 +42,22 @@ def embed(
                                             "row number from 0)."),
     precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
     threads: ThreadsOption = None,
-    chunk_rows: ChunkRows = 10_000,
+    chunk_rows: ChunkRows = CHUNK_ROWS,
     resume: Resume = False,
+    ray: Ray = False,
+    ray_address: RayAddress = None,
+    actors: Actors = 2,
 ):
     """One vector per input row (or per word), in input order, from any checkpoint; rows stream in chunks."""
     from bertkit.api import embedding as features
 
+    check_ray_flags(ray, ray_address, actors, chunk_rows=chunk_rows, default_chunk_rows=CHUNK_ROWS, resume=resume,
+                    per_word=per_word)
+    if ray:
+        run_on_ray("embed", model, input, output, address=ray_address, actors=actors, batch_size=batch_size,
+                   pooling=pooling, max_length=max_length, stride=stride, normalize=normalize, precision=precision.value,
+                   threads=threads, text_column=text_column, text_pair_column=text_pair_column, id_column=id_column)
+        return
     if per_word or output.lower().endswith(".npz"):  # ragged per-word vectors, and one zip: built in memory
         if resume:
             raise BertkitError(f"--resume streams rows; {'--per-word' if per_word else '.npz'} is built in memory",

@@ -30,6 +30,14 @@ ChunkRows = Annotated[int, typer.Option(help="Rows read, run and written at a ti
 Resume = Annotated[bool, typer.Option("--resume", help="Continue an interrupted run into the same --output after its "
                                       "last complete chunk (same input, model and options).",
                                       rich_help_panel=OUTPUT_PANEL)]
+# scale-out on Ray Data (bertkit.ray), the same three flags for `predict` and `embed`
+RAY_PANEL = "Ray cluster"
+Ray = Annotated[bool, typer.Option("--ray", help="Run on a Ray cluster with Ray Data (the bertkit ray extra): "
+                                   "--output is a directory of Parquet files.", rich_help_panel=RAY_PANEL)]
+RayAddress = Annotated[Optional[str], typer.Option("--ray-address", help="The cluster: auto, ray://HOST:10001, ... "
+                                                   "(default: RAY_ADDRESS, else a new local cluster).",
+                                                   rich_help_panel=RAY_PANEL, show_default=False)]
+Actors = Annotated[int, typer.Option(help="--ray: actors, each with the model loaded once.", rich_help_panel=RAY_PANEL)]
 
 
 def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None) -> list:

@@ -1,0 +1,87 @@
+"""``bertkit predict|embed ... --ray``: read, predict or embed on a pool of actors, write Parquet."""
+
+from __future__ import annotations
+
+import time
+
+from bertkit.errors import BertkitError
+from bertkit.ray.datasets import check_pool, embed_dataset, predict_dataset, require_ray
+from bertkit.ray.inputs import input_paths, read_input
+from bertkit.ray.outputs import check_output, check_target, discard_partial, output_filesystem, write_ordered
+
+COMMANDS = ("predict", "embed")
+
+
+def run(command: str, model_dir: str, input: str, output: str, *, address: str | None = None, actors: int = 2,
+        batch_size: int = 256, overwrite: bool = False, **options) -> dict:
+    """``bertkit predict|embed MODEL --input IN --output OUT --ray``: read ``input`` with Ray's
+    readers (a file, a directory, a glob, local or a URL such as s3://...; Parquet, JSONL, CSV,
+    TSV or text lines), predict or embed on ``actors`` actors, write a directory of Parquet files
+    to ``output`` (refused if it exists and is not empty, unless ``overwrite``). Connects to the
+    cluster at ``address`` (None: RAY_ADDRESS, else a new local cluster, shut down at the end);
+    an already initialised Ray is used as it is. ``options`` go to ``predict_dataset`` /
+    ``embed_dataset``. Returns {rows, seconds, rows_per_second, actors, output, ...}; ``seconds``
+    counts from reading to the last file written (actor start-up included, cluster start-up not)."""
+    if command not in COMMANDS:
+        raise BertkitError(f"--ray runs {' or '.join(COMMANDS)}, not {command!r}", "use bertkit predict or embed")
+    ray = require_ray()
+    check_pool(actors, batch_size)
+    _check_options(command, model_dir, options)  # all before a cluster starts
+    paths, suffix = input_paths(input)
+    target = check_output(output, overwrite)
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        began = time.perf_counter()
+        ds = read_input(ray, paths, suffix)
+        work = predict_dataset if command == "predict" else embed_dataset
+        out = work(ds, model_dir, actors=actors, batch_size=batch_size, _lines=suffix == ".txt", **options)
+        filesystem, path = output_filesystem(target)
+        check_target(filesystem, path, output, overwrite)  # outside the try: a refusal deletes nothing
+        try:
+            rows = write_ordered(out, target)
+        except Exception as exc:
+            discard_partial(target)
+            error = _user_error(exc)  # a bad row: the BertkitError an actor raised
+            if error is None:
+                raise
+            raise error from None
+        seconds = time.perf_counter() - began
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return {"command": command, "rows": rows, "seconds": round(seconds, 3),
+            "rows_per_second": round(float(rows / seconds), 1) if seconds > 0 else None, "actors": actors,
+            "batch_size": batch_size, "input": input, "output": target,
+            "address": address or ("local" if started_ray else "existing")}
+
+
+def _check_options(command: str, model_dir: str, options: dict) -> None:
+    if command == "predict":
+        from bertkit.api.prediction import Predictor
+
+        keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order")
+        given = {k: v for k, v in options.items() if k not in keys}
+        Predictor(model_dir, batch_size=options.get("model_batch_size", 64), quiet=True, **given)
+    else:
+        from bertkit.api.embedder import Embedder
+
+        keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order", "text_column", "text_pair_column",
+                "id_column")
+        Embedder(model_dir, batch_size=options.get("model_batch_size", 64),
+                 **{k: v for k, v in options.items() if k not in keys})
+
+
+def _user_error(exc: BaseException) -> BertkitError | None:
+    """The BertkitError an actor raised, as a plain one (Ray re-raises it as a RayTaskError that
+    is also a BertkitError, its ``cause`` the original)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        cause = getattr(exc, "cause", None)
+        if isinstance(exc, BertkitError):
+            source = cause if isinstance(cause, BertkitError) else exc
+            return BertkitError(source.message, source.hint)
+        exc = cause if isinstance(cause, BaseException) else (exc.__cause__ or exc.__context__)
+    return None

@@ -1,0 +1,105 @@
+"""``predict_dataset`` and ``embed_dataset``: bertkit over a Ray Dataset, for code already in Ray."""
+
+from __future__ import annotations
+
+from bertkit.errors import BertkitError
+from bertkit.ray.actors import EmbedActor, PredictActor
+
+
+def require_ray():
+    """The ``ray`` module, or the one-line error saying how to install it."""
+    try:
+        import ray
+        import ray.data  # the `data` extra: pandas, pyarrow, fsspec
+    except ImportError as exc:
+        raise BertkitError(f"Ray is not installed ({exc})", "pip install 'bertkit[ray]'") from None
+    return ray
+
+
+def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = 64,
+                    num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
+                    _lines: bool = False, **predictor_options):
+    """``bertkit predict`` over a Ray Dataset: returns a lazy Dataset of prediction rows (see the
+    module docstring for the columns). ``actors``: the size of the pool, each with a model loaded
+    once; ``batch_size``: rows per Ray batch (one ``predict`` call); ``model_batch_size``: rows per
+    forward pass inside it; ``num_cpus``/``num_gpus``: resources per actor. ``predictor_options``
+    go to ``Predictor`` (precision, backend, threads, the task's predict options such as top_k)."""
+    ray = require_ray()
+    check_pool(actors, batch_size)
+    from bertkit.api.prediction import Predictor
+
+    # Validated here, on the driver, before any actor starts: a wrong option fails in one line.
+    Predictor(model_dir, batch_size=model_batch_size, quiet=True, **predictor_options)
+    options = {k: v for k, v in predictor_options.items() if v is not None}
+    _configure(ds, preserve_order)
+    ds = _in_batches(ds, batch_size)
+    return ds.map_batches(PredictActor, fn_constructor_kwargs={"model_dir": str(model_dir),
+                                                                "model_batch_size": model_batch_size,
+                                                                "lines": _lines, "options": options},
+                          compute=ray.data.ActorPoolStrategy(size=actors), batch_size=batch_size,
+                          batch_format="pyarrow", num_cpus=_actor_cpus(ray, actors, num_cpus),
+                          num_gpus=num_gpus or None)
+
+
+def embed_dataset(ds, model: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = 64,
+                  text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
+                  num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
+                  _lines: bool = False, **embedder_options):
+    """``bertkit embed`` over a Ray Dataset: returns a lazy Dataset of ``id`` (when the input has
+    an id column) and ``vector`` (fixed-size float32 list). Columns are found as ``embed`` finds
+    them (text, sentence, ...; ``text_column`` etc. to name them). ``embedder_options`` go to
+    ``Embedder`` (pooling, max_length, stride, normalize, precision, threads)."""
+    ray = require_ray()
+    check_pool(actors, batch_size)
+    from bertkit.api.embedder import Embedder
+
+    if embedder_options.get("per_word"):
+        raise BertkitError("--per-word is not available with --ray (ragged rows)", "leave out --ray or --per-word")
+    Embedder(model, batch_size=model_batch_size, **embedder_options)  # checks the options
+    _configure(ds, preserve_order)
+    ds = _in_batches(ds, batch_size)
+    return ds.map_batches(EmbedActor, fn_constructor_kwargs={
+        "model": str(model), "columns": (text_column, text_pair_column, id_column), "lines": _lines,
+        "options": {**embedder_options, "batch_size": model_batch_size}},
+        compute=ray.data.ActorPoolStrategy(size=actors), batch_size=batch_size, batch_format="pyarrow",
+        num_cpus=_actor_cpus(ray, actors, num_cpus), num_gpus=num_gpus or None)
+
+
+def _actor_cpus(ray, actors: int, num_cpus: float | None) -> float:
+    """CPUs each actor reserves: ``num_cpus`` when given, else 1 while the pool leaves one of the
+    cluster's CPUs to Ray Data's own tasks, less when it would not. Those tasks (listing and
+    reading files, writing) need a CPU each; a fixed pool that reserves every CPU of the cluster
+    starves them and the run waits forever (Ray 2.60: 2 actors on a 2-CPU cluster never start
+    reading a Parquet file). Ray gives an actor with less than 1 CPU one torch thread
+    (OMP_NUM_THREADS=1)."""
+    if num_cpus is not None:
+        if num_cpus < 0:
+            raise BertkitError(f"num_cpus must be >= 0, got {num_cpus}", "CPUs per actor, e.g. 1")
+        return num_cpus
+    total = float(ray.cluster_resources().get("CPU", 0)) if ray.is_initialized() else 0.0
+    if total == 0:
+        return 1.0  # Ray not started yet: it starts at the first run, with this machine's CPUs
+    spare = total - 1 if total > 1 else total / 2
+    return max(0.01, min(1.0, round(spare / actors, 2)))
+
+
+def check_pool(actors: int, batch_size: int) -> None:
+    if not isinstance(actors, int) or actors < 1:
+        raise BertkitError(f"--actors must be >= 1, got {actors}", "e.g. --actors 2 (one model copy per actor)")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise BertkitError(f"the Ray batch size must be >= 1, got {batch_size}", "e.g. 256 rows per batch")
+
+
+def _in_batches(ds, batch_size: int):
+    """Blocks of ``batch_size`` rows (Ray's streaming repartition: no shuffle, no barrier). Ray
+    hands an actor a block at a time, and reads a small input as one block, which would keep one
+    actor busy and the others idle; one batch per block spreads the work over the whole pool."""
+    return ds.repartition(target_num_rows_per_block=batch_size)
+
+
+def _configure(ds, preserve_order: bool) -> None:
+    """Settings of the dataset's DataContext (Ray's per-dataset settings): rows in input order, and
+    an error an actor raises (a BertkitError naming a bad row) re-raised as itself, not wrapped."""
+    if preserve_order:
+        ds.context.execution_options.preserve_order = True
+    ds.context.raise_original_map_exception = True
