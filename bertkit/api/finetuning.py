@@ -15,6 +15,7 @@ from bertkit.engine.threads import check as check_threads
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
                                data_record, save_model_dir, staged_output)
+from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -121,7 +122,9 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         best_step=report.best_step, resumed_from=report.resumed_from, history=report.history,
         throughput=result.throughput, preprocessing=preprocessing, stopped_early=report.stopped_early,
         runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
-    result.report = _save(engine, output_path, report, network, tokenizer, meta)
+    options = _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config,
+                                adapter) if task in finetune_tasks() else None
+    result.report = _save(engine, output_path, report, network, tokenizer, meta, options)
     return result
 
 
@@ -194,14 +197,17 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
     return _Trained(network, report, before, evaluations)
 
 
-def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta) -> dict:
-    """The model directory, all or nothing, with its history, card, figures and report (one process)."""
+def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None) -> dict:
+    """The model directory, all or nothing, with its history, card, figures, report and the run's
+    resolved options (one process)."""
     written = {}
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
 
         with staged_output(output_path) as staging:
             History(report.log).write(staging / HISTORY_FILE)
+            if options is not None:
+                write_run_config(staging, options)
             record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
@@ -215,6 +221,23 @@ def _for_training(network, config: TrainConfig) -> None:
         from bertkit.engine.attention_recompute import checkpoint_attention
 
         checkpoint_attention(network)
+
+
+def _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config, adapter) -> dict:
+    """Every option of the run as `bertkit finetune --config` reads it: local paths made absolute (a
+    replay from another directory reads the same files), the task's options with their defaults."""
+    def local(path):
+        found = Path(path).expanduser()
+        return str(found.resolve()) if found.exists() else path
+
+    known = registry.is_known(data)
+    directory = registry.data_dir(data_dir) if known else data_dir and Path(data_dir)
+    train = config.to_dict()
+    given = train.pop("task_options")
+    task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for("finetune")}
+    return {"task": task, "data": data if known else local(data), "eval_data": eval_data and local(eval_data),
+            "data_dir": str(directory.resolve()) if directory else None, "model": local(model),
+            "output": str(output_path), "threads": threads, "report_to": report_to or "none", **train, **task_options}
 
 
 def _run_identity(task, model, config, train_source, eval_source) -> dict:

@@ -14,8 +14,9 @@ from typer.core import TyperGroup
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
-from bertkit.cli.options import command, from_dataclass, from_task, plain, split
+from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, plain, split
 from bertkit.config import RunOptions, TrainConfig
+from bertkit.errors import BertkitError
 from bertkit.tasks import finetune_tasks
 
 
@@ -33,6 +34,9 @@ class TaskGroup(TyperGroup):
         from typer._click.exceptions import UsageError
 
         first = args[0] if args else None
+        if first == "--config" or (first or "").startswith("--config="):  # the task from the file
+            args = [_task_of_config(args), *args]
+            first = args[0]
         if first is not None and first not in finetune_tasks() and first not in ("--help", "-h"):
             if first.startswith("-"):
                 raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(finetune_tasks())}", ctx)
@@ -57,9 +61,10 @@ def _task_command(name: str):
     task_class = get_task_class(name)
     length = f"Max tokens per sequence; default {task_class.default_max_length} (this task's)."
     parameters = (from_dataclass(RunOptions) + from_dataclass(TrainConfig, helps={"max_length": length}) +
-                  from_task(task_class, "finetune"))
+                  from_task(task_class, "finetune") + [config_file_parameter(name)])
 
     def run(**values):
+        values.pop("config")  # read already: its values arrived as the options' defaults
         _finetune(name, plain(values), [o.name for o in task_class.options_for("finetune")])
 
     single = typer.Typer(add_completion=False)
@@ -67,6 +72,20 @@ def _task_command(name: str):
     single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(
         command(run, parameters))
     return typer.main.get_command(single)
+
+
+def _task_of_config(args: list) -> str:
+    """``bertkit finetune --config FILE ...``: the task the file names."""
+    from bertkit.model_dir.run_config import read_run_config
+
+    path = args[0].split("=", 1)[1] if "=" in args[0] else (args[1] if len(args) > 1 else None)
+    if path is None:
+        raise BertkitError("--config needs a file", "e.g. bertkit finetune --config run.yaml")
+    task = read_run_config(path).get("task")
+    if task is None:
+        raise BertkitError(f"--config {path} names no task", "add `task: cls` (or pair, ner, qa), or give it: "
+                           "bertkit finetune cls --config FILE")
+    return str(task)
 
 
 def _finetune(task: str, values: dict, task_options: list) -> None:

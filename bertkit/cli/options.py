@@ -61,6 +61,35 @@ def from_task(task_class, command: str) -> list:
                        (), o.type is bool) for o in task_class.options_for(command)]
 
 
+def config_file_parameter(command_name: str):
+    """``--config FILE``: its options become the command's defaults (read first: an eager option),
+    so a flag on the command line overrides the file; a key the command does not take is an error."""
+    def load(ctx: typer.Context, value: Optional[str]):
+        if value is None or ctx.resilient_parsing:
+            return value
+        from bertkit.errors import BertkitError
+        from bertkit.model_dir.run_config import read_run_config
+
+        values = read_run_config(value)
+        task = values.pop("task", command_name)
+        if str(task) != command_name:
+            raise BertkitError(f"--config {value} is for task {task!r}, not {command_name!r}",
+                               f"run `bertkit finetune {task} --config {value}`, or edit its task")
+        known = {p.name for p in ctx.command.params} - {"config"}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise BertkitError(f"--config {value}: {', '.join(unknown)} is not an option of {command_name}",
+                               f"see `bertkit finetune {command_name} --help`")
+        ctx.default_map = {**(ctx.default_map or {}), **values}
+        return value
+
+    annotation = Annotated[Optional[str], typer.Option(
+        "--config", metavar="FILE", help="Options from a YAML/JSON file (e.g. a model directory's config.yaml); "
+        "flags given here override it.", is_eager=True, callback=load, rich_help_panel=DATA_PANEL,
+        show_default=False)]
+    return inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
+
+
 def annotated(cls, name: str):
     """One declared field as an ``Annotated`` type, for a hand-written command signature."""
     (parameter,) = [p for p in from_dataclass(cls) if p.name == name]

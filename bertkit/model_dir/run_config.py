@@ -1,0 +1,69 @@
+"""A run described in a file: ``bertkit finetune --config run.yaml`` reads one (command-line flags
+override it), and every fine-tuning run writes its fully resolved options next to the model as
+``config.yaml``, so ``bertkit finetune --config DIR/config.yaml`` runs it again.
+
+The file is a flat mapping of option names (``lr`` or ``--lr`` spelled ``lr``, ``max-length`` or
+``max_length``) to values, plus ``task``; YAML or JSON (JSON is read as YAML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+RUN_CONFIG_FILE = "config.yaml"
+# actions of one invocation, not settings of the run: never written, so a replay does not resume or replace
+ONE_SHOT = ("resume", "resume_from", "overwrite", "config", "keep_all")
+HINT = "a YAML/JSON mapping of option names to values, e.g. `task: cls`, `lr: 3e-5` (see `bertkit finetune TASK --help`)"
+
+
+def read_run_config(path: str) -> dict:
+    """The file's options with names as the CLI's parameters (``max-length`` -> ``max_length``)."""
+    import yaml
+
+    source = Path(path).expanduser()
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BertkitError(f"--config {path} does not exist", "check the path") from None
+    except IsADirectoryError:
+        raise BertkitError(f"--config {path} is a directory", f"give the file, e.g. {Path(path) / RUN_CONFIG_FILE}") \
+            from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BertkitError(f"--config {path} cannot be read ({getattr(exc, 'strerror', None) or exc})",
+                           "check the file's permissions and encoding (UTF-8)") from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise BertkitError(f"--config {path} is not valid YAML{where} ({getattr(exc, 'problem', None) or exc})",
+                           HINT) from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise BertkitError(f"--config {path} holds a {type(values).__name__}, not a mapping of options", HINT)
+    options = {}
+    for key, value in values.items():
+        name = str(key).strip().lstrip("-").replace("-", "_")
+        if name in options:
+            raise BertkitError(f"--config {path} sets {name!r} twice", "keep one of them")
+        if isinstance(value, (dict, list)):
+            raise BertkitError(f"--config {path}: {key} is a {type(value).__name__}; options take one value",
+                               "write it as the command line would, e.g. `seeds: 42,43,44`")
+        options[name] = value
+    return options
+
+
+def write_run_config(directory: Path, values: dict) -> Path:
+    """``values`` (one-shot actions left out) as ``directory/config.yaml``."""
+    import yaml
+
+    from bertkit.model_dir.files import write_text
+
+    kept = {k: v for k, v in values.items() if k not in ONE_SHOT}
+    header = ("# The resolved options of this run: `bertkit finetune --config THIS_FILE --output NEW_DIR` runs it\n"
+              "# again (flags on the command line override these values).\n")
+    target = directory / RUN_CONFIG_FILE
+    write_text(target, header + yaml.safe_dump(kept, sort_keys=False, allow_unicode=True))
+    return target
