@@ -118,6 +118,36 @@ class RunOptions:
 
 
 @dataclass
+class RepeatOptions:
+    """One recipe trained several times (bertkit.api.seeds): the spread says how sure a number is."""
+
+    seeds: str | None = option(None, "Train once per seed: a count (3: --seed and the next two) or a list "
+                                     "(42,43,44); prints mean ± std; the best run's model is the output.")
+    keep_all: bool = option(False, "With --seeds: keep every seed's model in <output>.seeds/ (default: only the "
+                                   "best, at --output).", MODEL_PANEL, flag=True)
+
+
+def parse_seeds(value: str | None, first: int) -> list[int] | None:
+    """``--seeds 3`` -> [first, first+1, first+2]; ``--seeds 42,43,44`` -> that list."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        numbers = [int(part) for part in text.split(",")] if "," in text else None
+        count = None if numbers else int(text)
+    except ValueError:
+        raise BertkitError(f"--seeds {value!r} is neither a count nor a list of seeds",
+                           "e.g. --seeds 3 or --seeds 42,43,44") from None
+    if numbers is None:
+        if not 1 <= count <= 100:
+            raise BertkitError(f"--seeds must be between 1 and 100 runs, got {count}", "e.g. --seeds 3")
+        numbers = list(range(first, first + count))
+    if len(set(numbers)) != len(numbers) or any(n < 0 for n in numbers):
+        raise BertkitError(f"--seeds {value}: seeds must be distinct and >= 0", "e.g. --seeds 42,43,44")
+    return numbers
+
+
+@dataclass
 class InferenceOptions:
     """What every command that runs a saved model shares (eval, predict)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 _HOMES = {
-    "finetune": "finetuning", "FinetuneResult": "finetuning",
+    "finetune": "finetuning", "FinetuneResult": "finetuning", "finetune_seeds": "seeds", "SeedsResult": "seeds",
     "evaluate": "evaluation",
     "predict": "prediction", "predict_stream": "prediction", "Predictions": "prediction", "Predictor": "prediction",
     "report": "reports",

@@ -80,7 +80,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
               "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
-              "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()}}
+              "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()},
+              "seeds": meta.get("seeds")}  # --seeds: the spread at training, to read this evaluation against
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         if read_only:

@@ -63,6 +63,12 @@ def eval_command(
     typer.echo(runtime_line(report["runtime"]))
     echo_notices(report["preprocessing"], report)
     typer.echo(format_metrics(report["metrics"]))
+    seeds = report.get("seeds")
+    if seeds:  # one run of several: how far apart the runs were on the training dev data
+        spread = seeds["summary"].get(seeds["main_metric"], {})
+        typer.echo(f"this model is seed {seeds['chosen_seed']} of {len(seeds['seeds'])} (the best on the training dev "
+                   f"data); there, {seeds['main_metric']} over the seeds: {spread.get('mean', 0):.4f} ± "
+                   f"{spread.get('std', 0):.4f} (min {spread.get('min', 0):.4f}, max {spread.get('max', 0):.4f})")
     for key, value in report.get("tuned", {}).items():
         if value is not None:
             typer.echo(f"tuned {key} = {value} (stored with the model)")

@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
 from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, plain, split
-from bertkit.config import RunOptions, TrainConfig
+from bertkit.config import RepeatOptions, RunOptions, TrainConfig, parse_seeds
 from bertkit.errors import BertkitError
 from bertkit.tasks import finetune_tasks
 
@@ -61,7 +61,7 @@ def _task_command(name: str):
     task_class = get_task_class(name)
     length = f"Max tokens per sequence; default {task_class.default_max_length} (this task's)."
     parameters = (from_dataclass(RunOptions) + from_dataclass(TrainConfig, helps={"max_length": length}) +
-                  from_task(task_class, "finetune") + [config_file_parameter(name)])
+                  from_dataclass(RepeatOptions) + from_task(task_class, "finetune") + [config_file_parameter(name)])
 
     def run(**values):
         values.pop("config")  # read already: its values arrived as the options' defaults
@@ -93,22 +93,33 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
 
     options = {key: values.pop(key) for key in task_options}
     run = split(values, RunOptions)
+    repeat = split(values, RepeatOptions)
     data, output = run.pop("data"), run.pop("output")
     # an unset flag is None (a bare --flag: False): the task keeps its default; 0 is a value
     config = TrainConfig(task_options={k: v for k, v in options.items() if v is not None and v is not False},
                          **values)
     values = run
     output = output or os.path.join("runs", f"{task}-{os.path.splitext(os.path.basename(data))[0]}")
+    seeds = parse_seeds(repeat["seeds"], config.seed)
+    if repeat["keep_all"] and seeds is None:
+        raise BertkitError("--keep-all applies only with --seeds", "add --seeds N")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
-        result = api.finetune(task, data, output, config=config, **values)
+        if seeds is None:
+            result = api.finetune(task, data, output, config=config, **values)
+        else:
+            repeated = api.finetune_seeds(task, data, output, seeds, repeat["keep_all"], config=config,
+                                          on_run=_show_seed if is_main_process() else None, **values)
+            result = repeated.best
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
         sys.exit(130)
     if not is_main_process():
         return
+    if seeds is not None:
+        _show_spread(repeated)
     t = result.throughput
     if result.resumed_from:
         typer.echo(f"resumed from {result.resumed_from}")
@@ -127,3 +138,19 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
         typer.echo(f"best (epoch {result.best_epoch}, step {result.best_step}): {format_metrics(result.metrics)}")
     echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
+
+
+def _show_seed(seed: int, result) -> None:
+    metrics = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
+    typer.echo(f"seed {seed}: {metrics} (best epoch {result.best_epoch}, "
+               f"{result.throughput.get('train_seconds', 0):.1f}s)", err=True)
+
+
+def _show_spread(repeated) -> None:
+    """The spread first: with several seeds it is the number to quote, not the best run's."""
+    runs = len(repeated.seeds)
+    for name, stats in repeated.summary.items():
+        typer.echo(f"{name} over {runs} seeds: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
+                   f"max {stats['max']:.4f})")
+    kept = f"; the others' in {repeated.kept}" if repeated.kept else ""
+    typer.echo(f"kept seed {repeated.chosen_seed}'s model (best {repeated.main_metric} on the dev data){kept}")

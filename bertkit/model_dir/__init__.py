@@ -9,24 +9,26 @@ a section that does not apply to a kind is null (or empty), never missing:
     schema, kind ("finetune" | "probe" | "pretrain"), bertkit_version, task, base_model,
     data {name, train, data_dir, eval, eval_file, train_examples, eval_examples},
     config, metrics, best_epoch, best_step, resumed_from, history, throughput, preprocessing,
-    stopped_early, runtime, versions, eval_details, before, probe, pretraining
+    stopped_early, runtime, versions, eval_details, before, probe, pretraining, seeds
 
 ``config`` holds the command's own settings (TrainConfig for finetune and pretrain; mlm examples
 are documents). Null for a kind: probe (no training loop) has no best_*, resumed_from,
 preprocessing, stopped_early, eval_details and an empty history; pretrain has no resumed_from
 or eval_details; only pretrain has ``before`` (held-out metrics of the starting model) and
-``pretraining``, only probe has ``probe``. Files without ``schema`` are version 1 (keys varied by
-command): load_meta upgrades them in memory, and update_meta writes them back as version 2.
+``pretraining``, only probe has ``probe``; ``seeds`` only after ``finetune --seeds``. Files
+without ``schema`` are version 1 (keys varied by command): load_meta upgrades them in memory, and
+update_meta writes them back as version 2 (``seeds``, added later, reads as null where absent).
 
 Siblings of a model directory OUT, all named here: ``OUT.checkpoints/`` (resumable training state),
-``OUT.logs/`` (trackers), ``.OUT.partial-<pid>-<random>/`` (being written) and ``.OUT.old/`` (the
-previous model during a replace).
+``OUT.logs/`` (trackers), ``OUT.seeds/`` (``finetune --seeds``: one run per seed),
+``.OUT.partial-<pid>-<random>/`` (being written) and ``.OUT.old/`` (the previous model during a
+replace).
 """
 
 from bertkit.model_dir.files import (  # noqa: F401  (the package's public names)
     META_FILE, PROBE_HEAD_FILE, atomic_file, check_inputs_kept, check_output_dir, check_output_file,
     check_sibling_dir,
-    checkpoint_root, logging_dir, staged_output, staging_prefix, trash_dir,
+    checkpoint_root, logging_dir, replace_dir, seeds_root, staged_output, staging_prefix, trash_dir,
     write_json, write_text,
 )
 from bertkit.model_dir.meta import (  # noqa: F401  (the package's public names)

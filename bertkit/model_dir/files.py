@@ -29,6 +29,10 @@ def logging_dir(output: Path) -> Path:
     return output.parent / f"{output.name}.logs"
 
 
+def seeds_root(output: Path) -> Path:
+    return output.parent / f"{output.name}.seeds"  # finetune --seeds: one model directory per seed
+
+
 def staging_prefix(output: Path) -> str:
     return f".{output.name}.partial-"  # + <pid>-<random>: the pid tells a live writer from a killed one
 
@@ -216,13 +220,13 @@ def staged_output(output: Path):
         raise
     try:
         follow_umask(staging)
-        _replace_with(output, staging)
+        replace_dir(output, staging)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # the old output, if any, stands (put back by _replace_with)
+        shutil.rmtree(staging, ignore_errors=True)  # the old output, if any, stands (put back by replace_dir)
         raise
 
 
-def _replace_with(output: Path, staging: Path) -> None:
+def replace_dir(output: Path, staging: Path) -> None:
     """Rename ``staging`` to ``output``; an old ``output`` is moved aside first and removed after,
     or put back when the second rename fails."""
     if not output.exists():
@@ -260,8 +264,7 @@ def follow_umask(directory: Path) -> None:
     """mkdtemp makes the staging directory 0700 and some writers make files 0600 whatever the
     umask; a model directory is for loading by others too (another user, a container), so give
     it the modes a plain mkdir and open would have given."""
-    umask = os.umask(0)
-    os.umask(umask)
+    os.umask(umask := os.umask(0))  # read it (the only way is to set it) and put it back
     for path in [directory, *directory.rglob("*")]:
         if not path.is_symlink():
             path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)

@@ -155,7 +155,18 @@ def _evaluation(meta: dict, metrics: dict, figures) -> str:
     if metrics:
         best = meta.get("best_epoch")
         lines = [f"Best epoch: {best} (the saved weights).", ""] if best is not None else []
-        lines += ["| metric | value |", "|---|---|"] + [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
+        seeds = meta.get("seeds")
+        if seeds:  # --seeds: this model is the best of several runs; the mean is the honest number
+            summary = seeds["summary"]
+            lines += [f"Trained with {len(seeds['seeds'])} seeds ({', '.join(map(str, seeds['seeds']))}); this model "
+                      f"is seed {seeds['chosen_seed']}'s, the best by {seeds['main_metric']} on the dev data, which "
+                      "flatters it: expect the mean.", "",
+                      "| metric | this model | mean ± std | min | max |", "|---|---|---|---|---|"]
+            lines += [f"| {name} | {value:.4f} | {summary[name]['mean']:.4f} ± {summary[name]['std']:.4f} | "
+                      f"{summary[name]['min']:.4f} | {summary[name]['max']:.4f} |" for name, value in metrics.items()
+                      if name in summary]
+        else:
+            lines += ["| metric | value |", "|---|---|"] + [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
     else:
         lines = ["No evaluation data was given at training time."]
     for figure in figures:

@@ -21,7 +21,7 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
              f"<p>Task <code>{_e(task['task'])}</code> fine-tuned from <code>{_e(meta.get('base_model'))}</code>"
              f"; best epoch {_e(meta.get('best_epoch'))}"
              f"{' (stopped early)' if meta.get('stopped_early') else ''}.</p>",
-             "<h2>Metrics</h2>", _metrics_table({"training dev data": meta.get("metrics") or {}, **{
+             "<h2>Metrics</h2>", _metrics_table({**_training_columns(meta), **{
                  stem: report.get("metrics", {}) for stem, report in evaluations.items()}})]
     parts.append("<h2>Figures</h2>")
     for figure in figures:
@@ -37,6 +37,18 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
               "<h2>Versions</h2>", _pairs({**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}),
               "</body></html>"]
     return "\n".join(parts) + "\n"
+
+
+def _training_columns(meta: dict) -> dict[str, dict]:
+    """The saved model's dev metrics; after --seeds, also their spread over the seeds."""
+    seeds = meta.get("seeds")
+    if not seeds:
+        return {"training dev data": meta.get("metrics") or {}}
+    summary, runs = seeds["summary"], len(seeds["seeds"])
+    return {f"training dev data (seed {seeds['chosen_seed']}, the best)": meta.get("metrics") or {},
+            **{f"{stat} over {runs} seeds" if stat == "mean" else stat: {name: values[stat] for name, values
+                                                                       in summary.items()}
+               for stat in ("mean", "std", "min", "max")}}
 
 
 def _metrics_table(columns: dict[str, dict]) -> str:

@@ -1,0 +1,92 @@
+"""finetune --seeds: one run per seed, every seed's metrics and their spread, the best run kept."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from conftest import assert_user_error
+from test_cli_classification import write_sentiment_csv
+
+
+@pytest.fixture
+def data(tmp_path):
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    write_sentiment_csv(train, 48, seed=1)
+    write_sentiment_csv(dev, 30, seed=2)
+    return train, dev
+
+
+def finetune_args(train, dev, tiny_bert, out, *extra):
+    return ("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out,
+            "--epochs", 1, "--lr", "1e-3", "--batch-size", 8, "--max-length", 32, *extra)
+
+
+def test_two_seeds_give_two_runs_their_spread_and_the_best_model(tmp_path, tiny_bert, run_cli, data):
+    out = tmp_path / "model"
+    code, stdout, stderr = run_cli(*finetune_args(*data, tiny_bert, out, "--seeds", 2, "--seed", 7))
+    assert code == 0, stderr
+    meta = json.loads((out / "bertkit.json").read_text())
+    seeds = meta["seeds"]
+    assert seeds["seeds"] == [7, 8] and seeds["main_metric"] == "accuracy"
+    first, second = seeds["runs"]
+    assert first["train_loss"] != second["train_loss"]  # different seeds: different runs
+    for name in ("accuracy", "f1"):
+        a, b = first["metrics"][name], second["metrics"][name]
+        stats = seeds["summary"][name]
+        assert stats["mean"] == pytest.approx((a + b) / 2, abs=1e-6)
+        assert stats["std"] == pytest.approx(abs(a - b) / math.sqrt(2), abs=1e-6)  # sample std of two values
+        assert (stats["min"], stats["max"]) == (pytest.approx(min(a, b)), pytest.approx(max(a, b)))
+    chosen = max(seeds["runs"], key=lambda run: run["metrics"]["accuracy"])
+    assert seeds["chosen_seed"] == chosen["seed"] and meta["metrics"] == chosen["metrics"]
+    assert meta["config"]["seed"] == chosen["seed"]  # the directory is that run's model
+    assert "accuracy over 2 seeds:" in stdout and f"kept seed {chosen['seed']}'s model" in stdout
+    assert "seed 7: accuracy" in stderr and "seed 8: accuracy" in stderr
+    assert not (tmp_path / "model.seeds").exists()  # without --keep-all only the best stays
+    assert "mean ± std" in (out / "README.md").read_text()  # the card shows the spread
+    assert "over 2 seeds" in (out / "report.html").read_text()
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["seeds"] == "7,8" and config["output"] == str(out.resolve())
+
+    code, stdout, stderr = run_cli("eval", out)
+    assert code == 0, stderr
+    assert f"this model is seed {chosen['seed']} of 2" in stdout and "accuracy over the seeds" in stdout
+
+
+def test_keep_all_keeps_the_other_seeds_models(tmp_path, tiny_bert, run_cli, data):
+    from transformers import AutoModelForSequenceClassification
+
+    out = tmp_path / "model"
+    code, stdout, stderr = run_cli(*finetune_args(*data, tiny_bert, out, "--seeds", "3,5", "--keep-all"))
+    assert code == 0, stderr
+    chosen = json.loads((out / "bertkit.json").read_text())["seeds"]["chosen_seed"]
+    other = ({3, 5} - {chosen}).pop()
+    kept = tmp_path / "model.seeds" / f"seed-{other}"
+    assert sorted(p.name for p in (tmp_path / "model.seeds").iterdir()) == [f"seed-{other}"]
+    assert json.loads((kept / "bertkit.json").read_text())["config"]["seed"] == other
+    AutoModelForSequenceClassification.from_pretrained(kept)  # a complete model directory
+    assert "the others' in" in stdout
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (("--seeds", "abc"), "neither a count nor a list"),
+    (("--seeds", "1,1"), "distinct"),
+    (("--seeds", "0"), "between 1 and 100"),
+    (("--keep-all",), "--keep-all applies only with --seeds"),
+    (("--seeds", "2", "--resume"), "--resume continues one run"),
+])
+def test_seed_mistakes_are_one_line_before_training(tmp_path, tiny_bert, run_cli, data, extra, fragment):
+    out = tmp_path / "model"
+    assert_user_error(run_cli(*finetune_args(*data, tiny_bert, out, *extra)), fragment)
+    assert not out.exists() and not (tmp_path / "model.seeds").exists()
+
+
+def test_seeds_need_evaluation_data(tmp_path, tiny_bert, run_cli, data):
+    train, _ = data
+    out = tmp_path / "model"
+    assert_user_error(run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
+                              "--seeds", 2), "there is none")
+    assert not out.exists()
