@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
+from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
@@ -49,6 +50,9 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     split = split or "dev"
     target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
     check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
+    rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
+    if rows_file is not None:
+        check_output_file(rows_file, "the predictions file")
     if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
         raise BertkitError(f"--output {output} would replace the model's own {target.name}",
                            "write the metrics to another file")
@@ -61,6 +65,8 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
+    if rows_file is not None:
+        check_inputs_kept(rows_file, source, flag="the predictions file")
     every_example = adapter.read(source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
     adapter.check_eval_examples(examples, source)
@@ -92,7 +98,12 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
             meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report,
                                 engine.is_main_process)
     if engine.is_main_process:
+        if rows_file is not None:
+            write_rows(rows_file, prediction_rows(adapter, examples, kept["predictions"]))
+            report["predictions_written_to"] = str(rows_file)
         write_json(target, report)
+        if not read_only:
+            report["results_written_to"] = str(update_results(Path(model_dir), target, report))
         from bertkit.reporting.build import build_report
 
         if read_only:

@@ -14,8 +14,9 @@ from bertkit.engine.history import History
 from bertkit.engine.threads import check as check_threads
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
-                               data_record, save_model_dir, staged_output)
+                               data_record, save_model_dir, staged_output, write_json)
 from bertkit.model_dir.run_config import write_run_config
+from bertkit.api.results import RESULTS_FILE, training_results
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -124,7 +125,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
     options = _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config,
                                 adapter) if task in finetune_tasks() else None
-    result.report = _save(engine, output_path, report, network, tokenizer, meta, options)
+    result.report = _save(engine, output_path, report, network, tokenizer, meta, options, training_results(result))
     return result
 
 
@@ -197,9 +198,10 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
     return _Trained(network, report, before, evaluations)
 
 
-def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None) -> dict:
-    """The model directory, all or nothing, with its history, card, figures, report and the run's
-    resolved options (one process)."""
+def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None,
+          results: dict) -> dict:
+    """The model directory, all or nothing, with its history, card, figures, report, results.json
+    and the run's resolved options (one process)."""
     written = {}
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
@@ -208,6 +210,7 @@ def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta
             History(report.log).write(staging / HISTORY_FILE)
             if options is not None:
                 write_run_config(staging, options)
+            write_json(staging / RESULTS_FILE, results)
             record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()

@@ -63,6 +63,8 @@ def eval_command(
     typer.echo(runtime_line(report["runtime"]))
     echo_notices(report["preprocessing"], report)
     typer.echo(format_metrics(report["metrics"]))
+    if report["metrics"].get("per_type"):
+        typer.echo(per_type_table(report["metrics"]["per_type"]))
     seeds = report.get("seeds")
     if seeds:  # one run of several: how far apart the runs were on the training dev data
         spread = seeds["summary"].get(seeds["main_metric"], {})
@@ -73,3 +75,16 @@ def eval_command(
         if value is not None:
             typer.echo(f"tuned {key} = {value} (stored with the model)")
     typer.echo(f"written to {report['written_to']}")
+    if report.get("predictions_written_to"):
+        typer.echo(f"predictions (gold and predicted, one row per example) written to "
+                   f"{report['predictions_written_to']}")
+
+
+def per_type_table(per_type: dict) -> str:
+    """Entity-level scores per type, as conlleval prints them (percentages)."""
+    width = max(len("type"), *(len(name) for name in per_type))
+    lines = [f"{'type':<{width}}  precision  recall      f1  support"]
+    for name, row in sorted(per_type.items()):
+        lines.append(f"{name:<{width}}  {100 * row['precision']:9.2f}  {100 * row['recall']:6.2f}  "
+                     f"{100 * row['f1']:6.2f}  {row['support']:7d}")
+    return "\n".join(lines)

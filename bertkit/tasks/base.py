@@ -75,6 +75,7 @@ class Task(ABC):
     prediction_fields: dict = {}  # the keys of one `bertkit predict` row -> what each holds
     card_text: CardText = CardText()  # the task's words and code in its model card
     names_outputs: bool = False  # its outputs are labels named in bertkit.json (a saved one without is corrupt)
+    gold_fields: tuple = ()  # example fields an eval predictions row shows as the truth, as gold_<field>
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -143,6 +144,10 @@ class Task(ABC):
     def format_prediction(self, example: dict, prediction) -> dict:
         """One JSON-serialisable row for ``bertkit predict``."""
 
+    def gold(self, example: dict) -> dict:
+        """The truth beside ``format_prediction``'s row in `bertkit eval`'s predictions file."""
+        return {f"gold_{name}": plain(example.get(name)) for name in self.gold_fields}
+
     def tune(self, examples: list[dict], features: list[dict], outputs: dict) -> dict:
         """Optionally tune decoding settings on evaluation data; returns what changed."""
         return {}
@@ -191,6 +196,13 @@ class Task(ABC):
     @classmethod
     def options_for(cls, command: str) -> tuple:
         return tuple(option for option in cls.options_declared if command in option.commands)
+
+
+def plain(value):
+    """A value as JSON writes it: tuples as lists, numpy scalars as numbers."""
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
 def require_nonempty(examples: list[dict], fields: tuple, source: str) -> None:

@@ -51,6 +51,7 @@ class SingleSentenceTask(Task):
     linear_probe = True
     base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
+    gold_fields = ("label",)
     options_declared = (TEXT_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):

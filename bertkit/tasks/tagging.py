@@ -225,6 +225,9 @@ class TaggingTask(Task):
     def metric_inputs(self, examples, predictions):
         return [list(p) for p in predictions], [list(ex["tags"]) for ex in examples]
 
+    def gold(self, example):
+        return {"gold_tags": list(_file_tags(example))}  # as the file wrote them, like the predicted tags
+
     def format_prediction(self, example, prediction):
         # Valid IOB2, or IOB1 when the input sentence is tagged in IOB1 (a gold file given to
         # predict): conlleval on that file and these tags then gives eval's token accuracy.

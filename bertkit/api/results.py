@@ -1,0 +1,65 @@
+"""What a user checks after a run: ``results.json`` (the train and eval numbers in one flat file,
+the convention of HF's example scripts' ``all_results.json``) and `bertkit eval`'s predictions
+file (one row per example: its row number and id, the gold value, and what ``predict`` writes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bertkit.model_dir import write_json, write_text
+
+RESULTS_FILE = "results.json"
+
+
+def predictions_file(metrics_file: Path) -> Path:
+    """``eval-sst2-dev.json`` -> ``predictions-sst2-dev.jsonl`` beside it."""
+    return metrics_file.with_name(f"predictions-{metrics_file.stem.removeprefix('eval-')}.jsonl")
+
+
+def prediction_rows(adapter, examples: list[dict], predictions: list) -> list[dict]:
+    rows = []
+    for number, (example, prediction) in enumerate(zip(examples, predictions), 1):
+        predicted = adapter.format_prediction(example, prediction)
+        given = {"id": example["id"]} if "id" in example and "id" not in predicted else {}
+        rows.append({"row": number, **given, **adapter.gold(example), **predicted})
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def training_results(result) -> dict:
+    """A finetune result (bertkit.api.finetuning.FinetuneResult) as results.json's flat keys."""
+    throughput, last = result.throughput, (result.history or [{}])[-1]
+    values = {"epoch": result.best_epoch, "train_samples": result.train_examples,
+              "train_runtime": throughput.get("train_seconds"),
+              "train_samples_per_second": throughput.get("examples_per_s"),
+              "train_loss": last.get("train_loss")}
+    if result.metrics:
+        values.update(_prefixed("eval", result.metrics), eval_samples=result.eval_examples)
+    return values
+
+
+def update_results(model_dir: Path, metrics_file: Path, report: dict) -> Path:
+    """Add one `bertkit eval`'s numbers to ``model_dir/results.json``, under the metrics file's
+    name (``eval-sst2-dev.json`` -> ``eval_sst2_dev_accuracy``...); other keys stay."""
+    path = Path(model_dir) / RESULTS_FILE
+    try:
+        current = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        current = {}
+    if not isinstance(current, dict):
+        current = {}
+    prefix = metrics_file.stem.replace("-", "_").replace(".", "_")
+    timings = report.get("timings", {})
+    current.update(_prefixed(prefix, report["metrics"]), **{f"{prefix}_samples": report["examples"],
+                                                            f"{prefix}_runtime": timings.get("score_seconds")})
+    write_json(path, current)
+    return path
+
+
+def _prefixed(prefix: str, metrics: dict) -> dict:
+    return {f"{prefix}_{name}": value for name, value in metrics.items()
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool)}
