@@ -127,6 +127,20 @@ class RepeatOptions:
                                    "best, at --output).", MODEL_PANEL, flag=True)
 
 
+@dataclass
+class TuneOptions:
+    """A hyperparameter search (bertkit.api.tuning)."""
+
+    trials: int = option(20, "Trials in the study, counted across every process that shares it (complete, "
+                             "pruned or running).")
+    storage: str | None = option(None, "Optuna RDB URL of the study (default sqlite:///<output>.tune/study.db); "
+                                       "several processes or machines can share one.")
+    study_name: str | None = option(None, "Study name (default bertkit-<task>-<output name>); the same name "
+                                          "resumes it.")
+    space: str | None = option(None, "YAML/JSON search space (default: lr 1e-5..1e-4 log, batch 16/32, 2-4 "
+                                     "epochs, warmup 0-0.2, weight decay 0-0.1); a flag given fixes that value.")
+
+
 def parse_seeds(value: str | None, first: int) -> list[int] | None:
     """``--seeds 3`` -> [first, first+1, first+2]; ``--seeds 42,43,44`` -> that list."""
     if value is None:

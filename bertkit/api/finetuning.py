@@ -44,11 +44,12 @@ class FinetuneResult:
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
              data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
              report_to: str | None = None, threads: int | None = None, resume: bool = False,
-             resume_from: str | None = None) -> FinetuneResult:
+             resume_from: str | None = None, on_evaluation=None) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
     checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
+    ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
 
     Longer than the other functions on purpose: it is the command's order of events (checks that
     need no model, then the model, then the work), which is the contract users rely on, read in one
@@ -102,7 +103,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         checkpoints.check_compatible()
 
     trained = _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
-                     checkpoints)
+                     checkpoints, on_evaluation)
     network, report = adapter.finish_model(trained.network, model_ref, model), trained.report
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     notices += _store_tuned(adapter, trained.tuned_of(best.get("metrics")), eval_source, config)
@@ -172,7 +173,7 @@ class _Trained:
 
 
 def _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
-           checkpoints) -> _Trained:
+           checkpoints, on_evaluation=None) -> _Trained:
     """The engine's loop with the task's hooks: what it trains, how it collates, how it evaluates."""
     evaluations = []
 
@@ -183,6 +184,8 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
                                tune=adapter.tunes_while_training, apply_tuned=adapter.tunes_while_training,
                                keep=kept)
         evaluations.append((metrics, kept.get("details"), tuned))
+        if on_evaluation is not None:
+            on_evaluation(len(evaluations), metrics, adapter.main_metric)
         return metrics
 
     network = adapter.training_network(network)

@@ -9,12 +9,13 @@ once, returning one ``bertkit predict`` row per example. Not thread-safe: one ca
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 from bertkit.data import readers
 from bertkit.data.registry import Source
-from bertkit.data.streams import InputStream
+from bertkit.data.streams import Chunk, InputStream
 from bertkit.engine.threads import check as check_threads
 from bertkit.inference import check_inference_args
 from bertkit.model_dir import load_meta
@@ -189,7 +190,8 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
     sink = sink_for(target, vectors=False)
     predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
     stream = InputStream(input_path)
-    total = None if stream.stdin else _validate(predictor, stream, chunk_rows)  # a bad row fails before any work
+    # a bad row fails before any work; an input of one chunk is read once (its examples are kept)
+    total, whole = (None, None) if stream.stdin else _validate(predictor, stream, chunk_rows)
     settings = {**streaming.model_fingerprint(model_dir), "options": {k: v for k, v in predictor.adapter.options.items()}, "batch_size": batch_size,
                 "precision": precision, "backend": backend, "threads": threads, "chunk_rows": chunk_rows,
                 "format": type(sink).__name__}
@@ -205,7 +207,10 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
         totals["notices"] += [span + notice for notice in predictor.stats.get("notices", ())]
         return rows
 
-    summary = streaming.run(stream, lambda skip: _chunks(predictor, stream, chunk_rows, skip), process, sink, target,
+    def chunks(skip: int):
+        return iter([whole]) if whole is not None and skip == 0 else _chunks(predictor, stream, chunk_rows, skip)
+
+    summary = streaming.run(stream, chunks, process, sink, target,
                             settings, resume=resume, total=total, label="predict", quiet=quiet,
                             writer=getattr(predictor.engine, "is_main_process", True))
     if len(totals["notices"]) > 10:
@@ -233,10 +238,13 @@ def _examples(predictor: Predictor, chunk) -> list[dict]:
     return chunk.records if chunk.examples else predictor.examples(chunk.records, chunk.where)
 
 
-def _validate(predictor: Predictor, stream: InputStream, chunk_rows: int) -> int:
-    """Every row checked (read and validated, not tokenised) before the model loads; the row count
-    gives the progress its ETA."""
-    rows = 0
+def _validate(predictor: Predictor, stream: InputStream, chunk_rows: int) -> tuple[int, Chunk | None]:
+    """Every row checked (read and validated, not tokenised) before the model loads: (the row
+    count, for the progress's ETA; the input as one chunk of examples when it is one chunk)."""
+    rows, first = 0, []
     for chunk in _chunks(predictor, stream, chunk_rows):
-        rows += len(_examples(predictor, chunk))
-    return rows
+        examples = _examples(predictor, chunk)
+        rows += len(examples)
+        first.append(dataclasses.replace(chunk, records=examples, examples=True))
+        del first[1:]  # only a single chunk is kept: memory stays one chunk's
+    return rows, first[0] if first and first[0].start + len(first[0].records) == rows else None

@@ -22,20 +22,24 @@ from bertkit.tasks import finetune_tasks
 
 
 class TaskGroup(TyperGroup):
-    """Subcommands from the task registry, each built on first use."""
+    """Subcommands from the task registry, each built on first use (by ``build``: finetune's, or
+    another command's that takes the same task options, such as tune)."""
+
+    build = staticmethod(lambda name: _task_command(name))
+    verb = "finetune"
 
     def list_commands(self, ctx):
         return list(finetune_tasks())
 
     def get_command(self, ctx, name):
-        return _task_command(name) if name in finetune_tasks() else None
+        return self.build(name) if name in finetune_tasks() else None
 
     def parse_args(self, ctx, args):
         from typer._click.exceptions import UsageError
 
         first = args[0] if args else None
         if first == "--config" or (first or "").startswith("--config="):  # the task from the file
-            args = [_task_of_config(args), *args]
+            args = [task_of_config(args, self.verb), *args]
             first = args[0]
         if first is not None and first not in finetune_tasks() and first not in ("--help", "-h"):
             if first.startswith("-"):
@@ -74,17 +78,17 @@ def _task_command(name: str):
     return typer.main.get_command(single)
 
 
-def _task_of_config(args: list) -> str:
+def task_of_config(args: list, verb: str = "finetune") -> str:
     """``bertkit finetune --config FILE ...``: the task the file names."""
     from bertkit.model_dir.run_config import read_run_config
 
     path = args[0].split("=", 1)[1] if "=" in args[0] else (args[1] if len(args) > 1 else None)
     if path is None:
-        raise BertkitError("--config needs a file", "e.g. bertkit finetune --config run.yaml")
+        raise BertkitError("--config needs a file", f"e.g. bertkit {verb} --config run.yaml")
     task = read_run_config(path).get("task")
     if task is None:
         raise BertkitError(f"--config {path} names no task", "add `task: cls` (or pair, ner, qa), or give it: "
-                           "bertkit finetune cls --config FILE")
+                           f"bertkit {verb} cls --config FILE")
     return str(task)
 
 

@@ -61,7 +61,7 @@ def from_task(task_class, command: str) -> list:
                        (), o.type is bool) for o in task_class.options_for(command)]
 
 
-def config_file_parameter(command_name: str):
+def config_file_parameter(command_name: str, verb: str = "finetune"):
     """``--config FILE``: its options become the command's defaults (read first: an eager option),
     so a flag on the command line overrides the file; a key the command does not take is an error."""
     def load(ctx: typer.Context, value: Optional[str]):
@@ -74,12 +74,12 @@ def config_file_parameter(command_name: str):
         task = values.pop("task", command_name)
         if str(task) != command_name:
             raise BertkitError(f"--config {value} is for task {task!r}, not {command_name!r}",
-                               f"run `bertkit finetune {task} --config {value}`, or edit its task")
+                               f"run `bertkit {verb} {task} --config {value}`, or edit its task")
         known = {p.name for p in ctx.command.params} - {"config"}
         unknown = sorted(set(values) - known)
         if unknown:
             raise BertkitError(f"--config {value}: {', '.join(unknown)} is not an option of {command_name}",
-                               f"see `bertkit finetune {command_name} --help`")
+                               f"see `bertkit {verb} {command_name} --help`")
         ctx.default_map = {**(ctx.default_map or {}), **values}
         return value
 

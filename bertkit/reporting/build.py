@@ -62,6 +62,10 @@ def _draw(directory: Path, meta: dict, evaluations: dict) -> list[Path]:
         if details.get("kind") in FIGURE_NAMES:
             figures.append(draw_breakdown(details, out / f"{name}.{FIGURE_NAMES[details['kind']]}",
                                           f"{report.get('data', name)}"))
+    if meta.get("tune"):
+        from bertkit.reporting.tune_figures import draw_tuning
+
+        figures += draw_tuning(meta["tune"], out)
     return [f for f in figures if f is not None]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from string import Template
 
 from bertkit.errors import BertkitError
+from bertkit.reporting.card_results import evaluation_section
 from bertkit.tasks.base import CardText, Task
 
 TEMPLATE_FILE = Path(__file__).with_name("model_card_template.md")
@@ -74,7 +75,7 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
     return CardData(
         front_matter=front_matter(meta, model_name, text, metrics), model_name=model_name,
         summary="\n".join(summary), intended_use=intended, usage=usage, training_data=_training_data(data),
-        training_procedure=_procedure(meta), evaluation=_evaluation(meta, metrics, figures),
+        training_procedure=_procedure(meta), evaluation=evaluation_section(meta, metrics, figures),
         limitations="\n".join(filter(None, (limitations, CAVEAT))), versions=_versions(meta))
 
 
@@ -148,29 +149,6 @@ def _procedure(meta: dict) -> str:
     seconds, rate = throughput.get("train_seconds"), throughput.get("examples_per_s")
     if seconds is not None:
         lines += ["", f"Training took {seconds} s" + (f" ({rate} examples/s)." if rate is not None else ".")]
-    return "\n".join(lines)
-
-
-def _evaluation(meta: dict, metrics: dict, figures) -> str:
-    if metrics:
-        best = meta.get("best_epoch")
-        lines = [f"Best epoch: {best} (the saved weights).", ""] if best is not None else []
-        seeds = meta.get("seeds")
-        if seeds:  # --seeds: this model is the best of several runs; the mean is the honest number
-            summary = seeds["summary"]
-            lines += [f"Trained with {len(seeds['seeds'])} seeds ({', '.join(map(str, seeds['seeds']))}); this model "
-                      f"is seed {seeds['chosen_seed']}'s, the best by {seeds['main_metric']} on the dev data, which "
-                      "flatters it: expect the mean.", "",
-                      "| metric | this model | mean ± std | min | max |", "|---|---|---|---|---|"]
-            lines += [f"| {name} | {value:.4f} | {summary[name]['mean']:.4f} ± {summary[name]['std']:.4f} | "
-                      f"{summary[name]['min']:.4f} | {summary[name]['max']:.4f} |" for name, value in metrics.items()
-                      if name in summary]
-        else:
-            lines += ["| metric | value |", "|---|---|"] + [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
-    else:
-        lines = ["No evaluation data was given at training time."]
-    for figure in figures:
-        lines += ["", f"![{Path(figure).stem}]({figure})"]
     return "\n".join(lines)
 
 

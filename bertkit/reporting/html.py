@@ -23,6 +23,8 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
              f"{' (stopped early)' if meta.get('stopped_early') else ''}.</p>",
              "<h2>Metrics</h2>", _metrics_table({**_training_columns(meta), **{
                  stem: report.get("metrics", {}) for stem, report in evaluations.items()}})]
+    if meta.get("tune"):
+        parts += ["<h2>Hyperparameter search</h2>", _trials_table(meta["tune"])]
     parts.append("<h2>Figures</h2>")
     for figure in figures:
         encoded = base64.b64encode(figure.read_bytes()).decode("ascii")
@@ -49,6 +51,18 @@ def _training_columns(meta: dict) -> dict[str, dict]:
             **{f"{stat} over {runs} seeds" if stat == "mean" else stat: {name: values[stat] for name, values
                                                                        in summary.items()}
                for stat in ("mean", "std", "min", "max")}}
+
+
+def _trials_table(section: dict) -> str:
+    names = list(dict.fromkeys(k for trial in section["trials"] for k in trial.get("params", {})))
+    head = "".join(f"<th>{_e(n)}</th>" for n in ["trial", "state", "value", *names])
+    rows = [f"<tr><td>{trial['number']}{' (best)' if trial['number'] == section.get('best_trial') else ''}</td>"
+            f"<td>{_e(trial['state'])}</td><td>{_number(trial.get('value'))}</td>"
+            + "".join(f"<td>{_number(trial.get('params', {}).get(n))}</td>" for n in names) + "</tr>"
+            for trial in section["trials"]]
+    study = (f"<p>Study <code>{_e(section.get('study_name'))}</code> in <code>{_e(section.get('storage'))}</code>; "
+             f"importances: {_e(section.get('importances') or 'not computed')}.</p>")
+    return study + f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def _metrics_table(columns: dict[str, dict]) -> str:

@@ -1,0 +1,237 @@
+"""`bertkit tune TASK`: hyperparameter search on Optuna. Every trial is a whole ``finetune`` into
+``OUT.tune/trial-N``, reported to Optuna at each evaluation so that a poor trial is pruned early
+(median pruner); the study lives in a real database (SQLite ``OUT.tune/study.db`` by default, any
+Optuna RDB URL with ``storage``), so a killed search resumes where it stopped and several
+processes or machines can share one study. The best trial's model becomes ``OUT``.
+
+The budget ``trials`` counts trials that finished (complete or pruned) or are running, checked
+under a lock before each new trial, so processes sharing a local study stop at exactly that many;
+a trial left running by a killed process on this machine is marked failed and not counted."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import shutil
+import socket
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.search_space import read_space, sample
+from bertkit.config import TrainConfig
+from bertkit.data import registry
+from bertkit.errors import BertkitError
+from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
+from bertkit.tasks import get_task_class, task_from_state
+
+
+@dataclass
+class TuneResult:
+    output_dir: str
+    study_name: str
+    storage: str
+    best_trial: dict  # number, value, params
+    trials: list[dict] = field(default_factory=list)  # number, state, value, params, evaluations
+    importances: dict = field(default_factory=dict)
+    ran_here: list[int] = field(default_factory=list)  # trial numbers this process ran
+    best: FinetuneResult | None = None  # when this process trained the best trial
+
+
+def require_optuna():
+    try:
+        import optuna
+    except ImportError as exc:
+        raise BertkitError(f"Optuna is not installed ({exc})", "pip install 'bertkit[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def tune_root(output: Path) -> Path:
+    return output.parent / f"{output.name}.tune"
+
+
+def tune(task: str, data: str, output: str, trials: int, storage: str | None = None, study_name: str | None = None,
+         space: str | None = None, fixed: tuple = (), config: TrainConfig | None = None, overwrite: bool = False,
+         on_trial=None, **options) -> TuneResult:
+    """Search ``space`` (bertkit.api.search_space) for ``trials`` trials; ``fixed``: hyperparameters
+    given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
+    optuna = require_optuna()
+    config = config or TrainConfig()
+    if not isinstance(trials, int) or trials < 1:
+        raise BertkitError(f"--trials must be >= 1, got {trials}", "e.g. --trials 20")
+    if options.get("resume") or options.get("resume_from"):
+        raise BertkitError("--resume continues one run; a tune study resumes by itself",
+                           "run the same tune command again")
+    searched = read_space(space, fixed)
+    output_path = Path(output).expanduser().resolve()
+    root = tune_root(output_path)
+    check_sibling_dir(root, "the trials and the study")
+    name = study_name or f"bertkit-{task}-{output_path.name}"
+    if not _holds_study(output_path, name):  # another process of this study may have saved the best already
+        check_output_dir(output_path, overwrite)
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+        raise BertkitError("tune scores trials on evaluation data, and there is none",
+                           "add --eval-data FILE (a known dataset brings its dev split)")
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    url = storage or f"sqlite:///{root / 'study.db'}"
+    try:
+        study = _open_study(optuna, url, name, get_task_class(task)(None, dict(config.task_options)), config.seed)
+    except BertkitError:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    ran, best_here = [], {}
+    while True:
+        with _lock(root):
+            _fail_dead_trials(optuna, study)
+            states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
+                      optuna.trial.TrialState.RUNNING)
+            if len(study.get_trials(deepcopy=False, states=states)) >= trials:
+                break
+            trial = study.ask()
+            trial.set_user_attr("host", socket.gethostname())
+            trial.set_user_attr("pid", os.getpid())
+            params = sample(trial, searched)
+        ran.append(trial.number)
+        directory = root / f"trial-{trial.number}"
+        try:
+            result = finetune(task, data, str(directory), config=dataclasses.replace(config, **params), overwrite=True,
+                              on_evaluation=_reporter(optuna, trial), **options)
+        except optuna.TrialPruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            shutil.rmtree(directory, ignore_errors=True)
+        except BaseException:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        else:
+            main = task_from_state(load_meta(str(directory))["task"]).main_metric
+            study.tell(trial, result.metrics[main])
+            best_here[trial.number] = result
+        if on_trial is not None:
+            on_trial(_trial_summary(study.trials[trial.number]))
+        _drop_losers(optuna, study, root)
+    return _finish(optuna, study, name, url, output_path, root, ran, best_here)
+
+
+def _open_study(optuna, url: str, name: str, adapter, seed: int):
+    try:
+        storage = optuna.storages.RDBStorage(url, heartbeat_interval=None)
+        return optuna.create_study(study_name=name, storage=storage, load_if_exists=True,
+                                   direction="maximize" if adapter.greater_is_better else "minimize",
+                                   sampler=optuna.samplers.TPESampler(seed=seed),
+                                   pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0))
+    except ValueError as exc:  # a study of that name with the other direction
+        raise BertkitError(f"study {name!r} in {url}: {exc}", "give another --study-name") from None
+    except ImportError as exc:
+        raise BertkitError(f"--storage {url} needs a database driver ({exc})", "install the driver for that "
+                           "database, or leave out --storage (SQLite)") from None
+    except Exception as exc:  # sqlalchemy's errors: an unreachable server, a bad URL, a locked file
+        raise BertkitError(f"cannot open the study at {url} ({type(exc).__name__}: {str(exc).splitlines()[0]})",
+                           "check --storage (an Optuna RDB URL such as sqlite:///study.db)") from None
+
+
+def _reporter(optuna, trial):
+    def report(number: int, metrics: dict, main: str) -> None:
+        if main in metrics:
+            trial.report(float(metrics[main]), number)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at evaluation {number}")
+    return report
+
+
+@contextlib.contextmanager
+def _lock(root: Path):
+    """One process at a time counts the trials and asks for a new one (processes on this machine)."""
+    with open(root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fail_dead_trials(optuna, study) -> None:
+    """A trial still 'running' whose process on this machine is gone (killed) is marked failed."""
+    host = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        pid = trial.user_attrs.get("pid")
+        if trial.user_attrs.get("host") == host and isinstance(pid, int) and not _alive(pid):
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _drop_losers(optuna, study, root: Path) -> None:
+    """Only the best finished trial's model is kept (a finished trial can never become best later)."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    best = study.best_trial.number if complete else None
+    finished = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    for directory in root.glob("trial-*"):
+        number = directory.name.removeprefix("trial-")
+        if number.isdigit() and int(number) in finished and int(number) != best:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _trial_summary(trial) -> dict:
+    return {"number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
+            "evaluations": {str(k): v for k, v in sorted(trial.intermediate_values.items())}}
+
+
+def _holds_study(output: Path, name: str) -> bool:
+    try:
+        return (load_meta(str(output)).get("tune") or {}).get("study_name") == name
+    except BertkitError:
+        return False
+
+
+def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: list, best_here: dict) -> TuneResult:
+    summaries = [_trial_summary(t) for t in study.get_trials(deepcopy=False)]
+    if not any(s["state"] == "complete" for s in summaries):
+        raise BertkitError(f"no trial of study {name!r} completed", "run more trials (--trials), or look at the "
+                           "failed trials' errors")
+    best = study.best_trial
+    importances = {}
+    with contextlib.suppress(Exception), warnings.catch_warnings():  # a nicety, not the result: it needs
+        warnings.simplefilter("ignore")  # complete trials that differ, and warns when they are too few
+        importances = {k: round(float(v), 4) for k, v in optuna.importance.get_param_importances(study).items()}
+    section = {"study_name": name, "storage": _shown(url), "direction": study.direction.name.lower(),
+               "best_trial": best.number, "best_value": best.value, "best_params": best.params,
+               "trials": summaries, "importances": importances}
+    with _lock(root):
+        source = root / f"trial-{best.number}"
+        if source.is_dir():  # else another process of this study has moved it to the output already
+            update_meta(source, {"tune": section})
+            replace_dir(output, source)
+        elif _holds_study(output, name):
+            update_meta(output, {"tune": section})
+    from bertkit.reporting.build import build_report
+
+    report = build_report(output, name=output.name)
+    found = best_here.get(best.number)
+    if found is not None:
+        found = dataclasses.replace(found, output_dir=str(output), report=report)
+    return TuneResult(str(output), name, _shown(url), {"number": best.number, "value": best.value,
+                                                        "params": best.params}, summaries, importances, ran, found)
+
+
+def _shown(url: str) -> str:
+    """A storage URL without its password."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest.split("/", 1)[0]:
+        credentials, _, host = rest.partition("@")
+        rest = f"{credentials.split(':', 1)[0]}:***@{host}"
+    return scheme + sep + rest
