@@ -133,7 +133,7 @@ class TuneOptions:
 
     trials: int = option(20, "Trials in the study, counted across every process that shares it (complete, "
                              "pruned or running).")
-    storage: str | None = option(None, "Optuna RDB URL of the study (default sqlite:///<output>.tune/study.db); "
+    storage: str | None = option(None, "Optuna RDB URL of the study (default: a SQLite file in <output>.tune/); "
                                        "several processes or machines can share one.")
     study_name: str | None = option(None, "Study name (default bertkit-<task>-<output name>); the same name "
                                           "resumes it.")
