@@ -39,10 +39,10 @@ BRUSSELS NNP B-NP B-LOC
 
 def test_reads_conll2003_columns_skipping_docstart(tmp_path):
     examples = read_conll(write(tmp_path, CONLL_2003_STYLE))
-    assert examples == [
-        {"tokens": ["EU", "rejects", "German"], "tags": ["B-ORG", "O", "B-MISC"]},
-        {"tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]},
-        {"tokens": ["BRUSSELS"], "tags": ["B-LOC"]},
+    assert examples == [  # each sentence knows its -DOCSTART- document (finetune --folds keeps them together)
+        {"tokens": ["EU", "rejects", "German"], "tags": ["B-ORG", "O", "B-MISC"], "document": 0},
+        {"tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"], "document": 0},
+        {"tokens": ["BRUSSELS"], "tags": ["B-LOC"], "document": 1},
     ]
 
 

@@ -75,7 +75,7 @@ def test_keep_all_keeps_the_other_seeds_models(tmp_path, tiny_bert, run_cli, dat
     (("--seeds", "abc"), "neither a count nor a list"),
     (("--seeds", "1,1"), "distinct"),
     (("--seeds", "0"), "between 1 and 100"),
-    (("--keep-all",), "--keep-all applies only with --seeds"),
+    (("--keep-all",), "--keep-all applies only with --seeds or --folds"),
     (("--seeds", "2", "--resume"), "--resume continues one run"),
 ])
 def test_seed_mistakes_are_one_line_before_training(tmp_path, tiny_bert, run_cli, data, extra, fragment):

@@ -11,6 +11,7 @@ import importlib
 
 _HOMES = {
     "finetune": "finetuning", "FinetuneResult": "finetuning", "finetune_seeds": "seeds", "SeedsResult": "seeds",
+    "finetune_folds": "folds", "FoldsResult": "folds",
     "tune": "tuning", "TuneResult": "tuning",
     "evaluate": "evaluation",
     "predict": "prediction", "predict_stream": "prediction", "Predictions": "prediction", "Predictor": "prediction",

@@ -158,7 +158,7 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
                  resume: bool = False, pooling: str | None = None, max_length: int = 128, stride: int | None = None,
                  batch_size: int = 64, normalize: bool = False, text_column: str | None = None,
                  text_pair_column: str | None = None, id_column: str | None = None, precision: str = "auto",
-                 threads: int | None = None, quiet: bool = False):
+                 threads: int | None = None, quiet: bool = False, long_lived: bool = False):
     """``embed`` in chunks of ``chunk_rows`` rows, each written as it is done: JSONL on standard
     output (``output`` None) or a .npy / .jsonl / .parquet file assembled at the end (resumable;
     see bertkit.api.streaming). Memory does not grow with the input. Returns the stream summary
@@ -204,7 +204,7 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
     embedder.load()  # a model that cannot pool as asked fails before any output exists
     summary = streaming.run(stream, lambda skip: stream.chunks(chunk_rows, skip), process, sink, target, settings,
                             resume=resume, total=total, label="embed", quiet=quiet,
-                            writer=embedder.engine.is_main_process)
+                            writer=embedder.engine.is_main_process, long_lived=long_lived)
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
                                                                            embedder.stride, windowed[0])
     summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}

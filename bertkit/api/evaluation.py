@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
 from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
+from bertkit.reporting.card_results import repeats
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
@@ -87,7 +88,7 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
               "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
               "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()},
-              "seeds": meta.get("seeds")}  # --seeds: the spread at training, to read this evaluation against
+              "repeats": repeats(meta)}  # --seeds/--folds: the spread at training, to read this evaluation against
     if tuned:
         partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
         if read_only:

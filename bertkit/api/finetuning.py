@@ -16,7 +16,8 @@ from bertkit.inference import score, speed_up
 from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
                                data_record, save_model_dir, staged_output, write_json)
 from bertkit.model_dir.run_config import write_run_config
-from bertkit.api.results import RESULTS_FILE, training_results
+from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
+from bertkit.data.folds import split_fold
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -39,17 +40,19 @@ class FinetuneResult:
     notices: list = field(default_factory=list)
     before: dict = field(default_factory=dict)  # the starting model's scores (tasks that ask for them)
     sections: dict = field(default_factory=dict)  # what the task adds to bertkit.json (Task.directory_sections)
+    eval_rows: list | None = None  # --folds: the held-out fold's prediction rows (row: its place in the data)
 
 
 def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
              data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
              report_to: str | None = None, threads: int | None = None, resume: bool = False,
-             resume_from: str | None = None, on_evaluation=None) -> FinetuneResult:
+             resume_from: str | None = None, on_evaluation=None, fold: tuple[int, int] | None = None) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
     checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
     ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
+    ``fold`` (k, K): train on the other folds of ``data``, evaluate on fold k (bertkit.api.folds).
 
     Longer than the other functions on purpose: it is the command's order of events (checks that
     need no model, then the model, then the work), which is the contract users rely on, read in one
@@ -65,7 +68,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, overwrite)
     train_source = registry.resolve(data, "train", data_dir, task)
-    eval_source = registry.eval_source(data, eval_data, data_dir, task)
+    eval_source = None if fold else registry.eval_source(data, eval_data, data_dir, task)  # folds: data's own
     check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
     if config.save_every or resume or resume_from:
         check_sibling_dir(checkpoint_root(output_path), "checkpoints")
@@ -77,7 +80,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
                        "at step 0")
-    train_examples, eval_examples = _read_examples(adapter, train_source, eval_source, config)
+    train_examples, eval_examples, held = _read_examples(adapter, train_source, eval_source, config, fold)
 
     model_ref = resolve_model(model)
     model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
@@ -103,7 +106,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         checkpoints.check_compatible()
 
     trained = _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
-                     checkpoints, on_evaluation)
+                     checkpoints, on_evaluation, keep_predictions=fold is not None)
     network, report = adapter.finish_model(trained.network, model_ref, model), trained.report
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     notices += _store_tuned(adapter, trained.tuned_of(best.get("metrics")), eval_source, config)
@@ -113,6 +116,11 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                             resumed_from=report.resumed_from, notices=notices, before=trained.before,
                             sections=adapter.directory_sections())
     held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
+    if fold:
+        held_out = f"fold {fold[0] + 1} of {fold[1]} of the training data ({len(eval_examples)} examples)"
+        predictions = trained.predictions_of(best.get("metrics"))
+        result.eval_rows = [{**row, "row": held[i] + 1} for i, row in
+                            enumerate(prediction_rows(adapter, eval_examples, predictions))]
     meta = ModelMeta(
         kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
         data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
@@ -145,9 +153,14 @@ def _store_tuned(adapter, tuned: dict, eval_source, config: TrainConfig) -> list
             "dev data that chose it flatters it a little: score a test split with `bertkit eval DIR --split test`)"]
 
 
-def _read_examples(adapter, train_source, eval_source, config: TrainConfig) -> tuple[list, list]:
-    """(train, eval) examples; labels are fitted on the training examples before eval is checked."""
+def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple[list, list, list]:
+    """(train, eval, the eval examples' rows in the data when a fold is held out); labels are
+    fitted on the training examples (every fold's) before eval is checked."""
     train_examples, eval_examples = adapter.read(train_source, TRAIN), []
+    if fold:
+        train_examples = _first(train_examples, config.max_train_samples)
+        adapter.fit_labels(train_examples)
+        return split_fold(adapter, train_examples, fold, config.seed)
     if eval_source is None:  # a task may hold out part of its training data (masked LM: whole documents)
         train_examples, eval_examples = adapter.split_held_out(train_examples, config.seed, train_source.description)
     train_examples = _first(train_examples, config.max_train_samples)
@@ -155,7 +168,7 @@ def _read_examples(adapter, train_source, eval_source, config: TrainConfig) -> t
     if eval_source is not None:
         eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
         adapter.check_eval_examples(eval_examples, eval_source)
-    return train_examples, _first(eval_examples, config.max_eval_samples)
+    return train_examples, _first(eval_examples, config.max_eval_samples), []
 
 
 @dataclass
@@ -163,17 +176,20 @@ class _Trained:
     network: object
     report: object
     before: dict
-    evaluations: list  # (metrics, breakdown, tuned) per evaluation: the saved one's go to the report and model
+    evaluations: list  # (metrics, breakdown, tuned, predictions) per evaluation: the saved one's are kept
 
     def details_of(self, metrics) -> dict | None:
-        return next((d for m, d, _ in self.evaluations if m is metrics), None)
+        return next((d for m, d, _, _ in self.evaluations if m is metrics), None)
 
     def tuned_of(self, metrics) -> dict:
-        return next((t for m, _, t in self.evaluations if m is metrics), None) or {}
+        return next((t for m, _, t, _ in self.evaluations if m is metrics), None) or {}
+
+    def predictions_of(self, metrics) -> list | None:
+        return next((p for m, _, _, p in self.evaluations if m is metrics), None)
 
 
 def _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
-           checkpoints, on_evaluation=None) -> _Trained:
+           checkpoints, on_evaluation=None, keep_predictions=False) -> _Trained:
     """The engine's loop with the task's hooks: what it trains, how it collates, how it evaluates."""
     evaluations = []
 
@@ -183,7 +199,7 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
                                eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id,
                                tune=adapter.tunes_while_training, apply_tuned=adapter.tunes_while_training,
                                keep=kept)
-        evaluations.append((metrics, kept.get("details"), tuned))
+        evaluations.append((metrics, kept.get("details"), tuned, kept["predictions"] if keep_predictions else None))
         if on_evaluation is not None:
             on_evaluation(len(evaluations), metrics, adapter.main_metric)
         return metrics

@@ -176,11 +176,12 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
 
 def predict_stream(model_dir: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
                    resume: bool = False, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
-                   threads: int | None = None, quiet: bool = False, **options):
+                   threads: int | None = None, quiet: bool = False, long_lived: bool = False, **options):
     """Predict in chunks of ``chunk_rows`` rows, each written as soon as it is done: JSONL on
     standard output (``output`` None), or a .jsonl / .parquet file assembled at the end
     (resumable with ``resume``; see bertkit.api.streaming). Memory does not grow with the input.
-    Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s rows."""
+    Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s rows.
+    ``long_lived``: see bertkit.api.streaming.run (the command line sets it)."""
     from bertkit.api import streaming
     from bertkit.data.sinks import sink_for
 
@@ -212,7 +213,7 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
 
     summary = streaming.run(stream, chunks, process, sink, target,
                             settings, resume=resume, total=total, label="predict", quiet=quiet,
-                            writer=getattr(predictor.engine, "is_main_process", True))
+                            writer=getattr(predictor.engine, "is_main_process", True), long_lived=long_lived)
     if len(totals["notices"]) > 10:
         hidden = len(totals["notices"]) - 10
         totals["notices"] = totals["notices"][:10] + [f"... and {hidden} more such notice(s)"]

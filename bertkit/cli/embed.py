@@ -68,7 +68,7 @@ def embed(
                                     resume=resume, pooling=pooling, max_length=max_length, stride=stride,
                                     batch_size=batch_size, normalize=normalize, text_column=text_column,
                                     text_pair_column=text_pair_column, id_column=id_column,
-                                    precision=precision.value, threads=threads)
+                                    precision=precision.value, threads=threads, long_lived=True)
     echo_notices({"notices": summary.notices}, err=True)
     if summary.windowed_rows:
         typer.echo(_windowed_line(summary.windowed_rows, False, summary.stride, summary.pooling, max_length), err=True)

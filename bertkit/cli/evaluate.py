@@ -65,11 +65,12 @@ def eval_command(
     typer.echo(format_metrics(report["metrics"]))
     if report["metrics"].get("per_type"):
         typer.echo(per_type_table(report["metrics"]["per_type"]))
-    seeds = report.get("seeds")
-    if seeds:  # one run of several: how far apart the runs were on the training dev data
-        spread = seeds["summary"].get(seeds["main_metric"], {})
-        typer.echo(f"this model is seed {seeds['chosen_seed']} of {len(seeds['seeds'])} (the best on the training dev "
-                   f"data); there, {seeds['main_metric']} over the seeds: {spread.get('mean', 0):.4f} ± "
+    repeated = report.get("repeats")
+    if repeated:  # one run of several: how far apart the runs were at training
+        what, section, runs, this = repeated
+        spread = section["summary"].get(section["main_metric"], {})
+        typer.echo(f"this model is {this} of {runs} ({this.split()[0]}s; the best on its evaluation data); at "
+                   f"training, {section['main_metric']} over the {this.split()[0]}s: {spread.get('mean', 0):.4f} ± "
                    f"{spread.get('std', 0):.4f} (min {spread.get('min', 0):.4f}, max {spread.get('max', 0):.4f})")
     for key, value in report.get("tuned", {}).items():
         if value is not None:

@@ -104,25 +104,31 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
                          **values)
     values = run
     output = output or os.path.join("runs", f"{task}-{os.path.splitext(os.path.basename(data))[0]}")
-    seeds = parse_seeds(repeat["seeds"], config.seed)
-    if repeat["keep_all"] and seeds is None:
-        raise BertkitError("--keep-all applies only with --seeds", "add --seeds N")
+    seeds, folds = parse_seeds(repeat["seeds"], config.seed), repeat["folds"]
+    if seeds is not None and folds is not None:
+        raise BertkitError("--seeds and --folds each train several runs; one at a time", "drop one of them")
+    if repeat["keep_all"] and seeds is None and folds is None:
+        raise BertkitError("--keep-all applies only with --seeds or --folds", "add --seeds N or --folds K")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
-        if seeds is None:
-            result = api.finetune(task, data, output, config=config, **values)
-        else:
+        shown = _show_run if is_main_process() else None
+        if seeds is not None:
             repeated = api.finetune_seeds(task, data, output, seeds, repeat["keep_all"], config=config,
-                                          on_run=_show_seed if is_main_process() else None, **values)
-            result = repeated.best
+                                          on_run=shown, **values)
+        elif folds is not None:
+            repeated = api.finetune_folds(task, data, output, folds, repeat["keep_all"], config=config,
+                                          on_run=shown, **values)
+        else:
+            repeated = None
+        result = api.finetune(task, data, output, config=config, **values) if repeated is None else repeated.best
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
         sys.exit(130)
     if not is_main_process():
         return
-    if seeds is not None:
+    if repeated is not None:
         _show_spread(repeated)
     t = result.throughput
     if result.resumed_from:
@@ -144,17 +150,23 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     typer.echo(f"saved to {result.output_dir}")
 
 
-def _show_seed(seed: int, result) -> None:
+def _show_run(number: int, result) -> None:
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
-    typer.echo(f"seed {seed}: {metrics} (best epoch {result.best_epoch}, "
+    what = f"fold {number}" if result.eval_rows is not None else f"seed {number}"
+    typer.echo(f"{what}: {metrics} (best epoch {result.best_epoch}, "
                f"{result.throughput.get('train_seconds', 0):.1f}s)", err=True)
 
 
 def _show_spread(repeated) -> None:
-    """The spread first: with several seeds it is the number to quote, not the best run's."""
-    runs = len(repeated.seeds)
+    """The spread first: with several runs it is the number to quote, not the best run's."""
+    folds = getattr(repeated, "folds", None)
+    runs, unit = (folds, "folds") if folds else (len(repeated.seeds), "seeds")
     for name, stats in repeated.summary.items():
-        typer.echo(f"{name} over {runs} seeds: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
+        typer.echo(f"{name} over {runs} {unit}: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
                    f"max {stats['max']:.4f})")
     kept = f"; the others' in {repeated.kept}" if repeated.kept else ""
-    typer.echo(f"kept seed {repeated.chosen_seed}'s model (best {repeated.main_metric} on the dev data){kept}")
+    chosen = f"fold {repeated.chosen_fold}" if folds else f"seed {repeated.chosen_seed}"
+    typer.echo(f"kept {chosen}'s model (best {repeated.main_metric} on its evaluation data){kept}")
+    if folds:
+        typer.echo(f"out-of-fold predictions (every example, by a model that did not train on it): "
+                   f"{repeated.predictions_file}")

@@ -52,7 +52,8 @@ def predict(
         check_inputs_kept(target, input)  # --output equal to --input would replace the rows with predictions
     summary = api.predict_stream(model_dir, input, None if target is None else str(target), chunk_rows=chunk_rows,
                                  resume=resume, batch_size=batch_size, precision=precision.value, n_best=n_best,
-                                 top_k=top_k, backend=backend, threads=threads, quiet=not is_main_process())
+                                 top_k=top_k, backend=backend, threads=threads, quiet=not is_main_process(),
+                                 long_lived=True)
     if not is_main_process():
         return
     if summary.runtime:

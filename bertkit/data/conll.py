@@ -39,11 +39,15 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[dict]:
     column_count: int | None = None
     tab_separated = False
 
+    document = [None]  # counts -DOCSTART- lines: sentences of one document stay together in --folds
+
     def end_sentence() -> None:
         if tokens:
             example: dict = {"tokens": list(tokens)}
             if column_count > 1:
                 example["tags"] = list(tags)
+            if document[0] is not None:
+                example["document"] = document[0]
             sentences.append(example)
         tokens.clear()
         tags.clear()
@@ -52,6 +56,8 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[dict]:
         line = raw_line.rstrip()
         if not line.strip() or line.lstrip().startswith(DOCSTART_PREFIX):
             end_sentence()
+            if line.lstrip().startswith(DOCSTART_PREFIX):
+                document[0] = 0 if document[0] is None else document[0] + 1
             continue
         if column_count is None:
             tab_separated = "\t" in line

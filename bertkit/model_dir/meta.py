@@ -41,6 +41,7 @@ class ModelMeta:
     pretraining: dict | None = None
     seeds: dict | None = None  # --seeds: every seed's metrics and their spread (bertkit.api.seeds)
     tune: dict | None = None  # bertkit tune: the study, every trial, the importances (bertkit.api.tuning)
+    folds: dict | None = None  # --folds: every fold's metrics and their spread (bertkit.api.folds)
 
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
@@ -54,7 +55,8 @@ class ModelMeta:
 
 META_KEYS = ("schema", "kind", "bertkit_version", "task", "base_model", "data", "config", "metrics", "best_epoch",
              "best_step", "resumed_from", "history", "throughput", "preprocessing", "stopped_early", "runtime",
-             "versions", "eval_details", "before", "probe", "pretraining", "seeds", "tune")
+             "versions", "eval_details", "before", "probe", "pretraining", "seeds", "tune",
+             "folds")
 
 
 def data_record(train_source, eval_source, train_examples: int, eval_examples: int, name: str | None = None,
@@ -113,7 +115,7 @@ SECTION_TYPES = {"task": dict, "base_model": (str, type(None)), "data": dict, "c
                  "history": list, "throughput": dict, "preprocessing": (dict, type(None)),
                  "runtime": (dict, type(None)), "eval_details": (dict, type(None)), "before": (dict, type(None)),
                  "probe": (dict, type(None)), "pretraining": (dict, type(None)), "seeds": (dict, type(None)),
-                 "tune": (dict, type(None))}
+                 "tune": (dict, type(None)), "folds": (dict, type(None))}
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
@@ -131,7 +133,8 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
                            BROKEN_META_HINT)
     _check_task_section(meta["task"], where)
     if version == SCHEMA:
-        return _checked({**meta, "seeds": meta.get("seeds"), "tune": meta.get("tune")}, where)  # added later
+        later = {key: meta.get(key) for key in ("seeds", "tune", "folds")}  # sections added later: null if absent
+        return _checked({**meta, **later}, where)
     data = dict(meta.get("data") or {})
     for old, new in (("train_documents", "train_examples"), ("eval_documents", "eval_examples")):
         if old in data:  # version 1 of pretrain counted documents under their own names

@@ -10,12 +10,12 @@ def evaluation_section(meta: dict, metrics: dict, figures) -> str:
     if metrics:
         best = meta.get("best_epoch")
         lines = [f"Best epoch: {best} (the saved weights).", ""] if best is not None else []
-        seeds = meta.get("seeds")
-        if seeds:  # --seeds: this model is the best of several runs; the mean is the honest number
-            summary = seeds["summary"]
-            lines += [f"Trained with {len(seeds['seeds'])} seeds ({', '.join(map(str, seeds['seeds']))}); this model "
-                      f"is seed {seeds['chosen_seed']}'s, the best by {seeds['main_metric']} on the dev data, which "
-                      "flatters it: expect the mean.", "",
+        repeated = repeats(meta)
+        if repeated:  # --seeds or --folds: this model is the best of several runs; the mean is the honest number
+            what, section, runs, this = repeated
+            summary = section["summary"]
+            lines += [f"Trained {runs} times ({what}); this model is {this}'s, the best by {section['main_metric']} "
+                      "on its evaluation data, which flatters it: expect the mean.", "",
                       "| metric | this model | mean ± std | min | max |", "|---|---|---|---|---|"]
             lines += [f"| {name} | {value:.4f} | {summary[name]['mean']:.4f} ± {summary[name]['std']:.4f} | "
                       f"{summary[name]['min']:.4f} | {summary[name]['max']:.4f} |" for name, value in metrics.items()
@@ -31,3 +31,16 @@ def evaluation_section(meta: dict, metrics: dict, figures) -> str:
     for figure in figures:
         lines += ["", f"![{Path(figure).stem}]({figure})"]
     return "\n".join(lines)
+
+
+def repeats(meta: dict) -> tuple | None:
+    """(what, section, runs, which run this model is) after --seeds or --folds, else None."""
+    if meta.get("seeds"):
+        section = meta["seeds"]
+        return (f"seeds {', '.join(map(str, section['seeds']))}", section, len(section["seeds"]),
+                f"seed {section['chosen_seed']}")
+    if meta.get("folds"):
+        section = meta["folds"]
+        return (f"{section['folds']}-fold cross-validation, out-of-fold predictions in {section['predictions_file']}",
+                section, section["folds"], f"fold {section['chosen_fold']}")
+    return None

@@ -8,6 +8,8 @@ import html
 import json
 from pathlib import Path
 
+from bertkit.reporting.card_results import repeats
+
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:.5em 0}code{background:#f3f3f3}"""
@@ -42,14 +44,15 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
 
 
 def _training_columns(meta: dict) -> dict[str, dict]:
-    """The saved model's dev metrics; after --seeds, also their spread over the seeds."""
-    seeds = meta.get("seeds")
-    if not seeds:
+    """The saved model's dev metrics; after --seeds or --folds, also their spread over the runs."""
+    repeated = repeats(meta)
+    if not repeated:
         return {"training dev data": meta.get("metrics") or {}}
-    summary, runs = seeds["summary"], len(seeds["seeds"])
-    return {f"training dev data (seed {seeds['chosen_seed']}, the best)": meta.get("metrics") or {},
-            **{f"{stat} over {runs} seeds" if stat == "mean" else stat: {name: values[stat] for name, values
-                                                                       in summary.items()}
+    _, section, runs, this = repeated
+    kind = this.split()[0]  # seed or fold
+    return {f"training dev data ({this}, the best)": meta.get("metrics") or {},
+            **{f"{stat} over {runs} {kind}s" if stat == "mean" else stat: {name: values[stat] for name, values
+                                                                         in section["summary"].items()}
                for stat in ("mean", "std", "min", "max")}}
 
 

@@ -76,6 +76,7 @@ class Task(ABC):
     card_text: CardText = CardText()  # the task's words and code in its model card
     names_outputs: bool = False  # its outputs are labels named in bertkit.json (a saved one without is corrupt)
     gold_fields: tuple = ()  # example fields an eval predictions row shows as the truth, as gold_<field>
+    fold_group_field: str | None = None  # examples sharing its value stay in one fold (--folds)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -168,6 +169,13 @@ class Task(ABC):
     directory_kind: str = "finetune"  # bertkit.json's "kind" of the directory it trains
     evaluate_before_training: bool = False  # score the starting model too (reported as "before")
     tunes_while_training: bool = False  # ``tune`` runs at each evaluation; the saved model's result is stored
+
+    def fold_keys(self, examples: list[dict]) -> tuple[list | None, list | None]:
+        """(stratify by, group by) for `finetune --folds`: labels to keep balanced, or sources whose
+        examples must stay on one side (``fold_group_field``, where the examples have it); (None,
+        None): a shuffled split."""
+        groups = [ex.get(self.fold_group_field) for ex in examples] if self.fold_group_field else []
+        return None, (groups if any(g is not None for g in groups) else None)
 
     def split_held_out(self, examples: list[dict], seed: int, where: str) -> tuple[list, list]:
         """(train, held-out) when no evaluation data is given; by default nothing is held out."""

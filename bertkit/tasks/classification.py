@@ -228,6 +228,9 @@ class SingleSentenceTask(Task):
     def tune(self, examples, features, outputs):
         return self.kind.tune([ex["label"] for ex in examples], self.postprocess(examples, features, outputs))
 
+    def fold_keys(self, examples):
+        return ([ex["label"] for ex in examples] if self.kind.name == "single-label" else None), None
+
     def breakdown(self, examples, predictions, metrics):
         return self.kind.breakdown([ex["label"] for ex in examples], predictions, metrics)
 

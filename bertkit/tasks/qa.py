@@ -44,7 +44,7 @@ class QuestionAnsweringTask(Task):
     summary = "answer spans"
     card_text = card_texts.QA
     targets = {"start_positions": CLASS, "end_positions": CLASS}
-    gold_fields = ("answers",)
+    gold_fields, fold_group_field = ("answers",), "context"  # a context's questions stay in one fold
     options_declared = (
         TaskOption("doc_stride", int, "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "
                    "not the step between windows; default 128)."),

@@ -56,6 +56,7 @@ class TaggingTask(Task):
     summary = "a BIO tag per word"
     card_text = card_texts.NER
     targets = {"labels": TOKEN_CLASS}
+    fold_group_field = "document"  # a CoNLL file's -DOCSTART- sections
     options_declared = (
         TaskOption("doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a "
                    "window)."),
