@@ -56,6 +56,10 @@ def test_three_folds_cover_every_example_once(tmp_path, tiny_bert, run_cli):
     assert "accuracy over 3 folds:" in stdout and "out-of-fold predictions" in stdout
     assert "fold 1: accuracy" in stderr and not (tmp_path / "model.folds").exists()
     assert "3-fold cross-validation" in (out / "README.md").read_text()
+    import yaml
+
+    config = yaml.safe_load((out / "config.yaml").read_text())  # replays the whole cross-validation
+    assert config["folds"] == 3 and config["output"] == str(out.resolve()) and config["eval_data"] is None
 
 
 def test_ner_folds_keep_each_document_whole(tmp_path, tiny_bert, run_cli):

@@ -184,9 +184,12 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
         columns[0] = used  # later chunks read the columns the first one found
         return ids, texts, pairs
 
-    total = None
+    total, whole = None, None
     if not stream.stdin:  # a bad row fails before the model loads; the count gives the progress an ETA
-        total = sum(len(rows(chunk)[0]) for chunk in stream.chunks(chunk_rows))
+        total = 0
+        for chunk in stream.chunks(chunk_rows):
+            total += len(rows(chunk)[0])
+            whole = chunk if chunk.start == 0 else None  # an input of one chunk is read once, kept from here
     settings = {**streaming.model_fingerprint(model), "pooling": embedder.spec.name, "max_length": max_length, "stride": embedder.stride,
                 "batch_size": batch_size, "normalize": normalize, "precision": precision, "threads": threads,
                 "chunk_rows": chunk_rows, "columns": [text_column, text_pair_column, id_column]}
@@ -202,7 +205,10 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
     sink = sink_for(target, vectors=True)
     embedder.quiet = True
     embedder.load()  # a model that cannot pool as asked fails before any output exists
-    summary = streaming.run(stream, lambda skip: stream.chunks(chunk_rows, skip), process, sink, target, settings,
+    def chunks(skip: int):
+        return iter([whole]) if whole is not None and skip == 0 else stream.chunks(chunk_rows, skip)
+
+    summary = streaming.run(stream, chunks, process, sink, target, settings,
                             resume=resume, total=total, label="embed", quiet=quiet,
                             writer=embedder.engine.is_main_process, long_lived=long_lived)
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,

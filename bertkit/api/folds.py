@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
 from bertkit.api.results import write_rows
-from bertkit.api.seeds import spread
+from bertkit.api.seeds import record_in_config, spread
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
@@ -77,6 +77,7 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
                "std": "sample standard deviation (n - 1)", "runs": runs, "predictions_file": OOF_FILE}
     best_dir = root / f"fold-{chosen}"
     update_meta(best_dir, {"folds": section})
+    record_in_config(best_dir, output=str(output_path), folds=folds)
     write_rows(best_dir / OOF_FILE, sorted(rows, key=lambda row: row["row"]))
     replace_dir(output_path, best_dir)
     if not keep_all:

@@ -73,7 +73,7 @@ def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all
                "runs": runs}
     best_dir = root / f"seed-{chosen}"
     update_meta(best_dir, {"seeds": section})
-    _record_seeds_in_config(best_dir, seeds, output_path)
+    record_in_config(best_dir, output=str(output_path), seed=seeds[0], seeds=",".join(map(str, seeds)))
     replace_dir(output_path, best_dir)
     if not keep_all:
         shutil.rmtree(root, ignore_errors=True)
@@ -98,10 +98,8 @@ def spread(metrics: list[dict]) -> dict:
     return summary
 
 
-def _record_seeds_in_config(directory: Path, seeds: list[int], output: Path) -> None:
-    """The chosen run's config.yaml replays the whole set (every seed), into the final --output."""
+def record_in_config(directory: Path, **values) -> None:
+    """The chosen run's config.yaml replays the whole set (every seed or fold), into the final --output."""
     path = directory / RUN_CONFIG_FILE
     if path.is_file():
-        values = read_run_config(str(path))
-        values.update(output=str(output), seed=seeds[0], seeds=",".join(map(str, seeds)))
-        write_run_config(directory, values)
+        write_run_config(directory, {**read_run_config(str(path)), **values})
