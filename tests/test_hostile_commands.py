@@ -51,6 +51,12 @@ def embed(c: Context, *extra, model=None) -> list:
     return ["embed", model or c.tiny, "--input", c.file("in.txt", TEXTS), "--output", c.tmp / "vectors.npy", *extra]
 
 
+def tune(c: Context, *extra, eval_data: bool = True) -> list:
+    data = c.file("t.csv", CLS_CSV)
+    return ["tune", "cls", "--data", data, *(["--eval-data", data] if eval_data else []), "--model", c.tiny,
+            "--output", c.tmp / "tuned", *extra]
+
+
 def model_with_user_file(c: Context, name: str, content: str) -> Path:
     """A bertkit model directory the user also keeps a data file in."""
     model = copy_model(c)
@@ -93,6 +99,17 @@ CASES = [
     Case("probe-overwrite-dir-holding-the-data",
          lambda c: ["probe", "cls", "--data", model_with_user_file(c, "train.csv", CLS_CSV) / "train.csv", "--model",
                     c.tiny, "--output", c.tmp / "cls-copy", "--overwrite"], ("inside --output",)),
+    Case("tune-no-eval-data", lambda c: tune(c, eval_data=False), ("there is none",)),
+    Case("tune-trials-zero", lambda c: tune(c, "--trials", "0"), ("--trials must be >= 1",)),
+    Case("tune-space-missing", lambda c: tune(c, "--space", c.tmp / "nope.yaml"), ("does not exist",)),
+    Case("tune-space-not-a-mapping", lambda c: tune(c, "--space", c.file("s.yaml", "- lr\n")), ("not a mapping",)),
+    Case("tune-space-unknown", lambda c: tune(c, "--space", c.file("s.yaml", "dropout: [0.1]\n")),
+         ("not a hyperparameter",)),
+    Case("tune-storage-unknown", lambda c: tune(c, "--storage", "nosuchdb://x/y"), ("cannot open the study",)),
+    Case("tune-output-is-a-file", lambda c: tune(c)[:-1] + [c.file("t.bin", "x")], ("is a file",)),
+    Case("tune-resume", lambda c: tune(c, "--resume"), ("a tune study resumes by itself",)),
+    Case("tune-config-other-task", lambda c: tune(c, "--config", c.file("r.yaml", "task: ner\n")),
+         ("is for task 'ner'",)),
     Case("probe-output-is-a-file", lambda c: probe(c)[:-1] + [c.file("p.bin", "x")], ("is a file",)),
     Case("probe-output-under-a-file", lambda c: probe(c)[:-1] + [c.file("p.txt", "x") / "m"], ("under a file",)),
     Case("probe-non-empty-without-overwrite", lambda c: probe(c)[:-1] + [c.file("d/notes.md", "x").parent],

@@ -133,7 +133,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         throughput=result.throughput, preprocessing=preprocessing, stopped_early=report.stopped_early,
         runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
     options = _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config,
-                                adapter) if task in finetune_tasks() else None
+                                adapter, "finetune" if task in finetune_tasks() else "pretrain")
     result.report = _save(engine, output_path, report, network, tokenizer, meta, options, training_results(result))
     return result
 
@@ -245,9 +245,11 @@ def _for_training(network, config: TrainConfig) -> None:
         checkpoint_attention(network)
 
 
-def _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config, adapter) -> dict:
-    """Every option of the run as `bertkit finetune --config` reads it: local paths made absolute (a
-    replay from another directory reads the same files), the task's options with their defaults."""
+def _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config, adapter,
+                      command: str) -> dict:
+    """Every option of the run as `bertkit finetune|pretrain --config` reads it: local paths made
+    absolute (a replay from another directory reads the same files), the task's options with their
+    defaults."""
     def local(path):
         found = Path(path).expanduser()
         return str(found.resolve()) if found.exists() else path
@@ -256,7 +258,7 @@ def _resolved_options(task, data, eval_data, data_dir, model, output_path, threa
     directory = registry.data_dir(data_dir) if known else data_dir and Path(data_dir)
     train = config.to_dict()
     given = train.pop("task_options")
-    task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for("finetune")}
+    task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for(command)}
     return {"task": task, "data": data if known else local(data), "eval_data": eval_data and local(eval_data),
             "data_dir": str(directory.resolve()) if directory else None, "model": local(model),
             "output": str(output_path), "threads": threads, "report_to": report_to or "none", **train, **task_options}

@@ -77,8 +77,7 @@ def eval_command(
             typer.echo(f"tuned {key} = {value} (stored with the model)")
     typer.echo(f"written to {report['written_to']}")
     if report.get("predictions_written_to"):
-        typer.echo(f"predictions (gold and predicted, one row per example) written to "
-                   f"{report['predictions_written_to']}")
+        typer.echo(f"predictions (gold and predicted, one row per example): {report['predictions_written_to']}")
 
 
 def per_type_table(per_type: dict) -> str:

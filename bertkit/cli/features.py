@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, runtime_line
-from bertkit.cli.options import Precision, command, from_dataclass, from_task, plain, split
+from bertkit.cli.options import Precision, command, config_file_parameter, from_dataclass, from_task, plain, split
 from bertkit.config import PRECISION_HELP, RunOptions, TrainConfig
 
 POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
@@ -93,6 +93,7 @@ def _pretrain_mlm(**values):
     from bertkit.engine.interrupts import TrainingInterrupted
 
     values = plain(values)
+    values.pop("config")  # read already: its values arrived as the options' defaults
     run = split(values, RunOptions)
     data, output = run.pop("data"), run.pop("output")
     from bertkit.tasks.mlm import MaskedLMTask
@@ -129,7 +130,7 @@ def _pretrain_parameters() -> list:
     from bertkit.tasks.mlm import MaskedLMTask
 
     return (from_dataclass(RunOptions, helps=PRETRAIN_HELP) + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS,
-            helps=PRETRAIN_HELP) + from_task(MaskedLMTask, "pretrain"))
+            helps=PRETRAIN_HELP) + from_task(MaskedLMTask, "pretrain") + [config_file_parameter("mlm", "pretrain")])
 
 
 class PretrainGroup(TyperGroup):
