@@ -32,6 +32,14 @@ def write_sentiment_csv(path, n: int, seed: int) -> list[dict]:
     return rows
 
 
+def write_sentiment_split(directory, train_rows: int, dev_rows: int) -> tuple:
+    """train.csv and dev.csv of sentiment rows in ``directory`` (different seeds): their paths."""
+    train, dev = directory / "train.csv", directory / "dev.csv"
+    write_sentiment_csv(train, train_rows, seed=1)
+    write_sentiment_csv(dev, dev_rows, seed=2)
+    return train, dev
+
+
 def write_pair_tsv(path, n: int, seed: int) -> None:
     rng = random.Random(seed)
     lines = ["sentence1\tsentence2\tlabel"]

@@ -9,15 +9,12 @@ import pytest
 import yaml
 
 from conftest import assert_user_error
-from test_cli_classification import write_sentiment_csv
+from test_cli_classification import write_sentiment_split
 
 
 @pytest.fixture
 def data(tmp_path):
-    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
-    write_sentiment_csv(train, 48, seed=1)
-    write_sentiment_csv(dev, 20, seed=2)
-    return train, dev
+    return write_sentiment_split(tmp_path, 48, 20)
 
 
 def test_config_yaml_round_trips_and_replays_the_run(tmp_path, tiny_bert, run_cli, data):

@@ -7,18 +7,14 @@ folds. The best fold's model is ``OUT`` (its dev fold flatters it; quote the mea
 
 from __future__ import annotations
 
-import dataclasses
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
 from bertkit.api.results import write_rows
-from bertkit.api.seeds import record_in_config, spread
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
-from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
-from bertkit.tasks import task_from_state
 
 OOF_FILE = "oof-predictions.jsonl"
 
@@ -50,13 +46,7 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
                            "drop --eval-data (score a separate test set later with `bertkit eval DIR --data`)")
     if not isinstance(folds, int) or folds < 2:
         raise BertkitError(f"--folds must be >= 2, got {folds}", "e.g. --folds 5")
-    output_path = Path(output).expanduser().resolve()
-    check_output_dir(output_path, overwrite)
-    root = folds_root(output_path)
-    check_sibling_dir(root, "the folds' runs")
-    if root.is_dir() and any(root.iterdir()) and not overwrite:
-        raise BertkitError(f"{root} holds an earlier --folds run's models", "remove it, or pass --overwrite")
-    shutil.rmtree(root, ignore_errors=True)
+    output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
     results, rows = {}, []
     for number in range(1, folds + 1):
         result = finetune(task, data, str(root / f"fold-{number}"), config=config, overwrite=True,
@@ -65,26 +55,15 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
         rows += [{**row, "fold": number} for row in result.eval_rows or []]
         if on_run is not None:
             on_run(number, result)
-    adapter = task_from_state(load_meta(results[1].output_dir)["task"])
-    main = adapter.main_metric
-    pick = max if adapter.greater_is_better else min
-    chosen = pick(results, key=lambda n: results[n].metrics[main])
+    main, chosen = choose_best(results)
     runs = [{"fold": n, "metrics": r.metrics, "eval_examples": r.eval_examples, "best_epoch": r.best_epoch,
              "train_seconds": r.throughput.get("train_seconds")} for n, r in results.items()]
     section = {"folds": folds, "chosen_fold": chosen, "main_metric": main, "seed": config.seed,
                "chosen_by": "the main metric on its own held-out fold (which flatters it; the mean is the honest "
-                            "number)", "summary": spread([run["metrics"] for run in runs]),
-               "std": "sample standard deviation (n - 1)", "runs": runs, "predictions_file": OOF_FILE}
-    best_dir = root / f"fold-{chosen}"
-    update_meta(best_dir, {"folds": section})
-    record_in_config(best_dir, output=str(output_path), folds=folds)
-    write_rows(best_dir / OOF_FILE, sorted(rows, key=lambda row: row["row"]))
-    replace_dir(output_path, best_dir)
-    if not keep_all:
-        shutil.rmtree(root, ignore_errors=True)
-    from bertkit.reporting.build import build_report
-
-    best = dataclasses.replace(results[chosen], output_dir=str(output_path),
-                               report=build_report(output_path, name=output_path.name))
+                            "number)", "summary": spread([run["metrics"] for run in runs]), "std": STD,
+               "runs": runs, "predictions_file": OOF_FILE}
+    write_rows(root / f"fold-{chosen}" / OOF_FILE, sorted(rows, key=lambda row: row["row"]))
+    best = keep_best(results[chosen], root / f"fold-{chosen}", output_path, root, keep_all, {"folds": section},
+                     {"folds": folds})
     return FoldsResult(best, folds, chosen, main, runs, section["summary"], str(output_path / OOF_FILE),
                        str(root) if keep_all else None)

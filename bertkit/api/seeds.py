@@ -10,18 +10,14 @@ the mean is the honest number)."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
 from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.errors import BertkitError
-from bertkit.model_dir import (check_output_dir, check_sibling_dir, load_meta, replace_dir, seeds_root, update_meta)
-from bertkit.model_dir.run_config import RUN_CONFIG_FILE, read_run_config, write_run_config
-from bertkit.tasks import task_from_state
+from bertkit.model_dir import seeds_root
 
 
 @dataclass
@@ -43,16 +39,10 @@ def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all
         raise BertkitError("--resume continues one run, not a set of seeds", "drop --resume, or drop --seeds")
     if not seeds:
         raise BertkitError("--seeds needs at least one seed", "e.g. --seeds 3")
-    output_path = Path(output).expanduser().resolve()
-    check_output_dir(output_path, overwrite)
-    root = seeds_root(output_path)
-    check_sibling_dir(root, "the seeds' runs")
-    if root.is_dir() and any(root.iterdir()) and not overwrite:
-        raise BertkitError(f"{root} holds an earlier --seeds run's models", "remove it, or pass --overwrite")
     if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
         raise BertkitError("--seeds compares runs on evaluation data, and there is none",
                            "add --eval-data FILE (a known dataset brings its dev split)")
-    shutil.rmtree(root, ignore_errors=True)
+    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
     runs, results = [], {}
     for seed in seeds:
         result = finetune(task, data, str(root / f"seed-{seed}"), config=dataclasses.replace(config, seed=seed),
@@ -63,43 +53,10 @@ def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all
                      "train_seconds": result.throughput.get("train_seconds")})
         if on_run is not None:
             on_run(seed, result)
-    adapter = task_from_state(load_meta(results[seeds[0]].output_dir)["task"])
-    main = adapter.main_metric
-    pick = max if adapter.greater_is_better else min
-    chosen = pick(seeds, key=lambda s: results[s].metrics[main])  # a tie: the first seed
+    main, chosen = choose_best(results)
     section = {"seeds": seeds, "chosen_seed": chosen, "main_metric": main, "chosen_by": "the main metric on the "
                "evaluation data (which flatters the chosen run; the mean is the honest number)",
-               "summary": spread([run["metrics"] for run in runs]), "std": "sample standard deviation (n - 1)",
-               "runs": runs}
-    best_dir = root / f"seed-{chosen}"
-    update_meta(best_dir, {"seeds": section})
-    record_in_config(best_dir, output=str(output_path), seed=seeds[0], seeds=",".join(map(str, seeds)))
-    replace_dir(output_path, best_dir)
-    if not keep_all:
-        shutil.rmtree(root, ignore_errors=True)
-    from bertkit.reporting.build import build_report
-
-    # the card and report.html were drawn for one run: drawn again with the spread over the seeds
-    best = dataclasses.replace(results[chosen], output_dir=str(output_path),
-                               report=build_report(output_path, name=output_path.name))
+               "summary": spread([run["metrics"] for run in runs]), "std": STD, "runs": runs}
+    best = keep_best(results[chosen], root / f"seed-{chosen}", output_path, root, keep_all, {"seeds": section},
+                     {"seed": seeds[0], "seeds": ",".join(map(str, seeds))})
     return SeedsResult(best, seeds, chosen, main, runs, section["summary"], str(root) if keep_all else None)
-
-
-def spread(metrics: list[dict]) -> dict:
-    """metric -> {mean, std (sample; 0 for one run), min, max} over the runs that have it."""
-    names = [name for name in metrics[0] if isinstance(metrics[0][name], (int, float))
-             and not isinstance(metrics[0][name], bool)]
-    summary = {}
-    for name in names:
-        values = [float(m[name]) for m in metrics if isinstance(m.get(name), (int, float))]
-        summary[name] = {"mean": round(statistics.fmean(values), 6),
-                         "std": round(statistics.stdev(values), 6) if len(values) > 1 else 0.0,
-                         "min": round(min(values), 6), "max": round(max(values), 6), "runs": len(values)}
-    return summary
-
-
-def record_in_config(directory: Path, **values) -> None:
-    """The chosen run's config.yaml replays the whole set (every seed or fold), into the final --output."""
-    path = directory / RUN_CONFIG_FILE
-    if path.is_file():
-        write_run_config(directory, {**read_run_config(str(path)), **values})
