@@ -54,7 +54,7 @@ class Meter(TrainerCallback):
 
     def __init__(self, collate: Callable):
         self.collate, self.active = collate, False
-        self.seconds = self.started = 0.0
+        self.seconds = self.started = self.paused = 0.0
         self.real = self.padded = self.pairs = 0
 
     def __call__(self, features):
@@ -71,7 +71,29 @@ class Meter(TrainerCallback):
         self.active, self.started = True, time.perf_counter()
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.seconds, self.active = time.perf_counter() - self.started, False
+        self.seconds, self.active = time.perf_counter() - self.started - self.paused, False
+
+
+class EpochEvaluator(TrainerCallback):
+    """bertkit's selection on the HF side: evaluate after every epoch and keep the best epoch's metrics,
+    what ``load_best_model_at_end`` gives (without its checkpoint writes, which would only slow this
+    side down). The evaluations are taken out of the Meter's training time and token counts."""
+
+    def __init__(self, evaluate: Callable, main: str, meter: Meter):
+        self.evaluate, self.main, self.meter = evaluate, main, meter
+        self.trainer, self.epochs, self.seconds = None, [], 0.0
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        started, self.meter.active = time.perf_counter(), False
+        metrics = self.evaluate(self.trainer)
+        self.meter.active = True
+        seconds = time.perf_counter() - started
+        self.meter.paused += seconds
+        self.seconds += seconds
+        self.epochs.append({"epoch": round(state.epoch, 4), "metrics": metrics})
+
+    def best(self) -> dict:
+        return max(self.epochs, key=lambda entry: entry["metrics"][self.main])
 
 
 def training_args(output_dir: str, side: str, hp: dict):
@@ -91,23 +113,28 @@ def training_args(output_dir: str, side: str, hp: dict):
 def train_and_eval(side: str, model, train_dataset, collate: Callable, hp: dict, evaluate: Callable,
                    n_train: int, n_eval: int) -> dict:
     """Trainer.train with the Meter, then ``evaluate(trainer) -> metrics`` timed; the measurement keys
-    every side returns (see benchmarks/report.py)."""
+    every side returns (see benchmarks/report.py). ``hp["select_on"]`` (a metric name): evaluate after
+    every epoch instead and report the best epoch's metrics (EpochEvaluator)."""
     from transformers import Trainer
     from transformers.trainer_callback import PrinterCallback
 
     meter = Meter(collate)
     output_dir = tempfile.mkdtemp(prefix="bertkit-bench-hf-")
     try:
+        epochs = EpochEvaluator(evaluate, hp["select_on"], meter) if hp.get("select_on") else None
         trainer = Trainer(model=model, args=training_args(output_dir, side, hp), train_dataset=train_dataset,
-                          data_collator=meter, callbacks=[meter])
+                          data_collator=meter, callbacks=[meter] + ([epochs] if epochs else []))
         trainer.remove_callback(PrinterCallback)  # it prints the final metrics even with logging off
+        if epochs:
+            epochs.trainer = trainer
         trainer.train()
         started = time.perf_counter()
-        metrics = evaluate(trainer)
-        eval_seconds = time.perf_counter() - started
+        metrics = epochs.best()["metrics"] if epochs else evaluate(trainer)
+        eval_seconds = epochs.seconds if epochs else time.perf_counter() - started
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    return {"side": side, "precision": "bf16" if RECIPES[side]["bf16"] else "no", "n_train": n_train,
+    extra = {"epochs": epochs.epochs, "best_epoch": epochs.best()["epoch"]} if epochs else {}
+    return {**extra, "side": side, "precision": "bf16" if RECIPES[side]["bf16"] else "no", "n_train": n_train,
             "n_eval": n_eval, "train_seconds": meter.seconds, "tokens": meter.real, "token_pairs": meter.pairs,
             "padding_share": 1 - meter.real / max(meter.padded, 1), "eval_seconds": eval_seconds,
             "metrics": metrics, "peak_rss_mb": peak_rss_mb()}

@@ -29,13 +29,9 @@ RARE: list = []  # set by main(): the GoEmotions labels rarest in the training r
 
 def rows(name: str, split: str, limit: int | None) -> list[dict]:
     """The examples bertkit reads (its registry and readers), so both sides see the same rows."""
-    from bertkit.data import registry
-    from bertkit.tasks import get_task_class
+    from benchmarks.hf_sequence import bertkit_rows
 
-    task_name = "pair" if name == "stsb" else "cls"
-    task = get_task_class(task_name)(None, {})
-    task.read(registry.resolve(name, "train", DATA, task_name), "train")  # the kind comes from the train split
-    return task.read(registry.resolve(name, split, DATA, task_name), "eval")[:limit]
+    return bertkit_rows(name, split, limit, "pair" if name == "stsb" else "cls")
 
 
 def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options: dict, rare: list = ()) -> dict:
@@ -71,57 +67,20 @@ def _summary(name: str, metrics: dict) -> dict:
 
 def hf_side(name: str, n_train: int, n_eval: int | None, hp: dict, rare: list = ()) -> dict:
     RARE[:] = rare
-    import numpy as np
-    from datasets import Dataset
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        set_seed,
-    )
-
-    from benchmarks.hf_trainer import prepare, train_and_eval
-    from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
-    from bertkit.metrics.regression import regression_scores
+    from benchmarks import hf_sequence
+    from bertkit.data.registry import DATASETS
     from bertkit.models import resolve_model
 
-    prepare()
-    set_seed(42)
-    path = resolve_model("minilm")
-    train, dev = rows(name, "train", n_train), rows(name, "dev", n_eval)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if name == "stsb":
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, problem_type="regression")
-        encode = lambda r: {**tokenizer(r["text"], r["text_pair"], truncation=True, max_length=128),
-                            "labels": float(r["label"])}
-    else:
-        from bertkit.data.registry import DATASETS
-
-        names = list(DATASETS["goemotions"].label_names)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=len(names), problem_type="multi_label_classification")
-        encode = lambda r: {**tokenizer(r["text"], truncation=True, max_length=128),
-                            "labels": [float(n in r["label"]) for n in names]}
-    train_ds, dev_ds = Dataset.from_list([encode(r) for r in train]), Dataset.from_list([encode(r) for r in dev])
-
-    def evaluate(trainer) -> dict:
-        output = trainer.predict(dev_ds)
-        if name == "stsb":
-            return regression_scores([r["label"] for r in dev], output.predictions[:, 0].tolist())
-        gold, probabilities = np.asarray(dev_ds["labels"], dtype=int), 1 / (1 + np.exp(-output.predictions))
-        best = tune_thresholds(gold, probabilities)["threshold"]
-        return {"at_half": multi_label_scores(gold, decide(probabilities, 0.5), names),
-                "tuned": multi_label_scores(gold, decide(probabilities, best), names), "threshold": best}
-
+    kind, labels = ("regression", None) if name == "stsb" else ("multi-label", list(DATASETS[name].label_names))
     hp = {"epochs": hp["epochs"], "batch_size": 32, "lr": hp["lr"], "warmup": 0.1, "weight_decay": 0.01, "seed": 42}
-    result = train_and_eval("hf_best", model, train_ds, DataCollatorWithPadding(tokenizer), hp, evaluate,
-                            len(train), len(dev))
+    result = hf_sequence.run("hf_best", kind, rows(name, "train", n_train), rows(name, "dev", n_eval), labels,
+                             str(resolve_model("minilm")), hp)
     metrics = result["metrics"]
     if name == "stsb":
         return {"side": "HF Trainer (run_classification recipe)", "metrics": metrics,
                 "train_seconds": result["train_seconds"]}
     return {"side": "HF Trainer (run_classification recipe)", "metrics": _summary(name, metrics["at_half"]),
-            "tuned": _summary(name, metrics["tuned"]), "tuned_threshold": metrics["threshold"],
+            "tuned": _summary(name, metrics), "tuned_threshold": metrics["threshold"],
             "train_seconds": result["train_seconds"]}
 
 
