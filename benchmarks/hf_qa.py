@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from benchmarks.hf_trainer import RECIPES, prepare, train_and_eval
+from benchmarks.hf_trainer import RECIPES, predict_in_order, prepare, train_and_eval
 
 MAX_LENGTH, STRIDE, N_BEST, MAX_ANSWER = 384, 128, 20, 30
 
@@ -118,7 +118,7 @@ def run(side: str, train_examples: list, eval_examples: list, model_path: str, h
 
     def evaluate(trainer) -> dict:
         # the Trainer drops example_id / offset_mapping from its own view; eval_ds keeps them, as in run_qa
-        start_logits, end_logits = trainer.predict(eval_ds).predictions[:2]
+        start_logits, end_logits = predict_in_order(trainer, eval_ds)[:2]
         started = time.perf_counter()
         best = loop_decode(eval_raw, eval_ds, start_logits, end_logits)
         decode_seconds = time.perf_counter() - started

@@ -13,7 +13,7 @@ Scores come from bertkit's metric functions (scikit-learn underneath), the same 
 
 from __future__ import annotations
 
-from benchmarks.hf_trainer import prepare, train_and_eval
+from benchmarks.hf_trainer import predict_in_order, prepare, train_and_eval
 
 MAX_LENGTH = 128  # run_glue's max_seq_length default
 
@@ -39,7 +39,6 @@ def run(side: str, kind: str, train: list, dev: list, labels: list | None, model
     """Train on ``train`` and score ``dev`` (rows with "text", optional "text_pair", "label"); ``labels``:
     the class names in bertkit's order (None for regression)."""
     import numpy as np
-    from datasets import Dataset
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, set_seed
 
     from bertkit.metrics.classification import classification_scores
@@ -64,16 +63,18 @@ def run(side: str, kind: str, train: list, dev: list, labels: list | None, model
         pair = (row["text"], row["text_pair"]) if row.get("text_pair") is not None else (row["text"],)
         return {**tokenizer(*pair, truncation=True, max_length=MAX_LENGTH), "labels": target(row["label"])}
 
-    train_ds, dev_ds = Dataset.from_list([encode(r) for r in train]), Dataset.from_list([encode(r) for r in dev])
+    # plain lists, not datasets.Dataset.from_list: Arrow infers int8 for 0/1 columns, and an int8
+    # attention mask is taken for an additive one in transformers 5.x (every token attended; chance scores)
+    train_ds, dev_ds = [encode(r) for r in train], [encode(r) for r in dev]
 
     def evaluate(trainer) -> dict:
-        output = trainer.predict(dev_ds).predictions
+        output = predict_in_order(trainer, dev_ds)
         if kind == "regression":
             return regression_scores([r["label"] for r in dev], output[:, 0].tolist())
         if kind == "single":
             return classification_scores([labels.index(r["label"]) for r in dev], output.argmax(-1).tolist(),
                                          len(labels))
-        gold, probabilities = np.asarray(dev_ds["labels"], dtype=int), 1 / (1 + np.exp(-output))
+        gold, probabilities = np.asarray([row["labels"] for row in dev_ds], dtype=int), 1 / (1 + np.exp(-output))
         best = float(tune_thresholds(gold, probabilities)["threshold"])
         return {**multi_label_scores(gold, decide(probabilities, best), labels), "threshold": best,
                 "at_half": multi_label_scores(gold, decide(probabilities, 0.5), labels)}

@@ -110,6 +110,31 @@ def training_args(output_dir: str, side: str, hp: dict):
         save_strategy="no", eval_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, **extra)
 
 
+def predict_in_order(trainer, dataset):
+    """``trainer.predict(dataset).predictions`` in the dataset's row order. With
+    ``train_sampling_strategy="group_by_length"`` transformers 5.x length-groups the *evaluation*
+    batches too (Trainer._get_eval_sampler: a seeded LengthGroupedSampler), so predictions come back
+    shuffled; that sampler is rebuilt with the same seed to put them back. Labels, where the rows
+    have them, prove the order."""
+    import numpy as np
+
+    output = trainer.predict(dataset)
+    sampler = trainer._get_eval_sampler(dataset)
+    order = np.asarray(list(sampler)) if sampler is not None else np.arange(len(dataset))
+    if sorted(order.tolist()) != list(range(len(dataset))):
+        raise AssertionError("the evaluation sampler is not a permutation of the rows")
+    back = np.argsort(order)
+    predictions = output.predictions
+    predictions = tuple(p[back] for p in predictions) if isinstance(predictions, tuple) else predictions[back]
+    if output.label_ids is not None and not isinstance(output.label_ids, tuple):
+        rows = [dataset[i]["labels"] for i in range(len(dataset))]
+        restored = output.label_ids[back]
+        if not np.allclose(np.asarray(rows, dtype=float).reshape(len(rows), -1),
+                           np.asarray(restored, dtype=float).reshape(len(rows), -1)):
+            raise AssertionError("predictions could not be put back in row order")
+    return predictions
+
+
 def train_and_eval(side: str, model, train_dataset, collate: Callable, hp: dict, evaluate: Callable,
                    n_train: int, n_eval: int) -> dict:
     """Trainer.train with the Meter, then ``evaluate(trainer) -> metrics`` timed; the measurement keys

@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="e.g. sst2.train=none (the whole split), mrpc.seeds=5, conll.epochs=3")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness, measures nothing")
     parser.add_argument("--out-dir", default=str(RESULTS))
+    parser.add_argument("--merge", metavar="JSON", help="an earlier reproduce.json whose sides not run now are "
+                        "kept (each side records the commit and machine it ran on)")
     args = parser.parse_args(argv)
     plans = {key: PLANS[key] for key in args.only.split(",")}
     for item in (x for s in args.set for x in s.split(",")):
@@ -201,10 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         for side in args.sides.split(","):
             log(f"{key}: {side} ({plan.seeds} seed(s), {plan.epochs:g} epoch(s))")
             fn = bertkit_side if side == "bertkit" else hf_side
-            entry["sides"][side] = run_isolated(fn, key, dataclasses.asdict(plan), n_eval)
+            entry["sides"][side] = {**run_isolated(fn, key, dataclasses.asdict(plan), n_eval),
+                                    "commit": report["machine"]["git_commit"][:10], "date": report["machine"]["date"]}
             if "error" in entry["sides"][side]:
                 log(f"{key}: {side} failed: {entry['sides'][side]['error']}")
     report.update(load_average_end=load_average(), suite_seconds=time.perf_counter() - started)
+    if args.merge:
+        merge(report, json.loads(Path(args.merge).read_text()))
     name = "reproduce-quick" if args.quick else "reproduce"
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +217,32 @@ def main(argv: list[str] | None = None) -> int:
     (out / f"{name}.md").write_text(markdown(report))
     print(markdown(report))
     return 0
+
+
+def merge(report: dict, earlier: dict) -> None:
+    """Keep the earlier run's sides (and tasks) that this run did not measure, marked with their
+    own commit and date, so one table shows which code produced which number."""
+    for key, entry in earlier["tasks"].items():
+        target = report["tasks"].setdefault(key, {"plan": entry["plan"], "sides": {}})
+        if target["plan"] != entry["plan"]:
+            raise SystemExit(f"--merge: {key} was run with another plan; rerun both sides")
+        for side, result in entry["sides"].items():
+            if side not in target["sides"]:
+                target["sides"][side] = {"commit": earlier["machine"]["git_commit"][:10],
+                                         "date": earlier["machine"]["date"], **result}
+    report["merged_from"] = {"commit": earlier["machine"]["git_commit"][:10], "date": earlier["machine"]["date"],
+                             "suite_seconds": earlier.get("suite_seconds")}
+    report["tasks"] = {key: report["tasks"][key] for key in PLANS if key in report["tasks"]}
+
+
+def provenance(report: dict) -> str:
+    here = report["machine"]["git_commit"][:10], report["machine"]["date"]
+    groups: dict = {}
+    for key, entry in report["tasks"].items():
+        for side, result in entry["sides"].items():
+            groups.setdefault((result.get("commit", here[0]), result.get("date", here[1])[:16]), []).append(
+                f"{key} {side}")
+    return "; ".join(f"commit {commit} at {date}: {', '.join(runs)}" for (commit, date), runs in groups.items())
 
 
 def markdown(report: dict) -> str:
@@ -226,6 +257,7 @@ def markdown(report: dict) -> str:
             f"suite {report.get('suite_seconds', 0) / 60:.0f} min",
             f"- recipe, both sides: batch {RECIPE['batch_size']}, lr {RECIPE['lr']}, warmup {RECIPE['warmup']}, "
             f"weight decay {RECIPE['weight_decay']}, seeds {', '.join(map(str, SEEDS))} (first n), best epoch on dev",
+            f"- which run measured what: {provenance(report)}",
             "", table(report), "",
             "mean ± sample standard deviation over the seeds, in percent (QA: SQuAD's own percent). Wall: the "
             "process that ran every seed of the row, loading and every evaluation included."]
