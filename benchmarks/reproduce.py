@@ -208,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in entry["sides"][side]:
                 log(f"{key}: {side} failed: {entry['sides'][side]['error']}")
     report.update(load_average_end=load_average(), suite_seconds=time.perf_counter() - started)
-    if args.merge:
-        merge(report, json.loads(Path(args.merge).read_text()))
     name = "reproduce-quick" if args.quick else "reproduce"
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1))  # first as measured: a failed merge loses nothing
+    if args.merge:
+        merge(report, json.loads(Path(args.merge).read_text()))
+        (out / f"{name}.json").write_text(json.dumps(report, indent=1))
     (out / f"{name}.md").write_text(markdown(report))
     print(markdown(report))
     return 0
@@ -224,7 +225,7 @@ def merge(report: dict, earlier: dict) -> None:
     own commit and date, so one table shows which code produced which number."""
     for key, entry in earlier["tasks"].items():
         target = report["tasks"].setdefault(key, {"plan": entry["plan"], "sides": {}})
-        if target["plan"] != entry["plan"]:
+        if json.loads(json.dumps(target["plan"])) != entry["plan"]:  # tuples came back from JSON as lists
             raise SystemExit(f"--merge: {key} was run with another plan; rerun both sides")
         for side, result in entry["sides"].items():
             if side not in target["sides"]:

@@ -122,7 +122,8 @@ class RepeatOptions:
     """One recipe trained several times (bertkit.api.seeds): the spread says how sure a number is."""
 
     seeds: str | None = option(None, "Train once per seed: a count (3: --seed and the next two) or a list "
-                                     "(42,43,44); prints mean ± std; the best run's model is the output.")
+                                     "(42,43,44); prints mean ± std; the best run's model is the output. With --threads T, "
+                                     "cores/T seeds train at once.")
     folds: int | None = option(None, "k-fold cross-validation on --data (no dev split needed): K runs, "
                                      "out-of-fold predictions, mean ± std; the best fold's model is the output.")
     keep_all: bool = option(False, "With --seeds/--folds: keep every run's model in <output>.seeds/ or .folds/ "

@@ -18,3 +18,6 @@ class BertkitError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+    def __reduce__(self):  # whole across processes (a --seeds run in a child process), hint included
+        return type(self), (self.message, self.hint)

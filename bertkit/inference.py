@@ -34,7 +34,8 @@ def score(engine, adapter, network, examples, features, batch_size, pad_token_id
     breakdown for the figures. ``apply_tuned``: the metrics are those at the tuned settings (the
     task's options are left as they were)."""
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                           pad_token_id, description="eval")
+                           pad_token_id, description="eval", targets=adapter.targets)
+    loss = outputs.pop("loss", None)
     tuned = adapter.tune(examples, features, outputs) if tune else {}
     kept_options = dict(adapter.options)
     if apply_tuned:
@@ -44,7 +45,10 @@ def score(engine, adapter, network, examples, features, batch_size, pad_token_id
     finally:
         adapter.options.clear()
         adapter.options.update(kept_options)  # the same dict: a task's parts may hold it
-    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in adapter.metrics(examples, predictions).items()}
+    metrics = adapter.metrics(examples, predictions)
+    if loss is not None and "loss" not in metrics:  # the model's own loss on these examples (HF's eval_loss)
+        metrics["loss"] = loss
+    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in metrics.items()}
     if keep is not None:
         keep["predictions"] = predictions
         keep["details"] = adapter.breakdown(examples, predictions, metrics)

@@ -119,3 +119,52 @@ def test_qa_predictions_file_scores_to_eval_with_the_official_formulas(trained, 
     assert 0 < sum(exact) < len(rows), "all right or all wrong: the comparison would prove little"
     assert report["metrics"]["exact_match"] == pytest.approx(100 * sum(exact) / len(rows), abs=1e-4)
     assert report["metrics"]["f1"] == pytest.approx(100 * sum(f1) / len(rows), abs=1e-4)
+
+
+def _mean_cross_entropy(model_dir, texts, gold) -> float:
+    """The evaluation loss by hand: plain transformers, one row at a time, fp32."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    losses = []
+    with torch.no_grad():
+        for text, label in zip(texts, gold):
+            logits = model(**tokenizer(text, return_tensors="pt")).logits.float()
+            losses.append(float(torch.nn.functional.cross_entropy(logits, torch.tensor([model.config.label2id[label]]))))
+    return sum(losses) / len(losses)
+
+
+def test_eval_reports_the_evaluation_loss_the_model_gives_row_by_row(models):
+    """The loss over the evaluated rows equals the mean cross-entropy computed row by row with plain
+    transformers (batch means weighted by their rows: the same mean), and lands in results.json."""
+    import csv
+
+    from bertkit import api
+
+    report = api.evaluate(str(models / "cls"), str(models / "cls-dev.csv"), precision="no",
+                          output=str(models / "cls-loss.json"))
+    with open(models / "cls-dev.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    expected = _mean_cross_entropy(str(models / "cls"), [r["text"] for r in rows], [r["label"] for r in rows])
+    assert report["metrics"]["loss"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    assert json.loads((models / "cls" / "results.json").read_text())["cls_loss_loss"] == report["metrics"]["loss"]
+    trained_metrics = json.loads((models / "cls" / "bertkit.json").read_text())["metrics"]
+    assert trained_metrics["loss"] > 0  # finetune's own evaluations report it too
+
+
+def test_eval_loss_for_tagging_and_qa(models, trained):
+    """NER and QA evaluation data carry their targets too (first sub-words; the first answer's span),
+    so their loss is reported."""
+    from bertkit import api
+
+    ner = api.evaluate(str(models / "ner"), str(models / "ner-dev.txt"), precision="no",
+                       output=str(models / "ner-loss.json"))["metrics"]
+    assert 0 < ner["loss"] < 1.9  # ln(7 tags) = 1.95: a model that guesses uniformly
+    from hostile import QA_JSONL
+
+    path = models / "qa.jsonl"
+    path.write_text(QA_JSONL)
+    qa = api.evaluate(trained("qa"), str(path), precision="no", output=str(models / "qa-loss.json"))["metrics"]
+    assert qa["loss"] > 0

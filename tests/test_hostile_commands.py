@@ -37,6 +37,14 @@ def with_onnx(c: Context, content: bytes) -> Path:
     return model
 
 
+def with_openvino(c: Context, xml: str) -> Path:
+    model = copy_model(c)
+    (model / "openvino").mkdir()
+    (model / "openvino" / "model.xml").write_text(xml)
+    (model / "openvino" / "model.bin").write_bytes(b"\x00" * 16)
+    return model
+
+
 def probe(c: Context, *extra) -> list:
     return ["probe", "cls", "--data", c.file("t.csv", CLS_CSV), "--model", c.tiny, "--output", c.tmp / "probe",
             *extra]
@@ -186,6 +194,18 @@ CASES = [
                                                                              c.file("e.csv", CLS_CSV)])[1])(
              with_onnx(c, b"old")), ("holds files an export did not write (notes.txt)",)),
     Case("export-unknown-format", lambda c: ["export", "tflite", c.trained("cls")], ("No such command",)),
+    Case("export-openvino-missing-dir", lambda c: ["export", "openvino", c.tmp / "nowhere"], ("not found",)),
+    Case("export-openvino-samples-zero", lambda c: ["export", "openvino", c.trained("cls"), "--samples", "0"],
+         ("--samples",)),
+    Case("export-user-file-in-openvino-dir",
+         lambda c: (lambda m: ((m / "openvino" / "notes.txt").write_text("mine"),
+                               ["export", "openvino", m, "--data", c.file("e.csv", CLS_CSV)])[1])(
+             with_openvino(c, "<net/>")), ("holds files an export did not write (notes.txt)",)),
+    Case("predict-openvino-garbage", lambda c: ["predict", with_openvino(c, "<not a model"), "--input",
+                                                c.file("in.txt", TEXTS), "--backend", "openvino"], ("model.xml",)),
+    Case("predict-openvino-int8-not-exported", lambda c: ["predict", with_openvino(c, "<net/>"), "--input",
+                                                          c.file("in.txt", TEXTS), "--backend", "openvino-int8"],
+         ("bertkit export openvino",)),
     Case("predict-onnx-garbage", lambda c: ["predict", with_onnx(c, b"\x00garbage" * 10), "--input",
                                             c.file("in.txt", TEXTS), "--backend", "onnx"], ("model.onnx",)),
     Case("predict-onnx-truncated", lambda c: ["predict", with_onnx(c, b"\x08\x07\x12\x07pytorch"), "--input",

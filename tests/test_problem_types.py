@@ -85,7 +85,7 @@ def test_regression_saves_plain_transformers_and_predicts_numbers(regression_mod
     assert set(meta["metrics"]) >= {"pearson", "spearman", "pearson_spearman_mean", "mse"}
     config = AutoConfig.from_pretrained(model)
     assert config.problem_type == "regression" and config.num_labels == 1
-    code, out, err = run_cli("predict", model, "--input", regression_model / "dev.tsv")
+    code, out, err = run_cli("predict", model, "--input", regression_model / "dev.tsv", "--precision", "no")
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 32 and all(isinstance(row["score"], float) and "label" not in row for row in rows)
@@ -115,7 +115,7 @@ def test_a_json_list_of_labels_is_multi_label(multi_label_model, run_cli):
     assert meta["task"]["labels"] == ["anger", "fear", "joy"]
     assert set(meta["metrics"]) >= {"micro_f1", "macro_f1", "weighted_f1", "subset_accuracy", "example_f1"}
     assert AutoConfig.from_pretrained(model).problem_type == "multi_label_classification"
-    code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl")
+    code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl", "--precision", "no")
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     assert [row["id"] for row in rows] == [f"c{i}" for i in range(32)]
@@ -152,7 +152,7 @@ def test_eval_tunes_the_threshold_and_stores_it_only_from_its_own_dev_data(multi
     assert code == 0, err
     per_label = json.loads((model / "bertkit.json").read_text())["task"]["options"]["thresholds"]
     assert len(per_label) == 3 and all(0 < t < 1 for t in per_label)
-    code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl")
+    code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl", "--precision", "no")
     cut = dict(zip(["anger", "fear", "joy"], per_label))
     for row in map(json.loads, out.splitlines()):
         assert set(row["labels"]) == {name for name, p in row["probabilities"].items() if p >= cut[name]}
@@ -254,7 +254,7 @@ def test_scaled_targets_are_folded_into_the_saved_head(tmp_path, tiny_bert, run_
     assert code == 0, err
     options = json.loads((tmp_path / "scaled" / "bertkit.json").read_text())["task"]["options"]
     assert "target_scaling" not in options and options["scaled_targets"]["std"] > 1  # scores 0-5: std about 2
-    code, out, err = run_cli("predict", tmp_path / "scaled", "--input", regression_model / "dev.tsv")
+    code, out, err = run_cli("predict", tmp_path / "scaled", "--input", regression_model / "dev.tsv", "--precision", "no")
     rows = [json.loads(line) for line in out.splitlines()]
     mean = options["scaled_targets"]["mean"]
     assert abs(np.mean([r["score"] for r in rows]) - mean) < 1.5  # the original scale, not z-scores near 0

@@ -285,7 +285,7 @@ def test_qa_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "metrics.json")
     assert code == 0, stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
-    assert report["examples"] == 24 and report["tuned"] == {} and set(report["metrics"]) == {"exact_match", "f1"}
+    assert report["examples"] == 24 and report["tuned"] == {} and set(report["metrics"]) == {"exact_match", "f1", "loss"}
 
     questions = [{"question": "who lives in paris ?", "context": "the city is great , john lives in paris ."},
                  {"id": "x", "question": "who lives in london ?",

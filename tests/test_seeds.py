@@ -87,3 +87,35 @@ def test_seeds_need_evaluation_data(tmp_path, tiny_bert, run_cli, data):
     assert_user_error(run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
                               "--seeds", 2), "there is none")
     assert not out.exists()
+
+
+def test_seeds_train_side_by_side_when_threads_leave_cores_and_match_single_runs(tmp_path, tiny_bert, data):
+    """--threads 1 on a machine with 2+ cores: the seeds run at once in their own processes, and each
+    gives exactly the numbers of the same seed trained alone."""
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.engine.threads import usable_cores
+
+    if usable_cores() < 2:
+        pytest.skip("one usable core: the seeds run one after another")
+    train, dev = data
+    config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=32)
+    together = api.finetune_seeds("cls", str(train), str(tmp_path / "together"), [7, 8], config=config,
+                                  model=str(tiny_bert), eval_data=str(dev), threads=1)
+    section = json.loads((tmp_path / "together" / "bertkit.json").read_text())["seeds"]
+    assert section["parallel"] == 2 and [run["seed"] for run in together.runs] == [7, 8]
+    import dataclasses
+
+    for run in together.runs:
+        alone = api.finetune("cls", str(train), str(tmp_path / f"alone-{run['seed']}"), model=str(tiny_bert),
+                             eval_data=str(dev), threads=1, config=dataclasses.replace(config, seed=run["seed"]))
+        assert run["metrics"] == alone.metrics and run["train_loss"] == alone.history[-1]["train_loss"]
+
+
+def test_a_user_error_crosses_processes_whole():
+    import pickle
+
+    from bertkit.errors import BertkitError
+
+    error = pickle.loads(pickle.dumps(BertkitError("bad column", "name it with --text-column")))
+    assert (error.message, error.hint) == ("bad column", "name it with --text-column")

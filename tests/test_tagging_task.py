@@ -164,7 +164,7 @@ def test_ner_finetune_eval_predict(tmp_path, tiny_bert, run_cli, monkeypatch):
     assert code == 0, stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["examples"] == 40 and report["metrics"]["f1"] == pytest.approx(meta["metrics"]["f1"], abs=1e-6)
-    assert set(report["metrics"]) == {"precision", "recall", "f1", "token_accuracy", "per_type"}
+    assert set(report["metrics"]) == {"precision", "recall", "f1", "token_accuracy", "per_type", "loss"}
     assert set(report["metrics"]["per_type"]) == {"PER", "LOC", "ORG"}
     assert "f1 " in stdout and "per_type" not in stdout
 

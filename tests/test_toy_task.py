@@ -144,5 +144,9 @@ def test_serve_answers_like_predict(toy_model, toy_files, run_cli):
     assert code == 0, err
     predicted = [json.loads(line) for line in out.splitlines()]
     assert [r["negated"] for r in served] == [r["negated"] for r in predicted]
+    from bertkit.engine.precision import resolve
+
+    # bf16 (auto on a CPU with native bf16) rounds differently in another batch's padding
+    close = 2e-2 if resolve("auto", "cpu")[0] == "bf16" else 1e-5
     for a, b in zip(served, predicted):
-        assert a["probability"] == pytest.approx(b["probability"], abs=1e-5)
+        assert a["probability"] == pytest.approx(b["probability"], abs=close)

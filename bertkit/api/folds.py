@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.finetuning import FinetuneResult
+from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
 from bertkit.api.results import write_rows
 from bertkit.config import TrainConfig
@@ -48,13 +49,15 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
         raise BertkitError(f"--folds must be >= 2, got {folds}", "e.g. --folds 5")
     output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
     results, rows = {}, []
-    for number in range(1, folds + 1):
-        result = finetune(task, data, str(root / f"fold-{number}"), config=config, overwrite=True,
-                          fold=(number - 1, folds), **options)
+    jobs = {f"fold {n}": dict(task=task, data=data, output=str(root / f"fold-{n}"), config=config, overwrite=True,
+                              fold=(n - 1, folds), **options) for n in range(1, folds + 1)}
+    for name, result in run_all(jobs, parallel_runs(folds, options.get("threads"))):
+        number = int(name.split()[1])
         results[number] = result
         rows += [{**row, "fold": number} for row in result.eval_rows or []]
         if on_run is not None:
             on_run(number, result)
+    results = dict(sorted(results.items()))  # in fold order, however they finished
     main, chosen = choose_best(results)
     runs = [{"fold": n, "metrics": r.metrics, "eval_examples": r.eval_examples, "best_epoch": r.best_epoch,
              "train_seconds": r.throughput.get("train_seconds")} for n, r in results.items()]

@@ -23,14 +23,19 @@ from bertkit.errors import BertkitError
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 
 
 class Predictor:
     def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = 64, precision: str = "auto",
                  quiet: bool = False, threads: int | None = None, **options):
-        if backend not in BACKENDS:
-            raise BertkitError(f"unknown --backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+        if backend not in BACKENDS + ("auto",):
+            raise BertkitError(f"unknown --backend {backend!r}", f"use one of auto, {', '.join(BACKENDS)}")
+        self.backend_reason = None
+        if backend == "auto":
+            from bertkit.export.runtime import fastest_backend
+
+            backend, self.backend_reason = fastest_backend(model_dir)
         if batch_size < 1:
             raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", "use a positive batch size")
         self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
@@ -43,12 +48,12 @@ class Predictor:
         self.adapter.options.update(given)
         self.adapter.check_options()
         if backend != "torch":
-            from bertkit.export.runtime import onnx_file
+            from bertkit.export.runtime import exported_file
 
-            if precision not in ("no", "auto"):  # ONNX runs in fp32 (or int8)
+            if precision not in ("no", "auto"):  # the exported runtimes choose their own (fp32, bf16, int8)
                 raise BertkitError(f"--precision {precision} applies to the torch backend only",
-                                   "drop --precision (use --backend onnx-int8 for a smaller, faster model)")
-            onnx_file(self.model_dir, quantized=backend == "onnx-int8")  # exported? checked before any work
+                                   "drop --precision (an exported backend picks its own; see README)")
+            exported_file(self.model_dir, backend)  # exported? checked before any work
         self.precision, self.quiet, self.threads = precision, quiet, threads
         self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
@@ -65,10 +70,9 @@ class Predictor:
             self.engine, self.network, self.tokenizer = load_for_inference(self.model_dir, self.adapter,
                                                                             self.precision, self.threads)
         else:
-            from bertkit.export.runtime import load_onnx_runner
+            from bertkit.export.runtime import load_runner
 
-            self.engine, self.tokenizer = load_onnx_runner(self.model_dir, self.adapter,
-                                                           quantized=self.backend == "onnx-int8")
+            self.engine, self.tokenizer = load_runner(self.model_dir, self.backend)
         self.engine.quiet = self.quiet
         self.timings["load_seconds"] = time.perf_counter() - started
         return self
@@ -109,15 +113,20 @@ class Predictor:
         return rows
 
     def runtime(self) -> dict:
-        """Precision (and why) and threads of the torch backend; empty before loading or for ONNX."""
+        """Precision (and why) and threads of the torch backend; an exported backend's precision (what
+        its runtime computes in); empty before loading."""
         runtime = getattr(self.engine, "runtime", None)
-        return runtime(self.precision) if callable(runtime) else {}
+        if callable(runtime):
+            return runtime(self.precision)
+        if self.engine is None:
+            return {}
+        return {"precision": self.engine.precision, "backend": self.backend, "backend_reason": self.backend_reason}
 
     def info(self) -> dict:
         meta = self.meta
         return {"model": Path(self.model_dir).name, "task": self.adapter.name, "labels": self.adapter.labels,
                 "max_length": self.adapter.max_length, "base_model": meta.get("base_model"),
-                "metrics": meta.get("metrics"), "backend": self.backend,
+                "metrics": meta.get("metrics"), "backend": self.backend, "backend_reason": self.backend_reason,
                 "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}}
 
 

@@ -2,17 +2,19 @@
 their spread (mean, sample standard deviation, min, max), the best run's model as the output.
 
 A number from one seed on a small dev set says little (BERT on MRPC: a standard deviation of
-several points across seeds); the spread says how much. The runs go one after another, each a
-whole ``finetune`` into ``OUT.seeds/seed-S``; the best by the task's main metric on the dev data
-is moved to ``OUT`` (the choice is made on the dev data, which flatters the chosen run a little:
-the mean is the honest number)."""
+several points across seeds); the spread says how much. Each run is a whole ``finetune`` into
+``OUT.seeds/seed-S``, one after another, or side by side in their own processes when ``--threads``
+leaves cores for several (bertkit.api.parallel_runs); the best by the task's main metric on the dev
+data is moved to ``OUT`` (the choice is made on the dev data, which flatters the chosen run a
+little: the mean is the honest number)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
-from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.finetuning import FinetuneResult
+from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
 from bertkit.config import TrainConfig
 from bertkit.data import registry
@@ -43,20 +45,23 @@ def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all
         raise BertkitError("--seeds compares runs on evaluation data, and there is none",
                            "add --eval-data FILE (a known dataset brings its dev split)")
     output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
-    runs, results = [], {}
-    for seed in seeds:
-        result = finetune(task, data, str(root / f"seed-{seed}"), config=dataclasses.replace(config, seed=seed),
-                          overwrite=True, **options)
+    parallel = parallel_runs(len(seeds), options.get("threads"))
+    jobs = {f"seed {seed}": dict(task=task, data=data, output=str(root / f"seed-{seed}"), overwrite=True,
+                                 config=dataclasses.replace(config, seed=seed), **options) for seed in seeds}
+    results = {}
+    for name, result in run_all(jobs, parallel):
+        seed = int(name.split()[1])
         results[seed] = result
-        runs.append({"seed": seed, "metrics": result.metrics, "best_epoch": result.best_epoch,
-                     "best_step": result.best_step, "train_loss": result.history[-1].get("train_loss"),
-                     "train_seconds": result.throughput.get("train_seconds")})
         if on_run is not None:
             on_run(seed, result)
+    results = {seed: results[seed] for seed in seeds}  # in the order given, however they finished
+    runs = [{"seed": seed, "metrics": result.metrics, "best_epoch": result.best_epoch, "best_step": result.best_step,
+             "train_loss": result.history[-1].get("train_loss"), "train_seconds": result.throughput.get("train_seconds")}
+            for seed, result in results.items()]
     main, chosen = choose_best(results)
     section = {"seeds": seeds, "chosen_seed": chosen, "main_metric": main, "chosen_by": "the main metric on the "
                "evaluation data (which flatters the chosen run; the mean is the honest number)",
-               "summary": spread([run["metrics"] for run in runs]), "std": STD, "runs": runs}
+               "summary": spread([run["metrics"] for run in runs]), "std": STD, "runs": runs, "parallel": parallel}
     best = keep_best(results[chosen], root / f"seed-{chosen}", output_path, root, keep_all, {"seeds": section},
                      {"seed": seeds[0], "seeds": ",".join(map(str, seeds))})
     return SeedsResult(best, seeds, chosen, main, runs, section["summary"], str(root) if keep_all else None)

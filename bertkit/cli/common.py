@@ -15,8 +15,10 @@ RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  
 
 def runtime_line(runtime: dict) -> str:
     """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
-    if not runtime:  # the ONNX backend
+    if not runtime:
         return ""
+    if "backend" in runtime:  # an exported backend: its runtime chose the precision
+        return f"backend: {runtime['backend']} ({runtime['precision']})"
     line = (f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
             f"thread{'s' if runtime['threads'] != 1 else ''}")
     return line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")

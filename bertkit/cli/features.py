@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, runtime_line
+from bertkit.cli.common import echo_notices, format_metrics, runtime_line
 from bertkit.cli.options import Precision, command, config_file_parameter, from_dataclass, from_task, plain, split
 from bertkit.config import PRECISION_HELP, RunOptions, TrainConfig
 
@@ -73,7 +73,7 @@ def probe(
     typer.echo(f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), C {result.c:g}; "
                f"embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), fit {s['fit_seconds']:.1f}s")
     if result.metrics:
-        typer.echo(f"eval ({result.eval_examples} examples): {_format_metrics(result.metrics)}")
+        typer.echo(f"eval ({result.eval_examples} examples): {format_metrics(result.metrics)}")
     typer.echo(runtime_line(result.runtime))
     typer.echo(f"saved to {result.output_dir}")
 
@@ -114,10 +114,10 @@ def _pretrain_mlm(**values):
             typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
                        f"{stats['blocks']} blocks of at most {config.max_length or 128} tokens")
     if result.before:
-        typer.echo(f"before: held-out {_format_metrics(result.before)}")
+        typer.echo(f"before: held-out {format_metrics(result.before)}")
     for entry in result.history:
         typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
-                   (f", held-out {_format_metrics(entry['metrics'])}" if entry.get("metrics") else ""))
+                   (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else ""))
     t = result.throughput
     typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s;"
                f" pooler {result.pooler}")
@@ -216,8 +216,3 @@ def inspect_tokens(
 app.command("probe")(probe)
 app.add_typer(pretrain_app, name="pretrain")
 app.add_typer(inspect_app, name="inspect")
-
-
-def _format_metrics(metrics: dict) -> str:
-    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
-                     if not isinstance(v, dict))

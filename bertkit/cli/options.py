@@ -18,7 +18,9 @@ TASK_PANEL = "Task options"
 PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
 
 ModelDir = Annotated[str, typer.Argument(help="A directory written by `bertkit finetune`.", show_default=False)]
-Backend = Annotated[str, typer.Option(help="torch, onnx or onnx-int8 (after `bertkit export onnx`).",
+Backend = Annotated[str, typer.Option(help="torch, onnx, onnx-int8 (after `bertkit export onnx`), openvino, "
+                                           "openvino-int8 (after `bertkit export openvino`), or auto: the "
+                                           "fastest the exports measured.",
                                       rich_help_panel=INFERENCE_PANEL)]
 Precision = Enum("Precision", {name: name for name in PRECISIONS}, type=str)  # click shows the choices
 # for commands whose precision is not (yet) generated from a dataclass

@@ -21,7 +21,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface; there is no "
                                       "authentication).", rich_help_panel=SERVER_PANEL)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.", rich_help_panel=SERVER_PANEL)] = 8000,
-    backend: Backend = "torch",
+    backend: Backend = "auto",
     batch_size: Annotated[int, typer.Option(help="Largest model batch; concurrent requests are batched "
                                             "together.", rich_help_panel=LIMITS_PANEL)] = 64,
     max_wait_ms: Annotated[float, typer.Option(help="How long a request waits for others to batch with.",

@@ -32,6 +32,7 @@ from bertkit.engine.progress import progress_bar
 from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
+from bertkit.networks.losses import evaluation_loss
 from bertkit.errors import BertkitError
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -161,9 +162,12 @@ class Engine:
 
     # --- inference ----------------------------------------------------------------------------
     def infer(self, model, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
-              pad_token_id: int, description: str = "predict") -> dict:
+              pad_token_id: int, description: str = "predict", targets: dict | None = None) -> dict:
         """Model outputs for every feature, in feature order: ``{name: [np.ndarray per feature]}``.
-        Per-token outputs are trimmed to each feature's own length.
+        Per-token outputs are trimmed to each feature's own length. ``targets`` (the task's, see
+        ``Collator``), when every feature carries them: also ``"loss"``, the plain loss averaged over
+        features (networks.losses.evaluation_loss; each batch's mean weighted by its rows, as the HF
+        Trainer's eval_loss).
 
         Rank r runs the length-sorted batches r, r + world, ...: the very batches of a single
         process, so the numbers are the same, and each feature is computed exactly once."""
@@ -178,14 +182,19 @@ class Engine:
         # different numbers of batches cannot pair up.
         network = acc.unwrap_model(model)
         network.eval()
-        collate = Collator(pad_token_id)
+        targets = targets if targets and all(key in f for f in features for key in targets) else {}
+        collate = Collator(pad_token_id, targets or None)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
+        loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)
         with torch.inference_mode(), self.autocast():
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
                 batch = collate([features[j] for j in indices])
                 outputs = network(**{k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
+                if targets and mine:
+                    batch_loss = evaluation_loss(outputs, {k: batch[k].to(acc.device) for k in targets}, targets)
+                    loss += torch.stack([batch_loss.double() * len(indices), torch.tensor(float(len(indices)))])
                 for name in output_names:
                     values = outputs[name].float().cpu()
                     if not mine:
@@ -212,6 +221,9 @@ class Engine:
             for j, piece in zip(order, pieces):
                 by_feature[j] = piece
             results[name] = by_feature
+        if targets:
+            loss = acc.reduce(loss, "sum") if world > 1 else loss
+            results["loss"] = float(loss[0] / loss[1]) if loss[1] else None
         return results
 
     def _gather_rows(self, values: torch.Tensor, rows: list[int]) -> torch.Tensor:

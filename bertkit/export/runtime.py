@@ -1,5 +1,6 @@
-"""Inference with ONNX Runtime, shaped like ``Engine.infer`` so that tasks and the predictor use
-either backend unchanged: the same length-sorted batches and padding, outputs in feature order."""
+"""Inference with ONNX Runtime or OpenVINO, shaped like ``Engine.infer`` so that tasks and the
+predictor use any backend unchanged: the same length-sorted batches and padding, outputs in
+feature order. Each backend names one exported file (``bertkit export onnx|openvino [--int8]``)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,52 @@ import numpy as np
 from bertkit.engine.batching import Collator, sorted_batches
 from bertkit.errors import BertkitError
 
-ONNX_DIR = "onnx"
-FP32_FILE, INT8_FILE = "model.onnx", "model.int8.onnx"
+ONNX_DIR, OPENVINO_DIR = "onnx", "openvino"
+# backend -> (directory, file); an OpenVINO model is an .xml graph with its .bin weights beside it
+BACKEND_FILES = {
+    "onnx": (ONNX_DIR, "model.onnx"), "onnx-int8": (ONNX_DIR, "model.int8.onnx"),
+    "openvino": (OPENVINO_DIR, "model.xml"), "openvino-int8": (OPENVINO_DIR, "model.int8.xml"),
+}
 
 
-def onnx_file(model_dir, quantized: bool = False) -> Path:
-    path = Path(model_dir) / ONNX_DIR / (INT8_FILE if quantized else FP32_FILE)
+def exported_file(model_dir, backend: str) -> Path:
+    """The file ``backend`` runs, or a one-line error naming the export that writes it."""
+    directory, name = BACKEND_FILES[backend]
+    path = Path(model_dir) / directory / name
     if not path.is_file():
-        flag = " --int8" if quantized else ""
-        raise BertkitError(f"{model_dir} has no exported {'int8 ' if quantized else ''}ONNX model ({path.name})",
-                           f"run `bertkit export onnx {model_dir}{flag}` first")
+        int8 = backend.endswith("-int8")
+        shown = {"onnx": "ONNX", "openvino": "OpenVINO"}[directory]
+        raise BertkitError(f"{model_dir} has no exported {'int8 ' if int8 else ''}{shown} model ({name})",
+                           f"run `bertkit export {directory} {model_dir}{' --int8' if int8 else ''}` first")
     return path
 
 
-class OnnxRunner:
-    quiet = False
+class BatchRunner:
+    """The batching every exported backend shares; ``run(feed) -> {output name: array}`` is each one's."""
 
+    quiet = False
+    inputs: list[str] = []
+
+    def run(self, feed: dict) -> dict:
+        raise NotImplementedError
+
+    def infer(self, _network, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
+              pad_token_id: int, description: str = "predict", targets: dict | None = None) -> dict:
+        lengths = [len(f["input_ids"]) for f in features]
+        collate = Collator(pad_token_id)
+        results = {name: [None] * len(features) for name in output_names}
+        for indices in sorted_batches(lengths, batch_size):
+            batch = collate([features[j] for j in indices])
+            feed = {name: batch[name].numpy() if name in batch else np.zeros_like(batch["input_ids"].numpy())
+                    for name in self.inputs}
+            values = self.run(feed)
+            for name in output_names:
+                for row, j in enumerate(indices):
+                    results[name][j] = values[name][row, :lengths[j]] if per_token else values[name][row]
+        return results
+
+
+class OnnxRunner(BatchRunner):
     def __init__(self, path: Path, threads: int | None = None):
         try:
             import onnxruntime
@@ -43,29 +74,84 @@ class OnnxRunner:
                                "the file is damaged or incomplete: run `bertkit export onnx` again") from exc
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
+        self.path, self.precision = path, "int8" if path.name.endswith(".int8.onnx") else "fp32"
+
+    def run(self, feed: dict) -> dict:
+        return dict(zip(self.outputs, self.session.run(None, feed)))
+
+
+class OpenVinoRunner(BatchRunner):
+    """OpenVINO's CPU plugin; it computes in bf16 by itself where the CPU has native bf16
+    (avx512_bf16, AMX), which ``precision`` reports, and int8 where the graph was quantised."""
+
+    def __init__(self, path: Path, threads: int | None = None):
+        try:
+            import openvino
+        except ImportError as exc:
+            raise BertkitError("the OpenVINO backend needs openvino", "pip install 'bertkit[openvino]'") from exc
+        config = {"PERFORMANCE_HINT": "LATENCY"}  # one request at a time, every core on it
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        try:
+            self.compiled = openvino.Core().compile_model(str(path), "CPU", config)
+        except Exception as exc:  # OpenVINO raises RuntimeError for unreadable or incomplete files
+            raise BertkitError(f"{path} cannot be loaded by OpenVINO ({str(exc).strip().splitlines()[0][:120]})",
+                               "the files are damaged or incomplete: run `bertkit export openvino` again") from exc
+        self.inputs = [port.get_any_name() for port in self.compiled.inputs]
+        self.outputs = [port.get_any_name() for port in self.compiled.outputs]
+        self.request = self.compiled.create_infer_request()
+        computed = str(self.compiled.get_property("INFERENCE_PRECISION_HINT")).lower()  # "<Type: 'bfloat16'>"
         self.path = path
+        self.precision = ("int8+" if path.name.endswith(".int8.xml") else "") + ("bf16" if "bf" in computed else "fp32")
 
-    def infer(self, _network, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
-              pad_token_id: int, description: str = "predict") -> dict:
-        lengths = [len(f["input_ids"]) for f in features]
-        collate = Collator(pad_token_id)
-        results = {name: [None] * len(features) for name in output_names}
-        for indices in sorted_batches(lengths, batch_size):
-            batch = collate([features[j] for j in indices])
-            feed = {name: batch[name].numpy() if name in batch else np.zeros_like(batch["input_ids"].numpy())
-                    for name in self.inputs}
-            values = dict(zip(self.outputs, self.session.run(None, feed)))
-            for name in output_names:
-                for row, j in enumerate(indices):
-                    results[name][j] = values[name][row, :lengths[j]] if per_token else values[name][row]
-        return results
+    def run(self, feed: dict) -> dict:
+        result = self.request.infer(feed)
+        return {name: np.asarray(result[port]) for name, port in zip(self.outputs, self.compiled.outputs)}
 
 
-def load_onnx_runner(model_dir, adapter, quantized: bool = False):
+RUNNERS = {"onnx": OnnxRunner, "openvino": OpenVinoRunner}
+RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino"}
+
+
+def fastest_backend(model_dir) -> tuple[str, str]:
+    """(backend, why) for ``--backend auto``: the fastest of torch (at its default precision) and every
+    exported file whose runtime is installed, by the examples/s each export measured side by side
+    on its parity data; torch when nothing was exported."""
+    import importlib.util
+    import json
+
+    speeds, torch_speed = {}, None
+    for directory in (ONNX_DIR, OPENVINO_DIR):
+        try:
+            report = json.loads((Path(model_dir) / directory / "export.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if importlib.util.find_spec(RUNTIME_MODULES[directory]) is None:
+            continue
+        torch = report.get("torch") or {}
+        torch_speed = torch.get("auto_examples_per_second") or torch.get("examples_per_second") or torch_speed
+        for kind, suffix in (("fp32", ""), ("int8", "-int8")):
+            speed = (report.get(kind) or {}).get("examples_per_second")
+            if speed and (Path(model_dir) / directory / BACKEND_FILES[directory + suffix][1]).is_file():
+                speeds[directory + suffix] = speed
+    if not speeds or not torch_speed:
+        return "torch", "nothing exported"
+    best = max(speeds, key=speeds.get)
+    if speeds[best] <= torch_speed:
+        return "torch", f"faster than any export ({torch_speed:,.0f} vs {speeds[best]:,.0f} examples/s)"
+    return best, f"fastest export: {speeds[best]:,.0f} examples/s vs torch {torch_speed:,.0f} (export.json)"
+
+
+def make_runner(path: Path, threads: int | None = None) -> BatchRunner:
+    return RUNNERS[OPENVINO_DIR if path.suffix == ".xml" else ONNX_DIR](path, threads)
+
+
+def load_runner(model_dir, backend: str):
+    """(runner, tokenizer) for an exported backend of ``model_dir``."""
     from bertkit.models import load_config, load_tokenizer
 
-    path = onnx_file(model_dir, quantized)
+    path = exported_file(model_dir, backend)
     model_config = load_config(str(model_dir), str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
     threads = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit() else None
-    return OnnxRunner(path, threads), tokenizer
+    return make_runner(path, threads), tokenizer

@@ -32,8 +32,10 @@ class WeightedLoss(nn.Module):
         outputs = self.model(**inputs)
         if labels is not None:
             logits = outputs.logits.float()
-            outputs.loss = (multi_label_loss(logits, labels.float(), self.weight, self.gamma) if self.multi_label
-                            else class_loss(logits, labels, self.weight, self.gamma))
+            # bf16 training casts the module, buffers included: the weights go back to fp32 with the logits
+            weight = self.weight.float() if self.weight is not None else None
+            outputs.loss = (multi_label_loss(logits, labels.float(), weight, self.gamma) if self.multi_label
+                            else class_loss(logits, labels, weight, self.gamma))
         return outputs
 
 
@@ -72,3 +74,20 @@ def set_head_bias(model: nn.Module, bias) -> None:
     if heads and heads[-1].bias is not None and not heads[-1].bias.detach().any():
         with torch.no_grad():
             heads[-1].bias.copy_(bias.to(heads[-1].bias.dtype))
+
+
+def evaluation_loss(outputs, batch: dict, targets: dict):
+    """A batch's plain loss from the model's outputs, in fp32 (under bf16 autocast a model's own
+    loss would mix bf16 logits with fp32 float targets): cross-entropy for a class or a token's
+    class (-100 ignored), MSE for a number, BCE for multi-hot labels; QA: the mean of the start and
+    end positions' cross-entropies, as transformers' QA heads compute it. No class weights: the
+    same number for `bertkit eval` as for the evaluations during training."""
+    if "start_positions" in targets:
+        return (F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"]) +
+                F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])) / 2
+    logits, labels, kind = outputs["logits"].float(), batch["labels"], targets["labels"]
+    if kind == "float":
+        return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
+    if kind == "multi_hot":
+        return multi_label_loss(logits, labels.float())
+    return class_loss(logits, labels)

@@ -147,10 +147,10 @@ class QuestionAnsweringTask(Task):
             feature = {"input_ids": ids, "example_index": index, "offsets": offsets, "context_range": context_range}
             if "token_type_ids" in encoded:
                 feature["token_type_ids"] = encoded["token_type_ids"][f]
-            if train:
-                answers = examples[index]["answers"]
+            answers = examples[index].get("answers")
+            if train or (answers is not None and all(a.get("start") is not None for a in answers[:1])):  # eval: loss
                 start, end = answer_tokens(offsets, answers[0]) if answers else (0, 0)
-                outside += bool(answers) and start == 0
+                outside += train and bool(answers) and start == 0
                 feature["start_positions"], feature["end_positions"] = start, end
             features.append(feature)
         windows = defaultdict(int)

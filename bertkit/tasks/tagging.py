@@ -180,10 +180,11 @@ class TaggingTask(Task):
             cut += sum(len(tokens) > budget for tokens in encoding.word_tokens)
             for window in windows:
                 window["example_index"] = index
-                if train:
+                tags = example.get("tags")
+                if train or (tags is not None and all(tag in label_ids for tag in tags)):  # evaluation: for its loss
                     labels = [-100] * len(window["input_ids"])
                     for word, position in zip(window["words"], window["first_tokens"]):
-                        labels[position] = label_ids[example["tags"][word]]
+                        labels[position] = label_ids[tags[word]]
                     window["labels"] = labels
                 features.append(window)
         self.stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),

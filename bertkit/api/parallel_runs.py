@@ -1,0 +1,71 @@
+"""Several whole ``finetune`` runs at once (``--seeds``/``--folds`` with spare cores): each in its own
+spawned process with ``--threads`` threads, so as many run side by side as the usable cores hold.
+
+Without ``--threads`` a run takes every core and the runs go one after another: two runs sharing
+cores only slow each other down. Under ``accelerate launch`` the processes are already the ranks'.
+Each child's progress lines are prefixed with its run's name, so interleaved lines stay readable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+
+def parallel_runs(runs: int, threads: int | None) -> int:
+    """How many runs go at once: the usable cores divided by ``threads``, at most ``runs``."""
+    from bertkit.engine.threads import usable_cores
+
+    if not threads or runs < 2 or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return 1
+    return max(1, min(runs, usable_cores() // threads))
+
+
+def run_all(jobs: dict, parallel: int) -> Iterator[tuple]:
+    """``jobs``: name -> kwargs of ``finetune``; yields (name, FinetuneResult) as runs finish (in
+    order when one at a time). A child's error is raised here, as the run would have raised it."""
+    from bertkit.api.finetuning import finetune
+
+    if parallel <= 1:
+        for name, kwargs in jobs.items():
+            yield name, finetune(**kwargs)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(_child, name, kwargs): name for name, kwargs in jobs.items()}
+        try:
+            for future in concurrent.futures.as_completed(pending):
+                yield pending[future], future.result()
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _child(name: str, kwargs: dict):
+    from bertkit.api.finetuning import finetune
+
+    sys.stderr = _Prefixed(sys.stderr, f"[{name}] ")
+    return finetune(**kwargs)
+
+
+class _Prefixed:
+    """A text stream that starts every line with ``prefix`` and never redraws (not a terminal)."""
+
+    def __init__(self, stream, prefix: str):
+        self.stream, self.prefix, self.at_line_start = stream, prefix, True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            self.stream.write((self.prefix if self.at_line_start else "") + piece)
+            self.at_line_start = piece.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False  # one line per epoch (engine.progress.LineProgress), no \r bars

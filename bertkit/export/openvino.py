@@ -1,0 +1,49 @@
+"""`bertkit export openvino`: the model as OpenVINO IR (converted from bertkit's ONNX graph, dynamic
+batch and sequence), optionally quantised to int8 by NNCF's post-training quantisation (weights and
+activations, the transformer preset, calibrated on the parity batches); the checks and the parity
+report are bertkit.export.parity's. OpenVINO's CPU plugin computes the fp32 graph in bf16 by itself
+on CPUs with native bf16 (avx512_bf16, AMX); export.json says what each file computes in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.export.parity import PARITY_SAMPLES, Format, export_model
+from bertkit.export.runtime import BACKEND_FILES
+
+FP32_FILE, INT8_FILE = BACKEND_FILES["openvino"][1], BACKEND_FILES["openvino-int8"][1]
+
+
+def export_openvino(model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES,
+                    batch_size: int = 32) -> dict:
+    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size)
+
+
+def _write(model, adapter, tokenizer, staging: Path) -> None:
+    import openvino
+
+    from bertkit.export.onnx import write_onnx
+
+    graph = write_onnx(model, adapter, tokenizer, staging, name="graph.onnx")
+    try:
+        openvino.save_model(openvino.convert_model(str(graph)), str(staging / FP32_FILE), compress_to_fp16=False)
+    finally:
+        graph.unlink()
+
+
+def _quantize(staging: Path, feeds: list) -> str:
+    import logging
+
+    import nncf
+    import openvino
+
+    nncf.set_log_level(logging.ERROR)  # its progress and advice would fill the user's terminal
+    model = openvino.Core().read_model(str(staging / FP32_FILE))
+    quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
+                              subset_size=len(feeds))  # every batch (an item of the dataset is one batch)
+    openvino.save_model(quantized, str(staging / INT8_FILE), compress_to_fp16=False)
+    return (f"NNCF post-training quantisation (transformer preset): int8 weights and activations, calibrated on "
+            f"the {sum(len(feed['input_ids']) for feed in feeds)} parity examples")
+
+
+OPENVINO = Format("openvino", ("openvino", "nncf"), "openvino", _write, _quantize, companions=(".bin",))

@@ -1,0 +1,106 @@
+"""`bertkit export openvino` and `predict`/`serve --backend openvino|openvino-int8` on tiny models:
+the same parity report as ONNX (largest logit difference, main metric, speed against torch fp32),
+the same predictions, the same one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import assert_user_error
+from extras_models import train_tiny
+
+pytest.importorskip("openvino")
+pytest.importorskip("nncf")
+
+
+@pytest.fixture(scope="module")
+def cls_dir(tmp_path_factory, tiny_bert):
+    return train_tiny("cls", tmp_path_factory.mktemp("openvino-cls"), tiny_bert)
+
+
+def tolerance(entry: dict) -> float:
+    """OpenVINO computes an fp32 graph in bf16 on a CPU with native bf16: ~3 significant digits."""
+    return 0.05 if "bf16" in entry["computes_in"] else 1e-3  # fp32: its own fused kernels
+
+
+def test_predict_openvino_before_export_is_one_line(cls_dir, run_cli, tmp_path):
+    (tmp_path / "in.txt").write_text("a great film\n")
+    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "openvino-int8"),
+                      "has no exported int8 OpenVINO model", "bertkit export openvino")
+
+
+def test_export_parity_speed_and_same_predictions(cls_dir, run_cli, tmp_path):
+    from bertkit import api
+
+    code, stdout, stderr = run_cli("export", "openvino", cls_dir, "--int8")
+    assert code == 0, stderr
+    report = json.loads((cls_dir / "openvino" / "export.json").read_text())
+    assert sorted(p.name for p in (cls_dir / "openvino").iterdir()) == [
+        "export.json", "model.bin", "model.int8.bin", "model.int8.xml", "model.xml"]
+    assert report["parity_examples"] == 24 and report["torch"]["examples_per_second"] > 0
+    fp32, int8 = report["fp32"], report["int8"]
+    assert fp32["max_abs_diff"] < tolerance(fp32) and abs(fp32["delta"]) <= 1 / 24 + 1e-9
+    assert 0 < int8["max_abs_diff"] < 0.1 and abs(int8["delta"]) <= 2 / 24 + 1e-9
+    assert int8["computes_in"].startswith("int8") and "NNCF" in report["int8_method"]
+    assert fp32["speedup_vs_torch_fp32"] == pytest.approx(fp32["examples_per_second"] /
+                                                          report["torch"]["examples_per_second"], rel=0.01)
+    assert f"max abs logit diff {fp32['max_abs_diff']:.2e}" in stdout and "x torch fp32" in stdout
+
+    texts = ["the plot was awful", "a great great film", "it was poor", "very good acting", "bad"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    reference = api.predict(str(cls_dir), str(tmp_path / "in.txt"), precision="no")
+    for backend, limit in (("openvino", tolerance(fp32)), ("openvino-int8", 0.1)):
+        rows = api.predict(str(cls_dir), str(tmp_path / "in.txt"), backend=backend)
+        assert rows.runtime["backend"] == backend and [r["text"] for r in rows] == texts
+        for a, b in zip(reference, rows):
+            assert all(abs(a["probabilities"][k] - b["probabilities"][k]) <= limit for k in a["probabilities"])
+
+
+def test_export_per_token_task_and_a_damaged_file(tmp_path, tiny_bert, run_cli):
+    from bertkit import api
+
+    ner = train_tiny("ner", tmp_path / "ner", tiny_bert)
+    code, _, stderr = run_cli("export", "openvino", ner)
+    assert code == 0, stderr
+    report = json.loads((ner / "openvino" / "export.json").read_text())
+    assert report["fp32"]["max_abs_diff"] < tolerance(report["fp32"]) and "int8" not in report
+    (tmp_path / "in.txt").write_text("john lives in paris .\nmary works for google in berlin\n")
+    torch_rows = api.predict(str(ner), str(tmp_path / "in.txt"), precision="no")
+    assert [r["tags"] for r in api.predict(str(ner), str(tmp_path / "in.txt"), backend="openvino")] == \
+        [r["tags"] for r in torch_rows]
+    (ner / "openvino" / "model.bin").write_bytes(b"half a file")
+    assert_user_error(run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
+                      "cannot be loaded by OpenVINO", "bertkit export openvino")
+
+
+def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
+    """`--backend auto` (serve's default) reads the speeds each export measured side by side: the
+    fastest installed, exported file wins, torch (at its default precision) when it is faster or
+    nothing was exported."""
+    import shutil
+
+    from bertkit.api.prediction import Predictor
+    from bertkit.export.runtime import fastest_backend
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    assert fastest_backend(model)[0] == "torch"
+    (model / "openvino").mkdir()
+    for name in ("model.xml", "model.int8.xml"):
+        (model / "openvino" / name).write_text("")
+
+    def measured(torch: float, fp32: float, int8: float) -> None:
+        report = {"torch": {"examples_per_second": torch / 2, "auto_examples_per_second": torch},
+                  "fp32": {"examples_per_second": fp32}, "int8": {"examples_per_second": int8}}
+        (model / "openvino" / "export.json").write_text(json.dumps(report))
+
+    measured(100, 300, 500)
+    assert fastest_backend(model)[0] == "openvino-int8"
+    assert Predictor(str(model), backend="auto").backend == "openvino-int8"
+    (model / "openvino" / "model.int8.xml").unlink()
+    assert fastest_backend(model)[0] == "openvino"
+    measured(400, 300, 500)
+    backend, why = fastest_backend(model)
+    assert backend == "torch" and "400 vs 300" in why
