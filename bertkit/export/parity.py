@@ -65,6 +65,7 @@ def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | No
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
     source = registry.resolve(data, split, data_dir, adapter.name, command=f"export {fmt.name}")
     examples = adapter.read(source, EVAL)[:samples]
+    adapter.check_eval_examples(examples, source)  # label ids read as the model's labels, unseen ones refused
     engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", meta=meta)
     features = adapter.preprocess(examples, tokenizer, train=False)
 
