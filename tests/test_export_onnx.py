@@ -89,3 +89,15 @@ def test_export_needs_eval_data_or_data(tmp_path, tiny_bert, run_cli, capsys):
     assert code == 0, stderr
     assert "parity on 10 examples" in stdout
     assert np.isfinite(json.loads((tmp_path / "m" / "onnx" / "export.json").read_text())["fp32"]["max_abs_diff"])
+
+
+def test_export_parity_data_with_label_ids(cls_dir, run_cli, tmp_path):
+    """A GLUE-style file whose labels are the model's label ids (SST-2's 0/1) is read as eval reads
+    it (ids mapped to the model's labels), not a traceback."""
+    labels = json.loads((cls_dir / "bertkit.json").read_text())["task"]["labels"]
+    rows = [("a great great film", "pos"), ("the plot was awful", "neg"), ("very good acting", "pos")]
+    (tmp_path / "ids.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{labels.index(l)}\n" for t, l in rows))
+    code, stdout, stderr = run_cli("export", "onnx", cls_dir, "--data", tmp_path / "ids.tsv")
+    assert code == 0, stderr
+    assert "parity on 3 examples" in stdout and json.loads((cls_dir / "onnx" / "export.json").read_text())[
+        "torch"]["value"] is not None
