@@ -46,7 +46,7 @@ def score(engine, adapter, network, examples, features, batch_size, pad_token_id
         adapter.options.clear()
         adapter.options.update(kept_options)  # the same dict: a task's parts may hold it
     metrics = adapter.metrics(examples, predictions)
-    if loss is not None and "loss" not in metrics:  # the model's own loss on these examples (HF's eval_loss)
+    if loss is not None and "loss" not in metrics:  # the plain loss on these examples (HF's eval_loss)
         metrics["loss"] = loss
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in metrics.items()}
     if keep is not None:

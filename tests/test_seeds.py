@@ -119,3 +119,15 @@ def test_a_user_error_crosses_processes_whole():
 
     error = pickle.loads(pickle.dumps(BertkitError("bad column", "name it with --text-column")))
     assert (error.message, error.hint) == ("bad column", "name it with --text-column")
+
+
+def test_a_parallel_runs_lines_carry_its_name():
+    import io
+
+    from bertkit.api.parallel_runs import PrefixedStream
+
+    out = io.StringIO()
+    stream = PrefixedStream(out, "[seed 7] ")
+    stream.write("train: epoch 1")
+    stream.write(" done\neval: done\n")
+    assert out.getvalue() == "[seed 7] train: epoch 1 done\n[seed 7] eval: done\n" and not stream.isatty()

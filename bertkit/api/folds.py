@@ -49,10 +49,9 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
         raise BertkitError(f"--folds must be >= 2, got {folds}", "e.g. --folds 5")
     output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
     results, rows = {}, []
-    jobs = {f"fold {n}": dict(task=task, data=data, output=str(root / f"fold-{n}"), config=config, overwrite=True,
-                              fold=(n - 1, folds), **options) for n in range(1, folds + 1)}
-    for name, result in run_all(jobs, parallel_runs(folds, options.get("threads"))):
-        number = int(name.split()[1])
+    jobs = {n: dict(task=task, data=data, output=str(root / f"fold-{n}"), config=config, overwrite=True,
+                    fold=(n - 1, folds), **options) for n in range(1, folds + 1)}
+    for number, result in run_all(jobs, parallel_runs(folds, options.get("threads")), "fold"):
         results[number] = result
         rows += [{**row, "fold": number} for row in result.eval_rows or []]
         if on_run is not None:

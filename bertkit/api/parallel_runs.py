@@ -22,20 +22,21 @@ def parallel_runs(runs: int, threads: int | None) -> int:
     return max(1, min(runs, usable_cores() // threads))
 
 
-def run_all(jobs: dict, parallel: int) -> Iterator[tuple]:
-    """``jobs``: name -> kwargs of ``finetune``; yields (name, FinetuneResult) as runs finish (in
-    order when one at a time). A child's error is raised here, as the run would have raised it."""
+def run_all(jobs: dict, parallel: int, label: str) -> Iterator[tuple]:
+    """``jobs``: key (a seed, a fold) -> kwargs of ``finetune``; yields (key, FinetuneResult) as runs
+    finish (in order when one at a time); a child's lines are prefixed ``[label key]``. A child's
+    error is raised here, as the run would have raised it."""
     from bertkit.api.finetuning import finetune
 
     if parallel <= 1:
-        for name, kwargs in jobs.items():
-            yield name, finetune(**kwargs)
+        for key, kwargs in jobs.items():
+            yield key, finetune(**kwargs)
         return
     import concurrent.futures
     import multiprocessing
 
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = {pool.submit(_child, name, kwargs): name for name, kwargs in jobs.items()}
+        pending = {pool.submit(_child, f"[{label} {key}] ", kwargs): key for key, kwargs in jobs.items()}
         try:
             for future in concurrent.futures.as_completed(pending):
                 yield pending[future], future.result()
@@ -45,14 +46,14 @@ def run_all(jobs: dict, parallel: int) -> Iterator[tuple]:
             raise
 
 
-def _child(name: str, kwargs: dict):
+def _child(prefix: str, kwargs: dict):
     from bertkit.api.finetuning import finetune
 
-    sys.stderr = _Prefixed(sys.stderr, f"[{name}] ")
+    sys.stderr = PrefixedStream(sys.stderr, prefix)
     return finetune(**kwargs)
 
 
-class _Prefixed:
+class PrefixedStream:
     """A text stream that starts every line with ``prefix`` and never redraws (not a terminal)."""
 
     def __init__(self, stream, prefix: str):

@@ -46,11 +46,10 @@ def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all
                            "add --eval-data FILE (a known dataset brings its dev split)")
     output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
     parallel = parallel_runs(len(seeds), options.get("threads"))
-    jobs = {f"seed {seed}": dict(task=task, data=data, output=str(root / f"seed-{seed}"), overwrite=True,
-                                 config=dataclasses.replace(config, seed=seed), **options) for seed in seeds}
+    jobs = {seed: dict(task=task, data=data, output=str(root / f"seed-{seed}"), overwrite=True,
+                       config=dataclasses.replace(config, seed=seed), **options) for seed in seeds}
     results = {}
-    for name, result in run_all(jobs, parallel):
-        seed = int(name.split()[1])
+    for seed, result in run_all(jobs, parallel, "seed"):
         results[seed] = result
         if on_run is not None:
             on_run(seed, result)

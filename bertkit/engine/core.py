@@ -194,7 +194,8 @@ class Engine:
                 outputs = network(**{k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
                 if targets and mine:
                     batch_loss = evaluation_loss(outputs, {k: batch[k].to(acc.device) for k in targets}, targets)
-                    loss += torch.stack([batch_loss.double() * len(indices), torch.tensor(float(len(indices)))])
+                    loss[0] += batch_loss.double() * len(indices)
+                    loss[1] += len(indices)
                 for name in output_names:
                     values = outputs[name].float().cpu()
                     if not mine:
