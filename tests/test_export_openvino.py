@@ -105,3 +105,33 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
     measured(400, 300, 500)
     backend, why = fastest_backend(model)
     assert backend == "torch" and "400 vs 300" in why
+
+
+def test_signals_still_arrive_after_openvino_work(cls_dir, tmp_path):
+    """OpenVINO's CPU plugin swaps the thread's signal stack per Core and leaves an unmapped one
+    behind when Cores are freed out of order (export --int8 with NNCF, then predict): the next
+    Ctrl-C killed the process with SIGSEGV. In a child process, so a crash fails this test only."""
+    import shutil
+    import subprocess
+    import sys
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    (tmp_path / "in.txt").write_text("a great film\nawful\n")
+    script = f"""
+import gc, signal
+from bertkit import api
+from bertkit.export.openvino import export_openvino
+export_openvino({str(model)!r}, int8=True)
+for backend in ("openvino", "openvino-int8", "openvino"):
+    rows = api.predict({str(model)!r}, {str(tmp_path / 'in.txt')!r}, backend=backend)
+del rows
+gc.collect()
+got = []
+signal.signal(signal.SIGINT, lambda *_: got.append("delivered"))
+signal.raise_signal(signal.SIGINT)
+print(*got)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.split()[-1:] == ["delivered"]

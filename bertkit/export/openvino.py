@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bertkit.export.openvino_core import openvino_core, signal_stack_kept
 from bertkit.export.parity import PARITY_SAMPLES, Format, export_model
 from bertkit.export.runtime import BACKEND_FILES
 
@@ -38,9 +39,10 @@ def _quantize(staging: Path, feeds: list) -> str:
     import openvino
 
     nncf.set_log_level(logging.ERROR)  # its progress and advice would fill the user's terminal
-    model = openvino.Core().read_model(str(staging / FP32_FILE))
-    quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(feeds))  # every batch (an item of the dataset is one batch)
+    model = openvino_core().read_model(str(staging / FP32_FILE))
+    with signal_stack_kept():
+        quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
+                                  subset_size=len(feeds))  # every batch (an item of the dataset is one batch)
     openvino.save_model(quantized, str(staging / INT8_FILE), compress_to_fp16=False)
     return (f"NNCF post-training quantisation (transformer preset): int8 weights and activations, calibrated on "
             f"the {sum(len(feed['input_ids']) for feed in feeds)} parity examples")

@@ -101,7 +101,7 @@ def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | No
             megabytes = sum(p.stat().st_size for p in [path, *(path.with_suffix(s) for s in fmt.companions)])
             entry = {"file": f"{fmt.name}/{path.name}", "megabytes": round(megabytes / 2 ** 20, 2),
                      "computes_in": runner.precision, "examples_per_second": speed,
-                     "speedup_vs_torch_fp32": round(speed / torch_speed, 2) if torch_speed else None,
+                     "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
                      "max_abs_diff": _max_abs_diff(reference, outputs, adapter.output_names)}
             if gold:
                 value = _main_metric(adapter, examples, features, outputs)

@@ -86,14 +86,16 @@ class OpenVinoRunner(BatchRunner):
 
     def __init__(self, path: Path, threads: int | None = None):
         try:
-            import openvino
+            import openvino  # noqa: F401
         except ImportError as exc:
             raise BertkitError("the OpenVINO backend needs openvino", "pip install 'bertkit[openvino]'") from exc
         config = {"PERFORMANCE_HINT": "LATENCY"}  # one request at a time, every core on it
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads
         try:
-            self.compiled = openvino.Core().compile_model(str(path), "CPU", config)
+            from bertkit.export.openvino_core import openvino_core
+
+            self.compiled = openvino_core().compile_model(str(path), "CPU", config)
         except Exception as exc:  # OpenVINO raises RuntimeError for unreadable or incomplete files
             raise BertkitError(f"{path} cannot be loaded by OpenVINO ({str(exc).strip().splitlines()[0][:120]})",
                                "the files are damaged or incomplete: run `bertkit export openvino` again") from exc
