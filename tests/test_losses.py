@@ -99,3 +99,33 @@ def test_fresh_heads_start_from_the_training_priors():
     model[1].bias.data.fill_(0.25)  # a trained head (not all zero) is left alone
     set_head_bias(model, bias)
     assert model[1].bias.tolist() == [0.25, 0.25]
+
+
+@pytest.mark.parametrize("problem", ["regression", "multi_label_classification"])
+def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_bert, problem):
+    """Regression and multi-label train through WeightedLoss (transformers' own MSE / BCE mix bf16
+    logits with fp32 targets, which CUDA's backward refuses): the same loss as transformers' in
+    fp32, and in bf16 the gradients come back to the bf16 weights."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit.networks.losses import WeightedLoss
+    from bertkit.tasks.loss_options import loss_network
+
+    labels = 1 if problem == "regression" else 3
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=labels, problem_type=problem)
+    model.eval()  # no dropout: the two forward passes must see the same network
+    target = "float" if problem == "regression" else "multi_hot"
+    wrapped = loss_network(model, {}, target)
+    assert isinstance(wrapped, WeightedLoss) and loss_network(model, {}, "class") is model
+    ids = torch.randint(5, 60, (4, 7))
+    targets = torch.tensor([0.5, 3.25, 1.0, 4.75]) if labels == 1 else torch.tensor(
+        [[1.0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    assert wrapped(labels=targets, **inputs).loss.item() == pytest.approx(
+        model(labels=targets, **inputs).loss.item(), rel=1e-6)
+    model.to(torch.bfloat16)
+    loss = wrapped(labels=targets, **inputs).loss
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert model.classifier.weight.grad.dtype == torch.bfloat16

@@ -266,10 +266,12 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     rows = api.predict(str(tmp_path / "bf16"), str(data), precision="no")  # fp32 after bf16 in one process
     assert len(rows) == 12
 
-    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "bf16").eval()
+    device = Engine("no").accelerator.device  # infer takes a model already on the engine's device
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "bf16").eval().to(device)
     features = _features([9] * 6)  # equal lengths: infer's single batch is exactly this one
     with torch.no_grad():
-        reference = model(**{k: v for k, v in Collator(0)(features).items() if k != "labels"}).logits.numpy()
+        batch = {k: v.to(device) for k, v in Collator(0)(features).items() if k != "labels"}
+        reference = model(**batch).logits.cpu().numpy()
     outputs = {}
     for precision in ("bf16", "no", "bf16", "no"):
         engine = Engine(precision)

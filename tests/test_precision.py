@@ -74,9 +74,14 @@ def test_explicit_precision_is_kept():
     assert precision.resolve("no", "cpu", {"avx512_bf16"}) == ("no", "asked for")
 
 
-def test_engine_resolves_auto_from_the_cpu(monkeypatch):
+def test_engine_resolves_auto_from_the_device(monkeypatch):
     from bertkit.engine import Engine
 
+    if torch.cuda.is_available():  # the GPU decides there, whatever the CPU has
+        engine = Engine("auto")
+        assert engine.precision == ("bf16" if torch.cuda.is_bf16_supported() else "no")
+        assert "GPU" in engine.precision_reason
+        return
     monkeypatch.setattr(precision, "cpu_flags", lambda *a: {"avx512_bf16"})
     engine = Engine("auto")
     assert engine.precision == "bf16" and engine.accelerator.mixed_precision == "no"  # bf16 weights, no autocast
@@ -146,7 +151,8 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert,
                                    "--output", out, "--epochs", 1, "--batch-size", 16, "--threads", 1)
     assert code == 0, stderr
-    assert "precision: bf16 (auto: CPU has avx512_bf16), 1 thread" in stdout
+    reason = "GPU has native bf16" if torch.cuda.is_available() else "CPU has avx512_bf16"  # the GPU decides there
+    assert f"precision: bf16 (auto: {reason}), 1 thread" in stdout
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["config"]["precision"] == "auto"
     assert meta["runtime"]["precision"] == "bf16" and meta["runtime"]["threads"] == 1

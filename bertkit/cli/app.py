@@ -31,7 +31,9 @@ def _flags_without_placeholder() -> None:
     take no value: show no type for them."""
     from typer.core import TyperOption
 
-    original = TyperOption.display_type_rich
+    original = getattr(TyperOption, "display_type_rich", None)
+    if original is None:  # older typer has no such hook (seen on a GPU image): its own help, with the type
+        return
 
     def display_type_rich(self, ctx):
         return None if self.is_flag and self.metavar is None else original(self, ctx)

@@ -3,6 +3,7 @@ dynamic int8 quantisation of the weights; the checks and the parity report are b
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 
@@ -40,7 +41,8 @@ def write_onnx(model, adapter, tokenizer, directory: Path, name: str = FP32_FILE
             out = self.inner(**kwargs)
             return tuple(out[name] for name in adapter.output_names)
 
-    model = model.float().eval()
+    # the export runs on the CPU whatever device loaded the model (a GPU's copy stays where it is)
+    model = (copy.deepcopy(model).cpu() if next(model.parameters()).device.type != "cpu" else model).float().eval()
     example = tokenizer(["an example to trace", "a second, longer example to trace the model with"],
                         padding=True, return_tensors="pt")
     args = tuple(example[name] for name in names)

@@ -1,8 +1,11 @@
-"""The training loss with class weights or a focal term (bertkit/tasks/loss_options.py decides).
+"""The training loss with class weights or a focal term, and for float targets (regression,
+multi-label) always (bertkit/tasks/loss_options.py decides).
 
 ``WeightedLoss`` wraps a transformers model: the model runs without ``labels`` and the loss is
-computed here from its logits, in fp32 (under bf16 autocast the logits are bf16). Outputs are the
-model's own, so evaluation during training reads the same logits; the saved model is the inner one.
+computed here from its logits, in fp32 (bf16 training gives bf16 logits). transformers' own MSE and
+BCE losses mix bf16 logits with fp32 targets, which CUDA's backward refuses ("Found dtype Float but
+expected BFloat16"); the CPU promotes to fp32 as this does. Outputs are the model's own, so
+evaluation during training reads the same logits; the saved model is the inner one.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ IGNORE = -100  # token positions without a label (sub-words after the first, spe
 
 
 class WeightedLoss(nn.Module):
-    def __init__(self, model: nn.Module, multi_label: bool, weights=None, gamma: float = 0.0):
+    def __init__(self, model: nn.Module, target: str, weights=None, gamma: float = 0.0):
+        """``target``: "class", "multi_hot" or "float" (label_kinds.LabelKind.target)."""
         super().__init__()
-        self.model, self.multi_label, self.gamma = model, multi_label, float(gamma)
+        self.model, self.target, self.gamma = model, target, float(gamma)
         weight = torch.as_tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("weight", weight, persistent=False)
 
@@ -34,8 +38,12 @@ class WeightedLoss(nn.Module):
             logits = outputs.logits.float()
             # bf16 training casts the module, buffers included: the weights go back to fp32 with the logits
             weight = self.weight.float() if self.weight is not None else None
-            outputs.loss = (multi_label_loss(logits, labels.float(), weight, self.gamma) if self.multi_label
-                            else class_loss(logits, labels, weight, self.gamma))
+            if self.target == "float":  # transformers' regression loss: MSE over the one output
+                outputs.loss = F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
+            elif self.target == "multi_hot":
+                outputs.loss = multi_label_loss(logits, labels.float(), weight, self.gamma)
+            else:
+                outputs.loss = class_loss(logits, labels, weight, self.gamma)
         return outputs
 
 

@@ -202,7 +202,7 @@ class SingleSentenceTask(Task):
             from bertkit.networks.losses import set_head_bias
 
             set_head_bias(model, bias)
-        return loss_network(model, self.options, self._multi_label)
+        return loss_network(model, self.options, self.kind.target)
 
     def finish_model(self, trained, model_ref, display_name):
         return self.kind.finish_model(unwrap_loss(trained))

@@ -101,16 +101,17 @@ def weigh_classes(options: dict, counts, labels: list, multi_label: bool, exampl
     return weights_notice(weights, labels, options["class_weights"], multi_label)
 
 
-def loss_network(model, options: dict, multi_label: bool):
-    """``model`` wrapped to train with the stored weights or the focal loss; ``model`` itself when
-    neither is asked for (its own loss: the plain, fastest path)."""
+def loss_network(model, options: dict, target: str = "class"):
+    """``model`` wrapped to train with the stored weights or the focal loss, or with float targets
+    (``target`` "float" or "multi_hot": the loss in fp32, networks/losses.py says why); ``model``
+    itself for plain classes (its own loss: the plain, fastest path)."""
     weights = options.get(WEIGHT_VALUES.name)
     gamma = float(options.get("focal_gamma") or FOCAL_GAMMA.default) if options.get("loss") == "focal" else 0.0
-    if weights is None and not gamma:
+    if weights is None and not gamma and target == "class":
         return model
     from bertkit.networks.losses import WeightedLoss
 
-    return WeightedLoss(model, multi_label, weights, gamma)
+    return WeightedLoss(model, target, weights, gamma)
 
 
 def unwrap_loss(trained):

@@ -203,7 +203,7 @@ class TaggingTask(Task):
         return features
 
     def training_network(self, model):
-        return loss_network(model, self.options, multi_label=False)
+        return loss_network(model, self.options)
 
     def finish_model(self, trained, model_ref, display_name):
         return unwrap_loss(trained)
