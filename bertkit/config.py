@@ -45,6 +45,8 @@ class TrainConfig:
     # over half of a small model's weights are the word embeddings: no gradient, no optimizer state
     freeze_embeddings: bool = option(False, "Do not train the word embeddings (faster; README: accuracy cost).",
                                      flag=True)
+    lazy_embeddings: bool = option(False, "AdamW updates only the word-embedding rows each batch uses (TF's "
+                                          "LazyAdam; faster on CPUs; README: accuracy).", flag=True)
     save_memory: bool = option(False, "Recompute attention in backward: same numbers, much less memory for long "
                                       "sequences (qa), slower steps.", flag=True)
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")

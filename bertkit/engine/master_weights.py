@@ -62,6 +62,7 @@ class MasterWeights:
             if tensors:
                 self.groups.append({**group, "params": tensors})
         self._fresh = True  # the next accumulate() starts a new step's gradients
+        self._rows = False  # this step's embedding rows, once asked for (False: not yet)
         # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
         # given back is the one given, not its bf16 rounding.
         trained = {id(p) for p in self.params} | ({id(sparse_weight)} if self.sparse else set())
@@ -86,7 +87,7 @@ class MasterWeights:
             self._accumulate_sparse()
         for flat, grad in self.flats:
             flat.grad = grad
-        self._fresh = False
+        self._fresh, self._rows = False, False
 
     def _accumulate_sparse(self) -> None:
         param, master, buffer, written = self.sparse
@@ -111,8 +112,16 @@ class MasterWeights:
         master.grad = buffer
 
     def _sparse_rows(self):
-        written = self.sparse[3]
-        return None if written == "all" else torch.unique(torch.cat(written)) if written else written
+        """The word-embedding rows with a gradient this step (sorted, unique; None: every row)."""
+        if self._rows is False:
+            written = self.sparse[3]
+            self._rows = None if written == "all" else torch.unique(torch.cat(written)) if written else \
+                torch.zeros(0, dtype=torch.long)
+        return self._rows
+
+    def sparse_master(self):
+        """The word embeddings' fp32 master and a callable giving this step's rows (lazy_embeddings)."""
+        return (None, None) if self.sparse is None else (self.sparse[1], self._sparse_rows)
 
     def grad_norm(self, scale_to: float | None = None) -> torch.Tensor:
         """The total L2 norm of the gradients; with ``scale_to``, clip them to that norm (as
@@ -140,16 +149,22 @@ class MasterWeights:
     def clip_(self, max_norm: float) -> torch.Tensor:
         return self.grad_norm(scale_to=max_norm)
 
-    def publish(self) -> None:
-        """Round the updated masters into the model's bf16 weights; clear the gradients."""
+    def publish(self, rows_only: bool = False) -> None:
+        """Round the updated masters into the model's bf16 weights; clear the gradients. With
+        ``rows_only`` (a lazy optimizer changed only this step's embedding rows) only those rows."""
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.views)
             if self.sparse is not None:
-                self.sparse[0].copy_(self.sparse[1])
-                self.sparse[1].grad = None
+                param, master = self.sparse[0], self.sparse[1]
+                rows = self._sparse_rows() if rows_only and master.grad is not None else None
+                if rows is None:
+                    param.copy_(master)
+                elif len(rows):
+                    param.index_copy_(0, rows, master.index_select(0, rows).to(param.dtype))
+                master.grad = None
         for flat, _ in self.flats:
             flat.grad = None
-        self._fresh = True
+        self._fresh, self._rows = True, False
 
     # --- the trained weights --------------------------------------------------------------------
     def master(self, name: str) -> torch.Tensor:

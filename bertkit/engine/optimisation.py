@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from bertkit.engine.checkpoints import cpu_copy
+from bertkit.errors import BertkitError
 from bertkit.engine.master_weights import MasterWeights
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
@@ -34,7 +35,19 @@ class Optimisation:
             self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
             groups = self.master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
-        self.optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
+        self.lazy = bool(getattr(config, "lazy_embeddings", False))
+        if self.lazy:
+            from bertkit.engine.lazy_embeddings import LazyAdamW
+
+            embeddings, rows = self.master.sparse_master() if self.master is not None else (None, None)
+            if embeddings is None:
+                raise BertkitError("--lazy-embeddings updates the rows of bf16 master weights that one process "
+                                   "trains, with word embeddings of their own",
+                                   "train in bf16 (--precision bf16), in one process, with trainable embeddings "
+                                   "not tied to an output layer; or drop --lazy-embeddings")
+            self.optimizer = LazyAdamW(groups, embeddings, rows, lr=config.lr, fused=True)
+        else:
+            self.optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
         self.scheduler = get_linear_schedule_with_warmup(self.optimizer, int(config.warmup_ratio * total_steps),
                                                          total_steps)
@@ -57,7 +70,7 @@ class Optimisation:
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         if self.master is not None:
-            self.master.publish()
+            self.master.publish(rows_only=self.lazy)
         if not self.optimizer.step_was_skipped:  # an fp16 overflow skips the step
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
