@@ -4,7 +4,7 @@ the API returns (FinetuneResult.throughput, Predictions.timings, evaluate's "tim
 bertkit is wrapped or patched.
 
 Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertkit_fp32 (precision
-"no"), bertkit_frozen (auto + frozen word embeddings).
+"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from benchmarks.workloads import write_squad_split
 
-SIDES = {"bertkit": {}, "bertkit_fp32": {"precision": "no"}, "bertkit_frozen": {"freeze_embeddings": True}}
+SIDES = {"bertkit": {}, "bertkit_fp32": {"precision": "no"}, "bertkit_frozen": {"freeze_embeddings": True},
+         "bertkit_lazy": {"lazy_embeddings": True}}
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 
 

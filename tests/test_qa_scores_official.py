@@ -105,12 +105,14 @@ def test_cli_predict_rows_reproduce_evals_v2_report(tmp_path, tiny_bert, run_cli
     code, _, stderr = run_cli("finetune", "qa", "--data", train, "--eval-data", dev, "--model", tiny_bert,
                               "--output", out, "--epochs", 1, "--lr", "1e-3", "--batch-size", 16, "--max-length", 64)
     assert code == 0, stderr
-    code, _, stderr = run_cli("eval", out, "--data", dev, "--no-store-threshold", "--output", tmp_path / "e.json")
+    # fp32: in bf16 eval's and predict's different batches round the no-answer scores differently
+    code, _, stderr = run_cli("eval", out, "--data", dev, "--no-store-threshold", "--output", tmp_path / "e.json",
+                              "--precision", "no")
     assert code == 0, stderr
     ours = json.loads((tmp_path / "e.json").read_text())["metrics"]
     rows_by_n_best = {}
     for n_best in (1, 3, 20):
-        code, stdout, stderr = run_cli("predict", out, "--input", dev, "--n-best", n_best)
+        code, stdout, stderr = run_cli("predict", out, "--input", dev, "--n-best", n_best, "--precision", "no")
         assert code == 0, stderr
         rows_by_n_best[n_best] = [json.loads(line) for line in stdout.splitlines()]
     rows = rows_by_n_best[1]
