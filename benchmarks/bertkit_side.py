@@ -80,21 +80,36 @@ def _accuracy(model_dir: str, predicted: list, labels: list) -> float:
     return sum(names.index(p) == y for p, y in zip(predicted, labels)) / len(labels)
 
 
+BACKEND_SIDES = {"bertkit_openvino_int8": "openvino-int8", "bertkit_onnx_int8": "onnx-int8"}
+
+
+def export_backends(model_dir: str, root: str, samples: int = 500) -> dict:
+    """The int8 exports the backend sides predict with: ONNX Runtime's and OpenVINO's (NNCF,
+    calibrated on SST-2 training rows, which the predict sentences are not)."""
+    from bertkit.export.onnx import export_onnx
+    from bertkit.export.openvino import export_openvino
+
+    data = os.path.join(root, "sst2", "train.tsv")
+    return {"onnx": export_onnx(model_dir, int8=True, data=data, samples=samples),
+            "openvino": export_openvino(model_dir, int8=True, data=data, samples=samples)}
+
+
 def predict(side: str, model_dir: str, sentences: list, labels: list, batch_size: int = 64) -> dict:
     """api.predict over a one-sentence-per-line file; seconds = preprocess + model + postprocess
-    (Predictions.timings), the load apart."""
+    (Predictions.timings), the load apart. The BACKEND_SIDES predict with an exported model."""
     from bertkit import api
 
     _prepare()
     with tempfile.TemporaryDirectory(prefix="bertkit-bench-predict-") as tmp:
         path = os.path.join(tmp, "sentences.txt")
         Path(path).write_text("\n".join(s.replace("\n", " ").replace("\t", " ") for s in sentences) + "\n")
-        rows = api.predict(model_dir, path, batch_size=batch_size)
+        rows = api.predict(model_dir, path, batch_size=batch_size, backend=BACKEND_SIDES.get(side, "torch"))
     if len(rows) != len(sentences):
         raise AssertionError(f"api.predict returned {len(rows)} rows for {len(sentences)} sentences")
     t = rows.timings
     accuracy = _accuracy(model_dir, [r["label"] for r in rows], labels)
     return {"side": side, "precision": rows.runtime.get("precision"), "batch_size": batch_size, "n": len(rows),
+            "backend": rows.runtime.get("backend", "torch"),
             "load_seconds": t["load_seconds"], "timings": dict(t), "metrics": {"accuracy": accuracy},
             "seconds": t["preprocess_seconds"] + t["model_seconds"] + t["postprocess_seconds"],
             "metric": accuracy, "peak_rss_mb": _peak_rss_mb()}

@@ -9,6 +9,8 @@ Variants, run interleaved round after round (medians reported, so a busy machine
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
   sparse        master + sparse word-embedding gradients
   kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it): bertkit's step now
+  lazy          kernels + --lazy-embeddings (bertkit.engine.lazy_embeddings: only the batch's embedding rows)
+  compiled      kernels + torch.compile of the model (inductor; fixed shapes here, its best case)
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
 classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
 """
@@ -22,7 +24,7 @@ import time
 
 import torch
 
-VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels")
+VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels", "lazy", "compiled")
 
 
 def build(variant: str, batch: int, length: int):
@@ -38,13 +40,19 @@ def build(variant: str, batch: int, length: int):
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = parameter_groups(model, 0.01)
-    if variant == "kernels":
+    if variant in ("kernels", "lazy", "compiled"):
         from bertkit.engine.cpu_kernels import CpuTrainingKernels
 
         CpuTrainingKernels(model).apply()
-    sparse = variant in ("sparse", "kernels")
+    sparse = variant in ("sparse", "kernels", "lazy", "compiled")
     master = None if variant in ("fp32", "autocast") else MasterWeights(model, groups, sparse_embeddings=sparse)
-    optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
+    if variant == "lazy":
+        from bertkit.engine.lazy_embeddings import LazyAdamW
+
+        optimizer = LazyAdamW(master.groups, *master.sparse_master(), lr=5e-5, fused=True)
+    else:
+        optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
+    forward = torch.compile(model) if variant == "compiled" else model
     ids = torch.randint(1000, 20000, (batch, length))
     batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                     "labels": torch.randint(0, 2, (batch,))}
@@ -52,7 +60,7 @@ def build(variant: str, batch: int, length: int):
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
-            loss = model(**batch_inputs).loss
+            loss = forward(**batch_inputs).loss
         loss.backward()
         if master:
             master.accumulate()
@@ -61,7 +69,7 @@ def build(variant: str, batch: int, length: int):
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], 1.0)
         optimizer.step()
         if master:
-            master.publish()
+            master.publish(rows_only=variant == "lazy")
         optimizer.zero_grad(set_to_none=True)
 
     return step

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import platform
 import resource
@@ -110,6 +111,9 @@ class Suite:
         self.args, self.sizes, self.errors, self.results = args, sizes, [], {}
         self.work = tempfile.mkdtemp(prefix="bertkit-bench-")
         self.model_dir = None  # the bertkit SST-2 model that predict / eval use
+        # predict's exported backends (bertkit_side.BACKEND_SIDES) where their runtimes are installed
+        self.backends = not args.no_backends and all(importlib.util.find_spec(m) for m in ("onnxruntime", "openvino",
+                                                                                              "nncf"))
 
     def rounds(self, workload: str, sides: list[tuple]) -> dict:
         """Every side once per round, the order reversed every other round; all rounds kept."""
@@ -184,6 +188,16 @@ class Suite:
             sides = [("bertkit", bertkit_side.predict, ("bertkit", self.model_dir, texts, labels)), bf16,
                      ("pipeline_fp32_bs_default", hf_sst2.pipeline_run,
                       ("pipeline_fp32_bs_default", self.model_dir, texts, labels, None, False))]
+            if self.backends:
+                log("predict: exporting the int8 ONNX and OpenVINO models ...")
+                exported = run_isolated(bertkit_side.export_backends, self.model_dir, root,
+                                        min(500, self.sizes["predict_n"]))
+                entry["exports"] = exported
+                if "error" in exported:
+                    self.errors.append(f"predict: export: {exported['error']}")
+                else:
+                    sides += [(name, bertkit_side.predict, (name, self.model_dir, texts, labels))
+                              for name in bertkit_side.BACKEND_SIDES]
         else:
             sides = [("bertkit", bertkit_side.evaluate, ("bertkit", self.model_dir, root, len(texts))), bf16]
         entry["runs"] = self.rounds(workload, sides)
@@ -284,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", help="instead of benchmarks/results/")
     p.add_argument("--name", help="result file stem (default latest, or quick with --quick)")
     p.add_argument("--no-print", action="store_true", help="do not print the table at the end")
+    p.add_argument("--no-backends", action="store_true", help="predict with torch only (no ONNX / OpenVINO exports)")
     args = parser.parse_args(argv)
     args.once = {s for s in args.once.split(",") if s}
     if args.repeats < 1:
