@@ -11,6 +11,9 @@ Variants, run interleaved round after round (medians reported, so a busy machine
   kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it): bertkit's step now
   lazy          kernels + --lazy-embeddings (bertkit.engine.lazy_embeddings: only the batch's embedding rows)
   compiled      kernels + torch.compile of the model (inductor; fixed shapes here, its best case)
+  compiled_encoder  kernels + torch.compile(dynamic=True) of the encoder alone (the embeddings'
+                sparse backward stays eager): what variable lengths need; try with --lengths 8,39
+``--lengths LO,HI``: each step draws its length in [LO, HI] (the same draws for every variant).
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
 classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
 """
@@ -19,15 +22,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import statistics
 import time
 
 import torch
 
-VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels", "lazy", "compiled")
+VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels", "lazy", "compiled", "compiled_encoder")
+KERNELS = ("kernels", "lazy", "compiled", "compiled_encoder")
 
 
-def build(variant: str, batch: int, length: int):
+def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None):
     from transformers import AutoModelForSequenceClassification
 
     from bertkit.engine import parameter_groups
@@ -40,11 +45,11 @@ def build(variant: str, batch: int, length: int):
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = parameter_groups(model, 0.01)
-    if variant in ("kernels", "lazy", "compiled"):
+    if variant in KERNELS:
         from bertkit.engine.cpu_kernels import CpuTrainingKernels
 
         CpuTrainingKernels(model).apply()
-    sparse = variant in ("sparse", "kernels", "lazy", "compiled")
+    sparse = variant in ("sparse", *KERNELS)
     master = None if variant in ("fp32", "autocast") else MasterWeights(model, groups, sparse_embeddings=sparse)
     if variant == "lazy":
         from bertkit.engine.lazy_embeddings import LazyAdamW
@@ -53,12 +58,18 @@ def build(variant: str, batch: int, length: int):
     else:
         optimizer = torch.optim.AdamW(master.groups if master else groups, lr=5e-5, fused=True)
     forward = torch.compile(model) if variant == "compiled" else model
+    if variant == "compiled_encoder":
+        model.base_model.encoder.compile(dynamic=True)
+    draws = random.Random(0)
     ids = torch.randint(1000, 20000, (batch, length))
     batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                     "labels": torch.randint(0, 2, (batch,))}
     autocast = variant == "autocast"
 
     def step():
+        if lengths:
+            ids = torch.randint(1000, 20000, (batch, draws.randint(*lengths)))
+            batch_inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
         with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             loss = forward(**batch_inputs).loss
         loss.backward()
@@ -82,6 +93,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--lengths", help="LO,HI: each step draws its length (default: --length every step)")
     parser.add_argument("--profile", choices=VARIANTS, help="print the profiler's top operators of this variant")
     args = parser.parse_args()
 
@@ -99,7 +111,8 @@ def main() -> None:
         return
 
     variants = args.variants.split(",")
-    steps = {v: build(v, args.batch, args.length) for v in variants}
+    lengths = tuple(int(x) for x in args.lengths.split(",")) if args.lengths else None
+    steps = {v: build(v, args.batch, args.length, lengths) for v in variants}
     times = {v: [] for v in variants}
     cpu = {v: [] for v in variants}
     for v in variants:  # warm-up
@@ -112,7 +125,7 @@ def main() -> None:
                 steps[v]()
             times[v].append(1000 * (time.perf_counter() - started) / args.steps)
             cpu[v].append(1000 * (time.process_time() - cpu_started) / args.steps)
-    print(f"batch {args.batch} x {args.length} tokens, {torch.get_num_threads()} threads, medians over "
+    print(f"batch {args.batch} x {args.lengths or args.length} tokens, {torch.get_num_threads()} threads, medians over "
           f"{args.rounds} rounds of {args.steps} steps; CPU ms = process CPU time per step (all threads), which a "
           f"busy machine inflates far less than wall time")
     base, base_cpu = statistics.median(times[variants[0]]), statistics.median(cpu[variants[0]])
