@@ -8,7 +8,8 @@ Variants, run interleaved round after round (medians reported, so a busy machine
   master        bf16 weights + fp32 master weights (bertkit.engine.master_weights.MasterWeights): bertkit's bf16
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
   sparse        master + sparse word-embedding gradients
-  kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it): bertkit's step now
+  kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it) + the last layer
+                for [CLS] alone (engine/first_token_head.py, as finetune cls/pair does): bertkit's step now
   lazy          kernels + --lazy-embeddings (bertkit.engine.lazy_embeddings: only the batch's embedding rows)
   compiled      kernels + torch.compile of the model (inductor; fixed shapes here, its best case)
   compiled_encoder  kernels + torch.compile(dynamic=True) of the encoder alone (the embeddings'
@@ -47,7 +48,9 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
     groups = parameter_groups(model, 0.01)
     if variant in KERNELS:
         from bertkit.engine.cpu_kernels import CpuTrainingKernels
+        from bertkit.engine.first_token_head import first_token_only_last_layer
 
+        assert first_token_only_last_layer(model)
         CpuTrainingKernels(model).apply()
     sparse = variant in ("sparse", *KERNELS)
     master = None if variant in ("fp32", "autocast") else MasterWeights(model, groups, sparse_embeddings=sparse)
