@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -60,18 +59,11 @@ def test_a_killed_search_resumes_and_the_count_continues(tmp_path, tiny_bert, da
     out = tmp_path / "model"
     command = [sys.executable, "-m", "bertkit", *map(str, tune_args(*data, tiny_bert, out, "--trials", 3,
                                                                       "--epochs", 2))]
-    process = subprocess.Popen(command, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if [t.state.name for t in study_trials(out)][:2] == ["COMPLETE", "RUNNING"]:
-                break
-        except Exception:  # the study is not created yet (or its file is being written)
-            pass
-        time.sleep(0.05)
-    assert process.poll() is None, process.stderr.read().decode()[-2000:]
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    # the process kills itself as trial 1 starts (watching the study from here raced fast trials)
+    killed = subprocess.run(command, env={**env(), "BERTKIT_TEST_SIGNAL": "KILL@trial-1"}, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert [t.state.name for t in study_trials(out)] == ["COMPLETE", "RUNNING"]
     done = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     states = [t.state.name for t in study_trials(out)]

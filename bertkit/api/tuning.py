@@ -24,6 +24,7 @@ from bertkit.api.finetuning import FinetuneResult, finetune
 from bertkit.api.search_space import read_space, sample
 from bertkit.config import TrainConfig
 from bertkit.data import registry
+from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
 from bertkit.tasks import get_task_class, task_from_state
@@ -80,7 +81,8 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
     root.mkdir(parents=True, exist_ok=True)
     url = storage or f"sqlite:///{root / 'study.db'}"
     try:
-        study = _open_study(optuna, url, name, get_task_class(task)(None, dict(config.task_options)), config.seed)
+        with _lock(root):  # two processes started together would race to create SQLite's tables
+            study = _open_study(optuna, url, name, get_task_class(task)(None, dict(config.task_options)), config.seed)
     except BertkitError:
         if created:
             shutil.rmtree(root, ignore_errors=True)
@@ -97,6 +99,7 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
             trial.set_user_attr("host", socket.gethostname())
             trial.set_user_attr("pid", os.getpid())
             params = sample(trial, searched)
+        test_signal("trial", trial.number)  # tests: a kill while a trial is running
         ran.append(trial.number)
         directory = root / f"trial-{trial.number}"
         try:
@@ -218,9 +221,9 @@ def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: l
             replace_dir(output, source)
         elif _holds_study(output, name):
             update_meta(output, {"tune": section})
-    from bertkit.reporting.build import build_report
+        from bertkit.reporting.build import build_report
 
-    report = build_report(output, name=output.name)
+        report = build_report(output, name=output.name)  # in the lock: each process rewrites the figures
     found = best_here.get(best.number)
     if found is not None:
         found = dataclasses.replace(found, output_dir=str(output), report=report)

@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 # Test-only: "KILL@step-5" (after optimizer step 5), "KILL@save-6" (while writing step 6's
-# checkpoint), "INT@step-4": the process sends itself that signal there, a real kill.
+# checkpoint), "INT@step-4", "KILL@trial-1" (tune, as trial 1 starts): the process sends itself that
+# signal there, a real kill.
 TEST_SIGNAL_ENV = "BERTKIT_TEST_SIGNAL"
 
 
