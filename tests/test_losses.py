@@ -103,12 +103,12 @@ def test_fresh_heads_start_from_the_training_priors():
 
 @pytest.mark.parametrize("problem", ["regression", "multi_label_classification"])
 def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_bert, problem):
-    """Regression and multi-label train through WeightedLoss (transformers' own MSE / BCE mix bf16
+    """Regression and multi-label train through TrainingLoss (transformers' own MSE / BCE mix bf16
     logits with fp32 targets, which CUDA's backward refuses): the same loss as transformers' in
     fp32, and in bf16 the gradients come back to the bf16 weights."""
     from transformers import AutoModelForSequenceClassification
 
-    from bertkit.networks.losses import WeightedLoss
+    from bertkit.networks.losses import TrainingLoss
     from bertkit.tasks.loss_options import loss_network
 
     labels = 1 if problem == "regression" else 3
@@ -117,7 +117,7 @@ def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_be
     model.eval()  # no dropout: the two forward passes must see the same network
     target = "float" if problem == "regression" else "multi_hot"
     wrapped = loss_network(model, {}, target)
-    assert isinstance(wrapped, WeightedLoss) and loss_network(model, {}, "class") is model
+    assert isinstance(wrapped, TrainingLoss) and loss_network(model, {}, "class") is model
     ids = torch.randint(5, 60, (4, 7))
     targets = torch.tensor([0.5, 3.25, 1.0, 4.75]) if labels == 1 else torch.tensor(
         [[1.0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])

@@ -35,7 +35,7 @@ class Optimisation:
             self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
             groups = self.master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
-        self.lazy = bool(getattr(config, "lazy_embeddings", False))
+        self.lazy = config.lazy_embeddings
         if self.lazy:
             from bertkit.engine.lazy_embeddings import LazyAdamW
 

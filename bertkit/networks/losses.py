@@ -1,7 +1,7 @@
 """The training loss with class weights or a focal term, and for float targets (regression,
-multi-label) always (bertkit/tasks/loss_options.py decides).
+multi-label) always (bertkit/tasks/loss_options.py decides), and the evaluation loss.
 
-``WeightedLoss`` wraps a transformers model: the model runs without ``labels`` and the loss is
+``TrainingLoss`` wraps a transformers model: the model runs without ``labels`` and the loss is
 computed here from its logits, in fp32 (bf16 training gives bf16 logits). transformers' own MSE and
 BCE losses mix bf16 logits with fp32 targets, which CUDA's backward refuses ("Found dtype Float but
 expected BFloat16"); the CPU promotes to fp32 as this does. Outputs are the model's own, so
@@ -17,7 +17,7 @@ from torch import nn
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 
 
-class WeightedLoss(nn.Module):
+class TrainingLoss(nn.Module):
     def __init__(self, model: nn.Module, target: str, weights=None, gamma: float = 0.0):
         """``target``: "class", "multi_hot" or "float" (label_kinds.LabelKind.target)."""
         super().__init__()
@@ -38,13 +38,19 @@ class WeightedLoss(nn.Module):
             logits = outputs.logits.float()
             # bf16 training casts the module, buffers included: the weights go back to fp32 with the logits
             weight = self.weight.float() if self.weight is not None else None
-            if self.target == "float":  # transformers' regression loss: MSE over the one output
-                outputs.loss = F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
-            elif self.target == "multi_hot":
-                outputs.loss = multi_label_loss(logits, labels.float(), weight, self.gamma)
-            else:
-                outputs.loss = class_loss(logits, labels, weight, self.gamma)
+            outputs.loss = target_loss(logits, labels, self.target, weight, self.gamma)
         return outputs
+
+
+def target_loss(logits, labels, target: str, weight=None, gamma: float = 0.0):
+    """The loss of fp32 ``logits`` for a target kind: MSE over the one output for a number (as
+    transformers' regression head), BCE per label for multi-hot, cross-entropy for a class or a
+    token's class (-100 ignored); ``weight`` and ``gamma`` as ``class_loss`` / ``multi_label_loss``."""
+    if target == "float":
+        return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
+    if target == "multi_hot":
+        return multi_label_loss(logits, labels.float(), weight, gamma)
+    return class_loss(logits, labels, weight, gamma)
 
 
 def class_loss(logits, labels, weight=None, gamma: float = 0.0):
@@ -85,17 +91,11 @@ def set_head_bias(model: nn.Module, bias) -> None:
 
 
 def evaluation_loss(outputs, batch: dict, targets: dict):
-    """A batch's plain loss from the model's outputs, in fp32 (under bf16 autocast a model's own
-    loss would mix bf16 logits with fp32 float targets): cross-entropy for a class or a token's
-    class (-100 ignored), MSE for a number, BCE for multi-hot labels; QA: the mean of the start and
-    end positions' cross-entropies, as transformers' QA heads compute it. No class weights: the
-    same number for `bertkit eval` as for the evaluations during training."""
+    """A batch's plain loss from the model's outputs, in fp32: ``target_loss`` for the task's target
+    kind; QA: the mean of the start and end positions' cross-entropies, as transformers' QA heads
+    compute it. No class weights: the same number for `bertkit eval` as for the evaluations during
+    training."""
     if "start_positions" in targets:
         return (F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"]) +
                 F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])) / 2
-    logits, labels, kind = outputs["logits"].float(), batch["labels"], targets["labels"]
-    if kind == "float":
-        return F.mse_loss(logits.reshape(-1), labels.float().reshape(-1))
-    if kind == "multi_hot":
-        return multi_label_loss(logits, labels.float())
-    return class_loss(logits, labels)
+    return target_loss(outputs["logits"].float(), batch["labels"], targets["labels"])

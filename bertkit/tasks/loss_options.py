@@ -2,7 +2,7 @@
 
 The HF Trainer has no class-weight option (transformers#7024, #9625): users subclass
 ``compute_loss``. Here a task that has classes (cls and pair with one or several labels, ner)
-declares these options and trains through ``networks.losses.WeightedLoss`` when one is set;
+declares these options and trains through ``networks.losses.TrainingLoss`` when one is set;
 without them the model's own loss runs, unchanged.
 
 ``auto`` weights: for one label per row (and per token, -100 ignored), scikit-learn's "balanced"
@@ -109,13 +109,13 @@ def loss_network(model, options: dict, target: str = "class"):
     gamma = float(options.get("focal_gamma") or FOCAL_GAMMA.default) if options.get("loss") == "focal" else 0.0
     if weights is None and not gamma and target == "class":
         return model
-    from bertkit.networks.losses import WeightedLoss
+    from bertkit.networks.losses import TrainingLoss
 
-    return WeightedLoss(model, target, weights, gamma)
+    return TrainingLoss(model, target, weights, gamma)
 
 
 def unwrap_loss(trained):
     """The task model inside a ``loss_network`` wrapper (what is saved)."""
-    from bertkit.networks.losses import WeightedLoss
+    from bertkit.networks.losses import TrainingLoss
 
-    return trained.model if isinstance(trained, WeightedLoss) else trained
+    return trained.model if isinstance(trained, TrainingLoss) else trained
