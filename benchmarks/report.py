@@ -131,14 +131,21 @@ def _row_line(r: dict) -> str:
             f"{time_text} | {r.get('note', '')} |")
 
 
+def cpu_flags(machine: dict) -> str:
+    flags = machine.get("cpu_flags")
+    if flags is None:
+        return "flags not recorded"
+    return " ".join(flags) + ("" if "amx_bf16" in flags else "; no AMX")
+
+
 def render_markdown(report: dict) -> str:
     m, peaks, hp = report["machine"], report["matmul_peak_gflops"], report["hyperparameters"]
     head = ", ".join(f"{w} **{_f(v, '.2f', 'x')}**" for w, v in report["headline"].items())
     lines = [
         f"# bertkit benchmarks{' (quick: checks the suite works; not the comparison)' if report['quick'] else ''}",
         "",
-        f"- {m['date']}; {m['cpu_model']}, {m['usable_cores']} cores, torch threads {m['torch_threads']}; "
-        f"torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m.get('git_commit', '?')[:10]} "
+        f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads "
+        f"{m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m.get('git_commit', '?')[:10]} "
         f"({m.get('git_uncommitted_files', '?')} uncommitted files)",
         f"- matmul peak (higher of start / end), GFLOP/s: fp32 **{_f(peaks.get('fp32'), '.1f')}**, "
         f"bf16 **{_f(peaks.get('bf16'), '.1f')}**; load average start / end {report['load_average_start']} / "

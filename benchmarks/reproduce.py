@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.report import cpu_flags
 from benchmarks.run import RESULTS, load_average, log, machine, matmul_peak, run_isolated
 
 SEEDS = (42, 43, 44)
@@ -250,7 +251,7 @@ def markdown(report: dict) -> str:
     m, peak = report["machine"], report["matmul_peak_gflops"]
     head = [f"# bertkit vs the HF Trainer (bf16), full budget{' (QUICK: harness check only)' if report['quick'] else ''}",
             "",
-            f"- {m['date']}; {m['cpu_model']}, {m['usable_cores']} cores, torch threads {m['torch_threads']}; "
+            f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads {m['torch_threads']}; "
             f"torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m['git_commit'][:10]} "
             f"({m['git_uncommitted_files']} uncommitted files)",
             f"- matmul peak GFLOP/s: fp32 {peak.get('fp32', 0):.0f}, bf16 {peak.get('bf16', 0):.0f}; load average "

@@ -26,9 +26,11 @@ from pathlib import Path
 
 WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
 TRAIN_SIDES = ("bertkit", "bertkit_fp32", "bertkit_frozen", "bertkit_lazy", "hf_best_bf16", "hf_best", "hf_default")
-DEFAULT_SIDES = ("bertkit", "hf_best_bf16", "hf_best", "hf_default")
+DEFAULT_SIDES = ("bertkit", "bertkit_lazy", "hf_best_bf16", "hf_best", "hf_default")
 # fp32 and run_*-default reference rows: slow, and not the headline, so measured in round 1 only
 ONCE = ("hf_best", "hf_default", "pipeline_fp32_bs_default")
+# the CPU features that decide matmul speed (AMX: bf16 tiles, several times AVX-512's bf16 rate)
+MATRIX_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 RESULTS = Path(__file__).resolve().parent / "results"
 HP = dict(epochs=1.0, batch_size=32, lr=5e-5, warmup=0.1, weight_decay=0.01, seed=42)
 # None = the whole split. default_rows / default_qa_rows cap the slow hf_default recipes that pad
@@ -96,10 +98,13 @@ def machine() -> dict:
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
+    flags = set(next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), []))
+
     def git(*args) -> str:
         return subprocess.run(["git", *args], cwd=RESULTS.parent.parent, capture_output=True, text=True).stdout
 
     return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu_model": cpu,
+            "cpu_flags": [f for f in MATRIX_FLAGS if f in flags],
             "usable_cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "git_commit": git("rev-parse", "HEAD").strip(),

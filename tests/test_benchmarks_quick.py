@@ -42,6 +42,10 @@ def test_quick_benchmarks_report(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads((tmp_path / "t.json").read_text())
     assert HEADER in (tmp_path / "t.md").read_text()
+    cpuinfo = open("/proc/cpuinfo").read()
+    for flag in ("avx512_bf16", "amx_bf16"):  # the matmul features the reader needs, and their absence
+        assert (flag in report["machine"]["cpu_flags"]) == (f" {flag} " in cpuinfo.replace("\n", " "))
+    assert ("no AMX" in (tmp_path / "t.md").read_text()) == ("amx_bf16" not in report["machine"]["cpu_flags"])
     assert report["errors"] == [] and report["quick"] is True and report["repeats"] == 2
     peaks = report["matmul_peak_gflops"]
     assert _positive(peaks["fp32"]) and _positive(peaks["bf16"])
