@@ -1,6 +1,6 @@
 """Where one training step's time goes, and what each precision lever buys, in ONE process.
 
-    python -m benchmarks.profile_step [--batch 32] [--length 16] [--rounds 5] [--profile VARIANT]
+    python -m benchmarks.profile_step [--batch 32] [--length 16] [--rounds 5] [--profile VARIANT [--groups]]
 
 Variants, run interleaved round after round (medians reported, so a busy machine hurts them alike):
   fp32          fp32 weights, fused AdamW
@@ -16,7 +16,8 @@ Variants, run interleaved round after round (medians reported, so a busy machine
                 sparse backward stays eager): what variable lengths need; try with --lengths 8,39
 ``--lengths LO,HI``: each step draws its length in [LO, HI] (the same draws for every variant).
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
-classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators of one step.
+classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators (5 steps); with ``--groups``, self CPU ms
+per step by operator family (10 steps, as benchmarks/README.md's before/after table).
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ import torch
 
 VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels", "lazy", "compiled", "compiled_encoder")
 KERNELS = ("kernels", "lazy", "compiled", "compiled_encoder")
+# operator families of the before/after table; the rest is "everything else"
+GROUPS = (
+    ("matmuls (mm, addmm, bmm)", ("aten::mm", "aten::addmm", "aten::bmm")),
+    ("dropout masks (bernoulli_ / random_, ge, where)", ("aten::bernoulli_", "aten::random_", "aten::ge", "aten::where",
+                                                         "aten::native_dropout", "aten::native_dropout_backward",
+                                                         "_MaskedScaleBackward")),
+    ("dtype casts and copies (copy_)", ("aten::copy_", "aten::_to_copy")),
+    ("fused AdamW", ("aten::_fused_adamw_",)),
+    ("gradient zeroing (fill_, zero_)", ("aten::fill_", "aten::zero_")),
+    ("clipping norms and scales", ("aten::linalg_vector_norm", "aten::mul_")),
+    ("GELU, softmax, LayerNorm (fwd+bwd)", ("aten::gelu", "aten::gelu_backward", "aten::_softmax",
+                                            "aten::_softmax_backward_data", "aten::native_layer_norm",
+                                            "aten::native_layer_norm_backward")),
+)
 
 
 def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None):
@@ -89,6 +104,18 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
     return step
 
 
+def print_groups(prof, steps: int) -> None:
+    per_step: dict[str, float] = {}
+    for event in prof.key_averages():
+        per_step[event.key] = per_step.get(event.key, 0.0) + event.self_cpu_time_total / 1000 / steps
+    grouped = set()
+    for name, keys in GROUPS:
+        print(f"  {name:<50} {sum(per_step.get(k, 0.0) for k in keys):7.1f} ms")
+        grouped.update(keys)
+    print(f"  {'everything else':<50} {sum(v for k, v in per_step.items() if k not in grouped):7.1f} ms")
+    print(f"  {'total (self CPU per step, profiled)':<50} {sum(per_step.values()):7.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
@@ -98,6 +125,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--lengths", help="LO,HI: each step draws its length (default: --length every step)")
     parser.add_argument("--profile", choices=VARIANTS, help="print the profiler's top operators of this variant")
+    parser.add_argument("--groups", action="store_true", help="with --profile: ms per step by operator family")
     args = parser.parse_args()
 
     if args.profile:
@@ -106,10 +134,14 @@ def main() -> None:
             step()
         from torch.profiler import ProfilerActivity, profile
 
+        profiled = 10 if args.groups else 5
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(5):
+            for _ in range(profiled):
                 step()
-        print(f"{args.profile}: batch {args.batch} x {args.length}, 5 steps")
+        print(f"{args.profile}: batch {args.batch} x {args.length}, {profiled} steps")
+        if args.groups:
+            print_groups(prof, profiled)
+            return
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
         return
 
