@@ -32,6 +32,7 @@ import torch
 
 VARIANTS = ("fp32", "autocast", "master", "master_frozen", "sparse", "kernels", "lazy", "compiled", "compiled_encoder")
 KERNELS = ("kernels", "lazy", "compiled", "compiled_encoder")
+PHASES = ("forward", "backward", "gradients to fp32", "clipping", "AdamW", "bf16 weights and zeroing")
 # operator families of the before/after table; the rest is "everything else"
 GROUPS = (
     ("matmuls (mm, addmm, bmm)", ("aten::mm", "aten::addmm", "aten::bmm")),
@@ -48,7 +49,10 @@ GROUPS = (
 )
 
 
-def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None):
+def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None, phases: bool = False,
+          **config):
+    """bertkit's training step as ``variant`` runs it; ``phases``: the step returns ms per phase;
+    ``config``: model config overrides (e.g. hidden_dropout_prob=0.0)."""
     from transformers import AutoModelForSequenceClassification
 
     from bertkit.engine import parameter_groups
@@ -56,7 +60,7 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
     from bertkit.engine.master_weights import MasterWeights
 
     torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2)
+    model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2, **config)
     model.train()
     if variant == "master_frozen":
         model.get_input_embeddings().weight.requires_grad_(False)
@@ -88,18 +92,28 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
         if lengths:
             ids = torch.randint(1000, 20000, (batch, draws.randint(*lengths)))
             batch_inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
+        marks = [time.perf_counter()]
         with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             loss = forward(**batch_inputs).loss
+        marks.append(time.perf_counter())
         loss.backward()
+        marks.append(time.perf_counter())
         if master:
             master.accumulate()
+            marks.append(time.perf_counter())
             master.clip_(1.0)
         else:
+            marks.append(time.perf_counter())
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], 1.0)
+        marks.append(time.perf_counter())
         optimizer.step()
+        marks.append(time.perf_counter())
         if master:
             master.publish(rows_only=variant == "lazy")
         optimizer.zero_grad(set_to_none=True)
+        marks.append(time.perf_counter())
+        if phases:
+            return {name: 1000 * (b - a) for name, a, b in zip(PHASES, marks, marks[1:])}
 
     return step
 
