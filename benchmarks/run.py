@@ -96,9 +96,11 @@ def machine() -> dict:
     import torch
     import transformers
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    flags = set(next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), []))
+    fields = {}
+    for line in open("/proc/cpuinfo"):  # the first core's fields are every core's here
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    cpu, flags = fields.get("model name") or platform.processor(), set(fields.get("flags", "").split())
 
     def git(*args) -> str:
         return subprocess.run(["git", *args], cwd=RESULTS.parent.parent, capture_output=True, text=True).stdout
