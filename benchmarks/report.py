@@ -138,6 +138,16 @@ def cpu_flags(machine: dict) -> str:
     return " ".join(flags) + ("" if "amx_bf16" in flags else "; no AMX")
 
 
+def machine_load_line(report: dict) -> str:
+    """What else ran: other processes' cores and steal (benchmarks.machine_load), the load averages."""
+    loads = f"load average start / end {report['load_average_start']} / {report['load_average_end']}"
+    if report.get("others_cores") is None:  # no /proc/stat, or a report from before the measure
+        return loads + ("  **(busy machine: timings not reliable)**" if report.get("busy") else "")
+    line = (f"other processes used {report['others_cores']:.2f} cores on average and steal "
+            f"{report['steal_cores']:.2f} ({loads})")
+    return line + ("  **(busy machine: timings not reliable)**" if report["busy"] else ", a quiet machine")
+
+
 def render_markdown(report: dict) -> str:
     m, peaks, hp = report["machine"], report["matmul_peak_gflops"], report["hyperparameters"]
     head = ", ".join(f"{w} **{_f(v, '.2f', 'x')}**" for w, v in report["headline"].items())
@@ -148,8 +158,7 @@ def render_markdown(report: dict) -> str:
         f"{m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m.get('git_commit', '?')[:10]} "
         f"({m.get('git_uncommitted_files', '?')} uncommitted files)",
         f"- matmul peak (higher of start / end), GFLOP/s: fp32 **{_f(peaks.get('fp32'), '.1f')}**, "
-        f"bf16 **{_f(peaks.get('bf16'), '.1f')}**; load average start / end {report['load_average_start']} / "
-        f"{report['load_average_end']}" + ("  **(busy machine: timings not reliable)**" if report["busy"] else ""),
+        f"bf16 **{_f(peaks.get('bf16'), '.1f')}**; {machine_load_line(report)}",
         f"- recipe, every side: {hp['epochs']:g} epoch, batch {hp['batch_size']}, lr {hp['lr']:g}, warmup "
         f"{hp['warmup']}, weight decay {hp['weight_decay']}, seed {hp['seed']}; {report['repeats']} round(s), medians; "
         f"suite {report['wall_seconds']:.0f} s",

@@ -246,6 +246,7 @@ def parse_sizes(args) -> dict:
 
 
 def run(args) -> int:
+    from benchmarks import machine_load
     from benchmarks import report as reporting
     from benchmarks.workloads import data_dir, model_path
 
@@ -254,7 +255,7 @@ def run(args) -> int:
     for given, known, flag in ((only, WORKLOADS, "--only"), (args.sides, TRAIN_SIDES, "--sides")):
         if set(given) - set(known):
             raise SystemExit(f"{flag}: unknown {', '.join(sorted(set(given) - set(known)))} (known: {', '.join(known)})")
-    sizes, started = parse_sizes(args), time.perf_counter()
+    sizes, started, machine_at_start = parse_sizes(args), time.perf_counter(), machine_load.snapshot()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     report = {"quick": args.quick, "only": only, "sides": args.sides, "sizes": sizes, "repeats": args.repeats,
               "hyperparameters": HP, "load_average_start": load_average(), "machine": machine(),
@@ -278,9 +279,8 @@ def run(args) -> int:
     report["matmul_peaks_start_end"] = [peak_start, peak_end]
     report["matmul_peak_gflops"] = {k: max(p.get(k, 0.0) for p in (peak_start, peak_end)) for k in ("fp32", "bf16")}
     report["load_average_end"] = load_average()
-    # busy: the 1-minute load at the start or the end above half the cores (plus our own process)
-    cores = report["machine"]["usable_cores"]
-    report["busy"] = max(report["load_average_start"][0], report["load_average_end"][0]) > 0.5 * cores + 0.5
+    # busy: other processes (and the hypervisor's steal) took a share of the cores while the suite ran
+    report.update(machine_load.others(machine_at_start, machine_load.snapshot()))
     report.update(workloads=suite.results, errors=suite.errors, wall_seconds=time.perf_counter() - started)
     name = args.name or ("quick" if args.quick else "latest")
     markdown = reporting.write(report, Path(args.out_dir) if args.out_dir else RESULTS, name)
