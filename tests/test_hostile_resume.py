@@ -4,108 +4,23 @@ ONNX file, `datasets`, `inspect` and `pretrain mlm` with bad flags. Same contrac
 tests/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
 exit 2, no traceback, nothing written or removed in the case's folder or the shared models.
 
-Resuming that succeeds by passing over an unreadable newest checkpoint is a normal test at the end
-(the console line, and the very bytes of a run resumed from the good checkpoint).
+Resuming that succeeds (passing over an unreadable newest checkpoint) is in tests/test_resume_fallbacks.py.
 
-The checkpoints come from one short run (16 rows, batch 4, 2 epochs = 8 steps, a checkpoint every
-2 steps) trained once per session in a shared folder; a case copies them next to its own --output.
-Its --data stays the shared file: a run's identity holds the data's path."""
+The checkpoints come from tests/checkpoint_corpus.py's short run."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, assert_user_error
+from checkpoint_corpus import (SHARED, STEPS, TEXTS, base_data, checkpoints, damaged, resume,  # noqa: F401
+                               resume_from, shared_root, train_command)
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, Case, Context, run_case
 
 CORPUS = "the film was good . the plot was bad .\n\nit was a great film .\njohn lives in paris .\n" * 4
-TEXTS = "the film was good\nthe plot was bad\n"
-STEPS = (2, 4, 6, 8)
-SHARED: dict = {}  # the session's checkpointed run: {"root": Path}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def shared_root(tmp_path_factory):
-    SHARED["root"] = tmp_path_factory.mktemp("resume-base")
-    yield
-    SHARED.clear()
-
-
-def train_command(c: Context, data: Path | None = None, *extra) -> list:
-    return ["finetune", "cls", "--data", data or base_data(c), "--model", c.tiny, "--output", c.tmp / "out",
-            "--epochs", 2, "--batch-size", 4, "--save-every", 2, *extra]
-
-
-def base_data(c: Context) -> Path:
-    path = SHARED["root"] / "train.csv"
-    if not path.exists():
-        path.write_text(CLS_CSV)
-    return path
-
-
-def base_checkpoints(c: Context) -> Path:
-    """The shared run's checkpoints (trained on first use, in this process)."""
-    checkpoints = SHARED["root"] / "run.checkpoints"
-    if not checkpoints.exists():
-        from bertkit import api
-        from bertkit.config import TrainConfig
-
-        config = TrainConfig(epochs=2, batch_size=4, save_every=2)
-        api.finetune("cls", str(base_data(c)), str(SHARED["root"] / "run"), model=str(c.tiny), config=config)
-        assert sorted(p.name for p in checkpoints.glob("step-*")) == [f"step-{s}" for s in STEPS]
-    return checkpoints
-
-
-def checkpoints(c: Context) -> Path:
-    """A private copy of the shared checkpoints, where this case's --output keeps them."""
-    target = c.tmp / "out.checkpoints"
-    shutil.copytree(base_checkpoints(c), target)
-    return target
-
-
-def damage(path: Path, how: str = "truncate") -> None:
-    """Cut in half, replace by garbage or nothing; "json:TEXT" writes TEXT, "json-edit:a.b=1" sets a key."""
-    if how.startswith("json:"):
-        path.write_text(how[5:])
-        return
-    if how.startswith("json-edit:"):
-        state, (keys, value) = json.loads(path.read_text()), how[10:].split("=")
-        *parents, last = keys.split(".")
-        target = state
-        for key in parents:
-            target = target[key]
-        target[last] = json.loads(value)
-        path.write_text(json.dumps(state))
-        return
-    data = path.read_bytes()
-    path.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"\x00not this file\x00" * 8,
-                      "empty": b""}[how])
-
-
-def damaged(c: Context, name: str, how: str = "truncate", steps=STEPS) -> Path:
-    root = checkpoints(c)
-    for step in steps:
-        damage(root / f"step-{step}" / name, how)
-    return root
-
-
-def resume(c: Context, name: str, how: str = "truncate", steps=STEPS, *extra) -> list:
-    damaged(c, name, how, steps)
-    return train_command(c, None, "--resume", *extra)
-
-
-def resume_from(c: Context, step: int, name: str | None = None, how: str = "truncate") -> list:
-    root = checkpoints(c)
-    if name:
-        damage(root / f"step-{step}" / name, how)
-    return train_command(c, None, "--resume-from", root / f"step-{step}")
 
 
 def changed_data(c: Context) -> list:
@@ -370,63 +285,3 @@ def test_hostile_resume_fails_in_one_line_and_writes_nothing(case, tmp_path, tin
 
 def test_the_corpus_is_large_enough():
     assert len(CASES) >= 30 and len({case.id for case in CASES}) == len(CASES)
-
-
-# --- resuming that succeeds: said on the console, and exact ---------------------------------------------
-@pytest.mark.parametrize("name, how", [("model.safetensors", "truncate"), ("optimizer.pt", "truncate"),
-                                       ("rank-0.pt", "truncate"), ("history.jsonl", "garbage"),
-                                       ("state.json", "json-edit:progress=[]")])
-def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(name, how, tmp_path, tiny_bert, trained, run_cli,
-                                                                   monkeypatch):
-    """A file of the newest checkpoint cut in half: --resume goes on from the one before, says so,
-    and ends with the bytes of a run resumed from that checkpoint directly, and of the run that
-    was never interrupted."""
-    from safetensors.numpy import load_file
-
-    c = Context(tmp_path, tiny_bert, trained, monkeypatch)
-    root = damaged(c, name, how, steps=(8,))
-    code, out, err = run_cli(*train_command(c, None, "--resume"))
-    assert code == 0, err
-    assert f"resumed from {root / 'step-6'}" in out
-    assert f"checkpoint step-8 is unreadable ({name}: " in out
-    assert "resumed from step-6 instead" in out
-    reference = tmp_path / "reference"
-    reference.mkdir()
-    shutil.copytree(base_checkpoints(c), reference / "out.checkpoints")
-    code, _, err = run_cli(*train_command(Context(reference, tiny_bert, trained, monkeypatch), None,
-                                          "--resume-from", reference / "out.checkpoints" / "step-6"))
-    assert code == 0, err
-    ours, theirs = load_file(str(tmp_path / "out" / "model.safetensors")), load_file(
-        str(reference / "out" / "model.safetensors"))
-    uninterrupted = load_file(str(SHARED["root"] / "run" / "model.safetensors"))
-    assert sorted(ours) == sorted(theirs) == sorted(uninterrupted)
-    assert all(ours[k].tobytes() == theirs[k].tobytes() == uninterrupted[k].tobytes() for k in ours)
-
-
-def test_resume_without_checkpoints_trains_from_step_zero_and_says_so(tmp_path, tiny_bert, trained, run_cli,
-                                                                       monkeypatch):
-    c = Context(tmp_path, tiny_bert, trained, monkeypatch)
-    code, out, err = run_cli(*train_command(c, None, "--resume"))
-    assert code == 0, err
-    assert "--resume: no checkpoint under" in out and "training started at step 0" in out
-
-
-@pytest.mark.parametrize("name", ["model.safetensors", "bertkit.json"])
-def test_unreadable_model_files_are_not_called_missing(name, tmp_path, trained):
-    """As a user without read permission (a user namespace drops root's override), a model file is
-    reported as unreadable, not as "No such file"."""
-    model = tmp_path / "model"
-    shutil.copytree(trained("cls"), model)
-    (model / name).chmod(0)
-    (tmp_path / "in.txt").write_text(TEXTS)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("BERTKIT_DEBUG", None)
-    done = subprocess.run(["unshare", "-U", sys.executable, "-m", "bertkit", "predict", str(model), "--input",
-                           str(tmp_path / "in.txt")], capture_output=True, text=True, env=env, timeout=120)
-    if "unshare" in done.stderr and done.returncode != 2:
-        pytest.skip(f"no user namespace here: {done.stderr.strip()[:200]}")
-    if os.geteuid() != 0 and os.access(model / name, os.R_OK):
-        pytest.skip("this user can read a mode-0 file")
-    assert_user_error((done.returncode, done.stdout, done.stderr), f"{name} cannot be read",
-                      "Permission denied", "chmod a+r")
-    assert "No such file" not in done.stderr
