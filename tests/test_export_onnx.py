@@ -101,3 +101,24 @@ def test_export_parity_data_with_label_ids(cls_dir, run_cli, tmp_path):
     assert code == 0, stderr
     assert "parity on 3 examples" in stdout and json.loads((cls_dir / "onnx" / "export.json").read_text())[
         "torch"]["value"] is not None
+
+
+def test_an_export_cleans_up_after_a_killed_one(cls_dir, run_cli, tmp_path):
+    """A killed export leaves its staging folder (and maybe the old export moved aside): the next
+    export removes them, as finetune does for its output; a live writer's folder is left alone."""
+    import os
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    dead = model / ".onnx.partial-999999999-x1"  # no such process
+    live = model / f".onnx.partial-{os.getpid()}-x2"  # a writer still running
+    old = model / ".onnx.old"
+    for folder in (dead, live, old):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"\0" * 1000)
+    (old / "export.json").write_text("{}")
+    code, _, stderr = run_cli("export", "onnx", model)
+    assert code == 0, stderr
+    assert not dead.exists() and not old.exists() and live.is_dir()
+    assert json.loads((model / "onnx" / "export.json").read_text())["fp32"]["max_abs_diff"] < 1e-3

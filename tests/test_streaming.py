@@ -196,3 +196,17 @@ def test_a_pipe_into_head_gets_its_rows_while_the_input_is_still_coming(trained,
     assert [json.loads(line)["id"] for line in lines] == [0, 1, 2, 3, 4], done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("lines, bad", [(20_000, 15_001), (300, 251), (3, 1)])
+def test_a_bad_byte_is_reported_on_its_own_line(lines, bad, tmp_path):
+    """The decoder reads ahead in blocks: the line it had reached is not the bad byte's line."""
+    from bertkit.data.streams import InputStream
+    from bertkit.errors import BertkitError
+
+    rows = [f"sentence number {i} is a fine one".encode() for i in range(1, lines + 1)]
+    rows[bad - 1] = b"caf\xe9 au lait"
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    with pytest.raises(BertkitError, match=f"is not UTF-8 text \\(bad byte on line {bad}\\) \\(hint"):
+        list(InputStream(str(path)).records())

@@ -72,7 +72,7 @@ class Predictor:
         else:
             from bertkit.export.runtime import load_runner
 
-            self.engine, self.tokenizer = load_runner(self.model_dir, self.backend)
+            self.engine, self.tokenizer = load_runner(self.model_dir, self.backend, self.threads)
         self.engine.quiet = self.quiet
         self.timings["load_seconds"] = time.perf_counter() - started
         return self
@@ -116,8 +116,8 @@ class Predictor:
         """Precision (and why) and threads of the torch backend; an exported backend's precision (what
         its runtime computes in); empty before loading."""
         runtime = getattr(self.engine, "runtime", None)
-        if callable(runtime):
-            return runtime(self.precision)
+        if callable(runtime):  # torch
+            return {**runtime(self.precision), **({"backend_reason": self.backend_reason} if self.backend_reason else {})}
         if self.engine is None:
             return {}
         return {"precision": self.engine.precision, "backend": self.backend, "backend_reason": self.backend_reason}

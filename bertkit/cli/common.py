@@ -17,11 +17,12 @@ def runtime_line(runtime: dict) -> str:
     """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
     if not runtime:
         return ""
+    chosen = f"--backend auto: {runtime['backend_reason']}\n" if runtime.get("backend_reason") else ""
     if "backend" in runtime:  # an exported backend: its runtime chose the precision
-        return f"backend: {runtime['backend']} ({runtime['precision']})"
+        return chosen + f"backend: {runtime['backend']} ({runtime['precision']})"
     line = (f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
             f"thread{'s' if runtime['threads'] != 1 else ''}")
-    return line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
+    return chosen + line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
 
 
 def is_main_process() -> bool:

@@ -163,21 +163,34 @@ def _parquet(path: Path) -> Iterator[tuple[int, dict]]:
         raise BertkitError(f"{path} is not a readable Parquet file ({exc})", "check the file") from exc
 
 
-def _lines(handle, path: str) -> Iterator[tuple[int, str]]:
-    """Lines split at \\n only (readers.split_lines' rule), a trailing \\r dropped."""
-    number = 0
+def _lines(handle, path: str, located: bool = False) -> Iterator[tuple[int, str]]:
+    """Lines split at \\n only (readers.split_lines' rule), a trailing \\r dropped. ``located``:
+    ``path`` is a file that can be read again to find the line of a bad byte (the decoder reads
+    ahead in blocks, so the line reached when it fails is not the line of the byte)."""
     try:
         for number, line in enumerate(handle, 1):
             line = line[:-1] if line.endswith("\n") else line
             yield number, line[:-1] if line.endswith("\r") else line
     except UnicodeDecodeError as exc:
-        raise BertkitError(f"{path} is not UTF-8 text (bad byte near line {number + 1})",
+        bad = _bad_line(Path(path)) if located else None
+        raise BertkitError(f"{path} is not UTF-8 text" + (f" (bad byte on line {bad})" if bad else ""),
                            f"convert it, e.g. `iconv -f latin1 -t utf-8 {Path(path).name}`") from exc
+
+
+def _bad_line(path: Path) -> int | None:
+    """The first line that is not UTF-8 (a character never spans a \\n, so line by line is exact)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return None
 
 
 def _text_records(path: Path, suffix: str) -> Iterator[tuple[int, dict]]:
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        yield from _parse_lines(_lines(handle, str(path)), suffix, str(path))
+        yield from _parse_lines(_lines(handle, str(path), located=True), suffix, str(path))
 
 
 def _stdin_records() -> Iterator[tuple[int, dict]]:

@@ -22,7 +22,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.export.runtime import BACKEND_FILES, make_runner
 from bertkit.model_dir import load_meta, recorded_eval_data, staged_output, write_json
-from bertkit.model_dir.files import probe_writable
+from bertkit.model_dir.files import clean_stale, probe_writable
 
 PARITY_SAMPLES = 500
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -135,6 +135,7 @@ def _check_replaceable(target: Path, fmt: Format) -> None:
         raise BertkitError(f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new "
                            "export would delete", f"move them out of {target} first")
     probe_writable(target.parent, f"export to {target}")
+    clean_stale(target, "export.json")  # what a killed export left beside it: its staging folder, the old export moved aside
 
 
 def _has_gold(examples) -> bool:

@@ -32,6 +32,19 @@ def exported_file(model_dir, backend: str) -> Path:
     return path
 
 
+def _export_again(path: Path) -> str:
+    """The command that writes ``path`` again (an exported file sits in MODEL_DIR/onnx|openvino/)."""
+    int8 = ".int8." in path.name
+    return f"run `bertkit export {path.parent.name} {path.parent.parent}{' --int8' if int8 else ''}` again"
+
+
+def _cause(exc: Exception) -> str:
+    """OpenVINO's message starts with where it was raised ("Exception from src/...cpp:132:") and
+    says what went wrong on its last line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:160]
+
+
 class BatchRunner:
     """The batching every exported backend shares; ``run(feed) -> {output name: array}`` is each one's."""
 
@@ -71,7 +84,7 @@ class OnnxRunner(BatchRunner):
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own error types: invalid protobuf, graph, argument
             raise BertkitError(f"{path} cannot be loaded by onnxruntime ({str(exc).split(':')[-1].strip()[:120]})",
-                               "the file is damaged or incomplete: run `bertkit export onnx` again") from exc
+                               f"the file is damaged or incomplete: {_export_again(path)}") from exc
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.path, self.precision = path, "int8" if path.name.endswith(".int8.onnx") else "fp32"
@@ -97,8 +110,8 @@ class OpenVinoRunner(BatchRunner):
 
             self.compiled = openvino_core().compile_model(str(path), "CPU", config)
         except Exception as exc:  # OpenVINO raises RuntimeError for unreadable or incomplete files
-            raise BertkitError(f"{path} cannot be loaded by OpenVINO ({str(exc).strip().splitlines()[0][:120]})",
-                               "the files are damaged or incomplete: run `bertkit export openvino` again") from exc
+            raise BertkitError(f"{path} cannot be loaded by OpenVINO ({_cause(exc)})",
+                               f"the files are damaged or incomplete: {_export_again(path)}") from exc
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
         self.outputs = [port.get_any_name() for port in self.compiled.outputs]
         self.request = self.compiled.create_infer_request()
@@ -129,12 +142,12 @@ def fastest_backend(model_dir) -> tuple[str, str]:
             report = json.loads((Path(model_dir) / directory / "export.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if importlib.util.find_spec(RUNTIME_MODULES[directory]) is None:
+        if not isinstance(report, dict) or importlib.util.find_spec(RUNTIME_MODULES[directory]) is None:
             continue
-        torch = report.get("torch") or {}
-        torch_speed = torch.get("auto_examples_per_second") or torch.get("examples_per_second")
+        torch = _section(report, "torch")
+        torch_speed = _speed(torch.get("auto_examples_per_second")) or _speed(torch.get("examples_per_second"))
         for kind, suffix in (("fp32", ""), ("int8", "-int8")):
-            speed = (report.get(kind) or {}).get("examples_per_second")
+            speed = _speed(_section(report, kind).get("examples_per_second"))
             if speed and torch_speed and (Path(model_dir) / directory / BACKEND_FILES[directory + suffix][1]).is_file():
                 speedups[directory + suffix] = speed / torch_speed
     if not speedups:
@@ -145,16 +158,37 @@ def fastest_backend(model_dir) -> tuple[str, str]:
     return best, f"fastest export: {best} at {speedups[best]:.2f}x torch, measured side by side (export.json)"
 
 
+def _section(report: dict, key: str) -> dict:
+    value = report.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _speed(value) -> float | None:
+    """A measured speed, or None for anything a damaged export.json can hold instead (a string,
+    a bool, NaN, infinity, zero, a negative or an overflowing number): that export is not ranked."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def make_runner(path: Path, threads: int | None = None) -> BatchRunner:
     return RUNNERS[OPENVINO_DIR if path.suffix == ".xml" else ONNX_DIR](path, threads)
 
 
-def load_runner(model_dir, backend: str):
-    """(runner, tokenizer) for an exported backend of ``model_dir``."""
+def load_runner(model_dir, backend: str, threads: int | None = None):
+    """(runner, tokenizer) for an exported backend of ``model_dir``; ``threads``: --threads, else
+    OMP_NUM_THREADS, else the runtime's own default."""
     from bertkit.models import load_config, load_tokenizer
 
     path = exported_file(model_dir, backend)
     model_config = load_config(str(model_dir), str(model_dir))
     tokenizer = load_tokenizer(str(model_dir), str(model_dir), model_config)
-    threads = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit() else None
+    if threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"])
     return make_runner(path, threads), tokenizer

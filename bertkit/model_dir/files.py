@@ -62,7 +62,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
     probe_writable(existing, f"--output {output}")
-    _clean_stale(output)
+    clean_stale(output)
     if output.is_dir() and any(output.iterdir()):
         if not overwrite:
             raise BertkitError(f"--output {output} exists and is not empty",
@@ -165,12 +165,12 @@ def probe_writable(directory: Path, what: str) -> None:
                            "choose a writable location") from exc
 
 
-def _clean_stale(output: Path) -> None:
-    """Remove what an interrupted save left next to ``output`` (a kill cannot run cleanup code).
-
-    A staging sibling whose process is gone is stale. ``.NAME.old`` is the previous model, moved
+def clean_stale(output: Path, marker: str = META_FILE) -> None:
+    """Remove what an interrupted save left next to ``output`` (a kill cannot run cleanup code):
+    a staging sibling whose process is gone is stale. ``.NAME.old`` is the previous model, moved
     aside during a replace: garbage once the new one is in place, and put back if the kill came
-    between the two renames (the interrupted run never succeeded, so the old model stands).
+    between the two renames (the interrupted run never succeeded, so the old model stands);
+    ``marker`` is the file a complete one holds (an export's: export.json).
     """
     parent = output.parent
     if not parent.is_dir():
@@ -181,7 +181,7 @@ def _clean_stale(output: Path) -> None:
             shutil.rmtree(sibling, ignore_errors=True)
     trash = trash_dir(output)
     try:
-        if trash.is_dir() and not output.exists() and (trash / META_FILE).is_file():
+        if trash.is_dir() and not output.exists() and (trash / marker).is_file():
             trash.rename(output)
         elif trash.is_dir():
             shutil.rmtree(trash, ignore_errors=True)
