@@ -8,6 +8,7 @@ reads and writes; ``InferenceOptions`` what every command that runs a saved mode
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import BertkitError
@@ -16,6 +17,7 @@ PRECISIONS = ("auto", "no", "fp16", "bf16")
 DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL = "Data", "Model and output", "Training", "Output"
 LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
 INFERENCE_PANEL = "Inference"
+MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end there
 REQUIRED = ...  # a field without a default: a required option on the command line
 PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
                   "else no (fp32); bf16; fp16 (GPU).")
@@ -66,9 +68,13 @@ class TrainConfig:
 
     def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
         """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
+        floats = {"epochs": self.epochs, "lr": self.lr, "warmup-ratio": self.warmup_ratio,
+                  "weight-decay": self.weight_decay, "max-grad-norm": self.max_grad_norm}
         checks = [
+            *((math.isfinite(value), f"--{name} must be a finite number, got {value}") for name, value in floats.items()),
             (self.epochs > 0, "--epochs must be > 0"),
             (self.lr > 0, "--lr must be > 0"),
+            (0 <= self.seed <= MAX_SEED, f"--seed must be between 0 and {MAX_SEED}"),
             (self.batch_size >= 1, "--batch-size must be >= 1"),
             (self.eval_batch_size >= 1, "--eval-batch-size must be >= 1"),
             (self.max_length is None or 8 <= self.max_length <= 8192, "--max-length must be between 8 and 8192"),
@@ -163,6 +169,9 @@ def parse_seeds(value: str | None, first: int) -> list[int] | None:
         numbers = list(range(first, first + count))
     if len(set(numbers)) != len(numbers) or any(n < 0 for n in numbers):
         raise BertkitError(f"--seeds {value}: seeds must be distinct and >= 0", "e.g. --seeds 42,43,44")
+    if max(numbers) > MAX_SEED:
+        raise BertkitError(f"--seeds {value}: seed {max(numbers)} is above {MAX_SEED}, the largest seed numpy takes",
+                           "use smaller seeds, e.g. --seeds 42,43,44")
     return numbers
 
 

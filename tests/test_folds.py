@@ -82,7 +82,8 @@ def test_ner_folds_keep_each_document_whole(tmp_path, tiny_bert, run_cli):
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    (("--folds", 1), "--folds must be >= 2"),
+    (("--folds", 1), "--folds must be between 2 and 100"),
+    (("--folds", 10**20), "--folds must be between 2 and 100"),  # not a job list of 10**20 runs first
     (("--folds", 2, "--seeds", 2), "one at a time"),
     (("--folds", 2, "--eval-data", "{train}"), "--eval-data has no place"),
     (("--folds", 100), "needs at least 100 examples"),

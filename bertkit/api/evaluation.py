@@ -122,7 +122,8 @@ def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, sto
                  writes: bool) -> dict:
     """Store settings tuned on this data with the model (only from a full evaluation of its dev data,
     unless ``store_tuned`` says otherwise); the report says what happened. Returns the meta."""
-    before = _settings({key: adapter.options[key] for key in tuned if key in adapter.options}) or "its default"
+    before = _settings({key: adapter.options[key] for key in tuned if adapter.options.get(key) is not None}) \
+        or "its default"
     if (partial is None) if store_tuned is None else store_tuned:
         adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
         if writes:  # under a multi-process launch one process writes
@@ -165,8 +166,6 @@ def _read_only(directory: Path) -> str | None:
 def _settings(settings: dict) -> str:
     return ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
                      for key, value in settings.items())
-
-
 
 
 def _eval_file_name(data: str, split: str) -> str:

@@ -18,6 +18,7 @@ from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
 
 OOF_FILE = "oof-predictions.jsonl"
+MAX_FOLDS = 100  # as --seeds: past that, a fine-tuning run per fold is rarely what anyone meant
 
 
 @dataclass
@@ -45,8 +46,8 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
     if options.get("eval_data"):
         raise BertkitError("--folds evaluates each fold on the rest of --data; --eval-data has no place in it",
                            "drop --eval-data (score a separate test set later with `bertkit eval DIR --data`)")
-    if not isinstance(folds, int) or folds < 2:
-        raise BertkitError(f"--folds must be >= 2, got {folds}", "e.g. --folds 5")
+    if not isinstance(folds, int) or not 2 <= folds <= MAX_FOLDS:  # each fold is a whole fine-tuning run
+        raise BertkitError(f"--folds must be between 2 and {MAX_FOLDS}, got {folds}", "e.g. --folds 5")
     output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
     results, rows = {}, []
     jobs = {n: dict(task=task, data=data, output=str(root / f"fold-{n}"), config=config, overwrite=True,

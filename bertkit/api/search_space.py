@@ -14,6 +14,7 @@ A hyperparameter given on the command line (``--epochs 1``) is fixed at that val
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from bertkit.config import TrainConfig
@@ -87,18 +88,33 @@ def _checked(name: str, value, path: str):
     if isinstance(value, list):
         if not value or any(isinstance(v, (list, dict)) for v in value):
             raise BertkitError(f"--space {path}: {name} must list one or more values", HINT)
-        return [as_number(v) for v in value]
+        return [_valid(name, as_number(v), path) for v in value]
     if isinstance(value, dict):
         if set(value) - {"low", "high", "log"} or not {"low", "high"} <= set(value) or not numeric:
             raise BertkitError(f"--space {path}: {name} must be a range {{low, high[, log]}} of numbers", HINT)
         value = {**value, "low": _number(value["low"]), "high": _number(value["high"])}
         low, high = value["low"], value["high"]
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)) or low >= high:
-            raise BertkitError(f"--space {path}: {name} needs numbers low < high, got {low!r} and {high!r}", HINT)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)) \
+                or low >= high:
+            raise BertkitError(f"--space {path}: {name} needs finite numbers low < high, got {low!r} and {high!r}",
+                               HINT)
         if value.get("log") and low <= 0:
             raise BertkitError(f"--space {path}: a log range of {name} must start above 0", HINT)
+        _valid(name, low, path), _valid(name, high, path)
         return dict(value)
-    return as_number(value)
+    return _valid(name, as_number(value), path)
+
+
+def _valid(name: str, value, path: str):
+    """``value`` if a run could take it (TrainConfig.validate's rules), checked when the space is
+    read: Optuna keeps every value a study sampled, so a bad one found in a trial stays in it."""
+    try:
+        dataclasses.replace(TrainConfig(), **{name: value}).validate("bertkit tune")
+    except BertkitError as exc:
+        raise BertkitError(f"--space {path}: {name} {value!r}: {exc.message}", HINT) from None
+    except TypeError:  # a string or a list where a number goes
+        raise BertkitError(f"--space {path}: {name} {value!r} is not a number", HINT) from None
+    return value
 
 
 def _number(value):

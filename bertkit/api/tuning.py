@@ -98,7 +98,13 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
             trial = study.ask()
             trial.set_user_attr("host", socket.gethostname())
             trial.set_user_attr("pid", os.getpid())
-            params = sample(trial, searched)
+            try:
+                params = sample(trial, searched)
+            except ValueError as exc:  # Optuna: a parameter this study already searched another way
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise BertkitError(f"study {name!r} searched a hyperparameter over another range or kind than "
+                                   f"this --space ({exc})", "search as the study did, or start another with "
+                                   "--study-name NAME (or another --output)") from None
         test_signal("trial", trial.number)  # tests: a kill while a trial is running
         ran.append(trial.number)
         directory = root / f"trial-{trial.number}"

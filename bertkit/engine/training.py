@@ -19,6 +19,7 @@ from bertkit.engine.batching import LengthGroupedBatches, shard_batches
 from bertkit.engine.checkpoints import Progress
 from bertkit.engine.interrupts import TrainingInterrupted, test_signal
 from bertkit.engine.progress import LineProgress
+from bertkit.errors import BertkitError
 
 
 @dataclass
@@ -202,11 +203,20 @@ class Run:
                           "train/epoch": seen}, step=state.step)
             self.step_loss = 0.0
         if self.logging:
-            loss = self.sums.mean_loss("log", self.acc)
+            loss = self.finite(self.sums.mean_loss("log", self.acc))
             self.history.train(state.step, self.at, loss, lr, None if grad_norm is None else float(grad_norm))
             self.progress.set_postfix(epoch=f"{seen:.2f}", loss=f"{loss:.4f}")
         if self.lines and (done == n or self.finished):  # batches run in this process
             self.progress.line(f"epoch {epoch + 1}: {self.ran} batches, loss {float(self.epoch_loss) / self.ran:.4f}")
+
+    def finite(self, loss: float) -> float:
+        """The mean training loss, unless training diverged: a NaN or infinite loss would go on to
+        save (and with --overwrite replace a good model by) weights full of NaN."""
+        if not math.isfinite(loss):
+            raise BertkitError(f"training diverged: the mean training loss was {loss} by step {self.state.step}",
+                               f"lower --lr (it is {self.config.lr:g}), look for extreme targets in the data, "
+                               "or try --precision no")
+        return loss
 
     def evaluation_due(self, epoch_done: bool) -> bool:
         every = self.config.eval_every
@@ -216,8 +226,8 @@ class Run:
         self.stop_clock()
         self.kernels.undo()
         log = (lambda values: self.acc.log(values, step=self.state.step)) if self.tracking else None
-        self.selection.record(self.model, self.state, self.sums.mean_loss("eval", self.acc), self.at, self.history,
-                              log, self.optimisation.weights)
+        self.selection.record(self.model, self.state, self.finite(self.sums.mean_loss("eval", self.acc)), self.at,
+                              self.history, log, self.optimisation.weights)
         if self.selection.out_of_patience(self.state):
             self.state.stopped_early = self.finished = True
         self.model.train()
