@@ -31,6 +31,8 @@ def finetune(run_cli, data, out, model, *extra):
         ("body,label\nthe film,pos\nbad,neg\n", ("missing text column", "found columns: body, label")),
         ("text,verdict\nthe film,pos\nbad,neg\n", ("missing label column", "--label-column")),
         ("text,label\nthe film,pos\n  ,neg\nok,pos\n,neg\n", ("2 row(s) with empty text (rows 2, 4)",)),
+        # nothing a tokenizer keeps: a zero-width space, a soft hyphen with a NUL, a control character
+        ("text,label\n\u200b,pos\nfine,neg\n\u00ad\u0000,pos\n\u0007,neg\n", ("3 row(s) with empty text (rows 1, 3, 4)",)),
         ("text,label\na,b,c\n", ("3 fields where the header has 2",)),
     ],
 )

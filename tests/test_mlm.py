@@ -225,6 +225,8 @@ def test_pretrain_then_finetune_from_the_output(tmp_path, tiny_bert, run_cli):
     assert code == 0, stderr
     assert "perplexity" in stdout
     assert_user_error(run_cli("predict", out, "--input", tmp_path / "held.txt"), "does not apply to a masked-LM")
+    # serve refuses it at start-up, not with a 422 to every request
+    assert_user_error(run_cli("serve", out, "--port", 8799), "does not apply to a masked-LM")
 
 
 def test_pretrain_user_errors_write_nothing(tmp_path, tiny_bert, run_cli):

@@ -135,8 +135,11 @@ def test_threads_flag_env_and_busy_notice(monkeypatch):
     busy = threads.configure(None, load=1.4, cores=2)
     assert busy["threads"] == 2 and "--threads 1" in busy["notice"]
     assert "notice" not in threads.configure(None, load=0.2, cores=2)  # quiet machine: no advice
-    with pytest.raises(Exception, match="--threads must be >= 1"):
-        threads.check(0, "predict")
+    most = 4 * threads.usable_cores()
+    for wrong in (0, -1, most + 1, 99999):  # 99999: OpenBLAS aborted the process at that many
+        with pytest.raises(Exception, match=f"--threads must be between 1 and {most}"):
+            threads.check(wrong, "predict")
+    threads.check(most, "predict")
     monkeypatch.setenv("OMP_NUM_THREADS", "many")
     with pytest.raises(Exception, match="OMP_NUM_THREADS"):
         threads.check(None, "predict")
@@ -169,7 +172,9 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     code, stdout, stderr = run_cli("predict", out, "--input", dev, "--precision", "bf16")
     assert code == 0, stderr
     assert "precision: bf16 (asked for)" in stderr and len(stdout.splitlines()) == 16
-    assert_user_error(run_cli("predict", out, "--input", dev, "--threads", 0), "--threads must be >= 1")
+    assert_user_error(run_cli("predict", out, "--input", dev, "--threads", 0), "--threads must be between 1 and")
+    assert_user_error(run_cli("embed", out, "--input", dev, "--output", tmp_path / "v.npy", "--threads", -1),
+                      "--threads must be between 1 and")
 
 
 def test_freeze_embeddings_keeps_the_word_embeddings(tmp_path, tiny_bert, run_cli):

@@ -116,6 +116,7 @@ def test_predict_one_and_many_match_bertkit_predict(server, cls_model, tmp_path)
     (b"\xff\xfe", 400, "not valid UTF-8 JSON"),
     (json.dumps({"review_txt": "good"}).encode(), 422, "missing text column"),
     (json.dumps({"text": ""}).encode(), 422, "empty text"),
+    (json.dumps({"text": "\u200b\u00ad"}).encode(), 422, "empty text"),  # nothing visible: nothing to score
     (json.dumps([]).encode(), 422, "no inputs"),
     (json.dumps(42).encode(), 422, "expected an object"),
     (json.dumps([1, 2]).encode(), 422, "input 1 is a number"),

@@ -8,6 +8,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.models import load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
+from bertkit.engine.threads import check as check_threads
 
 
 class Embedder:
@@ -22,6 +23,7 @@ class Embedder:
             raise BertkitError("--max-length must be between 8 and 8192", "128 is the fine-tuning default")
         if batch_size < 1:
             raise BertkitError("--batch-size must be >= 1", "e.g. --batch-size 64")
+        check_threads(threads, "embed")
         self.model, self.max_length, self.batch_size, self.normalize = model, max_length, batch_size, normalize
         self.stride = max_length // 4 if stride is None else stride
         self.precision, self.threads, self.per_word = precision, threads, per_word

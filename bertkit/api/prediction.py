@@ -41,6 +41,7 @@ class Predictor:
         self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
         self.meta = load_meta(self.model_dir)
         self.adapter = task_from_state(self.meta["task"])
+        self.adapter.check_predictable()
         given = {k: v for k, v in options.items() if v is not None}
         for key in sorted(set(given) - set(self.adapter.option_names)):
             raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.adapter.name} model",

@@ -19,13 +19,21 @@ ENV = "OMP_NUM_THREADS"
 
 def check(threads: int | None, command: str) -> None:
     """Validate before any work: a bad count fails in one line, nothing started."""
-    if threads is not None and threads < 1:
-        raise BertkitError(f"--threads must be >= 1, got {threads}", f"see `bertkit {command} --help`")
+    most = max_threads()
+    if threads is not None and not 1 <= threads <= most:
+        raise BertkitError(f"--threads must be between 1 and {most} (4 per usable core), got {threads}",
+                           f"see `bertkit {command} --help`")
     if threads is None and os.environ.get(ENV, "").strip():
         value = os.environ[ENV].strip()
-        if not value.isdigit() or int(value) < 1:
-            raise BertkitError(f"{ENV}={value!r} is not a positive thread count",
-                               f"set {ENV} to a number >= 1, or pass --threads")
+        if not value.isdigit() or not 1 <= int(value) <= most:
+            raise BertkitError(f"{ENV}={value!r} is not a thread count between 1 and {most}",
+                               f"set {ENV} to a number from 1 to {most}, or pass --threads")
+
+
+def max_threads() -> int:
+    # More threads than cores only wait on each other; tens of thousands exhaust the process limit
+    # (OpenBLAS then aborts the process).
+    return 4 * usable_cores()
 
 
 def usable_cores() -> int:
@@ -40,6 +48,7 @@ def configure(threads: int | None, load: float | None = None, cores: int | None 
     looks busy. ``load``/``cores`` are for tests (default: the 1-minute load average, the usable cores)."""
     import torch
 
+    check(threads, "COMMAND")  # every command's count, wherever it came from, before torch is given it
     if threads is not None:
         source = "--threads"
     elif os.environ.get(ENV, "").strip():

@@ -116,6 +116,9 @@ class Task(ABC):
     def check_options(self) -> None:
         """Fail when options given for this run (eval's, predict's) do not fit this model."""
 
+    def check_predictable(self) -> None:
+        """Fail when this model cannot predict (`predict`, `serve`), before anything is loaded."""
+
     def check_probe_data(self, source: Source) -> None:
         """Fail when the data just read is not one class per text (`bertkit probe` fits only that)."""
 
@@ -213,9 +216,17 @@ def plain(value):
     return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything: not only spaces, control and format characters (a zero-width
+    space, a soft hyphen, NUL), which a tokenizer drops, leaving a model to score nothing at all."""
+    import unicodedata
+
+    return any(not ch.isspace() and unicodedata.category(ch)[0] not in "CZ" for ch in text)
+
+
 def require_nonempty(examples: list[dict], fields: tuple, source: str) -> None:
-    """One error listing how many rows have empty text, and where."""
-    empty = [i for i, ex in enumerate(examples) if any(not str(ex.get(f) or "").strip() for f in fields)]
+    """One error listing how many rows have empty text (nothing ``visible``), and where."""
+    empty = [i for i, ex in enumerate(examples) if any(not visible(str(ex.get(f) or "")) for f in fields)]
     if empty:
         where = ", ".join(str(i + 1) for i in empty[:5]) + (", ..." if len(empty) > 5 else "")
         raise BertkitError(f"{source}: {len(empty)} row(s) with empty text (rows {where})",

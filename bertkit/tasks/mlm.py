@@ -63,6 +63,9 @@ class MaskedLMTask(Task):
                              self.options.get("random_token_share", 0.1),
                              bool(self.options.get("whole_word_masking", False))).validate()
 
+    def check_predictable(self) -> None:
+        raise _no_predict()
+
     # --- reading -------------------------------------------------------------------------
     def read(self, source: Source, purpose: str) -> list[dict]:
         if purpose == PREDICT:
