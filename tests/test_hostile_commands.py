@@ -106,7 +106,8 @@ CASES = [
     # --- probe ----------------------------------------------------------------------------------------
     Case("probe-overwrite-dir-holding-the-data",
          lambda c: ["probe", "cls", "--data", model_with_user_file(c, "train.csv", CLS_CSV) / "train.csv", "--model",
-                    c.tiny, "--output", c.tmp / "cls-copy", "--overwrite"], ("inside --output",)),
+                    c.tiny, "--output", c.tmp / "cls-copy", "--overwrite"],
+         ("holds files bertkit did not write (train.csv)", "would delete")),
     Case("tune-no-eval-data", lambda c: tune(c, eval_data=False), ("there is none",)),
     Case("tune-trials-zero", lambda c: tune(c, "--trials", "0"), ("--trials must be >= 1",)),
     Case("tune-space-missing", lambda c: tune(c, "--space", c.tmp / "nope.yaml"), ("does not exist",)),
@@ -141,7 +142,8 @@ CASES = [
     # --- pretrain mlm ---------------------------------------------------------------------------------
     Case("pretrain-overwrite-dir-holding-the-corpus",
          lambda c: ["pretrain", "mlm", "--data", model_with_user_file(c, "corpus.txt", CORPUS) / "corpus.txt",
-                    "--model", c.tiny, "--output", c.tmp / "cls-copy", "--overwrite"], ("inside --output",)),
+                    "--model", c.tiny, "--output", c.tmp / "cls-copy", "--overwrite"],
+         ("holds files bertkit did not write (corpus.txt)", "would delete")),
     Case("pretrain-epochs-zero", lambda c: pretrain(c, "--epochs", "0"), ("--epochs must be > 0",
                                                                           "bertkit pretrain mlm --help")),
     Case("pretrain-batch-size-zero", lambda c: pretrain(c, "--batch-size", "0"), ("--batch-size must be >= 1",)),

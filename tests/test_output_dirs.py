@@ -120,13 +120,26 @@ def test_overwrite_replaces_a_bertkit_directory_and_an_empty_one_is_used_as_is(t
     assert not (out / "eval-dev.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "train.csv"]
 
-    # A bertkit directory that holds the training data itself is not replaced either.
+    # A bertkit directory that holds the training data itself is not replaced either (nor one holding
+    # any file the user put there, or a card they edited).
     inside = out / "train.csv"
     inside.write_text(TRAIN_CSV)
     before = tree(tmp_path)
     assert_user_error(finetune(run_cli, inside, tiny_bert, "--output", out, "--overwrite"),
-                      "is inside --output", "outside")
+                      "holds files bertkit did not write (train.csv)", "move them out")
     assert tree(tmp_path) == before
+    inside.unlink()
+    (out / "notes.txt").write_text("my notes")
+    card = out / "README.md"
+    card.write_text(card.read_text().replace("#", "## my edit\n#", 1))
+    before = tree(tmp_path)
+    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite"),
+                      "holds files bertkit did not write (README.md (edited), notes.txt)", "move them out")
+    assert tree(tmp_path) == before
+    (out / "notes.txt").unlink()
+    card.unlink()  # without the user's files, --overwrite replaces the model directory
+    code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out, "--seed", 3, "--overwrite")
+    assert code == 0, stderr
 
 
 def test_stale_staging_siblings_are_removed_and_live_ones_kept(tmp_path):

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir.ownership import check_replaceable
 
 
 META_FILE = "bertkit.json"
@@ -46,7 +47,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
 
     Missing parent directories are fine (they are created when the model is saved); the nearest
     existing one must be a writable directory. ``--overwrite`` replaces only an empty directory or
-    one that bertkit wrote (it has bertkit.json), never a directory of the user's own files.
+    one that bertkit wrote and the user added nothing to (model_dir.ownership), never user files.
     """
     output = output.expanduser().resolve()
     check_name_fits(output, len(staging_prefix(output)) - len(output.name) + 20, "--output")  # + "<pid>-<random>"
@@ -67,10 +68,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
         if not overwrite:
             raise BertkitError(f"--output {output} exists and is not empty",
                                "choose a new directory or pass --overwrite")
-        if not (output / META_FILE).is_file():
-            found = ", ".join(sorted(p.name for p in output.iterdir())[:3])
-            raise BertkitError(f"--output {output} holds files bertkit did not write ({found}, ...); --overwrite "
-                               f"replaces only a bertkit model directory", "choose a new directory for the model")
+        check_replaceable(output)
 
 
 def check_output_file(path: str | Path, flag: str = "--output") -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from string import Template
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir.ownership import CARD_FILE, NEW_CARD_FILE, card_state  # noqa: F401  (CARD_FILE: reporting's name)
 from bertkit.reporting.card_results import evaluation_section
 from bertkit.tasks.base import CardText, Task
 
@@ -223,9 +224,6 @@ def _quote(text: str) -> str:
 
 # The card bertkit writes ends with a digest of itself, so a later `eval` or `report` can tell a
 # card the user edited (or wrote) from its own, and never overwrites the user's words.
-CARD_FILE = "README.md"
-NEW_CARD_FILE = "README.bertkit.md"  # bertkit's new card, next to a README.md the user edited
-CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z")
 
 
 def signed_card(text: str) -> str:
@@ -238,24 +236,7 @@ def signed_card(text: str) -> str:
 
 def card_edited(path: Path) -> bool:
     """True when ``path`` holds something other than a card bertkit wrote, unchanged since."""
-    return _card_state(path) != "ours"
-
-
-def _card_state(path: Path) -> str:
-    """"ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
-    "unsigned" (the user's own, or a card from a bertkit version before the signature)."""
-    import hashlib
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return "ours"
-    except (OSError, UnicodeDecodeError):
-        return "unsigned"  # unreadable or not text: certainly not ours to replace
-    mark = CARD_MARK.search(text)
-    if mark is None:
-        return "unsigned"
-    return "ours" if hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
+    return card_state(path) != "ours"
 
 
 def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
@@ -264,7 +245,7 @@ def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
     from bertkit.model_dir import write_text
 
     card = Path(directory) / CARD_FILE
-    state = _card_state(card)
+    state = card_state(card)
     target = card if state == "ours" else card.with_name(NEW_CARD_FILE)
     write_text(target, signed_card(text))
     if state == "ours":
