@@ -50,6 +50,9 @@ CASES = [
          ("--scale-targets does not apply",)),
     Case("finetune-multi-label-one-label", lambda c: c.finetune("cls", ("t.jsonl", jsonl(
         *({"text": f"film {i}", "labels": ["joy"]} for i in range(8))))), ("at least two",)),
+    Case("finetune-multi-label-nested-list", lambda c: c.finetune("cls", ("t.jsonl", jsonl(
+        *({"text": f"film {i}", "labels": [["joy"]] if i == 3 else ["joy", "love"][i % 2:]} for i in range(8))))),
+         ("row 4: the labels [['joy']] hold ['joy'], which is not a label", "flat list")),
     Case("finetune-multi-label-list-in-single", lambda c: c.finetune("cls", ("t.jsonl", SETS), "--problem-type",
                                                                      "single-label"), ("add --problem-type multi-label",)),
     Case("finetune-label-columns-one", lambda c: c.finetune("cls", ("f.csv", FLAGS), "--label-columns", "joy"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -14,7 +16,9 @@ def classification_scores(gold: list[int], predicted: list[int], num_labels: int
     scores = {"accuracy": float((gold_array == predicted_array).mean())}
     if num_labels == 2:
         scores["f1"] = float(f1_score(gold_array, predicted_array, pos_label=1, zero_division=0))
-        scores["mcc"] = float(matthews_corrcoef(gold_array, predicted_array))
+        with warnings.catch_warnings():  # one class on both sides (a tiny fold): 0, sklearn's convention, said
+            warnings.simplefilter("ignore", UserWarning)  # on stderr in the middle of bertkit's own output
+            scores["mcc"] = float(matthews_corrcoef(gold_array, predicted_array))
     else:
         scores["macro_f1"] = float(f1_score(gold_array, predicted_array, average="macro", zero_division=0))
     return scores

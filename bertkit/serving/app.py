@@ -148,8 +148,13 @@ def check_address(host: str, port: int) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(infos[0][4])
     except OSError as exc:
+        import errno
+
+        # socket.gaierror (an unknown name) and EADDRNOTAVAIL (not this machine's address) are the host's fault
+        host_wrong = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
         raise BertkitError(f"cannot listen on {host}:{port} ({exc.strerror or exc})",
-                           "choose another --port, or stop what uses it") from exc
+                           "give --host an address of this machine (127.0.0.1, 0.0.0.0 for every interface)"
+                           if host_wrong else "choose another --port, or stop what uses it") from exc
 
 
 def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, **limits) -> None:

@@ -42,6 +42,10 @@ class MultiLabel(LabelKind):
         if isinstance(value, dict):  # several 0/1 columns (--label-columns)
             return tuple(column for column, flag in value.items() if _flag(flag, column, row, source))
         if is_list_label(value):
+            nested = next((v for v in value if isinstance(v, (list, tuple, dict)) or v is None), False)
+            if nested is not False:  # a label is a name or a number, not a list of its own
+                raise BertkitError(f"{source}: row {row}: the labels {value!r} hold {nested!r}, which is not a label",
+                                   'give a flat list of label names or ids, e.g. ["joy", "love"]')
             parts = [normalise_label(v) for v in value]
         elif value is None:
             parts = []
