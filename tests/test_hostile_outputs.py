@@ -146,6 +146,13 @@ CASES = [
          lambda c: ["embed", c.tiny, "--input", c.file("in.jsonl", '{"text": "a"}\n'), "--output",
                     (c.tmp / "link.jsonl").symlink_to(c.tmp / "in.jsonl") or c.tmp / "link.jsonl"],
          ("is the input file",)),
+    # a result file written over a file of a model directory would damage that model
+    Case("embed-output-over-a-models-history", lambda c: embed(c, copy_model(c) / "history.jsonl"),
+         ("is a file of the model in", "elsewhere")),
+    Case("predict-output-over-a-models-history", lambda c: ["predict", c.trained("cls"), "--input",
+                                                            c.file("in.txt", TEXTS), "--output",
+                                                            copy_model(c) / "history.jsonl"],
+         ("is a file of the model in", "elsewhere")),
     Case("embed-output-read-only-dir", lambda c: embed(c, read_only_dir(c) / "v.npy"), ("cannot write in",)),
     Case("embed-output-jsonl-read-only-dir", lambda c: embed(c, read_only_dir(c) / "v.jsonl"), ("cannot write in",)),
     Case("embed-output-deep-under-file", lambda c: embed(c, c.file("x.txt", "x") / "a" / "b" / "v.npy"),

@@ -14,8 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir.ownership import check_replaceable
-
+from bertkit.model_dir.ownership import check_replaceable, is_model_file
 
 META_FILE = "bertkit.json"
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
@@ -87,6 +86,9 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     probe_writable(target.parent, f"{flag} {path}")
     if target.exists() and not os.access(target, os.W_OK):
         raise BertkitError(f"{flag} {path} is not writable", "choose another file or fix its permissions")
+    if is_model_file(target):
+        raise BertkitError(f"{flag} {path} is a file of the model in {target.parent}, which writing would damage",
+                           "write the results elsewhere, or under another name")
     return target
 
 

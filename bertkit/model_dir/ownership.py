@@ -27,6 +27,16 @@ OURS = ("bertkit.json", "config.yaml", "history.jsonl", "results.json", "report.
         "special_tokens_map.json", "added_tokens.json", "*.model", "chat_template*")
 
 
+# Of those, what makes the model and its record: a result file written over one damages the model
+# (eval's own eval-*.json and predictions-*.jsonl are results, and may be rewritten).
+MODEL_FILES = tuple(p for p in OURS if p not in ("eval-*", "predictions-*.jsonl", NEW_CARD_FILE)) + (CARD_FILE,)
+
+
+def is_model_file(path: Path, meta_file: str = "bertkit.json") -> bool:
+    """Whether ``path`` is one of the files of the bertkit model directory it sits in."""
+    return (path.parent / meta_file).is_file() and any(fnmatch.fnmatchcase(path.name, p) for p in MODEL_FILES)
+
+
 def card_state(path: Path) -> str:
     """"ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
     "unsigned" (the user's own, or a card from a bertkit version before the signature)."""
