@@ -52,6 +52,10 @@ def test_three_trials_the_best_model_and_a_fixed_flag(tmp_path, tiny_bert, run_c
     assert [t["number"] for t in meta["tune"]["trials"]] == [0, 1, 2]
     assert (out / "figures" / "tune_trials.png").is_file() and "Hyperparameter search" in (out / "report.html").read_text()
     assert list((tmp_path / "best.tune").glob("trial-*")) == []  # the best moved to --output, the others deleted
+    import yaml  # its config.yaml replays the best trial into --output, not into its trial folder
+
+    replay = yaml.safe_load((out / "config.yaml").read_text())
+    assert replay["output"] == str(out) and replay["lr"] == pytest.approx(best.params["lr"])
     assert f"best: trial {best.number}" in stdout and stderr.count("trial ") >= 3
 
 
