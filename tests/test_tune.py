@@ -59,6 +59,15 @@ def test_three_trials_the_best_model_and_a_fixed_flag(tmp_path, tiny_bert, run_c
     assert f"best: trial {best.number}" in stdout and stderr.count("trial ") >= 3
 
 
+def test_max_steps_takes_epochs_out_of_the_search(tmp_path, tiny_bert, run_cli, data):
+    out = tmp_path / "steps"
+    code, _, stderr = run_cli(*tune_args(*data, tiny_bert, out, "--trials", 2, "--max-steps", 2))
+    assert code == 0, stderr
+    trials = study_trials(out)
+    assert len(trials) == 2 and all("epochs" not in t.params and "lr" in t.params for t in trials)
+    assert "epochs" not in json.loads((out / "bertkit.json").read_text())["tune"]["importances"]
+
+
 def test_a_killed_search_resumes_and_the_count_continues(tmp_path, tiny_bert, data):
     out = tmp_path / "model"
     command = [sys.executable, "-m", "bertkit", *map(str, tune_args(*data, tiny_bert, out, "--trials", 3,

@@ -68,7 +68,8 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
     if options.get("resume") or options.get("resume_from"):
         raise BertkitError("--resume continues one run; a tune study resumes by itself",
                            "run the same tune command again")
-    searched = read_space(space, fixed)
+    # --max-steps sets the run's length: epochs would be searched for nothing (and ranked by chance)
+    searched = read_space(space, tuple(fixed) + (("epochs",) if config.max_steps else ()))
     output_path = Path(output).expanduser().resolve()
     root = tune_root(output_path)
     check_sibling_dir(root, "the trials and the study")
