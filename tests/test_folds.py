@@ -86,6 +86,7 @@ def test_ner_folds_keep_each_document_whole(tmp_path, tiny_bert, run_cli):
     (("--folds", 10**20), "--folds must be between 2 and 100"),  # not a job list of 10**20 runs first
     (("--folds", 2, "--seeds", 2), "one at a time"),
     (("--folds", 2, "--eval-data", "{train}"), "--eval-data has no place"),
+    (("--folds", 2, "--max-eval-samples", 4), "--max-eval-samples does not apply with --folds"),
     (("--folds", 100), "needs at least 100 examples"),
 ])
 def test_fold_mistakes(tmp_path, tiny_bert, run_cli, extra, fragment):

@@ -46,6 +46,9 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
     if options.get("eval_data"):
         raise BertkitError("--folds evaluates each fold on the rest of --data; --eval-data has no place in it",
                            "drop --eval-data (score a separate test set later with `bertkit eval DIR --data`)")
+    if config.max_eval_samples is not None:
+        raise BertkitError("--max-eval-samples does not apply with --folds: each fold is scored whole, so every "
+                           "example is predicted once", "drop --max-eval-samples (--max-train-samples sets the rows)")
     if not isinstance(folds, int) or not 2 <= folds <= MAX_FOLDS:  # each fold is a whole fine-tuning run
         raise BertkitError(f"--folds must be between 2 and {MAX_FOLDS}, got {folds}", "e.g. --folds 5")
     output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
