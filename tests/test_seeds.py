@@ -131,3 +131,20 @@ def test_a_parallel_runs_lines_carry_its_name():
     stream.write("train: epoch 1")
     stream.write(" done\neval: done\n")
     assert out.getvalue() == "[seed 7] train: epoch 1 done\n[seed 7] eval: done\n" and not stream.isatty()
+
+
+def test_a_pool_worker_running_a_second_run_prefixes_its_lines_once(monkeypatch):
+    """The process pool reuses a worker: the second run's lines carry its own name alone."""
+    import io
+    import sys
+
+    from bertkit.api import parallel_runs
+
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    import bertkit.api.finetuning as finetuning
+
+    monkeypatch.setattr(finetuning, "finetune", lambda **kwargs: print("epoch 1", file=sys.stderr))
+    parallel_runs._child("[seed 42] ", {})
+    parallel_runs._child("[seed 44] ", {})
+    assert out.getvalue() == "[seed 42] epoch 1\n[seed 44] epoch 1\n"

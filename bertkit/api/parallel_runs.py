@@ -49,7 +49,10 @@ def run_all(jobs: dict, parallel: int, label: str) -> Iterator[tuple]:
 def _child(prefix: str, kwargs: dict):
     from bertkit.api.finetuning import finetune
 
-    sys.stderr = PrefixedStream(sys.stderr, prefix)
+    stream = sys.stderr
+    while isinstance(stream, PrefixedStream):  # a pool worker runs run after run: one prefix, this run's
+        stream = stream.stream
+    sys.stderr = PrefixedStream(stream, prefix)
     return finetune(**kwargs)
 
 
