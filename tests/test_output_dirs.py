@@ -256,3 +256,21 @@ def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path,
             (staging / "new.txt").write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert [p.name for p in output.iterdir()] == ["old.txt"]
+
+
+def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(tmp_path, tiny_bert, train_csv,
+                                                                                  run_cli):
+    """A loss that turns NaN (here: an absurd learning rate) would have saved NaN weights over a good
+    model with --overwrite; it stops at the next log or evaluation point instead."""
+    out = tmp_path / "model"
+    code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out)
+    assert code == 0, stderr
+    before = tree(tmp_path)
+    code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "1e30")
+    last = stderr.strip().splitlines()[-1]  # after the epoch's progress line
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert last.startswith("error: training diverged: the mean training loss was nan by step ") and \
+        "(hint: lower --lr (it is 1e+30)" in last, stderr
+    assert tree(tmp_path) == before
+    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "inf"),
+                      "--lr must be a finite number, got inf")
