@@ -141,7 +141,7 @@ CASES = [
     Case("eval-output-is-the-model-meta",
          lambda c: ["eval", cls_model(c), "--data", c.file("e.csv", CLS_CSV),
                     "--output", cls_model(c) / "bertkit.json"],
-         ("would replace the model's own bertkit.json",)),
+         ("bertkit.json is a file of the model in", "elsewhere")),
     Case("eval-nothing-recorded", lambda c: ["eval", cls_model(c)], ("without evaluation data", "--data FILE")),
     Case("eval-file-without-labels", lambda c: ["eval", cls_model(c), "--data", c.file("e.csv", "text\ngood film\n")],
          ("missing label column", "name the label column one of"), ("--label-column",)),

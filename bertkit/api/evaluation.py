@@ -12,8 +12,8 @@ from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
-from bertkit.model_dir import (META_FILE, check_inputs_kept, check_output_file, load_meta, recorded_eval_data,
-                               update_meta, write_json)
+from bertkit.model_dir import (check_inputs_kept, check_output_file, load_meta, recorded_eval_data, update_meta,
+                               write_json)
 from bertkit.model_dir.files import probe_writable
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
@@ -54,9 +54,6 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
     if rows_file is not None:
         check_output_file(rows_file, "the predictions file")
-    if target.resolve() in {(Path(model_dir) / name).resolve() for name in (META_FILE, "config.json")}:
-        raise BertkitError(f"--output {output} would replace the model's own {target.name}",
-                           "write the metrics to another file")
     # --output elsewhere: a read-only model directory (a shared copy, a container's mount) is evaluated
     # all the same, without redrawing its report or storing what was tuned
     read_only = _read_only(Path(model_dir))
