@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
-from bertkit.model_dir.run_config import RUN_CONFIG_FILE, read_run_config, write_run_config
+from bertkit.model_dir.run_config import retarget_run_config
 from bertkit.tasks import task_from_state
 
 STD = "sample standard deviation (n - 1)"
@@ -54,9 +54,7 @@ def keep_best(best, best_dir: Path, output: Path, root: Path, keep_all: bool, se
     in its config.yaml, move it to ``output``, drop the others unless ``keep_all``, and redraw the
     card and report (drawn for one run) with the spread; returns ``best`` pointing at ``output``."""
     update_meta(best_dir, section)
-    config_file = best_dir / RUN_CONFIG_FILE
-    if config_file.is_file():
-        write_run_config(best_dir, {**read_run_config(str(config_file)), "output": str(output), **replay})
+    retarget_run_config(best_dir, output, **replay)
     replace_dir(output, best_dir)
     if not keep_all:
         shutil.rmtree(root, ignore_errors=True)

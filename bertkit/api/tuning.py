@@ -28,7 +28,7 @@ from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
 from bertkit.tasks import get_task_class, task_from_state
-from bertkit.model_dir.run_config import RUN_CONFIG_FILE, read_run_config, write_run_config
+from bertkit.model_dir.run_config import retarget_run_config
 
 
 @dataclass
@@ -226,9 +226,7 @@ def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: l
         source = root / f"trial-{best.number}"
         if source.is_dir():  # else another process of this study has moved it to the output already
             update_meta(source, {"tune": section})
-            config_file = source / RUN_CONFIG_FILE  # replays the best trial into the output, not its trial folder
-            if config_file.is_file():
-                write_run_config(source, {**read_run_config(str(config_file)), "output": str(output)})
+            retarget_run_config(source, output)
             replace_dir(output, source)
         elif _holds_study(output, name):
             update_meta(output, {"tune": section})

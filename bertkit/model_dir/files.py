@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir.ownership import check_replaceable, is_model_file
+from bertkit.model_dir.ownership import META_FILE, check_replaceable, is_model_file
 
-META_FILE = "bertkit.json"
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
 TMP_SUFFIX = ".tmp"  # atomic_file's temporary sibling: .<name>.<pid>-<random>.tmp
 

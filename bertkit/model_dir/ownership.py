@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 
+META_FILE = "bertkit.json"  # a directory holding it is a (complete) bertkit model directory
 CARD_FILE = "README.md"
 NEW_CARD_FILE = "README.bertkit.md"  # bertkit's new card, next to a README.md the user edited
 CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z")
@@ -20,7 +21,7 @@ CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z"
 # pretrain (bertkit.json, config.yaml, history, results, figures, report, oof predictions, the
 # probe head), eval (eval-*.json and their predictions), export (onnx/, openvino/), and what
 # save_pretrained writes for the model and its tokenizer (names vary with the tokenizer).
-OURS = ("bertkit.json", "config.yaml", "history.jsonl", "results.json", "report.html", "figures",
+OURS = (META_FILE, "config.yaml", "history.jsonl", "results.json", "report.html", "figures",
         "oof-predictions.jsonl", "probe_head.safetensors", "eval-*", "predictions-*.jsonl", "onnx", "openvino", NEW_CARD_FILE,
         "config.json", "generation_config.json", "model.safetensors", "model-*.safetensors",
         "model.safetensors.index.json", "pytorch_model.bin", "tokenizer*", "vocab*", "merges.txt",
@@ -32,9 +33,9 @@ OURS = ("bertkit.json", "config.yaml", "history.jsonl", "results.json", "report.
 MODEL_FILES = tuple(p for p in OURS if p not in ("eval-*", "predictions-*.jsonl", NEW_CARD_FILE)) + (CARD_FILE,)
 
 
-def is_model_file(path: Path, meta_file: str = "bertkit.json") -> bool:
+def is_model_file(path: Path) -> bool:
     """Whether ``path`` is one of the files of the bertkit model directory it sits in."""
-    return (path.parent / meta_file).is_file() and any(fnmatch.fnmatchcase(path.name, p) for p in MODEL_FILES)
+    return (path.parent / META_FILE).is_file() and any(fnmatch.fnmatchcase(path.name, p) for p in MODEL_FILES)
 
 
 def card_state(path: Path) -> str:
@@ -65,9 +66,9 @@ def foreign_files(directory: Path) -> list[str]:
     return foreign
 
 
-def check_replaceable(output: Path, meta_file: str = "bertkit.json") -> None:
+def check_replaceable(output: Path) -> None:
     """--overwrite replaces a bertkit model directory, and only one holding nothing but bertkit's files."""
-    if not (output / meta_file).is_file():
+    if not (output / META_FILE).is_file():
         found = ", ".join(sorted(p.name for p in output.iterdir())[:3])
         raise BertkitError(f"--output {output} holds files bertkit did not write ({found}, ...); --overwrite "
                            f"replaces only a bertkit model directory", "choose a new directory for the model")

@@ -67,3 +67,11 @@ def write_run_config(directory: Path, values: dict) -> Path:
     target = directory / RUN_CONFIG_FILE
     write_text(target, header + yaml.safe_dump(kept, sort_keys=False, allow_unicode=True))
     return target
+
+
+def retarget_run_config(directory: Path, output: Path, **changes) -> None:
+    """A run moved to ``output`` (the best of several: seeds, folds, tune trials): its config.yaml,
+    if it has one, replays into ``output`` (plus ``changes``), not into the folder it ran in."""
+    config_file = directory / RUN_CONFIG_FILE
+    if config_file.is_file():
+        write_run_config(directory, {**read_run_config(str(config_file)), "output": str(output), **changes})
