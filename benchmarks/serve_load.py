@@ -2,7 +2,7 @@
 
     python -m benchmarks.serve_load http://127.0.0.1:8000 texts.txt --clients 8 --requests 50
 
-Prints requests/s, inputs/s and latency percentiles; `tests/test_serve.py` uses ``run_load`` too.
+Prints requests/s, inputs/s and latency percentiles; `tests/cli/test_serve.py` uses ``run_load`` too.
 """
 
 from __future__ import annotations

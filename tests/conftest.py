@@ -168,3 +168,14 @@ def read_only(tmp_path):
     yield make
     for step in reversed(undo):
         step()
+
+
+# The tests live in layers, one folder each; the folder is the marker (`pytest -m unit`, `-m "not learning"`).
+LAYERS = ("unit", "cli", "corpus", "learning")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        layer = Path(str(item.fspath)).parent.name
+        if layer in LAYERS:
+            item.add_marker(getattr(pytest.mark, layer))

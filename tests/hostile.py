@@ -1,5 +1,5 @@
-"""The shared harness of the hostile-input corpora (tests/test_bad_input_corpus.py and the
-tests/test_hostile_*.py files): small valid data files, the Context a case builds its command
+"""The shared harness of the hostile-input corpora (tests/corpus/test_bad_input_corpus.py and the
+tests/corpus/test_hostile_*.py files): small valid data files, the Context a case builds its command
 line from, the Case record, and the check every case must pass: exit 2, ONE line
 `error: ... (hint: ...)`, no traceback, nothing written or removed in the case's folder and the
 shared model directories.

@@ -1,6 +1,6 @@
 """A task that exists only in the tests: does a text negate (``not``, ``no``)? It is written
 against the Task interface alone, with its own reading, metric, main metric and prediction rows, and
-registered with one call; nothing in bertkit knows it (tests/test_toy_task.py)."""
+registered with one call; nothing in bertkit knows it (tests/cli/test_toy_task.py)."""
 
 from __future__ import annotations
 

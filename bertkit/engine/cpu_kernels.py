@@ -93,7 +93,7 @@ def restore_dropout(model: torch.nn.Module) -> None:
 # Attention written the eager way (the same math), with FastDropout's masks on the probabilities.
 ATTENTION = "bertkit_cpu_train"
 # model types whose attention goes through transformers' AttentionInterface with BERT's signature
-EAGER_TYPES = ("bert", "roberta", "electra")  # each checked in tests/test_cpu_training.py
+EAGER_TYPES = ("bert", "roberta", "electra")  # each checked in tests/unit/test_cpu_training.py
 
 
 def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The built-in tasks' words and code for their model cards (``Task.card_text``).
 
 Each snippet runs as printed with transformers 5 alone and answers what `bertkit predict` answers
-on the same input (tests/test_model_card.py runs every one of them): it truncates at the model's
+on the same input (tests/cli/test_model_card.py runs every one of them): it truncates at the model's
 max length and reads the outputs the way the task's ``postprocess`` does.
 """
 

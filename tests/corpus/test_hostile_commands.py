@@ -1,6 +1,6 @@
 """The hostile-input corpus of the commands around finetune/eval/predict: embed, probe, pretrain,
 inspect, report, export, push, datasets, serve and resume. Same contract as
-tests/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
+tests/corpus/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
 exit 2, no traceback, nothing written or removed in the case's folder or the shared models."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir import (DATA_KEYS, META_FILE, META_KEYS, SCHEMA, atomic_file, load_meta, update_meta,
                                upgrade_meta)
 
-V1 = Path(__file__).parent / "fixtures" / "model-dir-v1"  # written by `bertkit finetune cls` before schema 2
+V1 = Path(__file__).resolve().parents[1] / "fixtures" / "model-dir-v1"  # written by `bertkit finetune cls` before schema 2
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The server's isolation, in process (starlette's TestClient, no socket): hostile JSON values,
-rows a task cannot encode, a batch that fails, a bug. tests/test_serve.py runs the real server."""
+rows a task cannot encode, a batch that fails, a bug. tests/cli/test_serve.py runs the real server."""
 
 from __future__ import annotations
 

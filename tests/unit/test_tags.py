@@ -18,7 +18,7 @@ from bertkit.decoding.tags import (
 )
 from bertkit.errors import BertkitError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(os.environ.get("BERTKIT_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 CONLL_DIR = DATA_DIR / "conll2003"
 

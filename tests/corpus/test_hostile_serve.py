@@ -1,7 +1,7 @@
 """Hostile-input corpus of `serve` (each case fails before listening) and of the input records that
 `predict`, `embed` and `finetune` turn into texts: texts that are not strings or hold a lone
 surrogate, ids that cannot be given back, JSON nested too deep, unreadable files. Same contract as
-tests/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
+tests/corpus/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
 exit 2, no traceback, nothing written or removed in the case's folder or the shared models."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Extractive QA: windowed features and targets, decoding, and the CLI end to end (reading the
-SQuAD layouts: tests/test_qa_reading.py)."""
+SQuAD layouts: tests/unit/test_qa_reading.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The hostile-input corpus around resuming and damaged files: `finetune --resume` with truncated,
 corrupt or foreign checkpoints, `report`/`export`/`predict`/`serve` on a damaged bertkit.json or
 ONNX file, `datasets`, `inspect` and `pretrain mlm` with bad flags. Same contract as
-tests/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
+tests/corpus/test_bad_input_corpus.py (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`,
 exit 2, no traceback, nothing written or removed in the case's folder or the shared models.
 
-Resuming that succeeds (passing over an unreadable newest checkpoint) is in tests/test_resume_fallbacks.py.
+Resuming that succeeds (passing over an unreadable newest checkpoint) is in tests/cli/test_resume_fallbacks.py.
 
 The checkpoints come from tests/checkpoint_corpus.py's short run."""
 

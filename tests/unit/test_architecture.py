@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "bertkit"
+PACKAGE = Path(__file__).resolve().parents[2] / "bertkit"
 TORCH_FREE = ("tasks", "data", "decoding", "metrics")
 MAX_LINES = 300
 MAX_FLAT_MODULES = 8

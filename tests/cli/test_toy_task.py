@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 PLAIN = ["the film was good", "a great story", "john lives in paris", "the acting was fine", "he went to london",
          "it is a very good movie", "she met mary in berlin", "the plot was great"]
 NEGATED = ["the film was not good", "not a great story", "john does not live in paris", "no , the acting was bad",

@@ -3,7 +3,7 @@ under a file or on a full disk, and the flags that say where and how big. Same c
 other hostile corpora (tests/hostile.py's run_case): ONE line `error: ... (hint: ...)`, exit 2, no
 traceback, nothing written or removed (a full disk keeps no staging directory, no .tmp file).
 Written files' modes, a full disk after the work, a read-only model directory evaluated:
-tests/test_written_files.py. (A model card the user edited is kept: tests/test_card_edits.py.)"""
+tests/cli/test_written_files.py. (A model card the user edited is kept: tests/cli/test_card_edits.py.)"""
 
 from __future__ import annotations
 
