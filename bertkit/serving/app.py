@@ -33,6 +33,9 @@ MAX_INPUTS = 256
 
 def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs: int = MAX_INPUTS,
                max_batch_rows: int = 64, max_wait_ms: float = 5.0) -> FastAPI:
+    """The app: a micro-batcher over ``predictor``, JSON errors, an access log, and the three routes."""
+    limits = {"max_request_bytes": max_request_bytes, "max_inputs": max_inputs, "max_batch_rows": max_batch_rows,
+              "max_wait_ms": max_wait_ms}
     batcher = MicroBatcher(predictor.predict, max_batch_rows, max_wait_ms / 1000)
 
     @asynccontextmanager
@@ -42,6 +45,14 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
         await batcher.stop()
 
     app = FastAPI(title="bertkit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    add_error_handlers(app)
+    add_access_log(app)
+    add_routes(app, predictor, batcher, limits)
+    return app
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as JSON ``{"error", "hint"}``: the framework's (404, 405) and a bug's (500)."""
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
@@ -52,6 +63,10 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception):  # one raised outside the access-log middleware
         return internal_error(request, exc)
+
+
+def add_access_log(app: FastAPI) -> None:
+    """One line per request: client, method, path, status, rows, latency."""
 
     @app.middleware("http")
     async def access_log(request: Request, call_next):
@@ -67,57 +82,69 @@ def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs
                  request.state.rows, 1000 * (time.perf_counter() - started), request.state.note)
         return response
 
+
+def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> None:
     @app.get("/health")
     async def health():
         return {"status": "ok", **batcher.stats}
 
     @app.get("/info")
     async def info():
-        return {**predictor.info(), "limits": {"max_request_bytes": max_request_bytes, "max_inputs": max_inputs,
-                                               "max_batch_rows": max_batch_rows, "max_wait_ms": max_wait_ms}}
+        return {**predictor.info(), "limits": limits}
 
     @app.post("/predict")
     async def predict(request: Request):
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > max_request_bytes:
-            return _error(413, f"request body of {declared} bytes is over the limit of {max_request_bytes}",
-                          "send fewer inputs per request")
-        body = bytearray()
-        try:
-            async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
-                body += chunk
-                if len(body) > max_request_bytes:
-                    return _error(413, f"request body is over the limit of {max_request_bytes} bytes",
-                                  "send fewer inputs per request")
-        except ClientDisconnect:  # its access-log line says so: one line, no traceback
-            request.state.note = f" (the client went away after {len(body)} bytes of its body)"
-            return _error(400, "the client disconnected before the body was complete", None)
-        try:
-            payload = parse_json(body.decode("utf-8-sig"))  # a BOM tolerated, as in files
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
-                          'send e.g. {"inputs": [{"text": "..."}]}')
-        records = payload.get("inputs") if isinstance(payload, dict) and "inputs" in payload else payload
-        if isinstance(records, (dict, str)):
-            records = [records]
-        if not isinstance(records, list):
-            return _error(422, f"expected an object, a string or a list of them, got {json_kind(records)}",
-                          'send e.g. {"inputs": [{"text": "..."}]}')
-        if len(records) > max_inputs:
-            return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
-                          "split them over several requests")
-        try:
+        body = await read_body(request, limits["max_request_bytes"])
+        if isinstance(body, JSONResponse):
+            return body
+        records = parse_records(body, limits["max_inputs"])
+        if isinstance(records, JSONResponse):
+            return records
+        try:  # rows are validated before they join a batch: a bad one fails its own request only
             examples = predictor.examples(records)
-        except BertkitError as exc:
-            return _error(422, exc.message, exc.hint)
-        request.state.rows = len(examples)
-        try:
+            request.state.rows = len(examples)
             rows = await batcher.submit(examples)
         except BertkitError as exc:
             return _error(422, exc.message, exc.hint)
         return {"predictions": rows}
 
-    return app
+
+async def read_body(request: Request, max_bytes: int) -> bytes | JSONResponse:
+    """The request's body, or the answer that refuses it (too large, or the client went away)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        return _error(413, f"request body of {declared} bytes is over the limit of {max_bytes}",
+                      "send fewer inputs per request")
+    body = bytearray()
+    try:
+        async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
+            body += chunk
+            if len(body) > max_bytes:
+                return _error(413, f"request body is over the limit of {max_bytes} bytes",
+                              "send fewer inputs per request")
+    except ClientDisconnect:  # its access-log line says so: one line, no traceback
+        request.state.note = f" (the client went away after {len(body)} bytes of its body)"
+        return _error(400, "the client disconnected before the body was complete", None)
+    return bytes(body)
+
+
+def parse_records(body: bytes, max_inputs: int) -> list | JSONResponse:
+    """The input rows of a body (one row, a list, or ``{"inputs": [...]}``), or the answer refusing it."""
+    try:
+        payload = parse_json(body.decode("utf-8-sig"))  # a BOM tolerated, as in files
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
+                      'send e.g. {"inputs": [{"text": "..."}]}')
+    records = payload.get("inputs") if isinstance(payload, dict) and "inputs" in payload else payload
+    if isinstance(records, (dict, str)):
+        records = [records]
+    if not isinstance(records, list):
+        return _error(422, f"expected an object, a string or a list of them, got {json_kind(records)}",
+                      'send e.g. {"inputs": [{"text": "..."}]}')
+    if len(records) > max_inputs:
+        return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
+                      "split them over several requests")
+    return records
 
 
 def internal_error(request: Request, exc: Exception) -> JSONResponse:
