@@ -31,69 +31,82 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[dict]:
     With ``require_tags=False`` a one-column file is read as untagged tokens.
     """
     path = Path(path)
-    lines = _read_lines(path)
-
-    sentences: list[dict] = []
-    tokens: list[str] = []
-    tags: list[str] = []
-    column_count: int | None = None
-    tab_separated = False
-
-    document = [None]  # counts -DOCSTART- lines: sentences of one document stay together in --folds
-
-    def end_sentence() -> None:
-        if tokens:
-            example: dict = {"tokens": list(tokens)}
-            if column_count > 1:
-                example["tags"] = list(tags)
-            if document[0] is not None:
-                example["document"] = document[0]
-            sentences.append(example)
-        tokens.clear()
-        tags.clear()
-
-    for line_number, raw_line in enumerate(lines, start=1):
+    sentences = _Sentences()
+    layout = None  # (column count, tab-separated): the first data line's, which every line must follow
+    for line_number, raw_line in enumerate(_read_lines(path), start=1):
         line = raw_line.rstrip()
         if not line.strip() or line.lstrip().startswith(DOCSTART_PREFIX):
-            end_sentence()
-            if line.lstrip().startswith(DOCSTART_PREFIX):
-                document[0] = 0 if document[0] is None else document[0] + 1
+            sentences.end(new_document=line.lstrip().startswith(DOCSTART_PREFIX))
             continue
-        if column_count is None:
-            tab_separated = "\t" in line
-        columns = _split_columns(line, tab_separated)
-        if column_count is None:
-            column_count = len(columns)
-            if column_count == 1 and require_tags:
-                raise BertkitError(
-                    f"{path}:{line_number}: only one column ({line.strip()!r}); "
-                    "expected a token and a tag",
-                    hint="write 'token tag' per line (tag in the last column), "
-                    "separated by spaces or a tab",
-                )
-        elif len(columns) != column_count:
-            raise BertkitError(
-                f"{path}:{line_number}: {len(columns)} columns, but the first data line "
-                f"has {column_count}",
-                hint="every token line needs the same columns; check for a missing tag, "
-                "a token containing a space, or mixed tabs and spaces",
-            )
-        if not all(columns[:1] + columns[-1:]):
-            raise BertkitError(
-                f"{path}:{line_number}: empty token or tag column",
-                hint="remove the stray tab, or fill in the missing value",
-            )
-        tokens.append(columns[0])
-        tags.append(columns[-1])
-    end_sentence()
-
-    if not sentences:
+        where = f"{path}:{line_number}"
+        layout = layout or _first_layout(line, where, require_tags)
+        columns = _split_columns(line, layout[1])
+        _check_columns(columns, layout[0], where)
+        sentences.add(columns[0], columns[-1], tagged=layout[0] > 1)
+    sentences.end()
+    if not sentences.found:
         raise BertkitError(
             f"{path}: no sentences found",
             hint="a CoNLL file has one 'token ... tag' line per token and a blank line "
             "between sentences",
         )
-    return sentences
+    return sentences.found
+
+
+class _Sentences:
+    """The sentences read so far and the one being read; -DOCSTART- lines number the documents, so
+    that the sentences of one document stay together in --folds."""
+
+    def __init__(self):
+        self.found: list[dict] = []
+        self.tokens: list[str] = []
+        self.tags: list[str] = []
+        self.tagged = False
+        self.document: int | None = None
+
+    def add(self, token: str, tag: str, tagged: bool) -> None:
+        self.tokens.append(token)
+        self.tags.append(tag)
+        self.tagged = tagged
+
+    def end(self, new_document: bool = False) -> None:
+        if self.tokens:
+            example: dict = {"tokens": list(self.tokens)}
+            if self.tagged:
+                example["tags"] = list(self.tags)
+            if self.document is not None:
+                example["document"] = self.document
+            self.found.append(example)
+        self.tokens.clear()
+        self.tags.clear()
+        if new_document:
+            self.document = 0 if self.document is None else self.document + 1
+
+
+def _first_layout(line: str, where: str, require_tags: bool) -> tuple[int, bool]:
+    """(column count, tab-separated) of the first data line: tabs if it has one, else runs of spaces."""
+    tab_separated = "\t" in line
+    column_count = len(_split_columns(line, tab_separated))
+    if column_count == 1 and require_tags:
+        raise BertkitError(
+            f"{where}: only one column ({line.strip()!r}); expected a token and a tag",
+            hint="write 'token tag' per line (tag in the last column), separated by spaces or a tab",
+        )
+    return column_count, tab_separated
+
+
+def _check_columns(columns: list[str], column_count: int, where: str) -> None:
+    if len(columns) != column_count:
+        raise BertkitError(
+            f"{where}: {len(columns)} columns, but the first data line has {column_count}",
+            hint="every token line needs the same columns; check for a missing tag, "
+            "a token containing a space, or mixed tabs and spaces",
+        )
+    if not all(columns[:1] + columns[-1:]):
+        raise BertkitError(
+            f"{where}: empty token or tag column",
+            hint="remove the stray tab, or fill in the missing value",
+        )
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -49,17 +49,18 @@ chosen = [s["label"] for s in scores if s["score"] >= per_label.get(s["label"], 
 print({{"labels": chosen, "probabilities": {{s["label"]: round(s["score"], 6) for s in scores}}}})'''
 
 
-def for_kind(text: CardText, kind: str) -> CardText:
-    """cls/pair's card text for its label kind: a number (regression) or a set of labels."""
-    if kind == "regression":
-        single = text.example.keys() == {"text"}  # the pipeline answers a list for a text, a dict for a pair
-        return replace(text, does=text.does.replace("classifies", "scores") + " with a number",
-                       title="Text Regression", snippet=_REGRESS.replace("INPUT", _INPUTS[single]).replace(
-                           "SCORE", '[0]["score"]' if single else '["score"]'))
-    if kind == "multi-label":
-        return replace(text, does=text.does + " with any number of labels", title="Multi-label Text Classification",
-                       snippet=_MULTI_LABEL.replace("INPUT", _INPUTS[text.example.keys() == {"text"}]))
-    return text
+def scoring(text: CardText) -> CardText:
+    """cls/pair's card text when the label is a number (the regression kind's)."""
+    single = text.example.keys() == {"text"}  # the pipeline answers a list for a text, a dict for a pair
+    return replace(text, does=text.does.replace("classifies", "scores") + " with a number",
+                   title="Text Regression", snippet=_REGRESS.replace("INPUT", _INPUTS[single]).replace(
+                       "SCORE", '[0]["score"]' if single else '["score"]'))
+
+
+def with_label_sets(text: CardText) -> CardText:
+    """cls/pair's card text when the label is a set of labels (the multi-label kind's)."""
+    return replace(text, does=text.does + " with any number of labels", title="Multi-label Text Classification",
+                   snippet=_MULTI_LABEL.replace("INPUT", _INPUTS[text.example.keys() == {"text"}]))
 
 
 _INPUTS = {True: "$text", False: '{"text": $text, "text_pair": $text_pair}'}

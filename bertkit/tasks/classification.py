@@ -13,7 +13,7 @@ from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
-from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, is_list_label, make_kind
+from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_network, unwrap_loss, weigh_classes
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -75,7 +75,7 @@ class SingleSentenceTask(Task):
 
     @property
     def card_text(self):
-        return card_texts.for_kind(self.base_card_text, self.kind.name)
+        return self.kind.card_text(self.base_card_text)
 
     # --- reading -------------------------------------------------------------------------
     def from_records(self, records, source, purpose, hub=False):
@@ -107,7 +107,7 @@ class SingleSentenceTask(Task):
         name = self.options.get("problem_type") or (spec.problem_type if spec else None)
         if name is None and (self.options.get("label_columns") or
                              (isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records))):
-            name = "multi-label"
+            name = LIST_KIND
         name = name or DEFAULT_KIND
         if name != self.kind.name:
             self.kind = make_kind(name, self.options, self.labels)
@@ -229,7 +229,7 @@ class SingleSentenceTask(Task):
         return self.kind.tune([ex["label"] for ex in examples], self.postprocess(examples, features, outputs))
 
     def fold_keys(self, examples):
-        return ([ex["label"] for ex in examples] if self.kind.name == "single-label" else None), None
+        return ([ex["label"] for ex in examples] if self.kind.stratifies_folds else None), None
 
     def breakdown(self, examples, predictions, metrics):
         return self.kind.breakdown([ex["label"] for ex in examples], predictions, metrics)

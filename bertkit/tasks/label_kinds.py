@@ -21,6 +21,7 @@ KINDS = {
     "multi-label": "bertkit.tasks.multi_label:MultiLabel",
 }
 DEFAULT_KIND = "single-label"
+LIST_KIND = "multi-label"  # the kind a file whose labels are JSON lists (or --label-columns) says it is
 
 
 class LabelKind:
@@ -36,6 +37,7 @@ class LabelKind:
     names_outputs: bool = True  # each output is a label named in bertkit.json
     linear_probe: bool = False  # `bertkit probe` (a softmax over classes) can fit it
     tunes_while_training: bool = False  # finetune tunes (and stores) ``tune``'s settings on its dev data
+    stratifies_folds: bool = False  # --folds keeps each fold's share of every label (one class per row)
 
     def __init__(self, options: dict, labels: list | None):
         self.options, self.labels = options, labels  # the task's: tuned settings land there
@@ -97,6 +99,10 @@ class LabelKind:
     def finish_model(self, model):
         """The trained model as it is saved (regression folds its target scaling into the head)."""
         return model
+
+    def card_text(self, text):
+        """The task's model-card text (a CardText) as this kind changes it: what it predicts, its snippet."""
+        return text
 
     def class_counts(self, targets: list):
         """Positives per label in the training targets, for --class-weights (None: no classes)."""

@@ -19,6 +19,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import per_label
 from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
+from bertkit.tasks import card_texts
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 from bertkit.tasks.single_label import normalise_label
 
@@ -37,6 +38,9 @@ class MultiLabel(LabelKind):
     metric_inputs_description = "0/1 lists, one entry per label"
     refuses = ("label_map", "scale_targets")
     tunes_while_training = True
+
+    def card_text(self, text):
+        return card_texts.with_label_sets(text)
 
     def read_label(self, value, row, source, names):
         if isinstance(value, dict):  # several 0/1 columns (--label-columns)

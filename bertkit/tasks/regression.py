@@ -14,6 +14,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import scatter
 from bertkit.metrics.regression import regression_scores, round_score
+from bertkit.tasks import card_texts
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 
 SCALING = "target_scaling"
@@ -29,6 +30,9 @@ class Regression(LabelKind):
     refuses = ("top_k", "tune_per_label", "label_map", "label_columns")
     prediction_fields = {"score": "the predicted number"}
     metric_inputs_description = "numbers (predicted, gold)"
+
+    def card_text(self, text):
+        return card_texts.scoring(text)
 
     def read_label(self, value, row, source, names):
         if is_list_label(value) or isinstance(value, bool) or value is None or str(value).strip() == "":

@@ -32,6 +32,7 @@ class SingleLabel(LabelKind):
                          "probabilities": "every label's probability, by name"}
     metric_inputs_description = "label ids"
     linear_probe = True
+    stratifies_folds = True
     refuses = ("tune_per_label", "label_columns", "scale_targets")
 
     def read_label(self, value, row, source, names):
