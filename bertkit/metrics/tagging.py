@@ -42,10 +42,6 @@ def tagging_scores(
     each as one correct ``O``.) When there are no gold or no predicted entities, the undefined
     ratios are reported as 0.0.
     """
-    # imported here: seqeval pulls in scikit-learn (seconds), which `bertkit --help` must not pay for
-    from seqeval.metrics import classification_report
-    from seqeval.scheme import IOB2
-
     _check_aligned(gold, pred)
     gold_as_given = [list(tags) for tags in gold]
     pred = [list(tags) for tags in pred]
@@ -54,19 +50,33 @@ def tagging_scores(
     # Converting IOB1 gold keeps strict mode from silently dropping gold entities; for IOB2
     # gold it changes nothing.
     gold = [iob1_to_iob2(tags) for tags in gold_as_given]
+    report = _seqeval_report(gold, pred if strict else [repair_bio(tags) for tags in pred], strict)
+    overall = report.get("micro avg", {})
+    token_count, correct_tokens = _tokens_tagged_right(gold_as_given, pred)
+    return {
+        "precision": float(overall.get("precision", 0.0)),
+        "recall": float(overall.get("recall", 0.0)),
+        "f1": float(overall.get("f1-score", 0.0)),
+        "token_accuracy": correct_tokens / token_count if token_count else 0.0,
+        "per_type": _per_type(report),
+    }
 
-    scored = pred if strict else [repair_bio(tags) for tags in pred]
+
+def _seqeval_report(gold: list[list[str]], scored: list[list[str]], strict: bool) -> dict:
+    # imported here: seqeval pulls in scikit-learn (seconds), which `bertkit --help` must not pay for
+    from seqeval.metrics import classification_report
+    from seqeval.scheme import IOB2
+
     strict_options = {"mode": "strict", "scheme": IOB2} if strict else {}
     with warnings.catch_warnings():
         # With no entities at all seqeval averages an empty macro row (numpy "Mean of empty
         # slice"); that row is not used, and the micro row is a clean 0.
         warnings.simplefilter("ignore", RuntimeWarning)
-        report = classification_report(
-            gold, scored, output_dict=True, zero_division=0, **strict_options
-        )
+        return classification_report(gold, scored, output_dict=True, zero_division=0, **strict_options)
 
-    overall = report.get("micro avg", {})
-    per_type = {
+
+def _per_type(report: dict) -> dict:
+    return {
         entity_type: {
             "precision": float(row["precision"]),
             "recall": float(row["recall"]),
@@ -75,14 +85,6 @@ def tagging_scores(
         }
         for entity_type, row in report.items()
         if entity_type not in _SUMMARY_ROWS
-    }
-    token_count, correct_tokens = _tokens_tagged_right(gold_as_given, pred)
-    return {
-        "precision": float(overall.get("precision", 0.0)),
-        "recall": float(overall.get("recall", 0.0)),
-        "f1": float(overall.get("f1-score", 0.0)),
-        "token_accuracy": correct_tokens / token_count if token_count else 0.0,
-        "per_type": per_type,
     }
 
 
