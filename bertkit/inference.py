@@ -57,7 +57,7 @@ def score(engine, adapter, network, examples, features, batch_size, pad_token_id
 
 def speed_up(adapter, network):
     if adapter.reads_first_token_only:
-        from bertkit.engine.first_token_head import first_token_only_last_layer
+        from bertkit.networks.first_token_head import first_token_only_last_layer
 
         first_token_only_last_layer(network)
     return network

@@ -21,7 +21,7 @@ from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 
 from bertkit.config import TrainConfig
-from bertkit.engine.batching import Collator, sorted_batches
+from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
 from bertkit.engine.cpu_kernels import CpuTrainingKernels
 from bertkit.engine.history import History
@@ -32,11 +32,14 @@ from bertkit.engine.progress import progress_bar
 from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
+from bertkit.networks.collate import Collator
+from bertkit.networks import bind_task_parts
 from bertkit.networks.losses import evaluation_loss
 from bertkit.errors import BertkitError
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+bind_task_parts()  # the networks a task names (tasks/network_parts.py) resolve wherever an Engine runs
 
 
 class Engine:

@@ -30,7 +30,7 @@ class EmbeddingNetwork(nn.Module):
         self.encoder, self.pooling, self.per_token = encoder, pooling, per_token
         if pooling.mode == "cls" and not per_token:
             # Only [CLS] of the last layer is read: the same exact shortcut predict uses for classifiers.
-            from bertkit.engine.first_token_head import first_token_only_last_layer
+            from bertkit.networks.first_token_head import first_token_only_last_layer
 
             first_token_only_last_layer(types.SimpleNamespace(config=encoder.config, base_model_prefix="model",
                                                               model=encoder))

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.tasks import network_parts as parts
+
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 
 
@@ -99,3 +101,8 @@ def evaluation_loss(outputs, batch: dict, targets: dict):
         return (F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"]) +
                 F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])) / 2
     return target_loss(outputs["logits"].float(), batch["labels"], targets["labels"])
+
+
+# the names the torch-free tasks build these by (bertkit/tasks/network_parts.py)
+parts.TrainingLoss.bind(TrainingLoss)
+parts.set_head_bias.bind(set_head_bias)

@@ -26,27 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
 
-from bertkit.engine.batching import Collator
+from bertkit.networks.collate import Collator
 from bertkit.errors import BertkitError
+from bertkit.tasks import network_parts as parts
+from bertkit.tasks.network_parts import MaskRule
 
 IGNORE = -100
 EVAL_SEED = 0  # fixed, so held-out scores of different runs and models use the same masks
-
-
-@dataclass(frozen=True)
-class MaskRule:
-    rate: float = 0.15
-    mask_share: float = 0.8
-    random_share: float = 0.1
-    whole_word: bool = False
-
-    def validate(self) -> "MaskRule":
-        if not 0 < self.rate < 1:
-            raise BertkitError(f"--mask-rate {self.rate} must be between 0 and 1", "BERT used 0.15")
-        if self.mask_share < 0 or self.random_share < 0 or self.mask_share + self.random_share > 1:
-            raise BertkitError("--mask-token-share and --random-token-share must be >= 0 and add up to at most 1 "
-                               "(the rest of the chosen tokens stay unchanged)", "BERT used 0.8 and 0.1")
-        return self
 
 
 @dataclass
@@ -187,3 +173,11 @@ def carry_base_pooler(masked_lm, model_ref: str, display_name: str) -> str:
         return "none in the base model"
     base.pooler = pooler.to(next(masked_lm.parameters()).device)
     return "kept from the base model (not trained: no NSP)"
+
+
+# the names tasks/mlm.py builds these by (it sits below networks: bertkit/tasks/network_parts.py)
+parts.MaskingCollator.bind(MaskingCollator)
+parts.VocabTables.bind(VocabTables)
+parts.MaskedLMTrainer.bind(MaskedLMTrainer)
+parts.MaskedLMScorer.bind(MaskedLMScorer)
+parts.carry_base_pooler.bind(carry_base_pooler)

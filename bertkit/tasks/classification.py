@@ -199,7 +199,7 @@ class SingleSentenceTask(Task):
     def training_network(self, model):
         bias = getattr(self, "_head_bias", None)
         if bias is not None:
-            from bertkit.networks.losses import set_head_bias
+            from bertkit.tasks.network_parts import set_head_bias
 
             set_head_bias(model, bias)
         return loss_network(model, self.options, self.kind.target)

@@ -109,13 +109,13 @@ def loss_network(model, options: dict, target: str = "class"):
     gamma = float(options.get("focal_gamma") or FOCAL_GAMMA.default) if options.get("loss") == "focal" else 0.0
     if weights is None and not gamma and target == "class":
         return model
-    from bertkit.networks.losses import TrainingLoss
+    from bertkit.tasks.network_parts import TrainingLoss
 
     return TrainingLoss(model, target, weights, gamma)
 
 
 def unwrap_loss(trained):
     """The task model inside a ``loss_network`` wrapper (what is saved)."""
-    from bertkit.networks.losses import TrainingLoss
+    from bertkit.tasks.network_parts import TrainingLoss
 
     return trained.model if isinstance(trained, TrainingLoss) else trained

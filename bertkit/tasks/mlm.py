@@ -57,7 +57,7 @@ class MaskedLMTask(Task):
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
-        from bertkit.networks.masking import MaskRule
+        from bertkit.tasks.network_parts import MaskRule
 
         self.rule = MaskRule(self.options.get("mask_rate", 0.15), self.options.get("mask_token_share", 0.8),
                              self.options.get("random_token_share", 0.1),
@@ -127,7 +127,7 @@ class MaskedLMTask(Task):
         return self.collator(tokenizer, seed)
 
     def training_network(self, model):
-        from bertkit.networks.masking import MaskedLMTrainer
+        from bertkit.tasks.network_parts import MaskedLMTrainer
 
         return MaskedLMTrainer(model)
 
@@ -136,7 +136,7 @@ class MaskedLMTask(Task):
         return self.scoring_network(unwrap(model).model, tokenizer)
 
     def finish_model(self, trained, model_ref, display_name):
-        from bertkit.networks.masking import carry_base_pooler
+        from bertkit.tasks.network_parts import carry_base_pooler
 
         self.pooler_note = carry_base_pooler(trained.model, model_ref, display_name)
         return trained.model
@@ -150,14 +150,14 @@ class MaskedLMTask(Task):
             "pooler": getattr(self, "pooler_note", None)}}
 
     def collator(self, tokenizer, seed: int):
-        from bertkit.networks.masking import MaskingCollator, VocabTables
+        from bertkit.tasks.network_parts import MaskingCollator, VocabTables
 
         tables = VocabTables.from_tokenizer(tokenizer, self.rule.whole_word)
         return MaskingCollator(tokenizer.pad_token_id, self.rule, tables, seed)
 
     def scoring_network(self, model, tokenizer):
         """What eval runs instead of the bare model (see ``bertkit.networks.probe_head.inference_network``)."""
-        from bertkit.networks.masking import MaskedLMScorer, VocabTables
+        from bertkit.tasks.network_parts import MaskedLMScorer, VocabTables
 
         return MaskedLMScorer(model, self.rule, VocabTables.from_tokenizer(tokenizer, self.rule.whole_word))
 

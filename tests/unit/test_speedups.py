@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from bertkit.engine.first_token_head import first_token_only_last_layer
+from bertkit.networks.first_token_head import first_token_only_last_layer
 
 
 def _model(tiny_bert):
