@@ -43,38 +43,18 @@ class Format:
 
 def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | None = None,
                  samples: int = PARITY_SAMPLES, batch_size: int = 32) -> dict:
-    for module in fmt.modules:
-        if importlib.util.find_spec(module) is None:
-            raise BertkitError(f"{fmt.name} export needs {module}", f"pip install 'bertkit[{fmt.extra}]'")
-    if samples < 1:
-        raise BertkitError(f"--samples must be >= 1, got {samples}", "give how many examples parity runs on")
-    from bertkit.data import registry
-    from bertkit.engine.batching import Collator, sorted_batches
+    """Write ``fmt``'s files of ``model_dir`` (fp32, and int8 with ``int8``) and measure each against
+    torch on the same evaluation examples; the report is returned and stored beside the files."""
+    _check_request(fmt, samples)
     from bertkit.inference import load_for_inference
-    from bertkit.tasks import task_from_state
-    from bertkit.tasks.base import EVAL
 
-    directory = Path(model_dir)
     meta = load_meta(model_dir)
     _check_exportable(meta, model_dir, fmt.name)
-    target = directory / fmt.name
+    target = Path(model_dir) / fmt.name
     _check_replaceable(target, fmt)
-    adapter = task_from_state(meta["task"])
-    data = data or recorded_eval_data(meta)
-    split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
-    data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
-    source = registry.resolve(data, split, data_dir, adapter.name, command=f"export {fmt.name}")
-    examples = adapter.read(source, EVAL)[:samples]
-    adapter.check_eval_examples(examples, source)  # label ids read as the model's labels, unseen ones refused
+    adapter, source, examples = _parity_examples(meta, data, samples, fmt.name)
     engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", meta=meta)
-    features = adapter.preprocess(examples, tokenizer, train=False)
-
-    def run(runner, net=None) -> tuple[dict, float]:
-        started = time.perf_counter()
-        outputs = runner.infer(net, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                               tokenizer.pad_token_id, description="torch")
-        return outputs, round(len(examples) / max(time.perf_counter() - started, 1e-9), 1)
-
+    parity = Parity(adapter, examples, adapter.preprocess(examples, tokenizer, train=False), tokenizer, batch_size)
     with staged_output(target) as staging:  # an old export stays until the new one is complete
         started = time.perf_counter()
         fmt.write(engine.unwrap(network), adapter, tokenizer, staging)
@@ -82,34 +62,101 @@ def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | No
                   "parity_data": source.description, "parity_examples": len(examples)}
         files = {"fp32": staging / fmt.files()["fp32"]}
         if int8:
-            collate = Collator(tokenizer.pad_token_id)
-            feeds = [{k: v.numpy() for k, v in collate([features[j] for j in batch]).items() if k in MODEL_INPUTS}
-                     for batch in sorted_batches([len(f["input_ids"]) for f in features], batch_size)]
-            report["int8_method"] = fmt.quantize(staging, feeds)
+            report["int8_method"] = fmt.quantize(staging, parity.feeds())
             files["int8"] = staging / fmt.files()["int8"]
-        gold = _has_gold(examples)
-        reference, torch_speed = run(engine, network)
-        report["torch"] = {"main_metric": adapter.main_metric, "examples_per_second": torch_speed,
-                           "value": _main_metric(adapter, examples, features, reference) if gold else None}
-        auto_engine, auto_network, _ = load_for_inference(model_dir, adapter, "auto", meta=meta)
-        if auto_engine.runtime("auto")["precision"] != "no":  # what --backend torch runs by default (bf16)
-            report["torch"].update(auto_precision=auto_engine.runtime("auto")["precision"],
-                                   auto_examples_per_second=run(auto_engine, auto_network)[1])
+        reference, report["torch"] = _torch_entry(parity, engine, network, model_dir, meta)
         for name, path in files.items():
-            runner = make_runner(path)
-            outputs, speed = run(runner)
-            megabytes = sum(p.stat().st_size for p in [path, *(path.with_suffix(s) for s in fmt.companions)])
-            entry = {"file": f"{fmt.name}/{path.name}", "megabytes": round(megabytes / 2 ** 20, 2),
-                     "computes_in": runner.precision, "examples_per_second": speed,
-                     "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
-                     "max_abs_diff": _max_abs_diff(reference, outputs, adapter.output_names)}
-            if gold:
-                value = _main_metric(adapter, examples, features, outputs)
-                entry.update(value=value, delta=round(value - report["torch"]["value"], 6))
-            report[name] = entry
+            report[name] = _file_entry(parity, fmt, path, reference, report["torch"])
         write_json(staging / "export.json", report)
     report["written_to"] = str(target)
     return report
+
+
+def _check_request(fmt: Format, samples: int) -> None:
+    for module in fmt.modules:
+        if importlib.util.find_spec(module) is None:
+            raise BertkitError(f"{fmt.name} export needs {module}", f"pip install 'bertkit[{fmt.extra}]'")
+    if samples < 1:
+        raise BertkitError(f"--samples must be >= 1, got {samples}", "give how many examples parity runs on")
+
+
+def _parity_examples(meta: dict, data: str | None, samples: int, name: str) -> tuple:
+    """(task, source, examples): the first ``samples`` of ``data``, else of what training evaluated on."""
+    from bertkit.data import registry
+    from bertkit.tasks import task_from_state
+    from bertkit.tasks.base import EVAL
+
+    adapter = task_from_state(meta["task"])
+    data = data or recorded_eval_data(meta)
+    split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
+    data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
+    source = registry.resolve(data, split, data_dir, adapter.name, command=f"export {name}")
+    examples = adapter.read(source, EVAL)[:samples]
+    adapter.check_eval_examples(examples, source)  # label ids read as the model's labels, unseen ones refused
+    return adapter, source, examples
+
+
+@dataclass
+class Parity:
+    """The examples every runner is measured on, and how one run is timed."""
+
+    adapter: object
+    examples: list
+    features: list
+    tokenizer: object
+    batch_size: int
+
+    @property
+    def gold(self) -> bool:
+        return _has_gold(self.examples)
+
+    def run(self, runner, net=None) -> tuple[dict, float]:
+        """(outputs, examples per second) of one runner over every feature."""
+        started = time.perf_counter()
+        outputs = runner.infer(net, self.features, self.batch_size, self.adapter.output_names,
+                               self.adapter.per_token_outputs, self.tokenizer.pad_token_id, description="torch")
+        return outputs, round(len(self.examples) / max(time.perf_counter() - started, 1e-9), 1)
+
+    def main_metric(self, outputs: dict) -> float | None:
+        return _main_metric(self.adapter, self.examples, self.features, outputs) if self.gold else None
+
+    def feeds(self) -> list[dict]:
+        """The model inputs batch by batch, as int8 calibration reads them."""
+        from bertkit.engine.batching import Collator, sorted_batches
+
+        collate = Collator(self.tokenizer.pad_token_id)
+        return [{k: v.numpy() for k, v in collate([self.features[j] for j in batch]).items() if k in MODEL_INPUTS}
+                for batch in sorted_batches([len(f["input_ids"]) for f in self.features], self.batch_size)]
+
+
+def _torch_entry(parity: Parity, engine, network, model_dir: str, meta: dict) -> tuple:
+    """(fp32 outputs, the torch entry): fp32's speed and score, and auto precision's speed where it differs."""
+    from bertkit.inference import load_for_inference
+
+    reference, speed = parity.run(engine, network)
+    entry = {"main_metric": parity.adapter.main_metric, "examples_per_second": speed,
+             "value": parity.main_metric(reference)}
+    auto_engine, auto_network, _ = load_for_inference(model_dir, parity.adapter, "auto", meta=meta)
+    if auto_engine.runtime("auto")["precision"] != "no":  # what --backend torch runs by default (bf16)
+        entry.update(auto_precision=auto_engine.runtime("auto")["precision"],
+                     auto_examples_per_second=parity.run(auto_engine, auto_network)[1])
+    return reference, entry
+
+
+def _file_entry(parity: Parity, fmt: Format, path: Path, reference: dict, torch_entry: dict) -> dict:
+    """One written file measured: size, speed against torch fp32, largest output difference, score change."""
+    runner = make_runner(path)
+    outputs, speed = parity.run(runner)
+    megabytes = sum(p.stat().st_size for p in [path, *(path.with_suffix(s) for s in fmt.companions)])
+    torch_speed = torch_entry["examples_per_second"]
+    entry = {"file": f"{fmt.name}/{path.name}", "megabytes": round(megabytes / 2 ** 20, 2),
+             "computes_in": runner.precision, "examples_per_second": speed,
+             "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
+             "max_abs_diff": _max_abs_diff(reference, outputs, parity.adapter.output_names)}
+    if parity.gold:
+        value = parity.main_metric(outputs)
+        entry.update(value=value, delta=round(value - torch_entry["value"], 6))
+    return entry
 
 
 def _check_exportable(meta: dict, model_dir: str, name: str) -> None:
