@@ -3,16 +3,17 @@ finetune's evaluations share."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bertkit.config import PRECISIONS
 from bertkit.errors import BertkitError
-from bertkit.model_dir import load_meta
+from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
 
 
 def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
     """``meta``: the model's bertkit.json when the caller has already loaded it."""
     from bertkit.engine import Engine
-    from bertkit.networks.probe_head import inference_network  # probes and masked LMs run as wrappers around their model
 
     model_config = load_config(str(model_dir), str(model_dir))
     meta = load_meta(model_dir) if meta is None else meta
@@ -26,6 +27,21 @@ def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
         network = speed_up(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
     network = engine.prepare_model(network)
     return engine, network, tokenizer
+
+
+def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = None):
+    """The network eval/predict run for a directory that is not a plain transformers task model:
+    a probe (frozen encoder + linear head), or a task that scores with a wrapper (masked LM).
+    None for ordinary fine-tuned directories. ``meta``: its bertkit.json, when already loaded."""
+    if meta is None and (Path(model_dir) / META_FILE).is_file():
+        meta = load_meta(model_dir)
+    if meta and meta.get("probe"):
+        from bertkit.probing.network import load_probe  # torch: loaded for a probe directory only
+
+        return load_probe(model_dir, meta["probe"])
+    if hasattr(adapter, "scoring_network"):
+        return adapter.scoring_network(load_model(adapter.model_class, str(model_dir), str(model_dir)), tokenizer)
+    return None
 
 
 def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None,

@@ -3,7 +3,7 @@ bertkit.json, so that the directory can be pushed to the Hub as it is.
 
 ``model_card_template.md`` is the card's layout; ``CardData`` holds its filled-in sections. What
 depends on the task (its Hub task, what it does, the usage snippet, its limits) is the task's own
-``card_text`` (bertkit/tasks), or the probe's (bertkit/api/probing.py) for a directory that
+``card_text`` (bertkit/tasks), or the probe's (bertkit/probing/card.py) for a directory that
 ``bertkit probe`` wrote. The card shows no local paths: the machine that trained the model is
 nobody else's business, and its paths mean nothing on the Hub.
 """
@@ -92,7 +92,7 @@ def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
     except BertkitError:
         task_class, text = Task, Task.card_text  # a task this installation does not know still gets a card
     if meta.get("probe"):
-        from bertkit.api.probing import card_text as probe_card_text
+        from bertkit.probing.card import card_text as probe_card_text
 
         text = probe_card_text(meta["probe"], text)
     values = {option.name: option.default for option in task_class.options_declared}

@@ -9,22 +9,9 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import META_FILE, PROBE_HEAD_FILE, load_meta
+from bertkit.model_dir import PROBE_HEAD_FILE
+from bertkit.networks.embedding import EmbeddingNetwork, load_encoder
 from bertkit.networks.pooling import parse_pooling
-
-def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = None):
-    """The network eval/predict run for a directory that is not a plain transformers task model:
-    a probe (frozen encoder + linear head), or a task that scores with a wrapper (masked LM).
-    None for ordinary fine-tuned directories. ``meta``: its bertkit.json, when already loaded."""
-    if meta is None and (Path(model_dir) / META_FILE).is_file():
-        meta = load_meta(model_dir)
-    if meta and meta.get("probe"):
-        return load_probe(model_dir, meta["probe"])
-    if hasattr(adapter, "scoring_network"):
-        from bertkit.models import load_model
-
-        return adapter.scoring_network(load_model(adapter.model_class, str(model_dir), str(model_dir)), tokenizer)
-    return None
 
 
 class ProbeNetwork(nn.Module):
@@ -46,8 +33,6 @@ class ProbeNetwork(nn.Module):
 
 def load_probe(model_dir: str, probe_meta: dict) -> ProbeNetwork:
     from safetensors.torch import load_file
-
-    from bertkit.networks.embedding import EmbeddingNetwork, load_encoder
 
     head_path = Path(model_dir) / probe_meta.get("head", PROBE_HEAD_FILE)
     if not head_path.is_file():
