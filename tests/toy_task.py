@@ -19,7 +19,13 @@ class NegationTask(Task):
     main_metric = "balanced_accuracy"
     reads_first_token_only = True
     targets = {"labels": CLASS}
-    options_declared = (TaskOption("text_field", str, "Record field with the text.", default="text"),)
+    options_declared = (
+        TaskOption("text_field", str, "Record field with the text.", default="text"),
+        # a flag of one command each: `bertkit predict --cutoff`, `bertkit eval --score-cutoff`
+        TaskOption("cutoff", float, "Probability from which a text counts as negated.", ("predict",), 0.5),
+        TaskOption("score_cutoff", float, "Probability from which a text counts as negated when scoring.",
+                   ("eval",), 0.5),
+    )
     prediction_fields = {"text": "the input", "negated": "whether the model reads a negation",
                          "probability": "the probability of a negation"}
 
@@ -56,12 +62,13 @@ class NegationTask(Task):
 
     def metrics(self, examples, predictions):
         gold = np.array([ex["negated"] for ex in examples])
-        guessed = np.array(predictions) > 0.5
+        guessed = np.array(predictions) > self.options.get("score_cutoff", 0.5)
         recalls = [float((guessed[gold == value] == value).mean()) for value in (False, True) if (gold == value).any()]
         return {"balanced_accuracy": float(np.mean(recalls)), "examples": len(examples)}
 
     def format_prediction(self, example, prediction):
-        return {"text": example["text"], "negated": bool(prediction > 0.5), "probability": round(float(prediction), 6)}
+        negated = bool(prediction > self.options.get("cutoff", 0.5))
+        return {"text": example["text"], "negated": negated, "probability": round(float(prediction), 6)}
 
 
 register("negation", NegationTask)

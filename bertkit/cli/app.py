@@ -7,8 +7,10 @@ import os
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from bertkit.cli.common import is_main_process
+from bertkit.cli.options import LATE_COMMANDS
 from bertkit.errors import BertkitError
 
 try:  # recent Typer vendors click and raises its own exception types
@@ -43,8 +45,18 @@ def _flags_without_placeholder() -> None:
         TyperOption.display_type_rich = display_type_rich
 
 
+class RootGroup(TyperGroup):
+    """The root command: a command whose flags include the registered tasks' (cli/options.py:
+    LATE_COMMANDS) is built when it is invoked, not at import, so `bertkit --help` imports no task
+    and a task registered later (a plug-in, a test) adds its flags."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, (LATE_COMMANDS[name]() if name in LATE_COMMANDS else command), rest
+
+
 _flags_without_placeholder()
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=RootGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.options import DataDir
+from bertkit.cli.options import command, from_dataclass
+from bertkit.options import RunOptions
 
 
-@app.command()
-def datasets(data_dir: DataDir = None):
+def datasets(data_dir: str | None):
     """List the known dataset names, their task, and where each would load from."""
     from pathlib import Path
 
@@ -25,3 +25,6 @@ def datasets(data_dir: DataDir = None):
     for row in rows:
         task = row["task"] + (f" ({row['problem_type']})" if row["problem_type"] else "")
         typer.echo(f"{row['name']:<{width}}  {task:<17}  {row['source']}")
+
+
+app.command("datasets")(command(datasets, from_dataclass(RunOptions, only=("data_dir",))))

@@ -7,71 +7,44 @@ built in memory (bertkit.api.embedding.embed).
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Annotated
 
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, runtime_line
-from bertkit.cli.features import MODEL_HELP, POOLING_HELP
 from bertkit.cli.on_ray import check_ray_flags, run_on_ray
-from bertkit.cli.options import Actors, ChunkRows, Precision, Ray, RayAddress, Resume, ThreadsOption
-from bertkit.config import PRECISION_HELP
+from bertkit.cli.options import chosen, command, from_dataclass, positional
 from bertkit.errors import BertkitError
+from bertkit.options import MODEL_HELP, EmbeddingOptions, StreamOptions
 
-CHUNK_ROWS = 10_000
+MODEL = positional("model", Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)])
 
 
-@app.command("embed")
-def embed(
-    model: str = typer.Argument(..., help=MODEL_HELP),
-    input: str = typer.Option(..., "--input", help="Text lines (TAB: a pair), JSONL, JSON, CSV, TSV, Parquet; a "
-                              "directory or glob of shards; '-' = stdin. --per-word also reads 'tokens' lists."),
-    output: str = typer.Option(..., help=".npy (rows x dim), .parquet (id + vector), .jsonl, .npz (vectors + ids, "
-                               "built in memory); '-' = JSONL on stdout; --ray: a directory of Parquet files."),
-    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
-    per_word: bool = typer.Option(False, "--per-word", help="One vector per word, at its first sub-word (as in ner)."),
-    max_length: int = typer.Option(128, help="Tokens per window; longer inputs become overlapping windows."),
-    stride: Optional[int] = typer.Option(None, help="Tokens shared by consecutive windows of a long row (default "
-                                         "max-length/4; --per-word windows share half their words, as in ner)."),
-    batch_size: int = typer.Option(64, help="Inference batch size."),
-    normalize: bool = typer.Option(False, "--normalize", help="Scale every vector to unit length (for cosine)."),
-    text_column: Optional[str] = typer.Option(None, help="Column with the text (default: sentence/text/...)."),
-    text_pair_column: Optional[str] = typer.Option(None, help="Column with a second text, embedded as a pair."),
-    id_column: Optional[str] = typer.Option(None, help="Column with row ids (default: id/idx/guid/index, else the "
-                                            "row number from 0)."),
-    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
-    threads: ThreadsOption = None,
-    chunk_rows: ChunkRows = CHUNK_ROWS,
-    resume: Resume = False,
-    ray: Ray = False,
-    ray_address: RayAddress = None,
-    actors: Actors = 2,
-):
+def embed(model: str, **values):
     """One vector per input row (or per word), in input order, from any checkpoint; rows stream in chunks."""
     from bertkit.api import embedding as features
 
-    check_ray_flags(ray, ray_address, actors, chunk_rows=chunk_rows, default_chunk_rows=CHUNK_ROWS, resume=resume,
-                    per_word=per_word)
-    if ray:
-        run_on_ray("embed", model, input, output, address=ray_address, actors=actors, batch_size=batch_size,
-                   pooling=pooling, max_length=max_length, stride=stride, normalize=normalize, precision=precision.value,
-                   threads=threads, text_column=text_column, text_pair_column=text_pair_column, id_column=id_column)
+    options = chosen(values, EmbeddingOptions).validate("bertkit embed")
+    stream = chosen(values, StreamOptions).validate("bertkit embed")
+    check_ray_flags(stream, per_word=options.per_word)
+    settings = _settings(options)
+    if stream.ray:
+        run_on_ray("embed", model, options.input, options.output, address=stream.ray_address,
+                   actors=stream.actor_count, batch_size=options.batch_size, **settings)
         return
-    if per_word or output.lower().endswith(".npz"):  # ragged per-word vectors, and one zip: built in memory
-        if resume:
-            raise BertkitError(f"--resume streams rows; {'--per-word' if per_word else '.npz'} is built in memory",
-                               "drop --resume, or write .npy/.parquet/.jsonl row vectors")
-        return _embed_in_memory(features, model, input, output, pooling, per_word, max_length, stride, batch_size,
-                                normalize, text_column, text_pair_column, id_column, precision, threads)
-    summary = features.embed_stream(model, input, None if output == "-" else output, chunk_rows=chunk_rows,
-                                    resume=resume, pooling=pooling, max_length=max_length, stride=stride,
-                                    batch_size=batch_size, normalize=normalize, text_column=text_column,
-                                    text_pair_column=text_pair_column, id_column=id_column,
-                                    precision=precision.value, threads=threads, long_lived=True)
+    if options.per_word or options.output.lower().endswith(".npz"):  # ragged per-word vectors, one zip: in memory
+        if stream.resume:
+            raise BertkitError(f"--resume streams rows; {'--per-word' if options.per_word else '.npz'} is built in "
+                               "memory", "drop --resume, or write .npy/.parquet/.jsonl row vectors")
+        return _embed_in_memory(features, model, options)
+    output = None if options.output == "-" else options.output
+    summary = features.embed_stream(model, options.input, output, chunk_rows=stream.chunk_rows, resume=stream.resume,
+                                    batch_size=options.batch_size, long_lived=True, **settings)
     echo_notices({"notices": summary.notices}, err=True)
     if summary.windowed_rows:
-        typer.echo(_windowed_line(summary.windowed_rows, False, summary.stride, summary.pooling, max_length), err=True)
+        typer.echo(_windowed_line(summary.windowed_rows, False, summary.stride, summary.pooling, options.max_length),
+                   err=True)
     typer.echo(f"embedded {summary.rows:,} rows: dim {summary.dim}, pooling {summary.pooling}, "
                f"{summary.rows_per_second:,.1f} rows/s" + (f"; written to {summary.written_to}"
                                                           if summary.written_to else ""), err=True)
@@ -79,16 +52,22 @@ def embed(
         typer.echo(runtime_line(summary.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
-def _embed_in_memory(features, model, input, output, pooling, per_word, max_length, stride, batch_size, normalize,
-                     text_column, text_pair_column, id_column, precision, threads):
-    result = features.embed(model, input, None if output == "-" else output, pooling=pooling, per_word=per_word,
-                            max_length=max_length, stride=stride, batch_size=batch_size, normalize=normalize,
-                            text_column=text_column, text_pair_column=text_pair_column, id_column=id_column,
-                            precision=precision.value, threads=threads)
+def _settings(options: EmbeddingOptions) -> dict:
+    """What every way of embedding takes as it is (the api's keyword arguments)."""
+    names = ("pooling", "max_length", "stride", "normalize", "text_column", "text_pair_column", "id_column",
+             "precision", "threads")
+    return {name: getattr(options, name) for name in names}
+
+
+def _embed_in_memory(features, model: str, options: EmbeddingOptions):
+    output = options.output
+    result = features.embed(model, options.input, None if output == "-" else output, per_word=options.per_word,
+                            batch_size=options.batch_size, **_settings(options))
     if output == "-":
         sys.stdout.writelines(features.jsonl_lines(result))
     if result.windowed_rows:
-        typer.echo(_windowed_line(result.windowed_rows, per_word, result.stride, result.pooling, max_length), err=True)
+        typer.echo(_windowed_line(result.windowed_rows, options.per_word, result.stride, result.pooling,
+                                  options.max_length), err=True)
     words = f", {sum(len(w) for w in result.words)} words" if result.words else ""
     typer.echo(f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
                f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
@@ -106,3 +85,6 @@ def _windowed_line(rows: int, per_word: bool, stride, pooling: str, max_length: 
 def _combine_note(pooling: str) -> str:
     return {"max": "element-wise max", "cls": "mean of the windows' [CLS] vectors"}.get(
         pooling, "mean weighted by window length")
+
+
+app.command("embed")(command(embed, from_dataclass(EmbeddingOptions) + from_dataclass(StreamOptions), (MODEL,)))

@@ -2,61 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
-from bertkit.cli.options import (Precision, DATA_PANEL, OUTPUT_PANEL, BatchSize, DataDir, InferencePrecision, ModelDir,
-                                  Threads)
+from bertkit.cli.options import (ModelDir, built_late, chosen, command, from_dataclass, from_registry, positional,
+                                 single_command, task_values)
+from bertkit.options import EvalOptions, InferenceOptions, RunOptions
 
-SCORING_PANEL = "Scoring"
+ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
 
 
-@app.command("eval")
-def eval_command(
-    model_dir: ModelDir,
-    data: Annotated[Optional[str], typer.Option(
-        help="Dataset name or file; default: what training evaluated on (the known dataset, or the "
-             "--eval-data file).", rich_help_panel=DATA_PANEL, show_default=False)] = None,
-    split: Annotated[Optional[str], typer.Option(
-        help="Split of a known dataset: train, dev (default), test (mnli: dev_mismatched too).",
-        rich_help_panel=DATA_PANEL, show_default=False)] = None,
-    data_dir: DataDir = None,
-    max_eval_samples: Annotated[Optional[int], typer.Option(help="Use only the first N examples.",
-                                                            rich_help_panel=DATA_PANEL, show_default=False)] = None,
-    output: Annotated[Optional[str], typer.Option(
-        help="Metrics JSON file in an existing directory; default <model_dir>/eval-<name>-<split>.json (a file: "
-             "eval-<file stem>.json).", rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="ner: strict IOB2 entity matching; default: conlleval "
-                                         "rules.", rich_help_panel=SCORING_PANEL)] = False,
-    store_threshold: Annotated[Optional[bool], typer.Option(
-        "--store-threshold/--no-store-threshold", help="qa v2, multi-label: store the tuned "
-        "threshold; default: only from a full evaluation of the model's dev data.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
-    label_map: Annotated[Optional[str], typer.Option(
-        help="cls/pair: read the data's labels as FILE=MODEL pairs (e.g. 0=neg,1=pos); labels that are the "
-             "model's label ids are mapped without it.", rich_help_panel=SCORING_PANEL,
-        show_default=False)] = None,
-    tune_per_label: Annotated[bool, typer.Option(
-        "--tune-per-label", help="multi-label: tune a threshold per label, not one for all.",
-        rich_help_panel=SCORING_PANEL)] = False,
-    metric: Annotated[Optional[list[str]], typer.Option(
-        "--metric", metavar="NAME|PATH", help="Also score with an `evaluate` metric: a local script/directory (offline) or a Hub "
-        "name; repeatable.", rich_help_panel=SCORING_PANEL, show_default=False)] = None,
-    batch_size: BatchSize = 64,
-    precision: InferencePrecision = Precision.auto,
-    threads: Threads = None,
-):
-    """Score a fine-tuned model; prints the metrics and writes them as JSON."""
+def _parameters(with_tasks: bool) -> list:
+    """eval's own, the data directory (as finetune's), inference's, and every registered task's eval flags."""
+    own = from_dataclass(EvalOptions) + from_dataclass(RunOptions, only=("data_dir",)) + \
+        from_dataclass(InferenceOptions)
+    return own + (from_registry("eval", taken=(p.name for p in own)) if with_tasks else [])
+
+
+def _eval(model_dir: str, **values):
     from bertkit import api
 
-    report = api.evaluate(model_dir, data, split=split, data_dir=data_dir, batch_size=batch_size,
-                          max_eval_samples=max_eval_samples, output=output, precision=precision.value,
-                          task_options={"strict": strict or None, "label_map": label_map,
-                                        "tune_per_label": tune_per_label or None},
-                          store_tuned=store_threshold,
-                          extra_metrics=metric or (), threads=threads)
+    task_options = task_values(values, set(values) - _OWN)
+    run = chosen(values, InferenceOptions).validate("bertkit eval")
+    options = chosen(values, EvalOptions).validate("bertkit eval")
+    report = api.evaluate(model_dir, options.data, split=options.split, data_dir=values["data_dir"],
+                          batch_size=run.batch_size, max_eval_samples=options.max_eval_samples, output=options.output,
+                          precision=run.precision, task_options=task_options, store_tuned=options.store_threshold,
+                          extra_metrics=options.metric or (), threads=run.threads)
+    _show(report)
+
+
+def _show(report: dict) -> None:
     if not is_main_process():
         return
     typer.echo(f"{report['data']}: {report['examples']} examples")
@@ -78,6 +55,12 @@ def eval_command(
     typer.echo(f"written to {report['written_to']}")
     if report.get("predictions_written_to"):
         typer.echo(f"predictions (gold and predicted, one row per example): {report['predictions_written_to']}")
+
+
+_OWN = {p.name for p in _parameters(with_tasks=False)}
+_MODEL_DIR = (positional("model_dir", ModelDir),)
+app.command("eval", help=ABOUT)(command(_eval, _parameters(with_tasks=False), _MODEL_DIR))
+built_late("eval", lambda: single_command("eval", _eval, _parameters(with_tasks=True), _MODEL_DIR, ABOUT))
 
 
 def per_type_table(per_type: dict) -> str:

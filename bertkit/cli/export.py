@@ -3,39 +3,34 @@ the `onnx` and `openvino` extras)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import require
-from bertkit.cli.options import ModelDir
+from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
+from bertkit.options import ExportOptions
 
 export_app = typer.Typer(no_args_is_help=True, help="Export a model directory to other runtimes.")
 app.add_typer(export_app, name="export")
-
-Int8 = Annotated[bool, typer.Option("--int8", help="Also write an int8 model (see README).")]
-ParityData = Annotated[Optional[str], typer.Option("--data", help="Data for the parity check; default: the "
-                                                   "model's eval data.", show_default=False)]
-Samples = Annotated[int, typer.Option(help="Examples the parity check runs on.")]
+MODEL_DIR = (positional("model_dir", ModelDir),)
 
 
-@export_app.command("onnx")
-def export_onnx(model_dir: ModelDir, int8: Int8 = False, data: ParityData = None, samples: Samples = 500):
+def export_onnx(model_dir: str, **values):
     """Write DIR/onnx/model.onnx (and model.int8.onnx) and check parity with PyTorch."""
+    options = chosen(values, ExportOptions).validate("bertkit export onnx")
     require("onnx", "onnxruntime", extra="onnx")
     from bertkit.export.onnx import export_onnx as run_export
 
-    _show(run_export(model_dir, int8=int8, data=data, samples=samples))
+    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples))
 
 
-@export_app.command("openvino")
-def export_openvino(model_dir: ModelDir, int8: Int8 = False, data: ParityData = None, samples: Samples = 500):
+def export_openvino(model_dir: str, **values):
     """Write DIR/openvino/model.xml (and model.int8.xml) and check parity with PyTorch."""
+    options = chosen(values, ExportOptions).validate("bertkit export openvino")
     require("openvino", "nncf", extra="openvino")
     from bertkit.export.openvino import export_openvino as run_export
 
-    _show(run_export(model_dir, int8=int8, data=data, samples=samples))
+    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples))
 
 
 def _show(report: dict) -> None:
@@ -53,3 +48,7 @@ def _show(report: dict) -> None:
                          f"delta {entry['delta']:+.4f})")
             typer.echo(line)
     typer.echo(f"written to {report['written_to']}")
+
+
+export_app.command("onnx")(command(export_onnx, from_dataclass(ExportOptions), MODEL_DIR))
+export_app.command("openvino")(command(export_openvino, from_dataclass(ExportOptions), MODEL_DIR))

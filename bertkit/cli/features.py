@@ -7,24 +7,19 @@ heavy imports stay inside the commands so `bertkit --help` stays instant.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from enum import Enum
-from typing import Optional
+from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, runtime_line
-from bertkit.cli.options import Precision, command, config_file_parameter, from_dataclass, from_task, plain, split
-from bertkit.config import PRECISION_HELP, RunOptions, TrainConfig
-
-POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
-                "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
-                "Default: mean (one vector per row), the last layer (--per-word).")
-DATA_DIR_HELP = "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR."
-MODEL_HELP = "Hub name, local directory (pretrained, fine-tuned, probe or pretrain output), or 'minilm'."
+from bertkit.cli.options import (built_late, chosen, command, config_file_parameter, from_dataclass, from_registry,
+                                 from_task, positional, single_command, split, task_values, training_values)
+from bertkit.options import (MAX_LENGTHS, MODEL_HELP, AttentionOptions, InspectOptions, ProbeOptions, RunOptions,
+                             TrainConfig, default_output)
 
 
 class ProbeTask(str, Enum):
@@ -32,50 +27,46 @@ class ProbeTask(str, Enum):
     pair = "pair"
 
 
-pretrain_app = typer.Typer(cls=None, no_args_is_help=True,
-                            help="Continued pre-training of a BERT-family checkpoint.")
 inspect_app = typer.Typer(no_args_is_help=True, help="Look inside a model: word pieces, attention heads.")
+PROBE_ABOUT = "Frozen features + logistic regression; saves a directory that `eval` and `predict` take."
+PROBE_RUN = ("data", "eval_data", "data_dir", "model", "output", "overwrite")  # finetune's, worded for a probe
+PROBE_HELP = {"model": MODEL_HELP, "output": "Model directory to create; default runs/probe-<task>-<data>.",
+              "overwrite": "Replace a non-empty --output directory (only once the probe succeeded).",
+              "seed": "Seed of the held-out split."}
+PROBE_TRAIN = ("max_train_samples", "max_eval_samples", "seed")
+PROBE_TASK = positional("task", Annotated[ProbeTask, typer.Argument(help="cls: one text; pair: two texts.")])
 
 
-def probe(
-    task: ProbeTask = typer.Argument(..., help="cls: one text; pair: two texts."),
-    data: str = typer.Option(..., help="A known dataset name (see `bertkit datasets`) or a file path."),
-    eval_data: Optional[str] = typer.Option(None, help="Evaluation data; default: the known dataset's dev split."),
-    data_dir: Optional[str] = typer.Option(None, help=DATA_DIR_HELP),
-    model: str = typer.Option("bert-base-uncased", help=MODEL_HELP),
-    output: Optional[str] = typer.Option(None, help="Model directory to create; default runs/probe-<task>-<data>."),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace a non-empty --output directory (only once the probe succeeded)."),
-    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
-    max_length: Optional[int] = typer.Option(None, help="Max tokens per row (truncated, as in finetune); default 128."),
-    batch_size: int = typer.Option(64, help="Inference batch size for the frozen encoder."),
-    holdout: float = typer.Option(0.1, help="Share of the training rows held out to choose C (then refit on all)."),
-    max_train_samples: Optional[int] = typer.Option(None, help="Use only the first N training examples."),
-    max_eval_samples: Optional[int] = typer.Option(None, help="Use only the first N evaluation examples."),
-    seed: int = typer.Option(42, help="Seed of the held-out split."),
-    text_column: Optional[str] = typer.Option(None, help="Column with the (first) text."),
-    text_pair_column: Optional[str] = typer.Option(None, help="pair: column with the second text."),
-    label_column: Optional[str] = typer.Option(None, help="Column with the label."),
-    precision: Precision = typer.Option(Precision.auto, help=PRECISION_HELP),
-):
+def _probe_parameters(with_tasks: bool) -> list:
+    """finetune's data and output options, the probe's own, and the probe-tagged task options (columns)."""
+    own = (from_dataclass(RunOptions, only=PROBE_RUN, helps=PROBE_HELP) +
+           from_dataclass(TrainConfig, only=PROBE_TRAIN, helps=PROBE_HELP) + from_dataclass(ProbeOptions))
+    return own + (from_registry("probe", taken=(p.name for p in own)) if with_tasks else [])
+
+
+def probe(task: ProbeTask, **values):
     """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
     from bertkit.api.probing import probe as run_probe
 
-    options = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
-    output = output or os.path.join("runs", f"probe-{task.value}-{os.path.splitext(os.path.basename(data))[0]}")
-    result = run_probe(task.value, data, output, model=model, eval_data=eval_data, data_dir=data_dir, pooling=pooling,
-                       max_length=max_length, batch_size=batch_size, max_train_samples=max_train_samples,
-                       max_eval_samples=max_eval_samples, holdout=holdout, seed=seed, precision=precision.value,
-                       overwrite=overwrite, task_options={k: v for k, v in options.items() if v is not None})
+    task_options = task_values(values, set(values) - _PROBE_OWN)
+    options = chosen(values, ProbeOptions).validate("bertkit probe")
+    run = split(values, RunOptions)
+    data, output = run.pop("data"), run.pop("output")
+    output = output or default_output(data, f"probe-{task.value}-")
+    result = run_probe(task.value, data, output, **run, **values, **vars(options), task_options=task_options)
     search = ", ".join(f"{row['C']:g}: {row['holdout_score']:.4f}" for row in result.c_search)
-    typer.echo(f"held-out score by C ({holdout:.0%} of training rows): {search}")
+    typer.echo(f"held-out score by C ({options.holdout:.0%} of training rows): {search}")
     s = result.seconds
-    typer.echo(f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), C {result.c:g}; "
-               f"embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), fit {s['fit_seconds']:.1f}s")
+    typer.echo(f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), "
+               f"C {result.c:g}; embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), "
+               f"fit {s['fit_seconds']:.1f}s")
     if result.metrics:
         typer.echo(f"eval ({result.eval_examples} examples): {format_metrics(result.metrics)}")
     typer.echo(runtime_line(result.runtime))
     typer.echo(f"saved to {result.output_dir}")
+
+
+_PROBE_OWN = {p.name for p in _probe_parameters(with_tasks=False)}
 
 
 PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
@@ -92,16 +83,12 @@ def _pretrain_mlm(**values):
     from bertkit.api.pretraining import pretrain_mlm as run_pretrain
     from bertkit.engine.interrupts import TrainingInterrupted
 
-    values = plain(values)
-    values.pop("config")  # read already: its values arrived as the options' defaults
-    run = split(values, RunOptions)
-    data, output = run.pop("data"), run.pop("output")
     from bertkit.tasks.mlm import MaskedLMTask
 
-    task_options = {o.name: values.pop(o.name) for o in MaskedLMTask.options_for("pretrain")}
-    task_options = {k: v for k, v in task_options.items() if v is not None}
-    config = TrainConfig(**values)
-    output = output or os.path.join("runs", f"mlm-{os.path.splitext(os.path.basename(data))[0]}")
+    task_options, run, rest = training_values(values, [o.name for o in MaskedLMTask.options_for("pretrain")])
+    config = TrainConfig(**rest)
+    data, output = run.pop("data"), run.pop("output")
+    output = output or default_output(data, "mlm-")
     try:
         result = run_pretrain(data, output, config=config, **task_options, **run)
     except TrainingInterrupted as stop:
@@ -119,8 +106,8 @@ def _pretrain_mlm(**values):
         typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
                    (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else ""))
     t = result.throughput
-    typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s;"
-               f" pooler {result.pooler}")
+    typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, "
+               f"{t['train_seconds']:.1f}s; pooler {result.pooler}")
     typer.echo(runtime_line(result.runtime))
     echo_notices({"notices": result.notices})
     typer.echo(f"saved to {result.output_dir}")
@@ -151,56 +138,42 @@ pretrain_app = typer.Typer(cls=PretrainGroup, no_args_is_help=True, rich_markup_
                            help="Continued pre-training of a BERT-family checkpoint.")
 
 
-@inspect_app.command("attention")
-def inspect_attention(
-    model: str = typer.Argument(..., help=MODEL_HELP),
-    text: str = typer.Option(..., help="The text to run."),
-    text_pair: Optional[str] = typer.Option(None, help="A second text (segment 1)."),
-    layer: int = typer.Option(-1, help="Layer 1..L as in hidden_states (-1: the last)."),
-    head: int = typer.Option(0, help="Head 0..H-1."),
-    all_heads: bool = typer.Option(False, "--all-heads", help="A grid with every head of the layer."),
-    as_json: bool = typer.Option(False, "--json", help="Write the raw weights as JSON instead of a figure."),
-    output: Optional[str] = typer.Option(None, help="Figure file (.png, .svg, .pdf); with --json a JSON file "
-                                         "(default: stdout)."),
-    max_length: int = typer.Option(128, help="Longer inputs are truncated (and it is said so)."),
-    dpi: int = typer.Option(100, help="Figure resolution."),
-):
+INSPECTED = positional("model", Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)])
+
+
+def inspect_attention(model: str, **values):
     """Heatmap of one attention head (tokens on both axes), every head of a layer, or the raw weights."""
     from bertkit.api import inspection
     from bertkit.model_dir import write_text
 
-    target = inspection.check_output(output, model, figure=not as_json)
-    result = inspection.attention(model, text, text_pair, layer=layer, head=None if all_heads else head,
-                                  max_length=max_length)
+    given = chosen(values, InspectOptions).validate("bertkit inspect attention")
+    drawn = chosen(values, AttentionOptions)
+    target = inspection.check_output(drawn.output, model, figure=not given.as_json)
+    result = inspection.attention(model, given.text, given.text_pair, layer=drawn.layer,
+                                  head=None if drawn.all_heads else drawn.head, max_length=given.max_length)
     if result["truncated"]:
-        typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
-    if as_json:
+        typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
+    if given.as_json:
         payload = json.dumps(result, ensure_ascii=False) + "\n"
         if target is None:
             sys.stdout.write(payload)
         else:
             write_text(target, payload)
-            typer.echo(f"weights written to {output}", err=True)
+            typer.echo(f"weights written to {drawn.output}", err=True)
         return
-    width, height = inspection.plot_attention(result, target, dpi=dpi)
-    heads = "all heads" if all_heads else f"head {result['heads'][0]}"
+    width, height = inspection.plot_attention(result, target, dpi=drawn.dpi)
+    heads = "all heads" if drawn.all_heads else f"head {result['heads'][0]}"
     typer.echo(f"layer {result['layer']}, {heads}, {len(result['tokens'])} tokens: {width}x{height} px written to "
-               f"{output}", err=True)
+               f"{drawn.output}", err=True)
 
 
-@inspect_app.command("tokens")
-def inspect_tokens(
-    model: str = typer.Argument(..., help=MODEL_HELP),
-    text: str = typer.Option(..., help="The text to tokenize."),
-    text_pair: Optional[str] = typer.Option(None, help="A second text (segment 1)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object instead of a table."),
-    max_length: int = typer.Option(512, help="Longer inputs are truncated (and it is said so)."),
-):
+def inspect_tokens(model: str, **values):
     """Word pieces with ids, segment ids, positions, word index and character offsets."""
     from bertkit.api import inspection
 
-    result = inspection.tokens(model, text, text_pair, max_length=max_length)
-    if as_json:
+    given = chosen(values, InspectOptions).validate("bertkit inspect tokens")
+    result = inspection.tokens(model, given.text, given.text_pair, max_length=given.max_length)
+    if given.as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
     else:
         width = max(len(row["token"]) for row in result["tokens"])
@@ -210,9 +183,16 @@ def inspect_tokens(
             typer.echo(f"{row['position']:>4}  {row['token']:<{width}}  {row['id']:>7}  {row['segment']:>3}  "
                        f"{word:>4}  {row['start']}-{row['end']}")
     if result["truncated"]:
-        typer.echo(f"the input was truncated to --max-length {max_length} tokens", err=True)
+        typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
 
 
-app.command("probe")(probe)
+TOKENS_HELP = {"text": "The text to tokenize.", "as_json": "One JSON object instead of a table."}
+inspect_app.command("attention")(command(inspect_attention, from_dataclass(InspectOptions) +
+                                         from_dataclass(AttentionOptions), (INSPECTED,)))
+inspect_app.command("tokens")(command(inspect_tokens, from_dataclass(
+    InspectOptions, {"max_length": MAX_LENGTHS["inspect tokens"][0]}, helps=TOKENS_HELP), (INSPECTED,)))
+_PROBE = (PROBE_TASK,)
+app.command("probe", help=PROBE_ABOUT)(command(probe, _probe_parameters(with_tasks=False), _PROBE))
+built_late("probe", lambda: single_command("probe", probe, _probe_parameters(with_tasks=True), _PROBE, PROBE_ABOUT))
 app.add_typer(pretrain_app, name="pretrain")
 app.add_typer(inspect_app, name="inspect")

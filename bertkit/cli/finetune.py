@@ -6,7 +6,6 @@ it is built when asked for, so only that task's module is imported (`bertkit --h
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -14,8 +13,8 @@ from typer.core import TyperGroup
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
-from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, plain, split
-from bertkit.config import RepeatOptions, RunOptions, TrainConfig, parse_seeds
+from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
 from bertkit.errors import BertkitError
 from bertkit.tasks import finetune_tasks
 
@@ -68,8 +67,7 @@ def _task_command(name: str):
                   from_dataclass(RepeatOptions) + from_task(task_class, "finetune") + [config_file_parameter(name)])
 
     def run(**values):
-        values.pop("config")  # read already: its values arrived as the options' defaults
-        _finetune(name, plain(values), [o.name for o in task_class.options_for("finetune")])
+        _finetune(name, values, [o.name for o in task_class.options_for("finetune")])
 
     single = typer.Typer(add_completion=False)
     about = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip().split("\n")[0]
@@ -95,15 +93,10 @@ def task_of_config(args: list, verb: str = "finetune") -> str:
 def _finetune(task: str, values: dict, task_options: list) -> None:
     from bertkit import api
 
-    options = {key: values.pop(key) for key in task_options}
-    run = split(values, RunOptions)
-    repeat = split(values, RepeatOptions)
-    data, output = run.pop("data"), run.pop("output")
-    # an unset flag is None (a bare --flag: False): the task keeps its default; 0 is a value
-    config = TrainConfig(task_options={k: v for k, v in options.items() if v is not None and v is not False},
-                         **values)
-    values = run
-    output = output or os.path.join("runs", f"{task}-{os.path.splitext(os.path.basename(data))[0]}")
+    options, values, repeat, rest = training_values(values, task_options, RepeatOptions)
+    config = TrainConfig(task_options=options, **rest)
+    data, output = values.pop("data"), values.pop("output")
+    output = output or default_output(data, f"{task}-")
     seeds, folds = parse_seeds(repeat["seeds"], config.seed), repeat["folds"]
     if seeds is not None and folds is not None:
         raise BertkitError("--seeds and --folds each train several runs; one at a time", "drop one of them")

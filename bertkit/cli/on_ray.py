@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import typer
 
 from bertkit.errors import BertkitError
+from bertkit.options import StreamOptions
+
+_CHUNK_ROWS = next(f.default for f in dataclasses.fields(StreamOptions) if f.name == "chunk_rows")
 
 
-def check_ray_flags(ray: bool, address: str | None, actors: int, *, chunk_rows: int, default_chunk_rows: int,
-                    resume: bool, per_word: bool = False) -> None:
+def check_ray_flags(stream: StreamOptions, per_word: bool = False) -> None:
     """Refuse flag combinations that would be silently ignored, before anything loads."""
-    if not ray:
-        if address is not None:
+    if not stream.ray:
+        if stream.ray_address is not None:
             raise BertkitError("--ray-address needs --ray", "add --ray to run on that cluster")
-        if actors != 2:
+        if stream.actors is not None:  # None: not given
             raise BertkitError("--actors needs --ray", "add --ray, or leave out --actors")
         return
-    for given, flag in ((resume, "--resume"), (chunk_rows != default_chunk_rows, "--chunk-rows"),
+    for given, flag in ((stream.resume, "--resume"), (stream.chunk_rows != _CHUNK_ROWS, "--chunk-rows"),
                         (per_word, "--per-word")):
         if given:
             raise BertkitError(f"{flag} does not apply with --ray (Ray streams the input in batches of its own)",

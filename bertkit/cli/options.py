@@ -1,5 +1,5 @@
-"""Typer options generated from the one declaration of each option (bertkit/config.py dataclass
-fields, a task's TaskOption), plus the few arguments that belong to a single command."""
+"""Typer options generated from the one declaration of each option (bertkit/options: a family's
+dataclass fields; a task's TaskOption), plus the few arguments that belong to a single command."""
 
 from __future__ import annotations
 
@@ -11,56 +11,99 @@ from typing import Annotated, Optional
 
 import typer
 
-from bertkit.config import (DATA_PANEL, INFERENCE_PANEL, MODEL_PANEL, OUTPUT_PANEL, PRECISION_HELP, PRECISIONS,
-                            REQUIRED, THREADS_HELP, TRAINING_PANEL, InferenceOptions, RunOptions)
+from bertkit.options import (DATA_PANEL, INFERENCE_PANEL, MODEL_PANEL, OUTPUT_PANEL, PRECISIONS, REQUIRED,
+                             TRAINING_PANEL, RunOptions)
 
 TASK_PANEL = "Task options"
 PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
 
 ModelDir = Annotated[str, typer.Argument(help="A directory written by `bertkit finetune`.", show_default=False)]
-Backend = Annotated[str, typer.Option(help="torch, onnx, onnx-int8 (after `bertkit export onnx`), openvino, "
-                                           "openvino-int8 (after `bertkit export openvino`), or auto: the "
-                                           "fastest the exports measured.",
-                                      rich_help_panel=INFERENCE_PANEL)]
 Precision = Enum("Precision", {name: name for name in PRECISIONS}, type=str)  # click shows the choices
-# for commands whose precision is not (yet) generated from a dataclass
-PrecisionOption = Annotated[Precision, typer.Option(help=PRECISION_HELP)]
-ThreadsOption = Annotated[Optional[int], typer.Option(help=THREADS_HELP, show_default=False)]
-# the input-at-any-scale options `predict` and `embed` share (bertkit.api.streaming)
-ChunkRows = Annotated[int, typer.Option(help="Rows read, run and written at a time: memory stays flat whatever "
-                                             "the input's size.", rich_help_panel=INFERENCE_PANEL)]
-Resume = Annotated[bool, typer.Option("--resume", help="Continue an interrupted run into the same --output after its "
-                                      "last complete chunk (same input, model and options).",
-                                      rich_help_panel=OUTPUT_PANEL)]
-# scale-out on Ray Data (bertkit.ray), the same three flags for `predict` and `embed`
-RAY_PANEL = "Ray cluster"
-Ray = Annotated[bool, typer.Option("--ray", help="Run on a Ray cluster with Ray Data (the bertkit ray extra): "
-                                   "--output is a directory of Parquet files.", rich_help_panel=RAY_PANEL)]
-RayAddress = Annotated[Optional[str], typer.Option("--ray-address", help="The cluster: auto, ray://HOST:10001, ... "
-                                                   "(default: RAY_ADDRESS, else a new local cluster).",
-                                                   rich_help_panel=RAY_PANEL, show_default=False)]
-Actors = Annotated[int, typer.Option(help="--ray: actors, each with the model loaded once.", rich_help_panel=RAY_PANEL)]
+# commands whose flags include the registered tasks' (eval, predict): name -> a builder, called when
+# the command runs (cli/app.py), so a task registered after bertkit.cli was imported adds its flags
+LATE_COMMANDS: dict = {}
 
 
-def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None) -> list:
-    """Keyword parameters for every field of ``cls`` that declares a help text. ``defaults`` and
-    ``helps`` adjust a field for one command (pretraining's learning rate, its data's wording)."""
+def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None,
+                   only: tuple | None = None) -> list:
+    """Keyword parameters for every field of ``cls`` that declares a help text (``only``: these
+    fields). ``defaults`` and ``helps`` adjust a field for one command (pretraining's learning
+    rate, its data's wording)."""
     hints = typing.get_type_hints(cls)
     parameters = []
     for f in dataclasses.fields(cls):
-        if "help" not in f.metadata or f.name in exclude:
+        if "help" not in f.metadata or f.name in exclude or (only is not None and f.name not in only):
             continue
         default = (defaults or {}).get(f.name, f.default)
         help_text = (helps or {}).get(f.name, f.metadata["help"])
         parameters.append(_parameter(f.name, hints[f.name], default, help_text, f.metadata["panel"],
-                                     f.metadata["choices"], f.metadata["flag"]))
+                                     f.metadata["choices"], f.metadata["flag"], f.metadata.get("metavar")))
     return parameters
 
 
 def from_task(task_class, command: str) -> list:
     """The flags a task offers on ``command``; unset, they leave the task's own default."""
-    return [_parameter(o.name, Optional[o.type], False if o.type is bool else None, _task_help(o), TASK_PANEL,
-                       (), o.type is bool) for o in task_class.options_for(command)]
+    return [_task_parameter(o) for o in task_class.options_for(command)]
+
+
+def registry_options(command: str) -> dict:
+    """Name -> TaskOption of every registered task's options for ``command``. A name declared by
+    several tasks is one option: the tasks share one declaration (classification's
+    LABEL_KIND_OPTIONS); where two declarations still differ, the first registered task's wins."""
+    from bertkit.tasks import TASKS, get_task_class
+
+    found: dict = {}
+    for name in list(TASKS):
+        for declared in get_task_class(name).options_for(command):
+            found.setdefault(declared.name, declared)
+    return found
+
+
+def from_registry(command: str, taken: typing.Iterable[str] = ()) -> list:
+    """The flags every registered task adds to ``command`` (not those the command has already)."""
+    taken = set(taken)
+    return [_task_parameter(o) for name, o in registry_options(command).items() if name not in taken]
+
+
+def task_values(values: dict, names: typing.Iterable[str]) -> dict:
+    """Take the task options out of ``values``: only those given (an unset flag is None, an unset
+    bare --flag False), so the model's task keeps its own defaults; 0 is a value."""
+    taken = {name: values.pop(name) for name in list(names) if name in values}
+    return {k: v for k, v in taken.items() if v is not None and v is not False}
+
+
+def training_values(values: dict, task_names: typing.Iterable[str], *families) -> tuple:
+    """finetune's, tune's and pretrain's one step from the flat flags to their parts: (the given task
+    options, RunOptions' values, each of ``families``' values, and what is left: TrainConfig's)."""
+    values = plain(values)
+    values.pop("config", None)  # read already: its values arrived as the options' defaults
+    task_options = task_values(values, task_names)
+    run = split(values, RunOptions)
+    return (task_options, run, *(split(values, family) for family in families), values)
+
+
+def built_late(name: str, build) -> None:
+    """Register ``build`` (-> a click command) to make command ``name`` when it is invoked."""
+    LATE_COMMANDS[name] = build
+
+
+def single_command(name: str, run, parameters: list, leading: tuple = (), help: str | None = None):
+    """One click command named ``name`` from ``run`` and its generated parameters."""
+    def fresh(**values):  # its own signature: ``run`` keeps the one it was registered with
+        return run(**values)
+
+    single = typer.Typer(add_completion=False)
+    single.command(name=name, help=help)(command(fresh, parameters, leading))
+    return typer.main.get_command(single)
+
+
+def positional(name: str, annotation) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
+
+
+def _task_parameter(option) -> inspect.Parameter:
+    return _parameter(option.name, Optional[option.type], False if option.type is bool else None, _task_help(option),
+                      TASK_PANEL, (), option.type is bool)
 
 
 def config_file_parameter(command_name: str, verb: str = "finetune"):
@@ -92,26 +135,21 @@ def config_file_parameter(command_name: str, verb: str = "finetune"):
     return inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
 
 
-def annotated(cls, name: str):
-    """One declared field as an ``Annotated`` type, for a hand-written command signature."""
-    (parameter,) = [p for p in from_dataclass(cls) if p.name == name]
-    return parameter.annotation
-
-
 def _task_help(option) -> str:
     shown = option.default is not None and option.type is not bool
     return option.help + (f" Default {option.default}." if shown and "default" not in option.help.lower() else "")
 
 
-def _parameter(name: str, kind, default, help_text: str, panel: str, choices: tuple, flag: bool):
+def _parameter(name: str, kind, default, help_text: str, panel: str, choices: tuple, flag: bool | str,
+               metavar: str | None = None):
     if choices == PRECISIONS:  # click lists an Enum's values as the choices
         kind = Precision
         default = default if default is REQUIRED else Precision(default)
-    declared = (f"--{name.replace('_', '-')}",) if flag else ()
+    declared = (flag if isinstance(flag, str) else f"--{name.replace('_', '-')}",) if flag else ()
     optional = default is None or _allows_none(kind)
     if optional and not flag:
         kind = Optional[_without_none(kind)]
-    annotation = Annotated[kind, typer.Option(*declared, help=help_text, rich_help_panel=panel,
+    annotation = Annotated[kind, typer.Option(*declared, help=help_text, rich_help_panel=panel, metavar=metavar,
                                               show_default=not (default is None or flag))]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                              default=inspect.Parameter.empty if default is REQUIRED else default)
@@ -137,18 +175,17 @@ def command(function, parameters: list, leading: tuple = ()):
     return function
 
 
+def chosen(values: dict, cls, exclude: tuple = ()):
+    """``cls`` built from its fields in ``values`` (taken out of them), Enum choices as strings."""
+    return cls(**plain(split(values, cls, exclude)))
+
+
 def plain(values: dict) -> dict:
     """Enum choices back to their strings."""
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
 
 
-def split(values: dict, cls) -> dict:
+def split(values: dict, cls, exclude: tuple = ()) -> dict:
     """Take ``cls``'s fields out of ``values`` (the rest stays)."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls)} - set(exclude)
     return {k: values.pop(k) for k in list(values) if k in names}
-
-
-DataDir = annotated(RunOptions, "data_dir")
-BatchSize = annotated(InferenceOptions, "batch_size")
-InferencePrecision = annotated(InferenceOptions, "precision")
-Threads = annotated(InferenceOptions, "threads")

@@ -2,62 +2,61 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, is_main_process, runtime_line
 from bertkit.cli.on_ray import check_ray_flags, run_on_ray
-from bertkit.cli.options import (DATA_PANEL, OUTPUT_PANEL, Actors, Backend, BatchSize, ChunkRows, InferencePrecision,
-                                  ModelDir, Precision, Ray, RayAddress, Resume, Threads)
+from bertkit.cli.options import (ModelDir, built_late, chosen, command, from_dataclass, from_registry, positional,
+                                 single_command, task_values)
+from bertkit.options import InferenceOptions, PredictOptions, StreamOptions
 
-CHUNK_ROWS = 10_000
+ABOUT = "Predict for every input row; one JSON line per row, in input order, written chunk by chunk."
+FAMILIES = (PredictOptions, InferenceOptions, StreamOptions)
 
 
-@app.command()
-def predict(
-    model_dir: ModelDir,
-    input: Annotated[str, typer.Option(
-        "--input", help="Text lines (pair: TAB between texts), JSONL, JSON, CSV, TSV, Parquet; a directory or glob "
-        "of shards; '-' = stdin.", rich_help_panel=DATA_PANEL, show_default=False)],
-    output: Annotated[str, typer.Option(help="JSONL (or .parquet) output file in an existing directory; '-' = stdout "
-                                        "(--ray: a directory of Parquet files).",
-                                        rich_help_panel=OUTPUT_PANEL)] = "-",
-    n_best: Annotated[Optional[int], typer.Option(help="qa: also return the N best distinct answers.",
-                                                  rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
-    top_k: Annotated[Optional[int], typer.Option(help="cls/pair: give only the K most probable labels.",
-                                                 rich_help_panel=OUTPUT_PANEL, show_default=False)] = None,
-    batch_size: BatchSize = 64,
-    precision: InferencePrecision = Precision.auto,
-    threads: Threads = None,
-    backend: Backend = "torch",
-    chunk_rows: ChunkRows = CHUNK_ROWS,
-    resume: Resume = False,
-    ray: Ray = False,
-    ray_address: RayAddress = None,
-    actors: Actors = 2,
-):
-    """Predict for every input row; one JSON line per row, in input order, written chunk by chunk."""
+def _parameters(with_tasks: bool) -> list:
+    """predict's own, inference's, streaming's, and every registered task's predict flags (--top-k, --n-best)."""
+    own = [p for family in FAMILIES for p in from_dataclass(family)]
+    return own + (from_registry("predict", taken=(p.name for p in own)) if with_tasks else [])
+
+
+def _predict(model_dir: str, **values):
     from bertkit import api
     from bertkit.model_dir import check_inputs_kept, check_output_file
 
-    check_ray_flags(ray, ray_address, actors, chunk_rows=chunk_rows, default_chunk_rows=CHUNK_ROWS, resume=resume)
-    if ray:
-        run_on_ray("predict", model_dir, input, output, address=ray_address, actors=actors, batch_size=batch_size,
-                   precision=precision.value, n_best=n_best, top_k=top_k, backend=backend, threads=threads)
+    task_options = task_values(values, set(values) - _OWN)
+    io = chosen(values, PredictOptions)
+    run = chosen(values, InferenceOptions).validate("bertkit predict")
+    stream = chosen(values, StreamOptions).validate("bertkit predict")
+    check_ray_flags(stream)
+    if stream.ray:
+        run_on_ray("predict", model_dir, io.input, io.output, address=stream.ray_address, actors=stream.actor_count,
+                   batch_size=run.batch_size, precision=run.precision, backend=io.backend, threads=run.threads,
+                   **task_options)
         return
-    target = None if output == "-" else check_output_file(output)  # before the work, not after it
+    target = None if io.output == "-" else check_output_file(io.output)  # before the work, not after it
     if target is not None:
-        check_inputs_kept(target, input)  # --output equal to --input would replace the rows with predictions
-    summary = api.predict_stream(model_dir, input, None if target is None else str(target), chunk_rows=chunk_rows,
-                                 resume=resume, batch_size=batch_size, precision=precision.value, n_best=n_best,
-                                 top_k=top_k, backend=backend, threads=threads, quiet=not is_main_process(),
-                                 long_lived=True)
+        check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
+    summary = api.predict_stream(model_dir, io.input, None if target is None else str(target),
+                                 chunk_rows=stream.chunk_rows, resume=stream.resume, batch_size=run.batch_size,
+                                 precision=run.precision, backend=io.backend, threads=run.threads,
+                                 quiet=not is_main_process(), long_lived=True, **task_options)
+    _show(summary, io.output, target is not None)
+
+
+def _show(summary, output: str, written: bool) -> None:
     if not is_main_process():
         return
     if summary.runtime:
         typer.echo(runtime_line(summary.runtime), err=True)
     echo_notices(summary.preprocessing, {"notices": summary.notices}, err=True)  # stdout stays pure JSONL
-    if target is not None:
-        typer.echo(f"{summary.rows:,} predictions written to {output} ({summary.rows_per_second:,.0f} rows/s)", err=True)
+    if written:
+        typer.echo(f"{summary.rows:,} predictions written to {output} ({summary.rows_per_second:,.0f} rows/s)",
+                   err=True)
+
+
+_OWN = {p.name for p in _parameters(with_tasks=False)}
+_MODEL_DIR = (positional("model_dir", ModelDir),)
+app.command("predict", help=ABOUT)(command(_predict, _parameters(with_tasks=False), _MODEL_DIR))
+built_late("predict", lambda: single_command("predict", _predict, _parameters(with_tasks=True), _MODEL_DIR, ABOUT))

@@ -13,8 +13,8 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import format_metrics, is_main_process
 from bertkit.cli.finetune import TaskGroup
-from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, plain, split
-from bertkit.config import RunOptions, TrainConfig, TuneOptions
+from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
+from bertkit.options import RunOptions, TrainConfig, TuneOptions, default_output
 
 GIVEN = ("COMMANDLINE", "DEFAULT_MAP", "ENVIRONMENT")  # click's parameter sources that the user chose
 
@@ -43,12 +43,11 @@ def _tune_command(name: str):
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 
     def run(ctx: typer.Context, **values):
-        values.pop("config")
         from bertkit.api.search_space import searchable
 
         fixed = tuple(n for n in searchable() if ctx.get_parameter_source(n) is not None
                       and ctx.get_parameter_source(n).name in GIVEN)
-        _tune(name, plain(values), [o.name for o in task_class.options_for("finetune")], fixed)
+        _tune(name, values, [o.name for o in task_class.options_for("finetune")], fixed)
 
     single = typer.Typer(add_completion=False)
     single.command(name=name, help=f"Search hyperparameters for {name} ({task_class.summary or name}).")(
@@ -57,17 +56,12 @@ def _tune_command(name: str):
 
 
 def _tune(task: str, values: dict, task_options: list, fixed: tuple) -> None:
-    import os
-
     from bertkit import api
 
-    options = {key: values.pop(key) for key in task_options}
-    run = split(values, RunOptions)
-    search = split(values, TuneOptions)
+    options, run, search, rest = training_values(values, task_options, TuneOptions)
+    config = TrainConfig(task_options=options, **rest)
     data, output = run.pop("data"), run.pop("output")
-    config = TrainConfig(task_options={k: v for k, v in options.items() if v is not None and v is not False},
-                         **values)
-    output = output or os.path.join("runs", f"tune-{task}-{os.path.splitext(os.path.basename(data))[0]}")
+    output = output or default_output(data, f"tune-{task}-")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:

@@ -95,6 +95,28 @@ def test_finetune_eval_predict_report(toy_model, toy_files, run_cli, toy_task):
     assert "negation" in card and (toy_model / "report.html").is_file()
 
 
+def test_eval_and_predict_offer_the_task_flags(run_cli):
+    """A TaskOption tagged "eval" or "predict" is a flag of that command only, in the task panel."""
+    code, out, err = run_cli("eval", "--help")
+    assert code == 0, err
+    assert "--score-cutoff" in out and "--cutoff " not in out
+    code, out, err = run_cli("predict", "--help")
+    assert code == 0, err
+    assert "--cutoff" in out and "--score-cutoff" not in out
+
+
+def test_the_task_flags_reach_the_task(toy_model, toy_files, run_cli):
+    """--cutoff 0 calls every row negated; --score-cutoff 1 scores every row as plain: half right."""
+    code, out, err = run_cli("predict", toy_model, "--input", toy_files / "input.jsonl", "--precision", "no",
+                             "--cutoff", "0")
+    assert code == 0, err
+    assert [json.loads(line)["negated"] for line in out.splitlines()] == [True, True]
+    scores = toy_files / "scored-at-1.json"
+    code, out, err = run_cli("eval", toy_model, "--precision", "no", "--score-cutoff", "1", "--output", scores)
+    assert code == 0, err
+    assert json.loads(scores.read_text())["metrics"]["balanced_accuracy"] == 0.5
+
+
 def test_export_onnx_gives_the_same_rows(toy_model, toy_files, run_cli):
     pytest.importorskip("onnxruntime")
     code, _, err = run_cli("export", "onnx", toy_model, "--samples", "16")

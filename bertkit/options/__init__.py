@@ -1,0 +1,13 @@
+"""Every option a command takes, declared once: a dataclass field with its type, default and help,
+one dataclass per command family, each with its ``validate()``; the rules they check are written
+once (base.py). The CLI builds every flag from these fields (bertkit/cli/options.py) and from the
+registered tasks' ``TaskOption``s. Nothing here imports torch.
+
+- base.py: the field helper, the panels, the shared defaults, one check per rule, the run directory
+- training.py: finetune, tune, pretrain (TrainConfig, RunOptions, RepeatOptions, TuneOptions)
+- inference.py: eval, predict, embed, probe, serve, export, inspect
+"""
+
+from bertkit.options.base import *  # noqa: F401,F403
+from bertkit.options.inference import *  # noqa: F401,F403
+from bertkit.options.training import *  # noqa: F401,F403
