@@ -1,6 +1,7 @@
 """The training and inference engine: the only module that imports Accelerate.
 
-It knows nothing about tasks: it gets feature dicts, a model and a few callbacks, and gives back
+It knows nothing about tasks or options: it gets feature dicts, a model, a few callbacks and the
+run's ``TrainConfig`` (bertkit.options, a value it only reads), and gives back
 numbers (``fit``) or per-feature numpy outputs in feature order (``infer``). The same code runs on
 CPU, one GPU, several GPUs or several CPU processes under ``accelerate launch`` / ``torchrun``.
 
@@ -20,7 +21,6 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
 
-from bertkit.config import TrainConfig
 from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
 from bertkit.engine.cpu_kernels import CpuTrainingKernels
@@ -102,7 +102,7 @@ class Engine:
         return self.accelerator.unwrap_model(model)
 
     # --- training -----------------------------------------------------------------------------
-    def fit(self, model, features: list[dict], config: TrainConfig, pad_token_id: int,
+    def fit(self, model, features: list[dict], config, pad_token_id: int,
             evaluate=None, main_metric: str | None = None, collate_fn=None,
             checkpoints=None, targets: dict | None = None, greater_is_better: bool = True
             ) -> tuple[object, TrainReport]:
@@ -208,26 +208,27 @@ class Engine:
                     local[name].append(values)
                 progress.update(1 if mine else 0)
         progress.close()
-
-        order = [j for shard in shards for batch in shard for j in batch]  # the gathered row order
-        rows = [sum(lengths[j] if per_token else 1 for batch in shard for j in batch) for shard in shards]
-        results = {}
-        for name in output_names:
-            values = torch.cat(local[name])
-            if world > 1:
-                values = self._gather_rows(values, rows)
-            values = values.numpy()
-            if per_token:
-                pieces = np.split(values, np.cumsum([lengths[j] for j in order])[:-1])
-            else:
-                pieces = list(values)
-            by_feature = [None] * len(features)
-            for j, piece in zip(order, pieces):
-                by_feature[j] = piece
-            results[name] = by_feature
+        results = self._in_feature_order(local, shards, lengths, per_token, len(features))
         if targets:
             loss = acc.reduce(loss, "sum") if world > 1 else loss
             results["loss"] = float(loss[0] / loss[1]) if loss[1] else None
+        return results
+
+    def _in_feature_order(self, local: dict, shards: list, lengths: list[int], per_token: bool, count: int) -> dict:
+        """Every rank's outputs, gathered and put back in feature order: ``{name: [array per feature]}``."""
+        order = [j for shard in shards for batch in shard for j in batch]  # the gathered row order
+        rows = [sum(lengths[j] if per_token else 1 for batch in shard for j in batch) for shard in shards]
+        results = {}
+        for name, parts in local.items():
+            values = torch.cat(parts)
+            if len(shards) > 1:
+                values = self._gather_rows(values, rows)
+            values = values.numpy()
+            pieces = np.split(values, np.cumsum([lengths[j] for j in order])[:-1]) if per_token else list(values)
+            by_feature = [None] * count
+            for j, piece in zip(order, pieces):
+                by_feature[j] = piece
+            results[name] = by_feature
         return results
 
     def _gather_rows(self, values: torch.Tensor, rows: list[int]) -> torch.Tensor:
