@@ -225,12 +225,13 @@ def decode_best_batched(
     question_of_window: Sequence[int],
     max_answer_length: int = 30,
 ) -> list[QuestionDecoding]:
-    """The single best span of every question at once, exact: the same search as
-    ``decode_question(..., n_best=1)`` but vectorised over all windows of all questions, so the
-    cost is a few numpy passes over one (windows x tokens) array instead of Python work per
-    question. ``probability`` is ``span_probability`` in the winning window, as in
-    ``decode_question``. A window may give
-    ``context_range`` = (first, last + 1) context token, which spares scanning its offsets."""
+    """The single best span of every question at once, exact: the same search as ``decode_question(...,
+    n_best=1)`` but vectorised over all windows of all questions, so the cost is a few numpy passes over one
+    (windows x tokens) array instead of Python work per question. ``probability`` is ``span_probability`` in
+    the winning window, as in ``decode_question``. A window may give ``context_range`` = (first, last + 1)
+    context token, which spares scanning its offsets."""
+    # long: one vectorised search in three passes (scores, best span per window, best window per question)
+    # whose arrays each later pass reads; split up, every piece would take and return eight of them
     lengths = np.array([len(w["start_logits"]) for w in windows])
     longest = int(lengths.max())
     columns = np.arange(longest)[None, :]
