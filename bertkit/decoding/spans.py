@@ -1,10 +1,9 @@
 """Exact best-span decoding for extractive QA over overlapping context windows.
 
-A long context is split into several windows (features). Each window gives start/end logits
-and, per token, its ``(char_start, char_end)`` in the original context (``None`` for question
-tokens, special tokens and padding). We search every legal span exactly, vectorised along the
-band ``0 <= j - i < max_answer_length``, instead of the usual top-20 x top-20 shortlist, which
-can miss the true best pair.
+A long context is split into several windows (features). Each window gives start/end logits and, per
+token, its ``(char_start, char_end)`` in the original context (``None`` for question tokens, special tokens
+and padding). We search every legal span exactly, vectorised along the band ``0 <= j - i <
+max_answer_length``, instead of the usual top-20 x top-20 shortlist, which can miss the true best pair.
 """
 
 from __future__ import annotations
