@@ -15,6 +15,7 @@ from torch import nn
 
 from bertkit.errors import BertkitError
 from bertkit.models import OFFLINE_HINT, choose_max_length, load_model
+from bertkit.networks.first_token_head import first_token_only_last_layer
 from bertkit.networks.pooling import Pooling, combine_windows, pool, token_vectors
 from bertkit.tasks.word_windows import encode_words, window_features
 
@@ -30,8 +31,6 @@ class EmbeddingNetwork(nn.Module):
         self.encoder, self.pooling, self.per_token = encoder, pooling, per_token
         if pooling.mode == "cls" and not per_token:
             # Only [CLS] of the last layer is read: the same exact shortcut predict uses for classifiers.
-            from bertkit.networks.first_token_head import first_token_only_last_layer
-
             first_token_only_last_layer(types.SimpleNamespace(config=encoder.config, base_model_prefix="model",
                                                               model=encoder))
 
