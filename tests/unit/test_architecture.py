@@ -40,7 +40,6 @@ LONG_WITHOUT_REASON = {
     "bertkit/api/evaluation.py:evaluate",
     "bertkit/api/finetuning.py:finetune",
     "bertkit/api/tuning.py:tune",
-    "bertkit/decoding/spans.py:decode_best_batched",
 }
 
 
@@ -182,6 +181,28 @@ def test_modules_are_small():
 def test_the_top_level_is_short():
     flat = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(flat) <= MAX_FLAT_MODULES, flat
+
+
+def test_every_part_a_task_names_is_bound_by_networks():
+    """Tasks sit below networks and name the torch parts they train with (tasks/network_parts.py);
+    ``bind_task_parts`` (the engine calls it) binds each one to the networks' class or function of
+    its name, and a part then answers calls, attributes and isinstance as that class does."""
+    from bertkit.networks import bind_task_parts
+    from bertkit.tasks import network_parts
+
+    bind_task_parts()
+    parts = {name: part for name, part in vars(network_parts).items() if isinstance(part, network_parts.Part)}
+    assert len(parts) >= 7
+    assert {name: getattr(part.target, "__name__", None) for name, part in parts.items()} == {n: n for n in parts}
+    assert network_parts.VocabTables.from_tokenizer == parts["VocabTables"].target.from_tokenizer
+    assert not isinstance(object(), network_parts.TrainingLoss)
+    unbound = network_parts.Part("Nothing")
+    try:
+        unbound(1)
+    except RuntimeError as exc:
+        assert "Nothing" in str(exc) and "bind_task_parts" in str(exc)
+    else:
+        raise AssertionError("an unbound part was called")
 
 
 def long_functions() -> dict[str, int]:
