@@ -63,7 +63,8 @@ def imports(name: str, path: Path) -> list[tuple[str, list[str], int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parents = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parents + ([base] if base else []))
             found.append((base, [alias.name for alias in node.names], node.lineno))
     return found
 
