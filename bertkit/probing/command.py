@@ -52,24 +52,24 @@ class ProbeResult:
 
 @dataclass
 class ProbeArgs:
-    """The call's arguments, as given (``probe``'s keyword arguments)."""
+    """The call's arguments, as given (their defaults are ``probe``'s)."""
 
     task: str
     data: str
     output: str
-    model: str = DEFAULT_MODEL
-    eval_data: str | None = None
-    data_dir: str | None = None
-    pooling: str | None = None
-    max_length: int | None = None
-    batch_size: int = 64
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    holdout: float = 0.1
-    seed: int = 42
-    precision: str = "auto"
-    overwrite: bool = False
-    task_options: dict | None = None
+    model: str
+    eval_data: str | None
+    data_dir: str | None
+    pooling: str | None
+    max_length: int | None
+    batch_size: int
+    max_train_samples: int | None
+    max_eval_samples: int | None
+    holdout: float
+    seed: int
+    precision: str
+    overwrite: bool
+    task_options: dict | None
 
 
 @dataclass
