@@ -8,10 +8,12 @@ dim float32), ``.npz`` (``vectors`` and ``ids``; per word also ``words`` and ``r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from bertkit.data import readers
 from bertkit.data.readers import pick_column
 from bertkit.api.embedder import Embedder  # noqa: F401  (part of this API)
 from bertkit.data.sinks import floats
+from bertkit.data.streams import Chunk
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
 from bertkit.tasks.base import require_nonempty
@@ -52,26 +55,37 @@ def embed(model: str, input_path: str, output: str | None = None, pooling: str |
           text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
           precision: str = "auto", threads: int | None = None) -> Embeddings:
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
-    (.npy/.npz/.jsonl) when given."""
+    (.npy/.npz/.jsonl) when given. The vectors are ``embed_stream``'s pipeline collected, the
+    input as one chunk."""
+    from bertkit.data.streams import InputStream
+
     target = check_output(output, per_word)
     if target is not None:
         check_inputs_kept(target, input_path)
-    Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)  # checks args
-    ids, texts, pairs, sentences = read_rows(input_path, per_word, text_column, text_pair_column, id_column)
-    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word).load()
-    started = time.perf_counter()
-    if per_word:
-        vectors, windowed, features = embedder.word_vectors(sentences)
-    else:
-        vectors, windowed, features = embedder.vectors_with_counts(texts, pairs)
-    seconds = time.perf_counter() - started
-    result = Embeddings(ids, vectors, sentences if per_word else None, embedder.spec.name, embedder.dim, windowed,
-                        features, None if per_word else embedder.stride, seconds,
-                        runtime=embedder.engine.runtime(precision))
+    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)
+    columns = Columns(text_column, text_pair_column, id_column)
+    done = [vectors for _, vectors in _pipeline(embedder, InputStream(input_path), None, columns).results()]
+    if not done:  # every reader refuses an input without rows; this says the same for any other
+        rows_of([], "<stdin>" if input_path == "-" else input_path, per_word, columns)
+    result = _collected(done, embedder, precision)
     if target is not None and embedder.engine.is_main_process:
         write(result, target)
         result.written_to = str(target)
     return result
+
+
+def _collected(done: list["_Vectors"], embedder: Embedder, precision: str) -> Embeddings:
+    """One Embeddings from the chunks' vectors, in input order."""
+    per_word = done[0].words is not None
+    if per_word:
+        vectors = [vector for part in done for vector in part.vectors]
+    else:  # one chunk (the in-memory call) keeps its array as computed
+        vectors = done[0].vectors if len(done) == 1 else np.concatenate([part.vectors for part in done])
+    return Embeddings([i for part in done for i in part.ids], vectors,
+                      [words for part in done for words in part.words] if per_word else None,
+                      embedder.spec.name, embedder.dim, sum(part.windowed for part in done),
+                      sum(part.features for part in done), None if per_word else embedder.stride,
+                      sum(part.seconds for part in done), runtime=embedder.engine.runtime(precision))
 
 
 def check_output(output: str | None, per_word: bool) -> Path | None:
@@ -88,20 +102,6 @@ def check_output(output: str | None, per_word: bool) -> Path | None:
         raise BertkitError("--per-word vectors are ragged (one row per word), so they do not fit one .npy array",
                            "use --output FILE.npz (vectors + row_starts + words + ids) or FILE.jsonl")
     return check_output_file(target)
-
-
-def read_rows(input_path: str, per_word: bool, text_column: str | None, text_pair_column: str | None,
-              id_column: str | None):
-    """(ids, texts, pairs or None, word lists or None) from what a stream reads (a file, a
-    directory or glob of shards, Parquet included, or stdin '-'), all in memory."""
-    from bertkit.data.streams import InputStream
-
-    chunk = next(InputStream(input_path).chunks(None), None)
-    if chunk is None:
-        where, records, first_row = "<stdin>" if input_path == "-" else input_path, [], 0
-    else:
-        where, records, first_row = chunk.where, chunk.records, chunk.start
-    return rows_of(records, where, per_word, Columns(text_column, text_pair_column, id_column), first_row)[:4]
 
 
 @dataclass
@@ -176,45 +176,89 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
     if target is not None:
         check_inputs_kept(target, input_path)
     embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads)
+    embedder.quiet = True  # no per-batch progress: the stream reports per chunk
     stream = InputStream(input_path)
-    columns = [Columns(text_column, text_pair_column, id_column)]
-
-    def rows(chunk) -> tuple:
-        ids, texts, pairs, _, used = rows_of(chunk.records, chunk.where, False, columns[0], chunk.start)
-        columns[0] = used  # later chunks read the columns the first one found
-        return ids, texts, pairs
-
-    total, whole = None, None
-    if not stream.stdin:  # a bad row fails before the model loads; the count gives the progress an ETA
-        total = 0
-        for chunk in stream.chunks(chunk_rows):
-            total += len(rows(chunk)[0])
-            whole = chunk if chunk.start == 0 else None  # an input of one chunk is read once, kept from here
-    settings = {**streaming.model_fingerprint(model), "pooling": embedder.spec.name, "max_length": max_length, "stride": embedder.stride,
-                "batch_size": batch_size, "normalize": normalize, "precision": precision, "threads": threads,
-                "chunk_rows": chunk_rows, "columns": [text_column, text_pair_column, id_column]}
-
+    pipeline = _pipeline(embedder, stream, chunk_rows, Columns(text_column, text_pair_column, id_column))
+    settings = {**streaming.model_fingerprint(model), "pooling": embedder.spec.name, "max_length": max_length,
+                "stride": embedder.stride, "batch_size": batch_size, "normalize": normalize, "precision": precision,
+                "threads": threads, "chunk_rows": chunk_rows, "columns": [text_column, text_pair_column, id_column]}
     windowed = [0]
 
-    def process(chunk) -> tuple:
-        ids, texts, pairs = rows(chunk)
-        vectors, split, _ = embedder.vectors_with_counts(texts, pairs)
-        windowed[0] += split
-        return ids, vectors
+    def process(chunk: Chunk) -> tuple:
+        done = pipeline.process(chunk)
+        windowed[0] += done.windowed
+        return done.ids, done.vectors  # what the vector sinks write
 
-    sink = sink_for(target, vectors=True)
-    embedder.quiet = True
-    embedder.load()  # a model that cannot pool as asked fails before any output exists
-    def chunks(skip: int):
-        return iter([whole]) if whole is not None and skip == 0 else stream.chunks(chunk_rows, skip)
-
-    summary = streaming.run(stream, chunks, process, sink, target, settings,
-                            resume=resume, total=total, label="embed", quiet=quiet,
-                            writer=embedder.engine.is_main_process, long_lived=long_lived)
+    # the model loads at the first chunk, after its rows are checked and before any output exists
+    summary = streaming.run(stream, streaming.Pipeline(pipeline.chunks, process), sink_for(target, vectors=True),
+                            target, settings, resume=resume, total=stream.total_rows(), label="embed", quiet=quiet,
+                            writer=lambda: embedder.load().engine.is_main_process, long_lived=long_lived)
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
                                                                            embedder.stride, windowed[0])
     summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}
     return summary
+
+
+@dataclass
+class _Rows:
+    """A chunk's rows as embed reads them: ids, and texts (and pairs) or, per word, word lists."""
+
+    ids: list[str]
+    texts: list[str] | None
+    pairs: list[str] | None
+    words: list[list[str]] | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class _Vectors:
+    """A chunk's vectors: (rows, dim), or per word one (words, dim) array per row."""
+
+    ids: list[str]
+    vectors: object
+    words: list[list[str]] | None
+    windowed: int  # rows split into windows
+    features: int  # model inputs run
+    seconds: float  # inference time
+
+
+def _pipeline(embedder: Embedder, stream, chunk_rows: int | None, columns: Columns):
+    """Chunks of ``chunk_rows`` rows (None: one chunk), each checked as it is read, then embedded.
+    The input's first chunk finds the columns (text, pair, id) that every later chunk reads."""
+    from bertkit.api.streaming import Pipeline
+
+    found = [columns]
+
+    def chunks(skip: int) -> Iterator[Chunk]:
+        # read from the first row even when resuming, so the first chunk names the columns as it
+        # did for the earlier run; that run's chunks (the same size: --resume checks) are skipped
+        for chunk in stream.chunks(chunk_rows):
+            done_before = chunk.start + len(chunk.records) <= skip
+            if done_before and found[0].fixed:
+                continue
+            checked = _checked(chunk, found, embedder.per_word)
+            if not done_before:
+                yield checked
+
+    return Pipeline(chunks, lambda chunk: _embedded(embedder, chunk.records))
+
+
+def _checked(chunk: Chunk, found: list[Columns], per_word: bool) -> Chunk:
+    """The chunk's rows read as ``_Rows`` (a bad row is a BertkitError naming its row)."""
+    ids, texts, pairs, words, found[0] = rows_of(chunk.records, chunk.where, per_word, found[0], chunk.start)
+    return dataclasses.replace(chunk, records=_Rows(ids, texts, pairs, words))
+
+
+def _embedded(embedder: Embedder, rows: _Rows) -> _Vectors:
+    embedder.load()  # before the clock: ``seconds`` is inference time
+    started = time.perf_counter()
+    if rows.words is not None:
+        vectors, windowed, features = embedder.word_vectors(rows.words)
+    else:
+        vectors, windowed, features = embedder.vectors_with_counts(rows.texts, rows.pairs)
+    return _Vectors(rows.ids, vectors, rows.words, windowed, features, time.perf_counter() - started)
 
 
 def write(result: Embeddings, target: Path) -> None:

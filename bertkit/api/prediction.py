@@ -9,9 +9,12 @@ once, returning one ``bertkit predict`` row per example. Not thread-safe: one ca
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import time
 from pathlib import Path
+from typing import Iterator
 
 from bertkit.data import readers
 from bertkit.data.registry import Source
@@ -68,8 +71,9 @@ class Predictor:
         if self.backend == "torch":
             from bertkit.inference import load_for_inference
 
-            self.engine, self.network, self.tokenizer = load_for_inference(self.model_dir, self.adapter,
-                                                                            self.precision, self.threads)
+            # the bertkit.json read in __init__: one read per command
+            self.engine, self.network, self.tokenizer = load_for_inference(self.model_dir, self.adapter, self.precision,
+                                                                            self.threads, meta=self.meta)
         else:
             from bertkit.export.runtime import load_runner
 
@@ -148,16 +152,19 @@ def with_id(example: dict, row: dict) -> dict:
     return {"id": example["id"], **row} if "id" in example and "id" not in row else row
 
 
-def _read_keeping_ids(adapter, source: Source) -> list[dict]:
-    """adapter.read for predict, with the records' ids kept. Each task reads its own formats and
-    builds examples in from_records, so that is wrapped for this one call."""
-    build = adapter.from_records
-    adapter.from_records = lambda records, *args, **kwargs: keep_ids(records, build(records, *args, **kwargs),
-                                                                     source.description)
-    try:
-        return adapter.read(source, PREDICT)
-    finally:
-        del adapter.from_records  # the class's method again
+def _read_whole(adapter, path: Path) -> list[dict]:
+    """A file the task reads itself (a .json array, a CoNLL file), each example given its record's
+    id. The task builds its examples in from_records, called from inside its own read; a shallow
+    copy of the task, whose from_records keeps the ids, reads the file, so the task itself is left
+    as it was (a read that returned its records would need no copy: see tasks/base.py)."""
+    source = Source(str(path), path=path)
+    reader = copy.copy(adapter)
+    reader.from_records = functools.partial(_from_records_keeping_ids, adapter, source.description)
+    return reader.read(source, PREDICT)
+
+
+def _from_records_keeping_ids(adapter, where: str, records: list[dict], *args, **kwargs) -> list[dict]:
+    return keep_ids(records, adapter.from_records(records, *args, **kwargs), where)
 
 
 class Predictions(list):
@@ -173,12 +180,13 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
             threads: int | None = None, **options) -> Predictions:
     """One output row per input row, in input order, in memory. ``input_path`` '-' reads standard
     input; a directory or glob reads its shards in order. ``backend``: torch, or onnx / onnx-int8
-    after `bertkit export onnx`. For inputs of any size, ``predict_stream`` writes as it goes."""
+    after `bertkit export onnx`. For inputs of any size, ``predict_stream`` writes as it goes.
+    The rows are ``predict_stream``'s pipeline collected, the input as one chunk."""
     predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=False, options=options)
     rows = Predictions()
-    for chunk in _chunks(predictor, InputStream(input_path), None):
-        rows.extend(predictor.predict(_examples(predictor, chunk)))
-    rows.preprocessing = predictor.stats
+    for _, predicted in _pipeline(predictor, InputStream(input_path), None, _Facts()).results():
+        rows.extend(predicted)
+    rows.preprocessing = predictor.stats  # the one chunk's facts, whole (non-counts included)
     rows.runtime = predictor.runtime()
     rows.timings = dict(predictor.timings)
     return rows
@@ -200,34 +208,15 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
     target = Path(output).expanduser().resolve() if output else None
     sink = sink_for(target, vectors=False)
     predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
-    stream = InputStream(input_path)
-    # a bad row fails before any work; an input of one chunk is read once (its examples are kept)
-    total, whole = (None, None) if stream.stdin else _validate(predictor, stream, chunk_rows)
-    settings = {**streaming.model_fingerprint(model_dir), "options": {k: v for k, v in predictor.adapter.options.items()}, "batch_size": batch_size,
-                "precision": precision, "backend": backend, "threads": threads, "chunk_rows": chunk_rows,
-                "format": type(sink).__name__}
-    predictor.load()
-    totals: dict = {"notices": []}
-
-    def process(chunk) -> list[dict]:
-        rows = predictor.predict(_examples(predictor, chunk))
-        for key, value in predictor.stats.items():  # each chunk's facts, summed over the input
-            if isinstance(value, int) and not isinstance(value, bool):
-                totals[key] = totals.get(key, 0) + value
-        span = f"rows {chunk.start + 1:,}-{chunk.start + len(chunk.records):,}: " if chunk_rows < (total or 0) else ""
-        totals["notices"] += [span + notice for notice in predictor.stats.get("notices", ())]
-        return rows
-
-    def chunks(skip: int):
-        return iter([whole]) if whole is not None and skip == 0 else _chunks(predictor, stream, chunk_rows, skip)
-
-    summary = streaming.run(stream, chunks, process, sink, target,
-                            settings, resume=resume, total=total, label="predict", quiet=quiet,
-                            writer=getattr(predictor.engine, "is_main_process", True), long_lived=long_lived)
-    if len(totals["notices"]) > 10:
-        hidden = len(totals["notices"]) - 10
-        totals["notices"] = totals["notices"][:10] + [f"... and {hidden} more such notice(s)"]
-    summary.preprocessing = totals
+    stream, facts = InputStream(input_path), _Facts()
+    settings = {**streaming.model_fingerprint(model_dir), "options": dict(predictor.adapter.options),
+                "batch_size": batch_size, "precision": precision, "backend": backend, "threads": threads,
+                "chunk_rows": chunk_rows, "format": type(sink).__name__}
+    summary = streaming.run(stream, _pipeline(predictor, stream, chunk_rows, facts), sink, target, settings,
+                            resume=resume, total=stream.total_rows(), label="predict", quiet=quiet,
+                            writer=lambda: getattr(predictor.load().engine, "is_main_process", True),
+                            long_lived=long_lived)
+    summary.preprocessing = facts.report(spans=not stream.stdin)
     summary.runtime = predictor.runtime()
     return summary
 
@@ -239,23 +228,56 @@ def _predictor(model_dir, batch_size, precision, backend, threads, quiet, option
                      quiet=quiet, **options)
 
 
-def _chunks(predictor: Predictor, stream: InputStream, chunk_rows: int | None, skip: int = 0):
+def _pipeline(predictor: Predictor, stream: InputStream, chunk_rows: int | None, facts: "_Facts"):
+    """Chunks of ``chunk_rows`` rows (None: one chunk), each checked as it is read; processed into
+    prediction rows, the task's facts about each chunk gathered in ``facts``."""
+    from bertkit.api.streaming import Pipeline
+
     adapter = predictor.adapter
-    return stream.chunks(chunk_rows, skip, whole_needed=adapter.reads_whole,
-                         read_whole=lambda path: _read_keeping_ids(adapter, Source(str(path), path=path)))
+
+    def chunks(skip: int) -> Iterator[Chunk]:
+        read = stream.chunks(chunk_rows, skip, whole_needed=adapter.reads_whole,
+                             read_whole=lambda path: _read_whole(adapter, path))
+        return (_checked(predictor, chunk) for chunk in read)
+
+    def process(chunk: Chunk) -> list[dict]:
+        rows = predictor.predict(chunk.records)
+        facts.add(predictor.stats, chunk)
+        return rows
+
+    return Pipeline(chunks, process)
 
 
-def _examples(predictor: Predictor, chunk) -> list[dict]:
-    return chunk.records if chunk.examples else predictor.examples(chunk.records, chunk.where)
+def _checked(predictor: Predictor, chunk: Chunk) -> Chunk:
+    """The chunk's records as validated examples (a bad row is a BertkitError naming its row)."""
+    if chunk.examples:  # read whole by the task, which validated them
+        return chunk
+    return dataclasses.replace(chunk, records=predictor.examples(chunk.records, chunk.where), examples=True)
 
 
-def _validate(predictor: Predictor, stream: InputStream, chunk_rows: int) -> tuple[int, Chunk | None]:
-    """Every row checked (read and validated, not tokenised) before the model loads: (the row
-    count, for the progress's ETA; the input as one chunk of examples when it is one chunk)."""
-    rows, first = 0, []
-    for chunk in _chunks(predictor, stream, chunk_rows):
-        examples = _examples(predictor, chunk)
-        rows += len(examples)
-        first.append(dataclasses.replace(chunk, records=examples, examples=True))
-        del first[1:]  # only a single chunk is kept: memory stays one chunk's
-    return rows, first[0] if first and first[0].start + len(first[0].records) == rows else None
+class _Facts:
+    """The task's facts about the rows streamed (truncations, windows): counts summed over the
+    chunks, notices kept with the rows they are about."""
+
+    SHOWN = 10  # notices listed; the rest are counted
+
+    def __init__(self):
+        self.counts: dict = {}
+        self.notices: list[tuple[int, int, str]] = []  # (first row, last row, notice)
+        self.several = False  # rows after the first chunk: the notices name their rows
+
+    def add(self, stats: dict, chunk: Chunk) -> None:
+        for key, value in stats.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.counts[key] = self.counts.get(key, 0) + value
+        first, last = chunk.start + 1, chunk.start + len(chunk.records)
+        self.notices += [(first, last, notice) for notice in stats.get("notices", ())]
+        self.several = self.several or chunk.start > 0
+
+    def report(self, spans: bool) -> dict:
+        """``spans``: prefix each notice with its rows when the input ran to several chunks."""
+        named = spans and self.several
+        notices = [(f"rows {first:,}-{last:,}: " if named else "") + notice for first, last, notice in self.notices]
+        if len(notices) > self.SHOWN:
+            notices = notices[:self.SHOWN] + [f"... and {len(notices) - self.SHOWN} more such notice(s)"]
+        return {"notices": notices, **self.counts}

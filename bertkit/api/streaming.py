@@ -7,6 +7,10 @@ fingerprint, the settings that decide the output); the final file is assembled f
 renamed into place at the end, so it is never half-written. ``resume`` continues after the last
 complete part of a killed run; the parts a run makes depend only on the input rows and these
 settings, so a resumed run's file equals an uninterrupted one's byte for byte.
+
+The input is read once: each chunk's rows are checked as the chunk is read, before anything is
+written for it. A bad row stops the run in one error line; to a file, nothing of that run is kept
+(the staged parts go), so a bad row anywhere never leaves a half-written output.
 """
 
 from __future__ import annotations
@@ -43,6 +47,26 @@ class StreamSummary:
         return done / self.seconds if self.seconds else 0.0
 
 
+@dataclass
+class Pipeline:
+    """What a command hands the chunk loop. ``chunks(skip)`` reads the input's chunks after ``skip``
+    rows, each checked as it is read (a bad row stops the run before its chunk is processed);
+    ``process(chunk)`` computes what is written for one chunk. The in-memory API collects
+    ``results()``, the command line streams them: one path for both."""
+
+    chunks: Callable[[int], Iterator[Chunk]]
+    process: Callable[[Chunk], object]
+
+    def results(self, skip: int = 0) -> Iterator[tuple[Chunk, object]]:
+        for chunk in self.chunks(skip):
+            yield chunk, self.process(chunk)
+
+
+class InputError(BertkitError):
+    """A bad row met while streaming: the run cannot go past it until the input is fixed, and a
+    fixed input cannot be resumed, so the parts this run made are worth nothing."""
+
+
 class PipeClosed(Exception):
     """The reader of standard output went away (`| head`): stop, nothing is wrong."""
 
@@ -77,65 +101,138 @@ def run(*args, long_lived: bool = False, **kwargs) -> StreamSummary:
         gc.unfreeze()
 
 
-def stream_chunks(stream: InputStream, chunks: Callable[[int], Iterator[Chunk]], process: Callable[[Chunk], object],
-                  sink: Sink, target: Path | None, settings: dict, resume: bool = False, total: int | None = None,
-                  label: str = "predict", quiet: bool = False, writer: bool = True) -> StreamSummary:
-    """``chunks(skip)`` yields the input's chunks after ``skip`` rows; ``process(chunk)`` returns
-    what ``sink`` writes for it. ``target`` None writes JSONL to standard output."""
-    summary = StreamSummary()
-    progress = Progress(label, total, quiet or not writer)
-    if not writer:  # another process of a multi-process run: it computes its share, the main one writes
-        skip = 0
-        if resume and target is not None and (partial_dir(target) / PROGRESS).is_file():
-            skip = sum(part["rows"] for part in json.loads((partial_dir(target) / PROGRESS).read_text())["parts"])
-        for chunk in chunks(skip):
-            process(chunk)
-        return summary
-    if target is None:
-        if resume:
-            raise BertkitError("--resume needs --output FILE", "standard output cannot be resumed")
-        for chunk in chunks(0):
-            _to_stdout(sink.lines(process(chunk)))
-            summary.rows, summary.chunks = chunk.start + len(chunk.records), summary.chunks + 1
-            progress.update(summary.rows)
-        summary.seconds = progress.elapsed()
-        return summary
-    work = partial_dir(target)
-    record = {"settings": settings, "input": stream.fingerprint(), "parts": []}
-    if resume:
-        record = _resumable(work, record, stream)
-        summary.resumed_rows = summary.rows = sum(part["rows"] for part in record["parts"])
-        summary.chunks = len(record["parts"])
-        if summary.rows:
-            summary.notices.append(f"resumed after {summary.rows:,} rows done by an earlier run")
-    elif work.exists():
-        shutil.rmtree(work)
-        summary.notices.append(f"an unfinished earlier run's {work.name} was discarded (--resume continues one)")
-    progress.start(summary.rows)
+def stream_chunks(stream: InputStream, pipeline: Pipeline, sink: Sink, target: Path | None, settings: dict,
+                  resume: bool = False, total: int | None = None, label: str = "predict", quiet: bool = False,
+                  writer: bool | Callable[[], bool] = True) -> StreamSummary:
+    """One pass over the input: each chunk read, checked, processed and written before the next
+    is read (one more is read ahead of a file, so the last progress line knows the total).
+    ``target`` None writes JSONL to standard output. ``writer``: whether this process writes
+    (under a multi-process launch only the main one does), or a callable that says so once the
+    first chunk is processed (the model that knows is loaded after that chunk's rows are checked)."""
+    if target is None and resume:
+        raise BertkitError("--resume needs --output FILE", "standard output cannot be resumed")
+    output = _Stdout(sink) if target is None else _Parts(stream, sink, target, settings, resume)
+    progress = Progress(label, total, quiet)
+    progress.start(output.summary.rows)
+    writes = None if callable(writer) else writer
     try:
-        if not resume or not work.exists():
-            work.mkdir()
-            write_json(work / PROGRESS, record)
-        for chunk in chunks(summary.rows):
-            name = f"part-{len(record['parts']):06d}{sink.part_suffix}"
-            with atomic_file(work / name, "wb") as handle:
-                sink.write_part(process(chunk), handle)
-            record["parts"].append({"file": name, "rows": len(chunk.records)})
-            write_json(work / PROGRESS, record)  # after the part: a kill between the two redoes that chunk
-            summary.rows, summary.chunks = summary.rows + len(chunk.records), summary.chunks + 1
-            progress.update(summary.rows)
-        if not record["parts"]:
-            raise BertkitError(f"{stream.description} has no rows to process", "point --input at rows")
-        with atomic_file(target, "wb") as handle:
-            sink.assemble([work / part["file"] for part in record["parts"]], handle)
+        for chunk, last in _with_last(_read(pipeline.chunks(output.summary.rows)), ahead=not stream.stdin):
+            payload = pipeline.process(chunk)
+            if writes is None:
+                writes = writer()
+                progress.quiet = quiet or not writes
+            if writes:
+                output.write(chunk, payload)
+                progress.update(output.summary.rows, last)
+        if writes or (writes is None and writer()):
+            output.finish()
     except BaseException as exc:
-        replacement = _stopped(exc, work, summary.rows)
+        replacement = exc if writes is False else output.stopped(exc)  # only the writer has files to tidy
         if replacement is exc:
             raise
         raise replacement from exc
-    shutil.rmtree(work, ignore_errors=True)
-    summary.seconds, summary.written_to = progress.elapsed(), str(target)
-    return summary
+    output.summary.seconds = progress.elapsed()
+    return output.summary
+
+
+def _read(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """The chunks, a mistake found while reading or checking them marked as the input's."""
+    try:
+        yield from chunks
+    except InputError:
+        raise
+    except BertkitError as exc:
+        raise InputError(exc.message, exc.hint) from exc
+
+
+def _with_last(chunks: Iterator[Chunk], ahead: bool) -> Iterator[tuple[Chunk, bool]]:
+    """(chunk, whether it is the last), one chunk read ahead. Standard input is not read ahead: a
+    person (or a slow producer) typing rows gets each chunk's rows without waiting for the next."""
+    if not ahead:
+        yield from ((chunk, False) for chunk in chunks)
+        return
+    held = next(chunks, None)
+    while held is not None:
+        following = next(chunks, None)
+        yield held, following is None
+        held = following
+
+
+class _Stdout:
+    """Standard output: each chunk's JSONL written and flushed as soon as it exists."""
+
+    def __init__(self, sink: Sink):
+        self.sink, self.summary = sink, StreamSummary()
+
+    def write(self, chunk: Chunk, payload) -> None:
+        _to_stdout(self.sink.lines(payload))
+        self.summary.rows, self.summary.chunks = chunk.start + len(chunk.records), self.summary.chunks + 1
+
+    def finish(self) -> None:
+        pass
+
+    def stopped(self, exc: BaseException) -> BaseException:
+        return exc
+
+
+class _Parts:
+    """A file: each chunk a part file in the hidden work directory beside the progress record; the
+    file assembled from the parts at the end and renamed into place, so it is never half-written."""
+
+    def __init__(self, stream: InputStream, sink: Sink, target: Path, settings: dict, resume: bool):
+        self.sink, self.target, self.resume, self.work = sink, target, resume, partial_dir(target)
+        self.description, self.opened, self.summary = stream.description, False, StreamSummary()
+        self.record = {"settings": settings, "input": stream.fingerprint(), "parts": []}
+        if resume:
+            self.record = _resumable(self.work, self.record, stream)
+            done = sum(part["rows"] for part in self.record["parts"])
+            self.summary.resumed_rows = self.summary.rows = done
+            self.summary.chunks = len(self.record["parts"])
+            if done:
+                self.summary.notices.append(f"resumed after {done:,} rows done by an earlier run")
+
+    def _open(self) -> None:
+        """The work directory, made once the first chunk is done: a mistake found in that chunk
+        leaves an earlier run's directory as it was."""
+        if self.opened:
+            return
+        self.opened = True
+        if not self.resume and self.work.exists():
+            shutil.rmtree(self.work)
+            self.summary.notices.append(f"an unfinished earlier run's {self.work.name} was discarded "
+                                        "(--resume continues one)")
+        if not self.work.exists():
+            self.work.mkdir()
+            write_json(self.work / PROGRESS, self.record)
+
+    def write(self, chunk: Chunk, payload) -> None:
+        self._open()
+        name = f"part-{len(self.record['parts']):06d}{self.sink.part_suffix}"
+        with atomic_file(self.work / name, "wb") as handle:
+            self.sink.write_part(payload, handle)
+        self.record["parts"].append({"file": name, "rows": len(chunk.records)})
+        write_json(self.work / PROGRESS, self.record)  # after the part: a kill between the two redoes that chunk
+        self.summary.rows, self.summary.chunks = self.summary.rows + len(chunk.records), self.summary.chunks + 1
+
+    def finish(self) -> None:
+        self._open()
+        if not self.record["parts"]:
+            raise BertkitError(f"{self.description} has no rows to process", "point --input at rows")
+        with atomic_file(self.target, "wb") as handle:
+            self.sink.assemble([self.work / part["file"] for part in self.record["parts"]], handle)
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.summary.written_to = str(self.target)
+
+    def stopped(self, exc: BaseException) -> BaseException:
+        """What a run that stopped early leaves (see _stopped); a bad row, or a mistake found
+        before the first chunk was done, leaves the directory as the run found it."""
+        if not self.opened and not self.summary.rows:
+            return exc
+        if isinstance(exc, InputError):
+            if not self.resume:
+                shutil.rmtree(self.work, ignore_errors=True)
+            return exc
+        return _stopped(exc, self.work, self.summary.rows)
 
 
 def _stopped(exc: BaseException, work: Path, rows: int) -> BaseException:
@@ -193,7 +290,10 @@ class Progress:
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, last: bool = False) -> None:
+        """``last``: the input ends with this chunk, so its rows are the total when none was known."""
+        if last and self.total is None:
+            self.total = done
         if self.quiet:
             return
         rate = (done - self.first) / max(self.elapsed(), 1e-9)

@@ -29,7 +29,7 @@ SHARD_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt")
 @dataclass
 class Chunk:
     start: int  # rows before this chunk in the whole input
-    records: list  # dicts (or, for a whole-read input, the task's examples)
+    records: list  # dicts (or, for a whole-read input or once checked, what the command made of them)
     where: str  # how messages name these rows
     examples: bool = False  # records are already examples (read whole by the task)
 

@@ -210,3 +210,97 @@ def test_a_bad_byte_is_reported_on_its_own_line(lines, bad, tmp_path):
     path.write_bytes(b"\n".join(rows) + b"\n")
     with pytest.raises(BertkitError, match=f"is not UTF-8 text \\(bad byte on line {bad}\\) \\(hint"):
         list(InputStream(str(path)).records())
+
+
+def count_opens(monkeypatch, *paths: Path) -> dict:
+    """How many times each of ``paths`` is opened from now on, by any reader (open(), Path.read_text)."""
+    import builtins
+    import io
+
+    opened = {Path(path).resolve(): 0 for path in paths}
+    original = io.open
+
+    def counting(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).resolve() in opened:
+            opened[Path(file).resolve()] += 1
+        return original(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(io, "open", counting)  # pathlib opens through io.open
+    return opened
+
+
+def count_meta_reads(monkeypatch) -> list:
+    """The model directories whose bertkit.json is read from now on, one entry a read: every module
+    that holds the meta reader (however it imported it) gets a counting one."""
+    from bertkit.model_dir import meta
+
+    original, reads = meta.load_meta, []
+
+    def counting(model_dir, *args, **kwargs):
+        reads.append(Path(model_dir).resolve())
+        return original(model_dir, *args, **kwargs)
+
+    import bertkit.api.prediction, bertkit.inference  # noqa: F401,E401  (the modules predict reads it from)
+    for module in [m for name, m in sys.modules.items() if name.startswith("bertkit")]:
+        if getattr(module, "load_meta", None) is original:
+            monkeypatch.setattr(module, "load_meta", counting)
+    return reads
+
+
+def test_one_predict_reads_its_input_once_and_bertkit_json_once(trained, tmp_path, run_cli, monkeypatch):
+    """No validation pass before the chunks: each chunk is checked as it is read; the model's
+    bertkit.json is read by the Predictor and handed to the loading of the weights."""
+    model, source = trained("cls"), write_rows(tmp_path / "in.jsonl")
+    opened, meta_reads = count_opens(monkeypatch, source), count_meta_reads(monkeypatch)
+    code, _, err = run_cli("predict", model, "--input", source, "--output", tmp_path / "p.jsonl", "--chunk-rows", 100)
+    assert code == 0, err
+    assert opened == {source.resolve(): 1}
+    assert meta_reads == [model.resolve()]
+    assert len(read_jsonl(tmp_path / "p.jsonl")) == ROWS
+    assert "predict: 1,037 rows of 1,037 (100.0%)" in err  # the last chunk still knows the total
+
+
+def test_one_embed_reads_its_input_once(tiny_bert, tmp_path, run_cli, monkeypatch):
+    source = write_rows(tmp_path / "in.jsonl", 300)
+    for output in ("v.npy", "v.npz"):  # streamed, and built in memory (the stream collected)
+        opened = count_opens(monkeypatch, source)
+        code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / output, "--chunk-rows", 70,
+                               "--precision", "no")  # fp32: the two are compared below
+        assert code == 0, err
+        assert opened == {source.resolve(): 1}, output
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), np.load(tmp_path / "v.npz")["vectors"], atol=1e-6)
+
+
+@pytest.mark.parametrize("command", ["predict", "embed"])
+def test_a_bad_row_in_a_later_chunk_leaves_no_output_and_no_parts(command, trained, tiny_bert, tmp_path, run_cli):
+    """Checked as it is read, the bad row is found after earlier chunks were written as parts (their
+    progress lines printed): the run still ends in one error line, with no output file and none of
+    its parts left."""
+    model = trained("cls") if command == "predict" else tiny_bert
+    source = write_rows(tmp_path / "in.jsonl", 500)
+    lines = source.read_text().splitlines()
+    lines[420] = '{"id": "r420", "text": '  # invalid JSON on line 421, in the fifth chunk of 100
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / ("out.jsonl" if command == "predict" else "out.npy")
+    code, _, err = run_cli(command, model, "--input", source, "--output", output, "--chunk-rows", 100)
+    errors = [line for line in err.splitlines() if not line.startswith(f"{command}: ")]  # less the progress
+    assert code == 2 and len(errors) == 1 and errors[0].startswith("error: ") and "Traceback" not in err, err
+    assert "in.jsonl:421: invalid JSON" in errors[0] and "--resume" not in errors[0]  # resuming would stop there too
+    assert not output.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no staging directory, no temporary file
+
+
+def test_a_task_reading_a_whole_file_keeps_ids_and_is_left_as_it_was(trained, tmp_path):
+    """A .json array is read by the task itself; predict keeps each record's id without replacing
+    the task's from_records (a copy reads the file)."""
+    from bertkit import api
+    from bertkit.api.prediction import Predictor, _read_whole
+
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps([{"id": "a", "text": "a good film"}, {"id": 7, "text": "bad"}]))
+    predictor = Predictor(str(trained("cls")))
+    examples = _read_whole(predictor.adapter, source)
+    assert [example["id"] for example in examples] == ["a", 7]
+    assert "from_records" not in vars(predictor.adapter)
+    assert [row["id"] for row in api.predict(str(trained("cls")), str(source))] == ["a", 7]
