@@ -15,12 +15,13 @@ from bertkit.inference import check_inference_args, load_for_inference, score
 from bertkit.model_dir import (check_inputs_kept, check_output_file, load_meta, recorded_eval_data, update_meta,
                                write_json)
 from bertkit.model_dir.files import probe_writable
+from bertkit.options import INFERENCE_BATCH
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
-             batch_size: int = 64, max_eval_samples: int | None = None, output: str | None = None,
+             batch_size: int = INFERENCE_BATCH, max_eval_samples: int | None = None, output: str | None = None,
              precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
              extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.

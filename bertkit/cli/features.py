@@ -75,7 +75,7 @@ PRETRAIN_HELP = {"data": "Text file (documents separated by blank lines) or JSON
                  "output": "Model directory to create; default runs/mlm-<data>.",
                  "max_train_samples": "Use only the first N training documents.",
                  "max_eval_samples": "Use only the first N held-out documents.",
-                 "max_length": "Tokens per block, [CLS] and [SEP] included; default 128."}
+                 "max_length": MAX_LENGTHS["pretraining"][1]}
 
 
 def _pretrain_mlm(**values):

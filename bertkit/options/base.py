@@ -46,6 +46,7 @@ TRUNCATED = "Longer inputs are truncated (and it is said so)."
 MAX_LENGTHS = {  # None: the command picks (the task's default; the probe's 128)
     "training": (None, "Max tokens per sequence; default: the task's."),
     "probing": (None, "Max tokens per row (truncated, as in finetune); default 128."),
+    "pretraining": (None, "Tokens per block, [CLS] and [SEP] included; default 128."),
     "embedding": (128, "Tokens per window; longer inputs become overlapping windows."),
     "inspect attention": (128, TRUNCATED),
     "inspect tokens": (512, TRUNCATED),

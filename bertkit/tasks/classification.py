@@ -36,7 +36,8 @@ LABEL_KIND_OPTIONS = (
                ("finetune", "eval")),
     TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).",
                ("eval",)),
-    TaskOption("top_k", int, "multi-label: give only the K most probable labels.", ("predict",)),
+    TaskOption("top_k", int, "cls/pair: give only the K most probable labels (multi-label: those of them over "
+               "the threshold).", ("predict",)),
     TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (),
                0.5),
     TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
