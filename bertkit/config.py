@@ -4,5 +4,17 @@ from bertkit.options.base import MAX_SEED, PRECISION_HELP, PRECISIONS, THREADS_H
 from bertkit.options.inference import InferenceOptions
 from bertkit.options.training import RepeatOptions, RunOptions, TrainConfig, TuneOptions, parse_seeds
 
-__all__ = ["MAX_SEED", "PRECISION_HELP", "PRECISIONS", "THREADS_HELP", "InferenceOptions", "RepeatOptions",
-           "RunOptions", "TrainConfig", "TuneOptions", "check_precision", "option", "parse_seeds"]
+__all__ = [
+    "MAX_SEED",
+    "PRECISION_HELP",
+    "PRECISIONS",
+    "THREADS_HELP",
+    "InferenceOptions",
+    "RepeatOptions",
+    "RunOptions",
+    "TrainConfig",
+    "TuneOptions",
+    "check_precision",
+    "option",
+    "parse_seeds",
+]

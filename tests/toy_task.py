@@ -23,11 +23,15 @@ class NegationTask(Task):
         TaskOption("text_field", str, "Record field with the text.", default="text"),
         # a flag of one command each: `bertkit predict --cutoff`, `bertkit eval --score-cutoff`
         TaskOption("cutoff", float, "Probability from which a text counts as negated.", ("predict",), 0.5),
-        TaskOption("score_cutoff", float, "Probability from which a text counts as negated when scoring.",
-                   ("eval",), 0.5),
+        TaskOption(
+            "score_cutoff", float, "Probability from which a text counts as negated when scoring.", ("eval",), 0.5
+        ),
     )
-    prediction_fields = {"text": "the input", "negated": "whether the model reads a negation",
-                         "probability": "the probability of a negation"}
+    prediction_fields = {
+        "text": "the input",
+        "negated": "whether the model reads a negation",
+        "probability": "the probability of a negation",
+    }
 
     def __init__(self, max_length=128, options=None, labels=None):
         super().__init__(max_length, options, LABELS)
@@ -42,7 +46,11 @@ class NegationTask(Task):
         return examples
 
     def model_kwargs(self):
-        return {"num_labels": 2, "id2label": dict(enumerate(LABELS)), "label2id": {l: i for i, l in enumerate(LABELS)}}
+        return {
+            "num_labels": 2,
+            "id2label": dict(enumerate(LABELS)),
+            "label2id": {name: i for i, name in enumerate(LABELS)},
+        }
 
     def preprocess(self, examples, tokenizer, train):
         encoded = tokenizer([ex["text"] for ex in examples], truncation=True, max_length=self.max_length)

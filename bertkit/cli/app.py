@@ -22,10 +22,12 @@ DEBUG_ENV = "BERTKIT_DEBUG"
 # Writing failures the user can fix: the disk or quota is full, or the destination is read-only.
 # Every writer stages its output (model_dir.files), so nothing half-written stays behind.
 # The hints name no flag: export onnx, report and eval write into the model directory, not to --output.
-WRITE_ERRORS = {errno.ENOSPC: "free some space there, or write to another disk",
-                errno.EDQUOT: "free some space under your quota, or write somewhere else",
-                errno.EROFS: "write to a writable file system",
-                errno.EFBIG: "write to a file system that takes larger files"}
+WRITE_ERRORS = {
+    errno.ENOSPC: "free some space there, or write to another disk",
+    errno.EDQUOT: "free some space under your quota, or write somewhere else",
+    errno.EROFS: "write to a writable file system",
+    errno.EFBIG: "write to a file system that takes larger files",
+}
 
 
 def _flags_without_placeholder() -> None:
@@ -56,8 +58,13 @@ class RootGroup(TyperGroup):
 
 
 _flags_without_placeholder()
-app = typer.Typer(cls=RootGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.")
+app = typer.Typer(
+    cls=RootGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.",
+)
 
 
 def _show_version(value: bool) -> None:
@@ -69,8 +76,11 @@ def _show_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
-                                       help="Print the version and exit.")):
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
+    ),
+):
     """Fine-tune, evaluate and serve BERT-family models on classic NLP tasks."""
 
 
@@ -102,8 +112,9 @@ def main() -> None:
             raise
         if is_main_process():
             where = f" while writing {exc.filename}" if exc.filename else ""
-            typer.echo(f"error: {(exc.strerror or str(exc)).lower()}{where} (hint: {WRITE_ERRORS[exc.errno]})",
-                       err=True)
+            typer.echo(
+                f"error: {(exc.strerror or str(exc)).lower()}{where} (hint: {WRITE_ERRORS[exc.errno]})", err=True
+            )
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         code = 130

@@ -11,8 +11,6 @@ from bertkit.errors import BertkitError
 RANK_ENV = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")  # set by torchrun / mpirun
 
 
-
-
 def runtime_line(runtime: dict) -> str:
     """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
     if not runtime:
@@ -20,8 +18,10 @@ def runtime_line(runtime: dict) -> str:
     chosen = f"--backend auto: {runtime['backend_reason']}\n" if runtime.get("backend_reason") else ""
     if "backend" in runtime:  # an exported backend: its runtime chose the precision
         return chosen + f"backend: {runtime['backend']} ({runtime['precision']})"
-    line = (f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
-            f"thread{'s' if runtime['threads'] != 1 else ''}")
+    line = (
+        f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
+        f"thread{'s' if runtime['threads'] != 1 else ''}"
+    )
     return chosen + line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
 
 
@@ -39,8 +39,9 @@ def echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
 
 
 def format_metrics(metrics: dict) -> str:
-    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
-                     if not isinstance(v, dict))
+    return ", ".join(
+        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items() if not isinstance(v, dict)
+    )
 
 
 def require(*modules: str, extra: str) -> None:

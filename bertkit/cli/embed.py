@@ -30,61 +30,106 @@ def embed(model: str, **values):
     check_ray_flags(stream, per_word=options.per_word)
     settings = _settings(options)
     if stream.ray:
-        run_on_ray("embed", model, options.input, options.output, address=stream.ray_address,
-                   actors=stream.actor_count, batch_size=options.batch_size, **settings)
+        run_on_ray(
+            "embed",
+            model,
+            options.input,
+            options.output,
+            address=stream.ray_address,
+            actors=stream.actor_count,
+            batch_size=options.batch_size,
+            **settings,
+        )
         return
     if options.per_word or options.output.lower().endswith(".npz"):  # ragged per-word vectors, one zip: in memory
         if stream.resume:
-            raise BertkitError(f"--resume streams rows; {'--per-word' if options.per_word else '.npz'} is built in "
-                               "memory", "drop --resume, or write .npy/.parquet/.jsonl row vectors")
+            raise BertkitError(
+                f"--resume streams rows; {'--per-word' if options.per_word else '.npz'} is built in memory",
+                "drop --resume, or write .npy/.parquet/.jsonl row vectors",
+            )
         return _embed_in_memory(features, model, options)
     output = None if options.output == "-" else options.output
-    summary = features.embed_stream(model, options.input, output, chunk_rows=stream.chunk_rows, resume=stream.resume,
-                                    batch_size=options.batch_size, long_lived=True, **settings)
+    summary = features.embed_stream(
+        model,
+        options.input,
+        output,
+        chunk_rows=stream.chunk_rows,
+        resume=stream.resume,
+        batch_size=options.batch_size,
+        long_lived=True,
+        **settings,
+    )
     echo_notices({"notices": summary.notices}, err=True)
     if summary.windowed_rows:
-        typer.echo(_windowed_line(summary.windowed_rows, False, summary.stride, summary.pooling, options.max_length),
-                   err=True)
-    typer.echo(f"embedded {summary.rows:,} rows: dim {summary.dim}, pooling {summary.pooling}, "
-               f"{summary.rows_per_second:,.1f} rows/s" + (f"; written to {summary.written_to}"
-                                                          if summary.written_to else ""), err=True)
+        typer.echo(
+            _windowed_line(summary.windowed_rows, False, summary.stride, summary.pooling, options.max_length), err=True
+        )
+    typer.echo(
+        f"embedded {summary.rows:,} rows: dim {summary.dim}, pooling {summary.pooling}, "
+        f"{summary.rows_per_second:,.1f} rows/s" + (f"; written to {summary.written_to}" if summary.written_to else ""),
+        err=True,
+    )
     if summary.runtime:
         typer.echo(runtime_line(summary.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def _settings(options: EmbeddingOptions) -> dict:
     """What every way of embedding takes as it is (the api's keyword arguments)."""
-    names = ("pooling", "max_length", "stride", "normalize", "text_column", "text_pair_column", "id_column",
-             "precision", "threads")
+    names = (
+        "pooling",
+        "max_length",
+        "stride",
+        "normalize",
+        "text_column",
+        "text_pair_column",
+        "id_column",
+        "precision",
+        "threads",
+    )
     return {name: getattr(options, name) for name in names}
 
 
 def _embed_in_memory(features, model: str, options: EmbeddingOptions):
     output = options.output
-    result = features.embed(model, options.input, None if output == "-" else output, per_word=options.per_word,
-                            batch_size=options.batch_size, **_settings(options))
+    result = features.embed(
+        model,
+        options.input,
+        None if output == "-" else output,
+        per_word=options.per_word,
+        batch_size=options.batch_size,
+        **_settings(options),
+    )
     if output == "-":
         sys.stdout.writelines(features.jsonl_lines(result))
     if result.windowed_rows:
-        typer.echo(_windowed_line(result.windowed_rows, options.per_word, result.stride, result.pooling,
-                                  options.max_length), err=True)
+        typer.echo(
+            _windowed_line(result.windowed_rows, options.per_word, result.stride, result.pooling, options.max_length),
+            err=True,
+        )
     words = f", {sum(len(w) for w in result.words)} words" if result.words else ""
-    typer.echo(f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
-               f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
-               + (f"; written to {result.written_to}" if result.written_to else ""), err=True)
+    typer.echo(
+        f"embedded {result.rows} rows{words}: dim {result.dim}, pooling {result.pooling}, {result.features} "
+        f"model inputs in {result.seconds:.2f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)"
+        + (f"; written to {result.written_to}" if result.written_to else ""),
+        err=True,
+    )
     typer.echo(runtime_line(result.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def _windowed_line(rows: int, per_word: bool, stride, pooling: str, max_length: int) -> str:
     unit = "sentence(s)" if per_word else "row(s)"
-    how = ("each word's vector comes from the window where it has the most context" if per_word else
-           f"{stride} tokens of overlap; their vectors were combined ({_combine_note(pooling)})")
+    how = (
+        "each word's vector comes from the window where it has the most context"
+        if per_word
+        else f"{stride} tokens of overlap; their vectors were combined ({_combine_note(pooling)})"
+    )
     return f"{rows} {unit} longer than --max-length {max_length} were split into overlapping windows ({how})"
 
 
 def _combine_note(pooling: str) -> str:
     return {"max": "element-wise max", "cls": "mean of the windows' [CLS] vectors"}.get(
-        pooling, "mean weighted by window length")
+        pooling, "mean weighted by window length"
+    )
 
 
 app.command("embed")(command(embed, from_dataclass(EmbeddingOptions) + from_dataclass(StreamOptions), (MODEL,)))

@@ -6,8 +6,17 @@ import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
-from bertkit.cli.options import (ModelDir, built_late, chosen, command, from_dataclass, from_registry, positional,
-                                 single_command, task_values)
+from bertkit.cli.options import (
+    ModelDir,
+    built_late,
+    chosen,
+    command,
+    from_dataclass,
+    from_registry,
+    positional,
+    single_command,
+    task_values,
+)
 from bertkit.options import EvalOptions, InferenceOptions, RunOptions
 
 ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
@@ -15,8 +24,9 @@ ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
 
 def _parameters(with_tasks: bool) -> list:
     """eval's own, the data directory (as finetune's), inference's, and every registered task's eval flags."""
-    own = from_dataclass(EvalOptions) + from_dataclass(RunOptions, only=("data_dir",)) + \
-        from_dataclass(InferenceOptions)
+    own = (
+        from_dataclass(EvalOptions) + from_dataclass(RunOptions, only=("data_dir",)) + from_dataclass(InferenceOptions)
+    )
     return own + (from_registry("eval", taken=(p.name for p in own)) if with_tasks else [])
 
 
@@ -26,10 +36,20 @@ def _eval(model_dir: str, **values):
     task_options = task_values(values, set(values) - _OWN)
     run = chosen(values, InferenceOptions).validate("bertkit eval")
     options = chosen(values, EvalOptions).validate("bertkit eval")
-    report = api.evaluate(model_dir, options.data, split=options.split, data_dir=values["data_dir"],
-                          batch_size=run.batch_size, max_eval_samples=options.max_eval_samples, output=options.output,
-                          precision=run.precision, task_options=task_options, store_tuned=options.store_threshold,
-                          extra_metrics=options.metric or (), threads=run.threads)
+    report = api.evaluate(
+        model_dir,
+        options.data,
+        split=options.split,
+        data_dir=values["data_dir"],
+        batch_size=run.batch_size,
+        max_eval_samples=options.max_eval_samples,
+        output=options.output,
+        precision=run.precision,
+        task_options=task_options,
+        store_tuned=options.store_threshold,
+        extra_metrics=options.metric or (),
+        threads=run.threads,
+    )
     _show(report)
 
 
@@ -46,9 +66,11 @@ def _show(report: dict) -> None:
     if repeated:  # one run of several: how far apart the runs were at training
         what, section, runs, this = repeated
         spread = section["summary"].get(section["main_metric"], {})
-        typer.echo(f"this model is {this} of {runs} ({this.split()[0]}s; the best on its evaluation data); at "
-                   f"training, {section['main_metric']} over the {this.split()[0]}s: {spread.get('mean', 0):.4f} ± "
-                   f"{spread.get('std', 0):.4f} (min {spread.get('min', 0):.4f}, max {spread.get('max', 0):.4f})")
+        typer.echo(
+            f"this model is {this} of {runs} ({this.split()[0]}s; the best on its evaluation data); at "
+            f"training, {section['main_metric']} over the {this.split()[0]}s: {spread.get('mean', 0):.4f} ± "
+            f"{spread.get('std', 0):.4f} (min {spread.get('min', 0):.4f}, max {spread.get('max', 0):.4f})"
+        )
     for key, value in report.get("tuned", {}).items():
         if value is not None:
             typer.echo(f"tuned {key} = {value} (stored with the model)")
@@ -68,6 +90,8 @@ def per_type_table(per_type: dict) -> str:
     width = max(len("type"), *(len(name) for name in per_type))
     lines = [f"{'type':<{width}}  precision  recall      f1  support"]
     for name, row in sorted(per_type.items()):
-        lines.append(f"{name:<{width}}  {100 * row['precision']:9.2f}  {100 * row['recall']:6.2f}  "
-                     f"{100 * row['f1']:6.2f}  {row['support']:7d}")
+        lines.append(
+            f"{name:<{width}}  {100 * row['precision']:9.2f}  {100 * row['recall']:6.2f}  "
+            f"{100 * row['f1']:6.2f}  {row['support']:7d}"
+        )
     return "\n".join(lines)

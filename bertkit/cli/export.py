@@ -35,17 +35,23 @@ def export_openvino(model_dir: str, **values):
 
 def _show(report: dict) -> None:
     torch = report["torch"]
-    typer.echo(f"parity on {report['parity_examples']} examples of {report['parity_data']}; torch fp32 "
-               f"{torch['examples_per_second']:,.0f} examples/s")
+    typer.echo(
+        f"parity on {report['parity_examples']} examples of {report['parity_data']}; torch fp32 "
+        f"{torch['examples_per_second']:,.0f} examples/s"
+    )
     for name in ("fp32", "int8"):
         if name in report:
             entry = report[name]
-            line = (f"{name}: {entry['file']} ({entry['megabytes']} MB, computes in {entry['computes_in']}), "
-                    f"max abs logit diff {entry['max_abs_diff']:.2e}, {entry['examples_per_second']:,.0f} "
-                    f"examples/s ({entry['speedup_vs_torch_fp32']}x torch fp32)")
+            line = (
+                f"{name}: {entry['file']} ({entry['megabytes']} MB, computes in {entry['computes_in']}), "
+                f"max abs logit diff {entry['max_abs_diff']:.2e}, {entry['examples_per_second']:,.0f} "
+                f"examples/s ({entry['speedup_vs_torch_fp32']}x torch fp32)"
+            )
             if entry.get("value") is not None:
-                line += (f", {torch['main_metric']} {entry['value']:.4f} (torch {torch['value']:.4f}, "
-                         f"delta {entry['delta']:+.4f})")
+                line += (
+                    f", {torch['main_metric']} {entry['value']:.4f} (torch {torch['value']:.4f}, "
+                    f"delta {entry['delta']:+.4f})"
+                )
             typer.echo(line)
     typer.echo(f"written to {report['written_to']}")
 

@@ -16,10 +16,30 @@ from typer.core import TyperGroup
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, runtime_line
-from bertkit.cli.options import (built_late, chosen, command, config_file_parameter, from_dataclass, from_registry,
-                                 from_task, positional, single_command, split, task_values, training_values)
-from bertkit.options import (MAX_LENGTHS, MODEL_HELP, AttentionOptions, InspectOptions, ProbeOptions, RunOptions,
-                             TrainConfig, default_output)
+from bertkit.cli.options import (
+    built_late,
+    chosen,
+    command,
+    config_file_parameter,
+    from_dataclass,
+    from_registry,
+    from_task,
+    positional,
+    single_command,
+    split,
+    task_values,
+    training_values,
+)
+from bertkit.options import (
+    MAX_LENGTHS,
+    MODEL_HELP,
+    AttentionOptions,
+    InspectOptions,
+    ProbeOptions,
+    RunOptions,
+    TrainConfig,
+    default_output,
+)
 
 
 class ProbeTask(str, Enum):
@@ -30,17 +50,23 @@ class ProbeTask(str, Enum):
 inspect_app = typer.Typer(no_args_is_help=True, help="Look inside a model: word pieces, attention heads.")
 PROBE_ABOUT = "Frozen features + logistic regression; saves a directory that `eval` and `predict` take."
 PROBE_RUN = ("data", "eval_data", "data_dir", "model", "output", "overwrite")  # finetune's, worded for a probe
-PROBE_HELP = {"model": MODEL_HELP, "output": "Model directory to create; default runs/probe-<task>-<data>.",
-              "overwrite": "Replace a non-empty --output directory (only once the probe succeeded).",
-              "seed": "Seed of the held-out split."}
+PROBE_HELP = {
+    "model": MODEL_HELP,
+    "output": "Model directory to create; default runs/probe-<task>-<data>.",
+    "overwrite": "Replace a non-empty --output directory (only once the probe succeeded).",
+    "seed": "Seed of the held-out split.",
+}
 PROBE_TRAIN = ("max_train_samples", "max_eval_samples", "seed")
 PROBE_TASK = positional("task", Annotated[ProbeTask, typer.Argument(help="cls: one text; pair: two texts.")])
 
 
 def _probe_parameters(with_tasks: bool) -> list:
     """finetune's data and output options, the probe's own, and the probe-tagged task options (columns)."""
-    own = (from_dataclass(RunOptions, only=PROBE_RUN, helps=PROBE_HELP) +
-           from_dataclass(TrainConfig, only=PROBE_TRAIN, helps=PROBE_HELP) + from_dataclass(ProbeOptions))
+    own = (
+        from_dataclass(RunOptions, only=PROBE_RUN, helps=PROBE_HELP)
+        + from_dataclass(TrainConfig, only=PROBE_TRAIN, helps=PROBE_HELP)
+        + from_dataclass(ProbeOptions)
+    )
     return own + (from_registry("probe", taken=(p.name for p in own)) if with_tasks else [])
 
 
@@ -57,9 +83,11 @@ def probe(task: ProbeTask, **values):
     search = ", ".join(f"{row['C']:g}: {row['holdout_score']:.4f}" for row in result.c_search)
     typer.echo(f"held-out score by C ({options.holdout:.0%} of training rows): {search}")
     s = result.seconds
-    typer.echo(f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), "
-               f"C {result.c:g}; embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), "
-               f"fit {s['fit_seconds']:.1f}s")
+    typer.echo(
+        f"probe: {result.train_examples} examples, pooling {result.pooling} (dim {result.dim}), "
+        f"C {result.c:g}; embedding {s['embed_seconds']:.1f}s ({s['embedded_rows_per_s']:.0f} rows/s), "
+        f"fit {s['fit_seconds']:.1f}s"
+    )
     if result.metrics:
         typer.echo(f"eval ({result.eval_examples} examples): {format_metrics(result.metrics)}")
     typer.echo(runtime_line(result.runtime))
@@ -70,19 +98,20 @@ _PROBE_OWN = {p.name for p in _probe_parameters(with_tasks=False)}
 
 
 PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
-PRETRAIN_HELP = {"data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
-                 "eval_data": "Held-out text; default: --eval-share of the documents.",
-                 "output": "Model directory to create; default runs/mlm-<data>.",
-                 "max_train_samples": "Use only the first N training documents.",
-                 "max_eval_samples": "Use only the first N held-out documents.",
-                 "max_length": MAX_LENGTHS["pretraining"][1]}
+PRETRAIN_HELP = {
+    "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
+    "eval_data": "Held-out text; default: --eval-share of the documents.",
+    "output": "Model directory to create; default runs/mlm-<data>.",
+    "max_train_samples": "Use only the first N training documents.",
+    "max_eval_samples": "Use only the first N held-out documents.",
+    "max_length": MAX_LENGTHS["pretraining"][1],
+}
 
 
 def _pretrain_mlm(**values):
     """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
     from bertkit.api.pretraining import pretrain_mlm as run_pretrain
     from bertkit.engine.interrupts import TrainingInterrupted
-
     from bertkit.tasks.mlm import MaskedLMTask
 
     task_options, run, rest = training_values(values, [o.name for o in MaskedLMTask.options_for("pretrain")])
@@ -98,16 +127,22 @@ def _pretrain_mlm(**values):
         typer.echo(f"resumed from {result.resumed_from}")
     for part, stats in result.preprocessing.items():
         if isinstance(stats, dict) and "blocks" in stats:
-            typer.echo(f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
-                       f"{stats['blocks']} blocks of at most {config.max_length or 128} tokens")
+            typer.echo(
+                f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
+                f"{stats['blocks']} blocks of at most {config.max_length or 128} tokens"
+            )
     if result.before:
         typer.echo(f"before: held-out {format_metrics(result.before)}")
     for entry in result.history:
-        typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" +
-                   (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else ""))
+        typer.echo(
+            f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}"
+            + (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else "")
+        )
     t = result.throughput
-    typer.echo(f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, "
-               f"{t['train_seconds']:.1f}s; pooler {result.pooler}")
+    typer.echo(
+        f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, "
+        f"{t['train_seconds']:.1f}s; pooler {result.pooler}"
+    )
     typer.echo(runtime_line(result.runtime))
     echo_notices({"notices": result.notices})
     typer.echo(f"saved to {result.output_dir}")
@@ -116,8 +151,12 @@ def _pretrain_mlm(**values):
 def _pretrain_parameters() -> list:
     from bertkit.tasks.mlm import MaskedLMTask
 
-    return (from_dataclass(RunOptions, helps=PRETRAIN_HELP) + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS,
-            helps=PRETRAIN_HELP) + from_task(MaskedLMTask, "pretrain") + [config_file_parameter("mlm", "pretrain")])
+    return (
+        from_dataclass(RunOptions, helps=PRETRAIN_HELP)
+        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, helps=PRETRAIN_HELP)
+        + from_task(MaskedLMTask, "pretrain")
+        + [config_file_parameter("mlm", "pretrain")]
+    )
 
 
 class PretrainGroup(TyperGroup):
@@ -134,8 +173,12 @@ class PretrainGroup(TyperGroup):
         return typer.main.get_command(single)
 
 
-pretrain_app = typer.Typer(cls=PretrainGroup, no_args_is_help=True, rich_markup_mode=None,
-                           help="Continued pre-training of a BERT-family checkpoint.")
+pretrain_app = typer.Typer(
+    cls=PretrainGroup,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Continued pre-training of a BERT-family checkpoint.",
+)
 
 
 INSPECTED = positional("model", Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)])
@@ -149,8 +192,14 @@ def inspect_attention(model: str, **values):
     given = chosen(values, InspectOptions).validate("bertkit inspect attention")
     drawn = chosen(values, AttentionOptions)
     target = inspection.check_output(drawn.output, model, figure=not given.as_json)
-    result = inspection.attention(model, given.text, given.text_pair, layer=drawn.layer,
-                                  head=None if drawn.all_heads else drawn.head, max_length=given.max_length)
+    result = inspection.attention(
+        model,
+        given.text,
+        given.text_pair,
+        layer=drawn.layer,
+        head=None if drawn.all_heads else drawn.head,
+        max_length=given.max_length,
+    )
     if result["truncated"]:
         typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
     if given.as_json:
@@ -163,8 +212,11 @@ def inspect_attention(model: str, **values):
         return
     width, height = inspection.plot_attention(result, target, dpi=drawn.dpi)
     heads = "all heads" if drawn.all_heads else f"head {result['heads'][0]}"
-    typer.echo(f"layer {result['layer']}, {heads}, {len(result['tokens'])} tokens: {width}x{height} px written to "
-               f"{drawn.output}", err=True)
+    typer.echo(
+        f"layer {result['layer']}, {heads}, {len(result['tokens'])} tokens: {width}x{height} px written to "
+        f"{drawn.output}",
+        err=True,
+    )
 
 
 def inspect_tokens(model: str, **values):
@@ -180,17 +232,25 @@ def inspect_tokens(model: str, **values):
         typer.echo(f"{'pos':>4}  {'token':<{width}}  {'id':>7}  seg  word  chars")
         for row in result["tokens"]:
             word = "-" if row["word"] is None else row["word"]
-            typer.echo(f"{row['position']:>4}  {row['token']:<{width}}  {row['id']:>7}  {row['segment']:>3}  "
-                       f"{word:>4}  {row['start']}-{row['end']}")
+            typer.echo(
+                f"{row['position']:>4}  {row['token']:<{width}}  {row['id']:>7}  {row['segment']:>3}  "
+                f"{word:>4}  {row['start']}-{row['end']}"
+            )
     if result["truncated"]:
         typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
 
 
 TOKENS_HELP = {"text": "The text to tokenize.", "as_json": "One JSON object instead of a table."}
-inspect_app.command("attention")(command(inspect_attention, from_dataclass(InspectOptions) +
-                                         from_dataclass(AttentionOptions), (INSPECTED,)))
-inspect_app.command("tokens")(command(inspect_tokens, from_dataclass(
-    InspectOptions, {"max_length": MAX_LENGTHS["inspect tokens"][0]}, helps=TOKENS_HELP), (INSPECTED,)))
+inspect_app.command("attention")(
+    command(inspect_attention, from_dataclass(InspectOptions) + from_dataclass(AttentionOptions), (INSPECTED,))
+)
+inspect_app.command("tokens")(
+    command(
+        inspect_tokens,
+        from_dataclass(InspectOptions, {"max_length": MAX_LENGTHS["inspect tokens"][0]}, helps=TOKENS_HELP),
+        (INSPECTED,),
+    )
+)
 _PROBE = (PROBE_TASK,)
 app.command("probe", help=PROBE_ABOUT)(command(probe, _probe_parameters(with_tasks=False), _PROBE))
 built_late("probe", lambda: single_command("probe", probe, _probe_parameters(with_tasks=True), _PROBE, PROBE_ABOUT))

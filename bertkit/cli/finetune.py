@@ -14,10 +14,9 @@ from typer.core import TyperGroup
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
 from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
-from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
 from bertkit.errors import BertkitError
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
 from bertkit.tasks import finetune_tasks
-
 
 
 class TaskGroup(TyperGroup):
@@ -47,9 +46,12 @@ class TaskGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-finetune_app = typer.Typer(cls=TaskGroup, no_args_is_help=True, rich_markup_mode=None,
-                           help="Fine-tune a pretrained model for a task and save a directory that plain "
-                                "transformers can load.")
+finetune_app = typer.Typer(
+    cls=TaskGroup,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Fine-tune a pretrained model for a task and save a directory that plain transformers can load.",
+)
 app.add_typer(finetune_app, name="finetune")
 
 
@@ -63,8 +65,13 @@ def _task_command(name: str):
 
     task_class = get_task_class(name)
     length = f"Max tokens per sequence; default {task_class.default_max_length} (this task's)."
-    parameters = (from_dataclass(RunOptions) + from_dataclass(TrainConfig, helps={"max_length": length}) +
-                  from_dataclass(RepeatOptions) + from_task(task_class, "finetune") + [config_file_parameter(name)])
+    parameters = (
+        from_dataclass(RunOptions)
+        + from_dataclass(TrainConfig, helps={"max_length": length})
+        + from_dataclass(RepeatOptions)
+        + from_task(task_class, "finetune")
+        + [config_file_parameter(name)]
+    )
 
     def run(**values):
         _finetune(name, values, [o.name for o in task_class.options_for("finetune")])
@@ -72,7 +79,8 @@ def _task_command(name: str):
     single = typer.Typer(add_completion=False)
     about = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip().split("\n")[0]
     single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(
-        command(run, parameters))
+        command(run, parameters)
+    )
     return typer.main.get_command(single)
 
 
@@ -85,8 +93,10 @@ def task_of_config(args: list, verb: str = "finetune") -> str:
         raise BertkitError("--config needs a file", f"e.g. bertkit {verb} --config run.yaml")
     task = read_run_config(path).get("task")
     if task is None:
-        raise BertkitError(f"--config {path} names no task", "add `task: cls` (or pair, ner, qa), or give it: "
-                           f"bertkit {verb} cls --config FILE")
+        raise BertkitError(
+            f"--config {path} names no task",
+            f"add `task: cls` (or pair, ner, qa), or give it: bertkit {verb} cls --config FILE",
+        )
     return str(task)
 
 
@@ -107,11 +117,13 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     try:
         shown = _show_run if is_main_process() else None
         if seeds is not None:
-            repeated = api.finetune_seeds(task, data, output, seeds, repeat["keep_all"], config=config,
-                                          on_run=shown, **values)
+            repeated = api.finetune_seeds(
+                task, data, output, seeds, repeat["keep_all"], config=config, on_run=shown, **values
+            )
         elif folds is not None:
-            repeated = api.finetune_folds(task, data, output, folds, repeat["keep_all"], config=config,
-                                          on_run=shown, **values)
+            repeated = api.finetune_folds(
+                task, data, output, folds, repeat["keep_all"], config=config, on_run=shown, **values
+            )
         else:
             repeated = None
         result = api.finetune(task, data, output, config=config, **values) if repeated is None else repeated.best
@@ -128,11 +140,15 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
         typer.echo(f"resumed from {result.resumed_from}")
     for entry in result.history:
         where = f"step {entry['step']} (epoch {entry['epoch']})" if config.eval_every else f"epoch {entry['epoch']}"
-        typer.echo(f"{where}: train loss {entry['train_loss']:.4f}" +
-                   "".join(f", {k} {v:.4f}" for k, v in entry.get("metrics", {}).items() if isinstance(v, float)))
-    typer.echo(f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
-               f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
-               f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s")
+        typer.echo(
+            f"{where}: train loss {entry['train_loss']:.4f}"
+            + "".join(f", {k} {v:.4f}" for k, v in entry.get("metrics", {}).items() if isinstance(v, float))
+        )
+    typer.echo(
+        f"train: {result.train_examples} examples ({result.preprocessing.get('train_features')} features), "
+        f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
+        f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s"
+    )
     typer.echo(runtime_line(result.runtime))
     echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
@@ -146,8 +162,10 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
 def _show_run(number: int, result) -> None:
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
     what = f"fold {number}" if result.eval_rows is not None else f"seed {number}"
-    typer.echo(f"{what}: {metrics} (best epoch {result.best_epoch}, "
-               f"{result.throughput.get('train_seconds', 0):.1f}s)", err=True)
+    typer.echo(
+        f"{what}: {metrics} (best epoch {result.best_epoch}, {result.throughput.get('train_seconds', 0):.1f}s)",
+        err=True,
+    )
 
 
 def _show_spread(repeated) -> None:
@@ -155,11 +173,14 @@ def _show_spread(repeated) -> None:
     folds = getattr(repeated, "folds", None)
     runs, unit = (folds, "folds") if folds else (len(repeated.seeds), "seeds")
     for name, stats in repeated.summary.items():
-        typer.echo(f"{name} over {runs} {unit}: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
-                   f"max {stats['max']:.4f})")
+        typer.echo(
+            f"{name} over {runs} {unit}: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
+            f"max {stats['max']:.4f})"
+        )
     kept = f"; the others' in {repeated.kept}" if repeated.kept else ""
     chosen = f"fold {repeated.chosen_fold}" if folds else f"seed {repeated.chosen_seed}"
     typer.echo(f"kept {chosen}'s model (best {repeated.main_metric} on its evaluation data){kept}")
     if folds:
-        typer.echo(f"out-of-fold predictions (every example, by a model that did not train on it): "
-                   f"{repeated.predictions_file}")
+        typer.echo(
+            f"out-of-fold predictions (every example, by a model that did not train on it): {repeated.predictions_file}"
+        )

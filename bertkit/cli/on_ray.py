@@ -20,21 +20,38 @@ def check_ray_flags(stream: StreamOptions, per_word: bool = False) -> None:
         if stream.actors is not None:  # None: not given
             raise BertkitError("--actors needs --ray", "add --ray, or leave out --actors")
         return
-    for given, flag in ((stream.resume, "--resume"), (stream.chunk_rows != _CHUNK_ROWS, "--chunk-rows"),
-                        (per_word, "--per-word")):
+    for given, flag in (
+        (stream.resume, "--resume"),
+        (stream.chunk_rows != _CHUNK_ROWS, "--chunk-rows"),
+        (per_word, "--per-word"),
+    ):
         if given:
-            raise BertkitError(f"{flag} does not apply with --ray (Ray streams the input in batches of its own)",
-                               f"leave out {flag} or --ray")
+            raise BertkitError(
+                f"{flag} does not apply with --ray (Ray streams the input in batches of its own)",
+                f"leave out {flag} or --ray",
+            )
 
 
-def run_on_ray(command: str, model: str, input: str, output: str, *, address: str | None, actors: int,
-               batch_size: int, **options) -> dict:
+def run_on_ray(
+    command: str, model: str, input: str, output: str, *, address: str | None, actors: int, batch_size: int, **options
+) -> dict:
     from bertkit.ray import run
 
-    summary = run(command, model, input, output, address=address, actors=actors, model_batch_size=batch_size,
-                  **{name: value for name, value in options.items() if value is not None})
+    summary = run(
+        command,
+        model,
+        input,
+        output,
+        address=address,
+        actors=actors,
+        model_batch_size=batch_size,
+        **{name: value for name, value in options.items() if value is not None},
+    )
     what = "predictions" if command == "predict" else "vectors"
-    typer.echo(f"{summary['rows']:,} {what} written to {summary['output']} as Parquet files "
-               f"({summary['rows_per_second'] or 0:,.0f} rows/s on {actors} Ray actor(s), {summary['address']} "
-               f"cluster)", err=True)
+    typer.echo(
+        f"{summary['rows']:,} {what} written to {summary['output']} as Parquet files "
+        f"({summary['rows_per_second'] or 0:,.0f} rows/s on {actors} Ray actor(s), {summary['address']} "
+        f"cluster)",
+        err=True,
+    )
     return summary

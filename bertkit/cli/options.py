@@ -11,8 +11,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from bertkit.options import (DATA_PANEL, INFERENCE_PANEL, MODEL_PANEL, OUTPUT_PANEL, PRECISIONS, REQUIRED,
-                             TRAINING_PANEL, RunOptions)
+from bertkit.options import (
+    DATA_PANEL,
+    INFERENCE_PANEL,
+    MODEL_PANEL,
+    OUTPUT_PANEL,
+    PRECISIONS,
+    REQUIRED,
+    TRAINING_PANEL,
+    RunOptions,
+)
 
 TASK_PANEL = "Task options"
 PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
@@ -24,8 +32,9 @@ Precision = Enum("Precision", {name: name for name in PRECISIONS}, type=str)  # 
 LATE_COMMANDS: dict = {}
 
 
-def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None,
-                   only: tuple | None = None) -> list:
+def from_dataclass(
+    cls, defaults: dict | None = None, exclude: tuple = (), helps: dict | None = None, only: tuple | None = None
+) -> list:
     """Keyword parameters for every field of ``cls`` that declares a help text (``only``: these
     fields). ``defaults`` and ``helps`` adjust a field for one command (pretraining's learning
     rate, its data's wording)."""
@@ -36,8 +45,18 @@ def from_dataclass(cls, defaults: dict | None = None, exclude: tuple = (), helps
             continue
         default = (defaults or {}).get(f.name, f.default)
         help_text = (helps or {}).get(f.name, f.metadata["help"])
-        parameters.append(_parameter(f.name, hints[f.name], default, help_text, f.metadata["panel"],
-                                     f.metadata["choices"], f.metadata["flag"], f.metadata.get("metavar")))
+        parameters.append(
+            _parameter(
+                f.name,
+                hints[f.name],
+                default,
+                help_text,
+                f.metadata["panel"],
+                f.metadata["choices"],
+                f.metadata["flag"],
+                f.metadata.get("metavar"),
+            )
+        )
     return parameters
 
 
@@ -50,8 +69,9 @@ def registry_options(command: str) -> dict:
     """Name -> TaskOption of every registered task's options for ``command``. A name declared by
     several tasks is one option: the tasks share one declaration (classification's
     LABEL_KIND_OPTIONS); where two declarations still differ, the first registered task's wins."""
-    from bertkit.tasks import TASKS, get_task_class
+    from bertkit.tasks import TASKS, get_task_class, load_plugins
 
+    load_plugins()  # the entry points' tasks join TASKS here
     found: dict = {}
     for name in list(TASKS):
         for declared in get_task_class(name).options_for(command):
@@ -89,6 +109,7 @@ def built_late(name: str, build) -> None:
 
 def single_command(name: str, run, parameters: list, leading: tuple = (), help: str | None = None):
     """One click command named ``name`` from ``run`` and its generated parameters."""
+
     def fresh(**values):  # its own signature: ``run`` keeps the one it was registered with
         return run(**values)
 
@@ -102,13 +123,21 @@ def positional(name: str, annotation) -> inspect.Parameter:
 
 
 def _task_parameter(option) -> inspect.Parameter:
-    return _parameter(option.name, Optional[option.type], False if option.type is bool else None, _task_help(option),
-                      TASK_PANEL, (), option.type is bool)
+    return _parameter(
+        option.name,
+        Optional[option.type],
+        False if option.type is bool else None,
+        _task_help(option),
+        TASK_PANEL,
+        (),
+        option.type is bool,
+    )
 
 
 def config_file_parameter(command_name: str, verb: str = "finetune"):
     """``--config FILE``: its options become the command's defaults (read first: an eager option),
     so a flag on the command line overrides the file; a key the command does not take is an error."""
+
     def load(ctx: typer.Context, value: Optional[str]):
         if value is None or ctx.resilient_parsing:
             return value
@@ -118,20 +147,32 @@ def config_file_parameter(command_name: str, verb: str = "finetune"):
         values = read_run_config(value)
         task = values.pop("task", command_name)
         if str(task) != command_name:
-            raise BertkitError(f"--config {value} is for task {task!r}, not {command_name!r}",
-                               f"run `bertkit {verb} {task} --config {value}`, or edit its task")
+            raise BertkitError(
+                f"--config {value} is for task {task!r}, not {command_name!r}",
+                f"run `bertkit {verb} {task} --config {value}`, or edit its task",
+            )
         known = {p.name for p in ctx.command.params} - {"config"}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise BertkitError(f"--config {value}: {', '.join(unknown)} is not an option of {command_name}",
-                               f"see `bertkit {verb} {command_name} --help`")
+            raise BertkitError(
+                f"--config {value}: {', '.join(unknown)} is not an option of {command_name}",
+                f"see `bertkit {verb} {command_name} --help`",
+            )
         ctx.default_map = {**(ctx.default_map or {}), **values}
         return value
 
-    annotation = Annotated[Optional[str], typer.Option(
-        "--config", metavar="FILE", help="Options from a YAML/JSON file (e.g. a model directory's config.yaml); "
-        "flags given here override it.", is_eager=True, callback=load, rich_help_panel=DATA_PANEL,
-        show_default=False)]
+    annotation = Annotated[
+        Optional[str],
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Options from a YAML/JSON file (e.g. a model directory's config.yaml); flags given here override it.",
+            is_eager=True,
+            callback=load,
+            rich_help_panel=DATA_PANEL,
+            show_default=False,
+        ),
+    ]
     return inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
 
 
@@ -140,8 +181,9 @@ def _task_help(option) -> str:
     return option.help + (f" Default {option.default}." if shown and "default" not in option.help.lower() else "")
 
 
-def _parameter(name: str, kind, default, help_text: str, panel: str, choices: tuple, flag: bool | str,
-               metavar: str | None = None):
+def _parameter(
+    name: str, kind, default, help_text: str, panel: str, choices: tuple, flag: bool | str, metavar: str | None = None
+):
     if choices == PRECISIONS:  # click lists an Enum's values as the choices
         kind = Precision
         default = default if default is REQUIRED else Precision(default)
@@ -149,10 +191,22 @@ def _parameter(name: str, kind, default, help_text: str, panel: str, choices: tu
     optional = default is None or _allows_none(kind)
     if optional and not flag:
         kind = Optional[_without_none(kind)]
-    annotation = Annotated[kind, typer.Option(*declared, help=help_text, rich_help_panel=panel, metavar=metavar,
-                                              show_default=not (default is None or flag))]
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                             default=inspect.Parameter.empty if default is REQUIRED else default)
+    annotation = Annotated[
+        kind,
+        typer.Option(
+            *declared,
+            help=help_text,
+            rich_help_panel=panel,
+            metavar=metavar,
+            show_default=not (default is None or flag),
+        ),
+    ]
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=annotation,
+        default=inspect.Parameter.empty if default is REQUIRED else default,
+    )
 
 
 def _allows_none(kind) -> bool:

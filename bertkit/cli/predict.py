@@ -7,8 +7,17 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, is_main_process, runtime_line
 from bertkit.cli.on_ray import check_ray_flags, run_on_ray
-from bertkit.cli.options import (ModelDir, built_late, chosen, command, from_dataclass, from_registry, positional,
-                                 single_command, task_values)
+from bertkit.cli.options import (
+    ModelDir,
+    built_late,
+    chosen,
+    command,
+    from_dataclass,
+    from_registry,
+    positional,
+    single_command,
+    task_values,
+)
 from bertkit.options import InferenceOptions, PredictOptions, StreamOptions
 
 ABOUT = "Predict for every input row; one JSON line per row, in input order, written chunk by chunk."
@@ -31,17 +40,37 @@ def _predict(model_dir: str, **values):
     stream = chosen(values, StreamOptions).validate("bertkit predict")
     check_ray_flags(stream)
     if stream.ray:
-        run_on_ray("predict", model_dir, io.input, io.output, address=stream.ray_address, actors=stream.actor_count,
-                   batch_size=run.batch_size, precision=run.precision, backend=io.backend, threads=run.threads,
-                   **task_options)
+        run_on_ray(
+            "predict",
+            model_dir,
+            io.input,
+            io.output,
+            address=stream.ray_address,
+            actors=stream.actor_count,
+            batch_size=run.batch_size,
+            precision=run.precision,
+            backend=io.backend,
+            threads=run.threads,
+            **task_options,
+        )
         return
     target = None if io.output == "-" else check_output_file(io.output)  # before the work, not after it
     if target is not None:
         check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
-    summary = api.predict_stream(model_dir, io.input, None if target is None else str(target),
-                                 chunk_rows=stream.chunk_rows, resume=stream.resume, batch_size=run.batch_size,
-                                 precision=run.precision, backend=io.backend, threads=run.threads,
-                                 quiet=not is_main_process(), long_lived=True, **task_options)
+    summary = api.predict_stream(
+        model_dir,
+        io.input,
+        None if target is None else str(target),
+        chunk_rows=stream.chunk_rows,
+        resume=stream.resume,
+        batch_size=run.batch_size,
+        precision=run.precision,
+        backend=io.backend,
+        threads=run.threads,
+        quiet=not is_main_process(),
+        long_lived=True,
+        **task_options,
+    )
     _show(summary, io.output, target is not None)
 
 
@@ -52,8 +81,9 @@ def _show(summary, output: str, written: bool) -> None:
         typer.echo(runtime_line(summary.runtime), err=True)
     echo_notices(summary.preprocessing, {"notices": summary.notices}, err=True)  # stdout stays pure JSONL
     if written:
-        typer.echo(f"{summary.rows:,} predictions written to {output} ({summary.rows_per_second:,.0f} rows/s)",
-                   err=True)
+        typer.echo(
+            f"{summary.rows:,} predictions written to {output} ({summary.rows_per_second:,.0f} rows/s)", err=True
+        )
 
 
 _OWN = {p.name for p in _parameters(with_tasks=False)}

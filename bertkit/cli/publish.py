@@ -27,11 +27,13 @@ def report(model_dir: ModelDir):
 @app.command()
 def push(
     model_dir: ModelDir,
-    repo: Annotated[str, typer.Option(help="Hub repository id: NAME or OWNER/NAME (created if missing).",
-                                      show_default=False)],
+    repo: Annotated[
+        str, typer.Option(help="Hub repository id: NAME or OWNER/NAME (created if missing).", show_default=False)
+    ],
     private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
-    token: Annotated[Optional[str], typer.Option(help="Hub token; default: the one `hf auth login` saved.",
-                                                 show_default=False)] = None,
+    token: Annotated[
+        Optional[str], typer.Option(help="Hub token; default: the one `hf auth login` saved.", show_default=False)
+    ] = None,
 ):
     """Upload the model directory (weights, tokenizer, model card, figures) to the Hugging Face Hub."""
     from bertkit.api.publishing import push as run_push

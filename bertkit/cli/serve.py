@@ -15,13 +15,21 @@ def serve(model_dir: str, **values):
     options = chosen(values, ServeOptions).validate("bertkit serve")
     require("fastapi", "uvicorn", extra="serve")
     from bertkit.api.prediction import Predictor
-    from bertkit.serving.app import check_address, serve as run_server
+    from bertkit.serving.app import check_address
+    from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
     predictor = Predictor(model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True).load()
-    run_server(predictor, options.host, options.port, announce=lambda line: typer.echo(line, err=True),
-               max_inputs=options.max_inputs, max_request_bytes=options.max_request_bytes,
-               max_batch_rows=options.batch_size, max_wait_ms=options.max_wait_ms)
+    run_server(
+        predictor,
+        options.host,
+        options.port,
+        announce=lambda line: typer.echo(line, err=True),
+        max_inputs=options.max_inputs,
+        max_request_bytes=options.max_request_bytes,
+        max_batch_rows=options.batch_size,
+        max_wait_ms=options.max_wait_ms,
+    )
 
 
 app.command("serve")(command(serve, from_dataclass(ServeOptions), (positional("model_dir", ModelDir),)))

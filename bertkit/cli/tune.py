@@ -24,8 +24,12 @@ class TuneTaskGroup(TaskGroup):
     verb = "tune"
 
 
-tune_app = typer.Typer(cls=TuneTaskGroup, no_args_is_help=True, rich_markup_mode=None,
-                       help="Search hyperparameters with Optuna; the best trial's model is the output.")
+tune_app = typer.Typer(
+    cls=TuneTaskGroup,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Search hyperparameters with Optuna; the best trial's model is the output.",
+)
 app.add_typer(tune_app, name="tune")
 
 
@@ -38,20 +42,29 @@ def _tune_command(name: str):
     from bertkit.tasks import get_task_class
 
     task_class = get_task_class(name)
-    parameters = (from_dataclass(RunOptions) + from_dataclass(TrainConfig) + from_dataclass(TuneOptions) +
-                  from_task(task_class, "finetune") + [config_file_parameter(name, "tune")])
+    parameters = (
+        from_dataclass(RunOptions)
+        + from_dataclass(TrainConfig)
+        + from_dataclass(TuneOptions)
+        + from_task(task_class, "finetune")
+        + [config_file_parameter(name, "tune")]
+    )
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 
     def run(ctx: typer.Context, **values):
         from bertkit.api.search_space import searchable
 
-        fixed = tuple(n for n in searchable() if ctx.get_parameter_source(n) is not None
-                      and ctx.get_parameter_source(n).name in GIVEN)
+        fixed = tuple(
+            n
+            for n in searchable()
+            if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name in GIVEN
+        )
         _tune(name, values, [o.name for o in task_class.options_for("finetune")], fixed)
 
     single = typer.Typer(add_completion=False)
     single.command(name=name, help=f"Search hyperparameters for {name} ({task_class.summary or name}).")(
-        command(run, parameters, leading=(context,)))
+        command(run, parameters, leading=(context,))
+    )
     return typer.main.get_command(single)
 
 
@@ -65,9 +78,19 @@ def _tune(task: str, values: dict, task_options: list, fixed: tuple) -> None:
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
-        result = api.tune(task, data, output, search["trials"], search["storage"], search["study_name"],
-                          search["space"], fixed, config=config, on_trial=_show_trial if is_main_process() else None,
-                          **run)
+        result = api.tune(
+            task,
+            data,
+            output,
+            search["trials"],
+            search["storage"],
+            search["study_name"],
+            search["space"],
+            fixed,
+            config=config,
+            on_trial=_show_trial if is_main_process() else None,
+            **run,
+        )
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; run the same command again to continue the study", err=True)
@@ -76,9 +99,11 @@ def _tune(task: str, values: dict, task_options: list, fixed: tuple) -> None:
         return
     best = result.best_trial
     states = [t["state"] for t in result.trials]
-    typer.echo(f"study {result.study_name} in {result.storage}: {len(states)} trials ({states.count('complete')} "
-               f"complete, {states.count('pruned')} pruned, {states.count('fail')} failed); this process ran "
-               f"{len(result.ran_here)}")
+    typer.echo(
+        f"study {result.study_name} in {result.storage}: {len(states)} trials ({states.count('complete')} "
+        f"complete, {states.count('pruned')} pruned, {states.count('fail')} failed); this process ran "
+        f"{len(result.ran_here)}"
+    )
     typer.echo(f"best: trial {best['number']}, value {best['value']:.4f}, {best['params']}")
     if result.importances:
         typer.echo("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in result.importances.items()))

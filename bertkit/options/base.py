@@ -19,19 +19,28 @@ INFERENCE_PANEL = "Inference"
 MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end there
 MIN_LENGTH, MAX_LENGTH = 8, 8192  # below 8 no text fits beside the special tokens; 8192: the longest models
 REQUIRED = ...  # a field without a default: a required option on the command line
-PRECISION_HELP = ("auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
-                  "else no (fp32); bf16; fp16 (GPU).")
+PRECISION_HELP = (
+    "auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
+    "else no (fp32); bf16; fp16 (GPU)."
+)
 THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
 INFERENCE_BATCH = 64  # rows per forward pass of a frozen model: eval, predict, embed, probe, serve
 RUNS_DIR = "runs"  # where a command that writes a model puts it when --output is not given
 
 
-def option(default, help: str, panel: str = TRAINING_PANEL, choices: tuple = (), flag: bool | str = False,
-           metavar: str | None = None):
+def option(
+    default,
+    help: str,
+    panel: str = TRAINING_PANEL,
+    choices: tuple = (),
+    flag: bool | str = False,
+    metavar: str | None = None,
+):
     """A field the CLI turns into ``--name`` (``flag``: a bool given as a bare ``--name``, or as the
     bare flag it names, e.g. "--json" for a field that cannot be called ``json``)."""
-    return field(default=default, metadata={"help": help, "panel": panel, "choices": choices, "flag": flag,
-                                            "metavar": metavar})
+    return field(
+        default=default, metadata={"help": help, "panel": panel, "choices": choices, "flag": flag, "metavar": metavar}
+    )
 
 
 # The defaults and help of the options several families take, one row per family: a family's

@@ -10,18 +10,36 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bertkit.options.base import (DATA_PANEL, INFERENCE_PANEL, MODEL_PANEL, OUTPUT_PANEL, REQUIRED, batch_size_option,
-                                  check_at_least, check_batch_size, check_max_length, check_precision,
-                                  check_threads, fail, max_length_option, option, precision_option,
-                                  threads_option)
+from bertkit.options.base import (
+    DATA_PANEL,
+    INFERENCE_PANEL,
+    MODEL_PANEL,
+    OUTPUT_PANEL,
+    REQUIRED,
+    batch_size_option,
+    check_at_least,
+    check_batch_size,
+    check_max_length,
+    check_precision,
+    check_threads,
+    fail,
+    max_length_option,
+    option,
+    precision_option,
+    threads_option,
+)
 
 SCORING_PANEL, RAY_PANEL = "Scoring", "Ray cluster"
 SERVER_PANEL, LIMITS_PANEL = "Server", "Batching and limits"
-BACKEND_HELP = ("torch, onnx, onnx-int8 (after `bertkit export onnx`), openvino, openvino-int8 (after `bertkit "
-                "export openvino`), or auto: the fastest the exports measured.")
-POOLING_HELP = ("cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
-                "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
-                "Default: mean (one vector per row), the last layer (--per-word).")
+BACKEND_HELP = (
+    "torch, onnx, onnx-int8 (after `bertkit export onnx`), openvino, openvino-int8 (after `bertkit "
+    "export openvino`), or auto: the fastest the exports measured."
+)
+POOLING_HELP = (
+    "cls | mean | max | last4-concat | last4-sum | layer:N (N as in hidden_states: 0 = embeddings, "
+    "-1 = last). mean/max use real tokens only; the layer modes average their layer(s) over the tokens. "
+    "Default: mean (one vector per row), the last layer (--per-word)."
+)
 MODEL_HELP = "Hub name, local directory (pretrained, fine-tuned, probe or pretrain output), or 'minilm'."
 ACTORS = 2  # Ray actors when --actors is not given
 MAX_WAIT_MS = 10_000  # longer would hold a request until a batch fills
@@ -46,19 +64,32 @@ class InferenceOptions:
 class EvalOptions:
     """What `bertkit eval` scores and where it writes the scores."""
 
-    data: str | None = option(None, "Dataset name or file; default: what training evaluated on (the known dataset, "
-                                    "or the --eval-data file).", DATA_PANEL)
-    split: str | None = option(None, "Split of a known dataset: train, dev (default), test (mnli: dev_mismatched "
-                                     "too).", DATA_PANEL)
+    data: str | None = option(
+        None,
+        "Dataset name or file; default: what training evaluated on (the known dataset, or the --eval-data file).",
+        DATA_PANEL,
+    )
+    split: str | None = option(
+        None, "Split of a known dataset: train, dev (default), test (mnli: dev_mismatched too).", DATA_PANEL
+    )
     max_eval_samples: int | None = option(None, "Use only the first N examples.", DATA_PANEL)
-    output: str | None = option(None, "Metrics JSON file in an existing directory; default "
-                                      "<model_dir>/eval-<name>-<split>.json (a file: eval-<file stem>.json).",
-                                OUTPUT_PANEL)
-    store_threshold: bool | None = option(None, "qa v2, multi-label: store the tuned threshold; default: only from "
-                                                "a full evaluation of the model's dev data.", SCORING_PANEL)
-    metric: list[str] | None = option(None, "Also score with an `evaluate` metric: a local script/directory "
-                                            "(offline) or a Hub name; repeatable.", SCORING_PANEL,
-                                      metavar="NAME|PATH")
+    output: str | None = option(
+        None,
+        "Metrics JSON file in an existing directory; default "
+        "<model_dir>/eval-<name>-<split>.json (a file: eval-<file stem>.json).",
+        OUTPUT_PANEL,
+    )
+    store_threshold: bool | None = option(
+        None,
+        "qa v2, multi-label: store the tuned threshold; default: only from a full evaluation of the model's dev data.",
+        SCORING_PANEL,
+    )
+    metric: list[str] | None = option(
+        None,
+        "Also score with an `evaluate` metric: a local script/directory (offline) or a Hub name; repeatable.",
+        SCORING_PANEL,
+        metavar="NAME|PATH",
+    )
 
     def validate(self, command: str = "bertkit eval") -> "EvalOptions":
         check_at_least(self.max_eval_samples, "--max-eval-samples", command)
@@ -69,10 +100,17 @@ class EvalOptions:
 class PredictOptions:
     """What `bertkit predict` reads and writes."""
 
-    input: str = option(REQUIRED, "Text lines (pair: TAB between texts), JSONL, JSON, CSV, TSV, Parquet; a directory "
-                                  "or glob of shards; '-' = stdin.", DATA_PANEL)
-    output: str = option("-", "JSONL (or .parquet) output file in an existing directory; '-' = stdout (--ray: a "
-                              "directory of Parquet files).", OUTPUT_PANEL)
+    input: str = option(
+        REQUIRED,
+        "Text lines (pair: TAB between texts), JSONL, JSON, CSV, TSV, Parquet; a directory "
+        "or glob of shards; '-' = stdin.",
+        DATA_PANEL,
+    )
+    output: str = option(
+        "-",
+        "JSONL (or .parquet) output file in an existing directory; '-' = stdout (--ray: a directory of Parquet files).",
+        OUTPUT_PANEL,
+    )
     backend: str = option("torch", BACKEND_HELP, INFERENCE_PANEL)
 
 
@@ -80,17 +118,27 @@ class PredictOptions:
 class StreamOptions:
     """Input at any scale (bertkit.api.streaming) and scale-out on Ray Data: predict and embed."""
 
-    chunk_rows: int = option(10_000, "Rows read, run and written at a time: memory stays flat whatever the input's "
-                                     "size.", INFERENCE_PANEL)
-    resume: bool = option(False, "Continue an interrupted run into the same --output after its last complete "
-                                 "chunk (same input, model and options).", OUTPUT_PANEL, flag=True)
-    ray: bool = option(False, "Run on a Ray cluster with Ray Data (the bertkit ray extra): --output is a "
-                              "directory of Parquet files.", RAY_PANEL, flag=True)
-    ray_address: str | None = option(None, "The cluster: auto, ray://HOST:10001, ... (default: RAY_ADDRESS, else a "
-                                           "new local cluster).", RAY_PANEL)
+    chunk_rows: int = option(
+        10_000, "Rows read, run and written at a time: memory stays flat whatever the input's size.", INFERENCE_PANEL
+    )
+    resume: bool = option(
+        False,
+        "Continue an interrupted run into the same --output after its last complete "
+        "chunk (same input, model and options).",
+        OUTPUT_PANEL,
+        flag=True,
+    )
+    ray: bool = option(
+        False,
+        "Run on a Ray cluster with Ray Data (the bertkit ray extra): --output is a directory of Parquet files.",
+        RAY_PANEL,
+        flag=True,
+    )
+    ray_address: str | None = option(
+        None, "The cluster: auto, ray://HOST:10001, ... (default: RAY_ADDRESS, else a new local cluster).", RAY_PANEL
+    )
     # None: not given (``--actors 2`` given without --ray is refused like any other value)
-    actors: int | None = option(None, f"--ray: actors, each with the model loaded once; default {ACTORS}.",
-                                RAY_PANEL)
+    actors: int | None = option(None, f"--ray: actors, each with the model loaded once; default {ACTORS}.", RAY_PANEL)
 
     def validate(self, command: str) -> "StreamOptions":
         check_at_least(self.chunk_rows, "--chunk-rows", command)
@@ -106,23 +154,36 @@ class StreamOptions:
 class EmbeddingOptions:
     """`bertkit embed`: one vector per row or per word."""
 
-    input: str = option(REQUIRED, "Text lines (TAB: a pair), JSONL, JSON, CSV, TSV, Parquet; a directory or glob of "
-                                  "shards; '-' = stdin. --per-word also reads 'tokens' lists.", DATA_PANEL)
-    output: str = option(REQUIRED, ".npy (rows x dim), .parquet (id + vector), .jsonl, .npz (vectors + ids, built in "
-                                   "memory); '-' = JSONL on stdout; --ray: a directory of Parquet files.",
-                         OUTPUT_PANEL)
+    input: str = option(
+        REQUIRED,
+        "Text lines (TAB: a pair), JSONL, JSON, CSV, TSV, Parquet; a directory or glob of "
+        "shards; '-' = stdin. --per-word also reads 'tokens' lists.",
+        DATA_PANEL,
+    )
+    output: str = option(
+        REQUIRED,
+        ".npy (rows x dim), .parquet (id + vector), .jsonl, .npz (vectors + ids, built in "
+        "memory); '-' = JSONL on stdout; --ray: a directory of Parquet files.",
+        OUTPUT_PANEL,
+    )
     pooling: str | None = option(None, POOLING_HELP, INFERENCE_PANEL)
-    per_word: bool = option(False, "One vector per word, at its first sub-word (as in ner).", INFERENCE_PANEL,
-                            flag=True)
+    per_word: bool = option(
+        False, "One vector per word, at its first sub-word (as in ner).", INFERENCE_PANEL, flag=True
+    )
     max_length: int = max_length_option("embedding")
-    stride: int | None = option(None, "Tokens shared by consecutive windows of a long row (default max-length/4; "
-                                      "--per-word windows share half their words, as in ner).", INFERENCE_PANEL)
+    stride: int | None = option(
+        None,
+        "Tokens shared by consecutive windows of a long row (default max-length/4; "
+        "--per-word windows share half their words, as in ner).",
+        INFERENCE_PANEL,
+    )
     batch_size: int = batch_size_option("inference")
     normalize: bool = option(False, "Scale every vector to unit length (for cosine).", INFERENCE_PANEL, flag=True)
     text_column: str | None = option(None, "Column with the text (default: sentence/text/...).", DATA_PANEL)
     text_pair_column: str | None = option(None, "Column with a second text, embedded as a pair.", DATA_PANEL)
-    id_column: str | None = option(None, "Column with row ids (default: id/idx/guid/index, else the row number from "
-                                         "0).", DATA_PANEL)
+    id_column: str | None = option(
+        None, "Column with row ids (default: id/idx/guid/index, else the row number from 0).", DATA_PANEL
+    )
     precision: str = precision_option()
     threads: int | None = threads_option()
 
@@ -141,8 +202,9 @@ class ProbeOptions:
     pooling: str | None = option(None, POOLING_HELP, INFERENCE_PANEL)
     max_length: int | None = max_length_option("probing")
     batch_size: int = batch_size_option("probing")
-    holdout: float = option(0.1, "Share of the training rows held out to choose C (then refit on all).",
-                            INFERENCE_PANEL)
+    holdout: float = option(
+        0.1, "Share of the training rows held out to choose C (then refit on all).", INFERENCE_PANEL
+    )
     precision: str = precision_option()
 
     def validate(self, command: str = "bertkit probe") -> "ProbeOptions":
@@ -156,8 +218,9 @@ class ProbeOptions:
 class ServeOptions:
     """`bertkit serve`: where it listens and how it batches."""
 
-    host: str = option("127.0.0.1", "Address to listen on (0.0.0.0: every interface; there is no authentication).",
-                       SERVER_PANEL)
+    host: str = option(
+        "127.0.0.1", "Address to listen on (0.0.0.0: every interface; there is no authentication).", SERVER_PANEL
+    )
     port: int = option(8000, "TCP port.", SERVER_PANEL)
     backend: str = option("auto", BACKEND_HELP, INFERENCE_PANEL)
     batch_size: int = batch_size_option("serving", LIMITS_PANEL)
@@ -170,8 +233,11 @@ class ServeOptions:
         check_at_least(self.max_inputs, "--max-inputs", command)
         check_at_least(self.max_request_bytes, "--max-request-bytes", command)
         if math.isnan(self.max_wait_ms) or not 0 <= self.max_wait_ms <= MAX_WAIT_MS:
-            fail(f"--max-wait-ms must be between 0 and {MAX_WAIT_MS}, got {self.max_wait_ms}; a few milliseconds "
-                 "is usual", command)
+            fail(
+                f"--max-wait-ms must be between 0 and {MAX_WAIT_MS}, got {self.max_wait_ms}; a few milliseconds "
+                "is usual",
+                command,
+            )
         return self
 
 
@@ -210,6 +276,7 @@ class AttentionOptions:
     layer: int = option(-1, "Layer 1..L as in hidden_states (-1: the last).", INFERENCE_PANEL)
     head: int = option(0, "Head 0..H-1.", INFERENCE_PANEL)
     all_heads: bool = option(False, "A grid with every head of the layer.", INFERENCE_PANEL, flag=True)
-    output: str | None = option(None, "Figure file (.png, .svg, .pdf); with --json a JSON file (default: stdout).",
-                                OUTPUT_PANEL)
+    output: str | None = option(
+        None, "Figure file (.png, .svg, .pdf); with --json a JSON file (default: stdout).", OUTPUT_PANEL
+    )
     dpi: int = option(100, "Figure resolution.", OUTPUT_PANEL)

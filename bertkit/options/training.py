@@ -13,10 +13,26 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import BertkitError
-from bertkit.options.base import (DATA_PANEL, INFERENCE_BATCH, LONG_PANEL, MAX_SEED, MODEL_PANEL, OUTPUT_PANEL,
-                                  REQUIRED, TRAINING_PANEL, batch_size_option, check_at_least, check_batch_size,
-                                  check_max_length, check_precision, fail, max_length_option, option,
-                                  precision_option, threads_option)
+from bertkit.options.base import (
+    DATA_PANEL,
+    INFERENCE_BATCH,
+    LONG_PANEL,
+    MAX_SEED,
+    MODEL_PANEL,
+    OUTPUT_PANEL,
+    REQUIRED,
+    TRAINING_PANEL,
+    batch_size_option,
+    check_at_least,
+    check_batch_size,
+    check_max_length,
+    check_precision,
+    fail,
+    max_length_option,
+    option,
+    precision_option,
+    threads_option,
+)
 
 
 @dataclass
@@ -35,12 +51,19 @@ class TrainConfig:
     max_grad_norm: float = option(1.0, "Gradient clipping norm (0: off).")
     precision: str = precision_option(TRAINING_PANEL)
     # over half of a small model's weights are the word embeddings: no gradient, no optimizer state
-    freeze_embeddings: bool = option(False, "Do not train the word embeddings (faster; README: accuracy cost).",
-                                     flag=True)
-    lazy_embeddings: bool = option(False, "AdamW updates only the word-embedding rows each batch uses (TF's "
-                                          "LazyAdam; faster on CPUs; README: accuracy).", flag=True)
-    save_memory: bool = option(False, "Recompute attention in backward: same numbers, much less memory for long "
-                                      "sequences (qa), slower steps.", flag=True)
+    freeze_embeddings: bool = option(
+        False, "Do not train the word embeddings (faster; README: accuracy cost).", flag=True
+    )
+    lazy_embeddings: bool = option(
+        False,
+        "AdamW updates only the word-embedding rows each batch uses (TF's LazyAdam; faster on CPUs; README: accuracy).",
+        flag=True,
+    )
+    save_memory: bool = option(
+        False,
+        "Recompute attention in backward: same numbers, much less memory for long sequences (qa), slower steps.",
+        flag=True,
+    )
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")
     max_train_samples: int | None = option(None, "Use only the first N training examples.", DATA_PANEL)
     max_eval_samples: int | None = option(None, "Use only the first N evaluation examples.", DATA_PANEL)
@@ -49,20 +72,30 @@ class TrainConfig:
     task_options: dict = field(default_factory=dict)
     max_steps: int | None = option(None, "Optimizer steps to train (overrides --epochs).", LONG_PANEL)
     eval_every: int | None = option(None, "Evaluate every N steps (default: after every epoch).", LONG_PANEL)
-    log_every: int = option(10, "Log loss, learning rate, gradient norm to history.jsonl every N steps.",
-                            LONG_PANEL)
-    save_every: int | None = option(None, "Save a resumable checkpoint every N steps into "
-                                          "<output>.checkpoints/step-N (Ctrl-C then saves one and stops).", LONG_PANEL)
-    keep_checkpoints: int | None = option(None, "Keep the K newest checkpoints plus the best (default: all).",
-                                          LONG_PANEL)
+    log_every: int = option(10, "Log loss, learning rate, gradient norm to history.jsonl every N steps.", LONG_PANEL)
+    save_every: int | None = option(
+        None,
+        "Save a resumable checkpoint every N steps into <output>.checkpoints/step-N (Ctrl-C then saves one and stops).",
+        LONG_PANEL,
+    )
+    keep_checkpoints: int | None = option(
+        None, "Keep the K newest checkpoints plus the best (default: all).", LONG_PANEL
+    )
 
     def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
         """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
-        floats = {"epochs": self.epochs, "lr": self.lr, "warmup-ratio": self.warmup_ratio,
-                  "weight-decay": self.weight_decay, "max-grad-norm": self.max_grad_norm}
+        floats = {
+            "epochs": self.epochs,
+            "lr": self.lr,
+            "warmup-ratio": self.warmup_ratio,
+            "weight-decay": self.weight_decay,
+            "max-grad-norm": self.max_grad_norm,
+        }
         checks = [
-            *((math.isfinite(value), f"--{name} must be a finite number, got {value}")
-              for name, value in floats.items()),
+            *(
+                (math.isfinite(value), f"--{name} must be a finite number, got {value}")
+                for name, value in floats.items()
+            ),
             (self.epochs > 0, "--epochs must be > 0"),
             (self.lr > 0, "--lr must be > 0"),
             (0 <= self.seed <= MAX_SEED, f"--seed must be between 0 and {MAX_SEED}"),
@@ -76,10 +109,17 @@ class TrainConfig:
         check_batch_size(self.batch_size, command)
         check_batch_size(self.eval_batch_size, command, "--eval-batch-size")
         check_max_length(self.max_length, command)
-        counts = {"grad-accum": self.grad_accum, "max-train-samples": self.max_train_samples,
-                  "max-eval-samples": self.max_eval_samples, "patience": self.patience, "max-steps": self.max_steps,
-                  "eval-every": self.eval_every, "log-every": self.log_every, "save-every": self.save_every,
-                  "keep-checkpoints": self.keep_checkpoints}
+        counts = {
+            "grad-accum": self.grad_accum,
+            "max-train-samples": self.max_train_samples,
+            "max-eval-samples": self.max_eval_samples,
+            "patience": self.patience,
+            "max-steps": self.max_steps,
+            "eval-every": self.eval_every,
+            "log-every": self.log_every,
+            "save-every": self.save_every,
+            "keep-checkpoints": self.keep_checkpoints,
+        }
         for name, value in counts.items():
             check_at_least(value, f"--{name}", command)
         check_precision(self.precision)
@@ -97,19 +137,34 @@ class RunOptions:
 
     data: str = option(REQUIRED, "A known dataset name (see `bertkit datasets`) or a file path.", DATA_PANEL)
     eval_data: str | None = option(None, "Evaluation data; default: the known dataset's dev split.", DATA_PANEL)
-    data_dir: str | None = option(None, "Local data directory with the original files (<dir>/sst2/train.tsv ...); "
-                                        "default $BERTKIT_DATA_DIR.", DATA_PANEL)
-    model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).",
-                        MODEL_PANEL)
-    output: str | None = option(None, "Model directory to create (parents too); default runs/<task>-<data>.",
-                                MODEL_PANEL)
-    overwrite: bool = option(False, "Replace an existing model directory written by bertkit (only once training "
-                                    "succeeded); other directories are never replaced.", MODEL_PANEL, flag=True)
+    data_dir: str | None = option(
+        None,
+        "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR.",
+        DATA_PANEL,
+    )
+    model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).", MODEL_PANEL)
+    output: str | None = option(
+        None, "Model directory to create (parents too); default runs/<task>-<data>.", MODEL_PANEL
+    )
+    overwrite: bool = option(
+        False,
+        "Replace an existing model directory written by bertkit (only once training "
+        "succeeded); other directories are never replaced.",
+        MODEL_PANEL,
+        flag=True,
+    )
     threads: int | None = threads_option(TRAINING_PANEL)
-    report_to: str = option("none", "Trackers: tensorboard, wandb, mlflow, all or none (comma-separated allowed); "
-                                    "logs go to <output>.logs/.", OUTPUT_PANEL)
-    resume: bool = option(False, "Continue from the newest complete checkpoint of --output (same command line "
-                                 "otherwise).", LONG_PANEL, flag=True)
+    report_to: str = option(
+        "none",
+        "Trackers: tensorboard, wandb, mlflow, all or none (comma-separated allowed); logs go to <output>.logs/.",
+        OUTPUT_PANEL,
+    )
+    resume: bool = option(
+        False,
+        "Continue from the newest complete checkpoint of --output (same command line otherwise).",
+        LONG_PANEL,
+        flag=True,
+    )
     resume_from: str | None = option(None, "Continue from this checkpoint directory instead.", LONG_PANEL)
 
 
@@ -117,27 +172,46 @@ class RunOptions:
 class RepeatOptions:
     """One recipe trained several times (bertkit.api.seeds): the spread says how sure a number is."""
 
-    seeds: str | None = option(None, "Train once per seed: a count (3: --seed and the next two) or a list "
-                                     "(42,43,44); prints mean ± std; the best run's model is the output. With "
-                                     "--threads T, cores/T seeds train at once.")
-    folds: int | None = option(None, "k-fold cross-validation on --data (no dev split needed): K runs, "
-                                     "out-of-fold predictions, mean ± std; the best fold's model is the output.")
-    keep_all: bool = option(False, "With --seeds/--folds: keep every run's model in <output>.seeds/ or .folds/ "
-                                   "(default: only the best, at --output).", MODEL_PANEL, flag=True)
+    seeds: str | None = option(
+        None,
+        "Train once per seed: a count (3: --seed and the next two) or a list "
+        "(42,43,44); prints mean ± std; the best run's model is the output. With "
+        "--threads T, cores/T seeds train at once.",
+    )
+    folds: int | None = option(
+        None,
+        "k-fold cross-validation on --data (no dev split needed): K runs, "
+        "out-of-fold predictions, mean ± std; the best fold's model is the output.",
+    )
+    keep_all: bool = option(
+        False,
+        "With --seeds/--folds: keep every run's model in <output>.seeds/ or .folds/ "
+        "(default: only the best, at --output).",
+        MODEL_PANEL,
+        flag=True,
+    )
 
 
 @dataclass
 class TuneOptions:
     """A hyperparameter search (bertkit.api.tuning)."""
 
-    trials: int = option(20, "Trials in the study, counted across every process that shares it (complete, "
-                             "pruned or running).")
-    storage: str | None = option(None, "Optuna RDB URL of the study (default: a SQLite file in <output>.tune/); "
-                                       "several processes or machines can share one.")
-    study_name: str | None = option(None, "Study name (default bertkit-<task>-<output name>); the same name "
-                                          "resumes it.")
-    space: str | None = option(None, "YAML/JSON search space (default: lr 1e-5..1e-4 log, batch 16/32, 2-4 "
-                                     "epochs, warmup 0-0.2, weight decay 0-0.1); a flag given fixes that value.")
+    trials: int = option(
+        20, "Trials in the study, counted across every process that shares it (complete, pruned or running)."
+    )
+    storage: str | None = option(
+        None,
+        "Optuna RDB URL of the study (default: a SQLite file in <output>.tune/); "
+        "several processes or machines can share one.",
+    )
+    study_name: str | None = option(
+        None, "Study name (default bertkit-<task>-<output name>); the same name resumes it."
+    )
+    space: str | None = option(
+        None,
+        "YAML/JSON search space (default: lr 1e-5..1e-4 log, batch 16/32, 2-4 "
+        "epochs, warmup 0-0.2, weight decay 0-0.1); a flag given fixes that value.",
+    )
 
 
 def parse_seeds(value: str | None, first: int) -> list[int] | None:
@@ -149,8 +223,9 @@ def parse_seeds(value: str | None, first: int) -> list[int] | None:
         numbers = [int(part) for part in text.split(",")] if "," in text else None
         count = None if numbers else int(text)
     except ValueError:
-        raise BertkitError(f"--seeds {value!r} is neither a count nor a list of seeds",
-                           "e.g. --seeds 3 or --seeds 42,43,44") from None
+        raise BertkitError(
+            f"--seeds {value!r} is neither a count nor a list of seeds", "e.g. --seeds 3 or --seeds 42,43,44"
+        ) from None
     if numbers is None:
         if not 1 <= count <= 100:
             raise BertkitError(f"--seeds must be between 1 and 100 runs, got {count}", "e.g. --seeds 3")
@@ -158,6 +233,8 @@ def parse_seeds(value: str | None, first: int) -> list[int] | None:
     if len(set(numbers)) != len(numbers) or any(n < 0 for n in numbers):
         raise BertkitError(f"--seeds {value}: seeds must be distinct and >= 0", "e.g. --seeds 42,43,44")
     if max(numbers) > MAX_SEED:
-        raise BertkitError(f"--seeds {value}: seed {max(numbers)} is above {MAX_SEED}, the largest seed numpy takes",
-                           "use smaller seeds, e.g. --seeds 42,43,44")
+        raise BertkitError(
+            f"--seeds {value}: seed {max(numbers)} is above {MAX_SEED}, the largest seed numpy takes",
+            "use smaller seeds, e.g. --seeds 42,43,44",
+        )
     return numbers

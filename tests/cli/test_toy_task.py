@@ -15,10 +15,26 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-PLAIN = ["the film was good", "a great story", "john lives in paris", "the acting was fine", "he went to london",
-         "it is a very good movie", "she met mary in berlin", "the plot was great"]
-NEGATED = ["the film was not good", "not a great story", "john does not live in paris", "no , the acting was bad",
-           "he did not go to london", "it is not a good movie", "she never met mary", "no good plot"]
+PLAIN = [
+    "the film was good",
+    "a great story",
+    "john lives in paris",
+    "the acting was fine",
+    "he went to london",
+    "it is a very good movie",
+    "she met mary in berlin",
+    "the plot was great",
+]
+NEGATED = [
+    "the film was not good",
+    "not a great story",
+    "john does not live in paris",
+    "no , the acting was bad",
+    "he did not go to london",
+    "it is not a good movie",
+    "she never met mary",
+    "no good plot",
+]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -57,9 +73,27 @@ def toy_model(toy_files, tiny_bert):
 
     out = toy_files / "model"
     argv = sys.argv
-    sys.argv = ["bertkit", "finetune", "negation", "--data", str(toy_files / "train.jsonl"), "--eval-data",
-                str(toy_files / "dev.jsonl"), "--model", str(tiny_bert), "--epochs", "6", "--lr", "3e-3",
-                "--batch-size", "8", "--precision", "no", "--output", str(out)]
+    sys.argv = [
+        "bertkit",
+        "finetune",
+        "negation",
+        "--data",
+        str(toy_files / "train.jsonl"),
+        "--eval-data",
+        str(toy_files / "dev.jsonl"),
+        "--model",
+        str(tiny_bert),
+        "--epochs",
+        "6",
+        "--lr",
+        "3e-3",
+        "--batch-size",
+        "8",
+        "--precision",
+        "no",
+        "--output",
+        str(out),
+    ]
     try:
         cli.main()
     except SystemExit as exc:
@@ -107,8 +141,9 @@ def test_eval_and_predict_offer_the_task_flags(run_cli):
 
 def test_the_task_flags_reach_the_task(toy_model, toy_files, run_cli):
     """--cutoff 0 calls every row negated; --score-cutoff 1 scores every row as plain: half right."""
-    code, out, err = run_cli("predict", toy_model, "--input", toy_files / "input.jsonl", "--precision", "no",
-                             "--cutoff", "0")
+    code, out, err = run_cli(
+        "predict", toy_model, "--input", toy_files / "input.jsonl", "--precision", "no", "--cutoff", "0"
+    )
     assert code == 0, err
     assert [json.loads(line)["negated"] for line in out.splitlines()] == [True, True]
     scores = toy_files / "scored-at-1.json"
@@ -123,8 +158,9 @@ def test_export_onnx_gives_the_same_rows(toy_model, toy_files, run_cli):
     assert code == 0, err
     rows = {}
     for backend in ("torch", "onnx"):
-        code, out, err = run_cli("predict", toy_model, "--input", toy_files / "input.jsonl", "--backend", backend,
-                                 "--precision", "no")
+        code, out, err = run_cli(
+            "predict", toy_model, "--input", toy_files / "input.jsonl", "--backend", backend, "--precision", "no"
+        )
         assert code == 0, err
         rows[backend] = [json.loads(line) for line in out.splitlines()]
     assert [r["negated"] for r in rows["onnx"]] == [r["negated"] for r in rows["torch"]]
@@ -140,11 +176,18 @@ def test_serve_answers_like_predict(toy_model, toy_files, run_cli):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "BERTKIT_TASK_MODULES": "toy_task",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    server = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", str(toy_model), "--port", str(port)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    env = {
+        **os.environ,
+        "BERTKIT_TASK_MODULES": "toy_task",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", "serve", str(toy_model), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(300):
@@ -155,8 +198,9 @@ def test_serve_answers_like_predict(toy_model, toy_files, run_cli):
                 if server.poll() is not None:
                     pytest.fail(f"serve exited: {server.stderr.read()}")
                 time.sleep(0.2)
-        answer = httpx.post(f"{url}/predict", json=[{"text": "the story was not good"}, {"text": "the story was good"}],
-                            timeout=60)
+        answer = httpx.post(
+            f"{url}/predict", json=[{"text": "the story was not good"}, {"text": "the story was good"}], timeout=60
+        )
         assert answer.status_code == 200, answer.text
         served = answer.json()["predictions"]
     finally:

@@ -9,9 +9,21 @@ from pathlib import Path
 import pytest
 
 from bertkit.errors import BertkitError
-from bertkit.options import (EmbeddingOptions, EvalOptions, ExportOptions, InferenceOptions, InspectOptions,
-                             ProbeOptions, ServeOptions, StreamOptions, TrainConfig, check_batch_size,
-                             check_max_length, check_precision, default_output)
+from bertkit.options import (
+    EmbeddingOptions,
+    EvalOptions,
+    ExportOptions,
+    InferenceOptions,
+    InspectOptions,
+    ProbeOptions,
+    ServeOptions,
+    StreamOptions,
+    TrainConfig,
+    check_batch_size,
+    check_max_length,
+    check_precision,
+    default_output,
+)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "bertkit"
 FLAGS = ("max_length", "precision", "threads", "batch_size", "eval_batch_size", "top_k", "n_best")
@@ -28,8 +40,12 @@ def fails(call, *fragments):
 
 @pytest.mark.parametrize("value", [0, -3])
 def test_batch_size_at_least_one(value):
-    fails(lambda: check_batch_size(value, "bertkit eval"), "--batch-size must be >= 1", f"got {value}",
-          "bertkit eval --help")
+    fails(
+        lambda: check_batch_size(value, "bertkit eval"),
+        "--batch-size must be >= 1",
+        f"got {value}",
+        "bertkit eval --help",
+    )
     fails(lambda: check_batch_size(value, "bertkit finetune", "--eval-batch-size"), "--eval-batch-size")
     check_batch_size(1, "bertkit eval")
 
@@ -50,29 +66,32 @@ def test_precision_is_a_known_one():
         check_precision(value)
 
 
-@pytest.mark.parametrize("family, field, value, flag", [
-    (InferenceOptions, "batch_size", 0, "--batch-size"),
-    (InferenceOptions, "precision", "fp8", "--precision"),
-    (InferenceOptions, "threads", 0, "--threads"),
-    (EmbeddingOptions, "max_length", 4, "--max-length"),
-    (EmbeddingOptions, "batch_size", -1, "--batch-size"),
-    (ProbeOptions, "max_length", 9000, "--max-length"),
-    (ProbeOptions, "batch_size", 0, "--batch-size"),
-    (ServeOptions, "batch_size", 0, "--batch-size"),
-    (ServeOptions, "max_inputs", 0, "--max-inputs"),
-    (ServeOptions, "max_request_bytes", 0, "--max-request-bytes"),
-    (ServeOptions, "max_wait_ms", float("nan"), "--max-wait-ms"),
-    (ServeOptions, "max_wait_ms", 10_001, "--max-wait-ms"),
-    (ExportOptions, "samples", 0, "--samples"),
-    (EvalOptions, "max_eval_samples", 0, "--max-eval-samples"),
-    (StreamOptions, "chunk_rows", 0, "--chunk-rows"),
-    (StreamOptions, "actors", 0, "--actors"),
-    (InspectOptions, "max_length", 0, "--max-length"),
-    (TrainConfig, "batch_size", 0, "--batch-size"),
-    (TrainConfig, "eval_batch_size", 0, "--eval-batch-size"),
-    (TrainConfig, "max_length", 4, "--max-length"),
-    (TrainConfig, "precision", "fp8", "--precision"),
-])
+@pytest.mark.parametrize(
+    "family, field, value, flag",
+    [
+        (InferenceOptions, "batch_size", 0, "--batch-size"),
+        (InferenceOptions, "precision", "fp8", "--precision"),
+        (InferenceOptions, "threads", 0, "--threads"),
+        (EmbeddingOptions, "max_length", 4, "--max-length"),
+        (EmbeddingOptions, "batch_size", -1, "--batch-size"),
+        (ProbeOptions, "max_length", 9000, "--max-length"),
+        (ProbeOptions, "batch_size", 0, "--batch-size"),
+        (ServeOptions, "batch_size", 0, "--batch-size"),
+        (ServeOptions, "max_inputs", 0, "--max-inputs"),
+        (ServeOptions, "max_request_bytes", 0, "--max-request-bytes"),
+        (ServeOptions, "max_wait_ms", float("nan"), "--max-wait-ms"),
+        (ServeOptions, "max_wait_ms", 10_001, "--max-wait-ms"),
+        (ExportOptions, "samples", 0, "--samples"),
+        (EvalOptions, "max_eval_samples", 0, "--max-eval-samples"),
+        (StreamOptions, "chunk_rows", 0, "--chunk-rows"),
+        (StreamOptions, "actors", 0, "--actors"),
+        (InspectOptions, "max_length", 0, "--max-length"),
+        (TrainConfig, "batch_size", 0, "--batch-size"),
+        (TrainConfig, "eval_batch_size", 0, "--eval-batch-size"),
+        (TrainConfig, "max_length", 4, "--max-length"),
+        (TrainConfig, "precision", "fp8", "--precision"),
+    ],
+)
 def test_each_family_refuses_a_bad_value_naming_its_flag(family, field, value, flag):
     required = {"input": "in.txt", "output": "out.npy", "text": "good"}
     names = {f for f in family.__dataclass_fields__}
