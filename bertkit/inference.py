@@ -39,28 +39,25 @@ def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = No
         from bertkit.probing.network import load_probe  # torch: loaded for a probe directory only
 
         return load_probe(model_dir, meta["probe"])
-    if hasattr(adapter, "scoring_network"):
-        return adapter.scoring_network(load_model(adapter.model_class, str(model_dir), str(model_dir)), tokenizer)
+    from bertkit.networks.recipes import scores_with_wrapper, scoring_network  # torch: when a model is loaded
+
+    spec = adapter.training_spec()
+    if scores_with_wrapper(spec):
+        return scoring_network(spec, load_model(adapter.model_class, str(model_dir), str(model_dir)), tokenizer)
     return None
 
 
 def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None,
           apply_tuned=False):
     """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
-    breakdown for the figures. ``apply_tuned``: the metrics are those at the tuned settings (the
-    task's options are left as they were)."""
+    breakdown for the figures. ``apply_tuned``: the metrics are those at the tuned settings (decoded
+    by a copy of the task with them: the task's own options are left as they were)."""
     outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
                            pad_token_id, description="eval", targets=adapter.targets)
     loss = outputs.pop("loss", None)
     tuned = adapter.tune(examples, features, outputs) if tune else {}
-    kept_options = dict(adapter.options)
-    if apply_tuned:
-        adapter.options.update(tuned)
-    try:
-        predictions = adapter.postprocess(examples, features, outputs)
-    finally:
-        adapter.options.clear()
-        adapter.options.update(kept_options)  # the same dict: a task's parts may hold it
+    decoder = adapter.with_options(tuned) if apply_tuned and tuned else adapter  # ``adapter`` stays as it is
+    predictions = decoder.postprocess(examples, features, outputs)
     metrics = adapter.metrics(examples, predictions)
     if loss is not None and "loss" not in metrics:  # the plain loss on these examples (HF's eval_loss)
         metrics["loss"] = loss

@@ -87,6 +87,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     adapter.max_length = choose_max_length(config.max_length, adapter.default_max_length, model_config, model)
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
+    from bertkit.networks import recipes
 
     engine = Engine(config.precision, config.seed, trackers,
                     str(logging_dir(output_path)) if trackers else None, threads=threads)
@@ -105,16 +106,18 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
 
-    trained = _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
-                     checkpoints, on_evaluation, keep_predictions=fold is not None)
-    network, report = adapter.finish_model(trained.network, model_ref, model), trained.report
+    spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
+    trained = _train(engine, adapter, spec, network, tokenizer, config, train_features, eval_examples,
+                     eval_features, checkpoints, on_evaluation, keep_predictions=fold is not None)
+    finished = recipes.finish_model(spec, trained.network, model_ref, model)
+    network, report, adapter = finished.model, trained.report, adapter.finished()
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     notices += _store_tuned(adapter, trained.tuned_of(best.get("metrics")), eval_source, config)
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=engine.runtime(config.precision), best_step=report.best_step,
                             resumed_from=report.resumed_from, notices=notices, before=trained.before,
-                            sections=adapter.directory_sections())
+                            sections=adapter.directory_sections(finished.facts))
     held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
     if fold:
         held_out = f"fold {fold[0] + 1} of {fold[1]} of the training data ({len(eval_examples)} examples)"
@@ -188,14 +191,18 @@ class _Trained:
         return next((p for m, _, _, p in self.evaluations if m is metrics), None)
 
 
-def _train(engine, adapter, network, tokenizer, config, train_features, eval_examples, eval_features,
+def _train(engine, adapter, spec, network, tokenizer, config, train_features, eval_examples, eval_features,
            checkpoints, on_evaluation=None, keep_predictions=False) -> _Trained:
-    """The engine's loop with the task's hooks: what it trains, how it collates, how it evaluates."""
+    """The engine's loop with what the task's TrainingSpec makes (bertkit/networks/recipes.py): what
+    it trains, how it collates, how it evaluates."""
+    from bertkit.networks import recipes
+
     evaluations = []
 
     def evaluate(current_model) -> dict:
         kept = {}
-        metrics, tuned = score(engine, adapter, adapter.evaluation_network(current_model, tokenizer, engine.unwrap),
+        evaluated = recipes.evaluation_network(spec, current_model, tokenizer, engine.unwrap)
+        metrics, tuned = score(engine, adapter, evaluated,
                                eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id,
                                tune=adapter.tunes_while_training, apply_tuned=adapter.tunes_while_training,
                                keep=kept)
@@ -204,14 +211,14 @@ def _train(engine, adapter, network, tokenizer, config, train_features, eval_exa
             on_evaluation(len(evaluations), metrics, adapter.main_metric)
         return metrics
 
-    network = adapter.training_network(network)
+    network = recipes.training_network(spec, network)
     before = {}
     if adapter.evaluate_before_training and eval_examples:
         before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
     network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
                                  evaluate if eval_examples else None, adapter.main_metric,
-                                 collate_fn=adapter.training_collator(tokenizer, config.seed),
+                                 collate_fn=recipes.training_collator(spec, tokenizer, config.seed),
                                  checkpoints=checkpoints, targets=adapter.targets,
                                  greater_is_better=adapter.greater_is_better)
     return _Trained(network, report, before, evaluations)

@@ -33,13 +33,11 @@ from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
 from bertkit.networks.collate import Collator
-from bertkit.networks import bind_task_parts
 from bertkit.networks.losses import evaluation_loss
 from bertkit.errors import BertkitError
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-bind_task_parts()  # the networks a task names (tasks/network_parts.py) resolve wherever an Engine runs
 
 
 class Engine:

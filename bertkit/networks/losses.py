@@ -1,5 +1,5 @@
 """The training loss with class weights or a focal term, and for float targets (regression,
-multi-label) always (bertkit/tasks/loss_options.py decides), and the evaluation loss.
+multi-label) always (bertkit/tasks/loss_options.py decides: a LossSpec), and the evaluation loss.
 
 ``TrainingLoss`` wraps a transformers model: the model runs without ``labels`` and the loss is
 computed here from its logits, in fp32 (bf16 training gives bf16 logits). transformers' own MSE and
@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.tasks import network_parts as parts
+from bertkit.tasks.loss_options import loss_spec
+from bertkit.tasks.training_spec import LossSpec
 
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 
@@ -103,6 +104,11 @@ def evaluation_loss(outputs, batch: dict, targets: dict):
     return target_loss(outputs["logits"].float(), batch["labels"], targets["labels"])
 
 
-# the names the torch-free tasks build these by (bertkit/tasks/network_parts.py)
-parts.TrainingLoss.bind(TrainingLoss)
-parts.set_head_bias.bind(set_head_bias)
+def with_loss(model: nn.Module, loss: LossSpec | None) -> nn.Module:
+    """``model`` wrapped to train with ``loss`` (a task's LossSpec), or ``model`` itself for None."""
+    return model if loss is None else TrainingLoss(model, loss.target, loss.class_weights, loss.focal_gamma)
+
+
+def loss_network(model: nn.Module, options: dict, target: str = "class") -> nn.Module:
+    """``model`` as it trains with a task's loss options (tasks/loss_options.py ``loss_spec``)."""
+    return with_loss(model, loss_spec(options, target))

@@ -28,8 +28,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 
 from bertkit.networks.collate import Collator
 from bertkit.errors import BertkitError
-from bertkit.tasks import network_parts as parts
-from bertkit.tasks.network_parts import MaskRule
+from bertkit.tasks.training_spec import MaskRule
 
 IGNORE = -100
 EVAL_SEED = 0  # fixed, so held-out scores of different runs and models use the same masks
@@ -174,10 +173,3 @@ def carry_base_pooler(masked_lm, model_ref: str, display_name: str) -> str:
     base.pooler = pooler.to(next(masked_lm.parameters()).device)
     return "kept from the base model (not trained: no NSP)"
 
-
-# the names tasks/mlm.py builds these by (it sits below networks: bertkit/tasks/network_parts.py)
-parts.MaskingCollator.bind(MaskingCollator)
-parts.VocabTables.bind(VocabTables)
-parts.MaskedLMTrainer.bind(MaskedLMTrainer)
-parts.MaskedLMScorer.bind(MaskedLMScorer)
-parts.carry_base_pooler.bind(carry_base_pooler)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from bertkit.data import readers
 from bertkit.data.registry import Source, load_hub_records
 from bertkit.errors import BertkitError
+from bertkit.tasks.training_spec import TrainingSpec
 
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
 # How the engine turns a target column of the features into a tensor (engine/batching.py):
@@ -113,8 +114,26 @@ class Task(ABC):
 
         return path.suffix.lower() not in STREAMED
 
+    # --- options of one run ------------------------------------------------------------------
+    def with_options(self, changes: dict) -> "Task":
+        """A new task: this one's with ``changes`` merged into its options (a None value removes
+        one). This task is left as it is, so a caller can decode at other settings for a moment."""
+        return type(self)(self.max_length, {**self.options, **changes}, self.labels)
+
+    def apply_options(self, given: dict | None, command: str) -> "Task":
+        """This model's task with the options given to ``command`` (eval, predict, serve) merged in,
+        checked once: every one must be the task's, and the result must fit this model."""
+        given = {k: v for k, v in (given or {}).items() if v is not None}
+        for key in sorted(set(given) - set(self.option_names)):
+            raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.name} model",
+                               f"drop that option (see `bertkit {command} --help`)")
+        task = self.with_options(given)
+        task.check_options()
+        return task
+
     def check_options(self) -> None:
-        """Fail when options given for this run (eval's, predict's) do not fit this model."""
+        """Fail when this task's options (eval's, predict's merged in) do not fit this model; a
+        hook of ``apply_options``, which callers use (a direct call still works)."""
 
     def check_predictable(self) -> None:
         """Fail when this model cannot predict (`predict`, `serve`), before anything is loaded."""
@@ -184,24 +203,19 @@ class Task(ABC):
         """(train, held-out) when no evaluation data is given; by default nothing is held out."""
         return examples, []
 
-    def training_collator(self, tokenizer, seed: int):
-        """A collator that makes the targets per batch (None: the engine's padding collator)."""
-        return None
+    def training_spec(self) -> TrainingSpec:
+        """What the model trains with, as plain data: bertkit/networks/recipes.py builds the modules
+        (the loss wrapper, the collator, the evaluation network, the model saved)."""
+        return TrainingSpec()
 
-    def training_network(self, model):
-        """The module the engine trains (a wrapper that computes the loss differently, or ``model``)."""
-        return model
+    def finished(self) -> "Task":
+        """The task as its model directory stores it once training is done (a regression whose
+        scaling the saved head now holds); by default this task itself."""
+        return self
 
-    def evaluation_network(self, model, tokenizer, unwrap):
-        """The module evaluation runs during training; ``unwrap`` removes the engine's wrappers."""
-        return model
-
-    def finish_model(self, trained, model_ref: str, display_name: str):
-        """The model to save from what ``training_network`` trained."""
-        return trained
-
-    def directory_sections(self) -> dict:
-        """Sections of bertkit.json this kind of directory adds (ModelMeta fields)."""
+    def directory_sections(self, finished: dict) -> dict:
+        """Sections of bertkit.json this kind of directory adds (ModelMeta fields); ``finished``: what
+        finishing the model did (networks/recipes.py ``Finished.facts``)."""
         return {}
 
     @classmethod

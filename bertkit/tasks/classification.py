@@ -14,7 +14,8 @@ from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
-from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_network, unwrap_loss, weigh_classes
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
+from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
 PAIR_TEXT_CANDIDATES = ("sentence1", "question1", "premise", "question", "text", "text_a", "#1 String")
@@ -197,16 +198,15 @@ class SingleSentenceTask(Task):
 
     _multi_label = property(lambda self: self.kind.target == "multi_hot")
 
-    def training_network(self, model):
+    def training_spec(self):
         bias = getattr(self, "_head_bias", None)
-        if bias is not None:
-            from bertkit.tasks.network_parts import set_head_bias
+        return TrainingSpec(loss=loss_spec(self.options, self.kind.target),
+                            head_bias=None if bias is None else tuple(float(b) for b in bias),
+                            target_scaling=self.kind.target_scaling())
 
-            set_head_bias(model, bias)
-        return loss_network(model, self.options, self.kind.target)
-
-    def finish_model(self, trained, model_ref, display_name):
-        return self.kind.finish_model(unwrap_loss(trained))
+    def finished(self):
+        changes = self.kind.finished_options()
+        return self.with_options(changes) if changes else self
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
         """Indices of the rows that lost tokens: only rows that came out at exactly max_length can

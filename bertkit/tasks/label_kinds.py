@@ -96,9 +96,13 @@ class LabelKind:
         """The output bias a fresh head starts from, given the training targets (None: as loaded)."""
         return None
 
-    def finish_model(self, model):
-        """The trained model as it is saved (regression folds its target scaling into the head)."""
-        return model
+    def target_scaling(self) -> tuple | None:
+        """(mean, std) of the targets trained on, which the saved head takes in (None: unscaled)."""
+        return None
+
+    def finished_options(self) -> dict:
+        """Changes to the task's options once training is done (None removes one)."""
+        return {}
 
     def card_text(self, text):
         """The task's model-card text (a CardText) as this kind changes it: what it predicts, its snippet."""

@@ -2,7 +2,7 @@
 
 The HF Trainer has no class-weight option (transformers#7024, #9625): users subclass
 ``compute_loss``. Here a task that has classes (cls and pair with one or several labels, ner)
-declares these options and trains through ``networks.losses.TrainingLoss`` when one is set;
+declares these options and trains through ``networks.losses.TrainingLoss`` (a ``LossSpec``) when one is set;
 without them the model's own loss runs, unchanged.
 
 ``auto`` weights: for one label per row (and per token, -100 ignored), scikit-learn's "balanced"
@@ -23,6 +23,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.training_spec import LossSpec
 
 LOSSES = ("cross-entropy", "focal")
 CLASS_WEIGHTS = TaskOption("class_weights", str, "auto (inverse frequency), none, or a JSON file {label: weight}.",
@@ -101,21 +102,12 @@ def weigh_classes(options: dict, counts, labels: list, multi_label: bool, exampl
     return weights_notice(weights, labels, options["class_weights"], multi_label)
 
 
-def loss_network(model, options: dict, target: str = "class"):
-    """``model`` wrapped to train with the stored weights or the focal loss, or with float targets
-    (``target`` "float" or "multi_hot": the loss in fp32, networks/losses.py says why); ``model``
-    itself for plain classes (its own loss: the plain, fastest path)."""
+def loss_spec(options: dict, target: str = "class") -> LossSpec | None:
+    """The loss to train with: the stored weights or the focal loss, or float targets (``target``
+    "float" or "multi_hot": the loss in fp32, networks/losses.py says why); None for plain classes
+    (the model's own loss: the plain, fastest path)."""
     weights = options.get(WEIGHT_VALUES.name)
     gamma = float(options.get("focal_gamma") or FOCAL_GAMMA.default) if options.get("loss") == "focal" else 0.0
     if weights is None and not gamma and target == "class":
-        return model
-    from bertkit.tasks.network_parts import TrainingLoss
-
-    return TrainingLoss(model, target, weights, gamma)
-
-
-def unwrap_loss(trained):
-    """The task model inside a ``loss_network`` wrapper (what is saved)."""
-    from bertkit.tasks.network_parts import TrainingLoss
-
-    return trained.model if isinstance(trained, TrainingLoss) else trained
+        return None
+    return LossSpec(target, tuple(weights) if weights is not None else None, gamma)

@@ -4,7 +4,7 @@ Input: a text file (one line of text per line; documents separated by blank line
 records with a ``text`` field (one document each). ``preprocess`` packs each document's lines,
 in order, into blocks of ``max_length`` tokens ([CLS] ... [SEP]); a block never spans two
 documents, and only a document's last block is shorter. Masking happens later, per batch, in the
-collator (see ``bertkit/masking.py``), so every epoch sees different masks.
+collator (see ``bertkit/networks/masking.py``), so every epoch sees different masks.
 
 An example is a document; ``postprocess`` sums its blocks' loss, chosen-token count and correct
 predictions, and ``metrics`` reports held-out ``loss`` (mean cross-entropy per chosen token),
@@ -28,6 +28,7 @@ from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, Task, TaskOption
+from bertkit.tasks.training_spec import MASKED_LM, MaskRule, TrainingSpec
 
 TEXT_FIELDS = ("text", "content", "document", "context")
 FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL records with a 'text' field"
@@ -57,8 +58,6 @@ class MaskedLMTask(Task):
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
-        from bertkit.tasks.network_parts import MaskRule
-
         self.rule = MaskRule(self.options.get("mask_rate", 0.15), self.options.get("mask_token_share", 0.8),
                              self.options.get("random_token_share", 0.1),
                              bool(self.options.get("whole_word_masking", False))).validate()
@@ -123,43 +122,16 @@ class MaskedLMTask(Task):
             raise BertkitError("--eval-share must be in [0, 1) (0: no held-out evaluation)", "e.g. --eval-share 0.1")
         return hold_out_documents(examples, share, seed, where) if share > 0 else (examples, [])
 
-    def training_collator(self, tokenizer, seed):
-        return self.collator(tokenizer, seed)
+    def training_spec(self):
+        return TrainingSpec(MASKED_LM, mask_rule=self.rule)
 
-    def training_network(self, model):
-        from bertkit.tasks.network_parts import MaskedLMTrainer
-
-        return MaskedLMTrainer(model)
-
-    def evaluation_network(self, model, tokenizer, unwrap):
-        # the held-out text is masked by the scorer itself, which shares the weights being trained
-        return self.scoring_network(unwrap(model).model, tokenizer)
-
-    def finish_model(self, trained, model_ref, display_name):
-        from bertkit.tasks.network_parts import carry_base_pooler
-
-        self.pooler_note = carry_base_pooler(trained.model, model_ref, display_name)
-        return trained.model
-
-    def directory_sections(self):
+    def directory_sections(self, finished):
         return {"pretraining": {
             "objective": "masked LM",
             "mask_rate": self.rule.rate, "mask_token_share": self.rule.mask_share,
             "random_token_share": self.rule.random_share, "whole_word_masking": self.rule.whole_word,
             "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
-            "pooler": getattr(self, "pooler_note", None)}}
-
-    def collator(self, tokenizer, seed: int):
-        from bertkit.tasks.network_parts import MaskingCollator, VocabTables
-
-        tables = VocabTables.from_tokenizer(tokenizer, self.rule.whole_word)
-        return MaskingCollator(tokenizer.pad_token_id, self.rule, tables, seed)
-
-    def scoring_network(self, model, tokenizer):
-        """What eval runs instead of the bare model (see ``bertkit.networks.probe_head.inference_network``)."""
-        from bertkit.tasks.network_parts import MaskedLMScorer, VocabTables
-
-        return MaskedLMScorer(model, self.rule, VocabTables.from_tokenizer(tokenizer, self.rule.whole_word))
+            "pooler": finished.get("pooler")}}
 
     def postprocess(self, examples, features, outputs):
         totals = np.zeros((len(examples), 3))

@@ -75,7 +75,7 @@ class QuestionAnsweringTask(Task):
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
-        self._check_options()
+        self.check_options()
         self._decoded = None  # (outputs, settings, decodings): tune() and postprocess() share one decode
 
     # --- settings ---------------------------------------------------------------------------
@@ -93,7 +93,12 @@ class QuestionAnsweringTask(Task):
         state["options"] = {k: v for k, v in state["options"].items() if k != "strict"}
         return state
 
-    def _check_options(self) -> None:
+    def with_options(self, changes):
+        task = super().with_options(changes)
+        task._decoded = self._decoded  # keyed by the settings it decoded with: shared safely, decoded once
+        return task
+
+    def check_options(self) -> None:
         for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
             if key in self.options and int(self.options[key]) < lowest:
                 raise BertkitError(f"--{key.replace('_', '-')} must be at least {lowest}, got {self.options[key]}",
@@ -114,7 +119,6 @@ class QuestionAnsweringTask(Task):
         return self.from_records(records, source, purpose, hub=True)
 
     def from_records(self, records, source, purpose, hub=False):
-        self._check_options()  # predict sets n_best after construction: fail before loading the model
         examples = to_examples(records, source.description, need_answers=purpose != PREDICT)
         if purpose != PREDICT and self.options.get("strict"):
             error = bad_start_error(examples, source.description)

@@ -49,7 +49,7 @@ class Regression(LabelKind):
         if len(set(labels)) < 2:
             raise BertkitError(f"every training label is {labels[0]:g}: there is nothing to learn",
                                "give rows with different scores")
-        if self.options.get("scale_targets"):  # trained on (y - mean) / std; finish_model undoes it in the head
+        if self.options.get("scale_targets"):  # trained on (y - mean) / std; the saved head undoes it
             self.options[SCALING] = {"mean": float(np.mean(labels)), "std": float(np.std(labels)) or 1.0}
         return None  # one output, no label names
 
@@ -57,19 +57,15 @@ class Regression(LabelKind):
         scaling = self.options.get(SCALING)
         return (float(label) - scaling["mean"]) / scaling["std"] if scaling else float(label)
 
-    def finish_model(self, model):
-        """Fold the target scaling into the output layer (w' = std w, b' = std b + mean), so the saved
-        directory predicts the original scale in plain transformers too."""
-        scaling = self.options.pop(SCALING, None)
-        if scaling:
-            import torch
+    def target_scaling(self):
+        scaling = self.options.get(SCALING)
+        return (scaling["mean"], scaling["std"]) if scaling else None
 
-            head = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1][-1]
-            with torch.no_grad():
-                head.weight.mul_(scaling["std"])
-                head.bias.mul_(scaling["std"]).add_(scaling["mean"])
-            self.options["scaled_targets"] = scaling  # a record of what training did (not applied again)
-        return model
+    def finished_options(self):
+        """The saved head predicts the original scale (networks/recipes.py folds the scaling into it:
+        w' = std w, b' = std b + mean), so the scaling is not applied again; kept as a record."""
+        scaling = self.options.get(SCALING)
+        return {SCALING: None, "scaled_targets": scaling} if scaling else {}
 
     def head_bias(self, targets):
         """The training targets' mean (0 with --scale-targets): the head starts at the best constant

@@ -32,7 +32,8 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN, TOKEN_CLASS, Task, TaskOption
-from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_network, unwrap_loss, weigh_classes
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
+from bertkit.tasks.training_spec import TrainingSpec
 from bertkit.tasks.word_windows import encode_words, window_features
 
 TEXT_CANDIDATES = ("text", "sentence")
@@ -202,11 +203,8 @@ class TaggingTask(Task):
             self.stats["notices"] = self.stats.get("notices", []) + ([weighed] if weighed else [])
         return features
 
-    def training_network(self, model):
-        return loss_network(model, self.options)
-
-    def finish_model(self, trained, model_ref, display_name):
-        return unwrap_loss(trained)
+    def training_spec(self):
+        return TrainingSpec(loss=loss_spec(self.options))
 
     def postprocess(self, examples, features, outputs):
         predicted: list[list] = [[None] * len(ex["tokens"]) for ex in examples]

@@ -29,9 +29,9 @@ LAYERS = (
     ("options", "config"),  # every command's options (they check threads with the engine's rule)
     ("engine",),  # the training and inference loops (Accelerate); it gets the options' values
     ("model_dir",),  # the model directory: bertkit.json, its files, what bertkit may replace
-    ("networks",),  # torch modules around an encoder; they bind the parts tasks name
+    ("networks",),  # torch modules around an encoder; they build what a task's TrainingSpec says
     ("models",),  # --model: resolve, load config, tokenizer and weights
-    ("tasks",),  # task adapters, torch-free: they name their torch parts (tasks/network_parts.py)
+    ("tasks",),  # task adapters, torch-free: they say what they train with (tasks/training_spec.py)
     ("data", "decoding", "metrics"),  # readers, decoders, scores: torch-free
     ("hub", "errors", "bertkit"),
 )
@@ -184,26 +184,27 @@ def test_the_top_level_is_short():
     assert len(flat) <= MAX_FLAT_MODULES, flat
 
 
-def test_every_part_a_task_names_is_bound_by_networks():
-    """Tasks sit below networks and name the torch parts they train with (tasks/network_parts.py);
-    ``bind_task_parts`` (the engine calls it) binds each one to the networks' class or function of
-    its name, and a part then answers calls, attributes and isinstance as that class does."""
-    from bertkit.networks import bind_task_parts
-    from bertkit.tasks import network_parts
+def test_tasks_declare_what_they_train_with_and_networks_build_it():
+    """Tasks sit below networks: a task says what it trains with as a frozen value (a TrainingSpec,
+    tasks/training_spec.py) and networks/recipes.py builds the torch modules from it. Every recipe a
+    spec can name has its builder there, and no task module holds anything bound at import time."""
+    import dataclasses
 
-    bind_task_parts()
-    parts = {name: part for name, part in vars(network_parts).items() if isinstance(part, network_parts.Part)}
-    assert len(parts) >= 7
-    assert {name: getattr(part.target, "__name__", None) for name, part in parts.items()} == {n: n for n in parts}
-    assert network_parts.VocabTables.from_tokenizer == parts["VocabTables"].target.from_tokenizer
-    assert not isinstance(object(), network_parts.TrainingLoss)
-    unbound = network_parts.Part("Nothing")
-    try:
-        unbound(1)
-    except RuntimeError as exc:
-        assert "Nothing" in str(exc) and "bind_task_parts" in str(exc)
-    else:
-        raise AssertionError("an unbound part was called")
+    from bertkit.networks import recipes
+    from bertkit.tasks import training_spec
+    from bertkit.tasks.classification import SingleSentenceTask
+    from bertkit.tasks.mlm import MaskedLMTask
+    from bertkit.tasks.tagging import TaggingTask
+
+    named = {value for key, value in vars(training_spec).items() if key.isupper() and isinstance(value, str)}
+    assert named == set(recipes.RECIPES)
+    specs = [SingleSentenceTask().training_spec(), TaggingTask(options={"loss": "focal"}).training_spec(),
+             MaskedLMTask().training_spec()]
+    assert all(dataclasses.is_dataclass(spec) and spec.__dataclass_params__.frozen for spec in specs)
+    assert [spec.recipe for spec in specs] == [training_spec.FINE_TUNE] * 2 + [training_spec.MASKED_LM]
+    assert specs[0].loss is None and specs[1].loss.focal_gamma == 2.0 and specs[2].mask_rule.rate == 0.15
+    assert not any(callable(value) and type(value).__module__ == training_spec.__name__
+                   for value in vars(training_spec).values() if not isinstance(value, type))
 
 
 def long_functions() -> dict[str, int]:

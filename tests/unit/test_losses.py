@@ -109,7 +109,7 @@ def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_be
     from transformers import AutoModelForSequenceClassification
 
     from bertkit.networks.losses import TrainingLoss
-    from bertkit.tasks.loss_options import loss_network
+    from bertkit.networks.losses import loss_network
 
     labels = 1 if problem == "regression" else 3
     torch.manual_seed(0)

@@ -1,0 +1,128 @@
+"""A task's TrainingSpec (plain data, bertkit/tasks/training_spec.py) made into torch modules.
+
+Tasks say what they train with; this module, which owns the torch classes, builds it: the module
+the engine trains, the collator that makes each batch, the module evaluation runs, and the model
+saved when training is done. One recipe per kind of training, each a small class of four builders;
+``RECIPES`` maps the spec's ``recipe`` name to it (a new kind of training adds one entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
+from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
+from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, TrainingSpec
+
+
+@dataclass
+class Finished:
+    """The model to save, and what finishing it did that the model directory records."""
+
+    model: nn.Module
+    facts: dict = field(default_factory=dict)
+
+
+class FineTune:
+    """The model's own forward; a loss wrapper when the spec's loss is not the model's own."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        if spec.head_bias is not None:
+            set_head_bias(model, spec.head_bias)
+        return with_loss(model, spec.loss)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        return None  # the engine's padding collator
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        return None  # the bare model
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return model  # a loss wrapper returns the model's own outputs
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        model = trained.model if isinstance(trained, TrainingLoss) else trained
+        if spec.target_scaling is not None:
+            fold_scaling(model, *spec.target_scaling)
+        return Finished(model)
+
+
+class MaskedLM:
+    """Masked-LM pre-training: batches masked in the collator, a trainer that reads only the chosen
+    positions, and a scorer that masks held-out text itself (Engine.infer hands it token ids only)."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        return MaskedLMTrainer(model)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        tables = VocabTables.from_tokenizer(tokenizer, spec.mask_rule.whole_word)
+        return MaskingCollator(tokenizer.pad_token_id, spec.mask_rule, tables, seed)
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        return MaskedLMScorer(model, spec.mask_rule, VocabTables.from_tokenizer(tokenizer, spec.mask_rule.whole_word))
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        # the held-out text is masked by the scorer itself, which shares the weights being trained
+        return MaskedLM.scoring_network(spec, unwrap(model).model, tokenizer)
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        return Finished(trained.model, {"pooler": carry_base_pooler(trained.model, model_ref, display_name)})
+
+
+RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM}
+
+
+def recipe(spec: TrainingSpec):
+    return RECIPES[spec.recipe]
+
+
+def training_network(spec: TrainingSpec, model):
+    """The module the engine trains (a wrapper that computes the loss differently, or ``model``)."""
+    return recipe(spec).training_network(spec, model)
+
+
+def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+    """A collator that makes the targets per batch (None: the engine's padding collator)."""
+    return recipe(spec).training_collator(spec, tokenizer, seed)
+
+
+def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+    """The module evaluation runs during training; ``unwrap`` removes the engine's wrappers."""
+    return recipe(spec).evaluation_network(spec, model, tokenizer, unwrap)
+
+
+def scoring_network(spec: TrainingSpec, model, tokenizer):
+    """What eval runs on a saved model instead of the bare model (None: the model itself)."""
+    return recipe(spec).scoring_network(spec, model, tokenizer)
+
+
+def scores_with_wrapper(spec: TrainingSpec) -> bool:
+    """Whether eval scores a saved model through ``scoring_network`` (so it loads the model for it)."""
+    return recipe(spec) is not FineTune
+
+
+def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+    """The model to save from what ``training_network`` trained, and what finishing it did."""
+    return recipe(spec).finish(spec, trained, model_ref, display_name)
+
+
+def fold_scaling(model, mean: float, std: float) -> None:
+    """Fold a regression's target scaling into its output layer (w' = std w, b' = std b + mean), so
+    the saved directory predicts the original scale in plain transformers too."""
+    head = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == 1][-1]
+    with torch.no_grad():
+        head.weight.mul_(std)
+        head.bias.mul_(std).add_(mean)

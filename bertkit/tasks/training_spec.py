@@ -1,0 +1,59 @@
+"""What a task trains with, as plain data: the networks layer (bertkit/networks/recipes.py) builds
+the torch modules from it.
+
+A task decides how its model trains (its loss and the options of that loss, the output bias its
+training data taught, the masking rule of masked-LM pre-training) but sits below
+``bertkit.networks`` and stays torch-free. So it says so in a ``TrainingSpec``, a frozen value; the
+caller (bertkit/api/finetuning.py, bertkit/inference.py) hands that value to the networks layer,
+which owns every torch class. Nothing here is bound or imported upwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bertkit.errors import BertkitError
+
+# How the model trains and scores: the plain fine-tuning loop (the model's own forward, perhaps a
+# loss wrapper), or masked-LM pre-training (a masking collator, a trainer and a scorer of masked text).
+FINE_TUNE, MASKED_LM = "fine-tune", "masked-lm"
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """BERT's masking rule (networks/masking.py applies it): ``rate`` of the tokens are chosen; of
+    those ``mask_share`` become [MASK], ``random_share`` a random token, the rest stay."""
+
+    rate: float = 0.15
+    mask_share: float = 0.8
+    random_share: float = 0.1
+    whole_word: bool = False
+
+    def validate(self) -> "MaskRule":
+        if not 0 < self.rate < 1:
+            raise BertkitError(f"--mask-rate {self.rate} must be between 0 and 1", "BERT used 0.15")
+        if self.mask_share < 0 or self.random_share < 0 or self.mask_share + self.random_share > 1:
+            raise BertkitError("--mask-token-share and --random-token-share must be >= 0 and add up to at most 1 "
+                               "(the rest of the chosen tokens stay unchanged)", "BERT used 0.8 and 0.1")
+        return self
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A loss computed outside the model (networks/losses.py ``TrainingLoss``): for a target kind
+    (base.CLASS, TOKEN_CLASS, FLOAT, MULTI_HOT), with class weights and a focal term."""
+
+    target: str = "class"
+    class_weights: tuple | None = None  # one per label (multi-label: pos_weight), None: unweighted
+    focal_gamma: float = 0.0  # 0: plain cross-entropy
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """Everything the networks layer needs to train, evaluate and finish a task's model."""
+
+    recipe: str = FINE_TUNE
+    loss: LossSpec | None = None  # None: the model's own loss (the plain, fastest path)
+    head_bias: tuple | None = None  # the output bias a fresh head starts from (what the data taught)
+    target_scaling: tuple | None = None  # (mean, std) trained on, folded into the head when training is done
+    mask_rule: MaskRule | None = None  # MASKED_LM: how tokens are chosen and replaced
