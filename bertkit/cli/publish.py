@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices
-from bertkit.cli.options import ModelDir
+from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
+from bertkit.options import PushOptions
 
 
 @app.command()
@@ -24,19 +23,13 @@ def report(model_dir: ModelDir):
     echo_notices(drawn)
 
 
-@app.command()
-def push(
-    model_dir: ModelDir,
-    repo: Annotated[
-        str, typer.Option(help="Hub repository id: NAME or OWNER/NAME (created if missing).", show_default=False)
-    ],
-    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
-    token: Annotated[
-        Optional[str], typer.Option(help="Hub token; default: the one `hf auth login` saved.", show_default=False)
-    ] = None,
-):
+def push(model_dir: str, **values):
     """Upload the model directory (weights, tokenizer, model card, figures) to the Hugging Face Hub."""
     from bertkit.api.publishing import push as run_push
 
-    result = run_push(model_dir, repo, private=private, token=token)
+    options = chosen(values, PushOptions).validate()
+    result = run_push(model_dir, options.repo, private=options.private, token=options.token)
     typer.echo(f"pushed to {result['url']}")
+
+
+app.command("push")(command(push, from_dataclass(PushOptions), (positional("model_dir", ModelDir),)))

@@ -6,8 +6,10 @@ registered tasks' ``TaskOption``s. Nothing here imports torch.
 - base.py: the field helper, the panels, the shared defaults, one check per rule, the run directory
 - training.py: finetune, tune, pretrain (TrainConfig, RunOptions, RepeatOptions, TuneOptions)
 - inference.py: eval, predict, embed, probe, serve, export, inspect
+- publishing.py: push
 """
 
 from bertkit.options.base import *  # noqa: F401,F403
 from bertkit.options.inference import *  # noqa: F401,F403
+from bertkit.options.publishing import *  # noqa: F401,F403
 from bertkit.options.training import *  # noqa: F401,F403
