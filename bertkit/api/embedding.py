@@ -130,7 +130,8 @@ def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, f
         text_col = pick_column(names, columns.text, TEXT_CANDIDATES, "text", "--text-column", where)
         pair_col = columns.pair if columns.fixed else (columns.pair or ("text_pair" if "text_pair" in names else None))
         if pair_col and pair_col not in names and not columns.fixed:
-            raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column", f"columns found: {', '.join(names)}")
+            raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column",
+                               f"columns found: {', '.join(names)}")
         rows = [{"text": readers.text_value(r, text_col, row, where),
                  "text_pair": readers.text_value(r, pair_col, row, where) if pair_col else None}
                 for row, r in enumerate(records, first_row + 1)]

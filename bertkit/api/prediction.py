@@ -122,7 +122,8 @@ class Predictor:
         its runtime computes in); empty before loading."""
         runtime = getattr(self.engine, "runtime", None)
         if callable(runtime):  # torch
-            return {**runtime(self.precision), **({"backend_reason": self.backend_reason} if self.backend_reason else {})}
+            reason = {"backend_reason": self.backend_reason} if self.backend_reason else {}
+            return {**runtime(self.precision), **reason}
         if self.engine is None:
             return {}
         return {"precision": self.engine.precision, "backend": self.backend, "backend_reason": self.backend_reason}

@@ -112,7 +112,7 @@ def stream_chunks(stream: InputStream, pipeline: Pipeline, sink: Sink, target: P
     if target is None and resume:
         raise BertkitError("--resume needs --output FILE", "standard output cannot be resumed")
     output = _Stdout(sink) if target is None else _Parts(stream, sink, target, settings, resume)
-    progress = Progress(label, total, quiet)
+    progress = Progress(label, total, quiet, stream.estimated_rows)
     progress.start(output.summary.rows)
     writes = None if callable(writer) else writer
     try:
@@ -256,7 +256,8 @@ def _resumable(work: Path, record: dict, stream: InputStream) -> dict:
     try:
         saved = json.loads((work / PROGRESS).read_text())
     except (OSError, ValueError) as exc:
-        raise BertkitError(f"{work / PROGRESS} is unreadable ({exc})", f"remove {work} and run without --resume") from exc
+        raise BertkitError(f"{work / PROGRESS} is unreadable ({exc})",
+                           f"remove {work} and run without --resume") from exc
     if saved.get("input") != record["input"]:
         raise BertkitError(f"--resume: the input changed since the unfinished run in {work} (size or time)",
                            "rerun without --resume (the earlier parts are discarded), or restore the input")
@@ -278,10 +279,11 @@ def _to_stdout(text: str) -> None:
 
 
 class Progress:
-    """One stderr line per chunk: rows done, rows per second and, with a known total, an ETA."""
+    """One stderr line per chunk: rows done, rows per second and, with a known or estimated total
+    (``estimate()``: from the bytes read, '~' marks it), an ETA."""
 
-    def __init__(self, label: str, total: int | None, quiet: bool):
-        self.label, self.total, self.quiet = label, total, quiet
+    def __init__(self, label: str, total: int | None, quiet: bool, estimate: Callable[[], int | None] = lambda: None):
+        self.label, self.total, self.quiet, self.estimate = label, total, quiet, estimate
         self.started, self.first = time.perf_counter(), 0
 
     def start(self, done: int) -> None:
@@ -297,12 +299,15 @@ class Progress:
         if self.quiet:
             return
         rate = (done - self.first) / max(self.elapsed(), 1e-9)
+        total, about = self.total, ""
+        if total is None and self.estimate() is not None:
+            total, about = max(self.estimate(), done), "~"
         line = f"{self.label}: {done:,} rows"
-        if self.total:
-            line += f" of {self.total:,} ({100 * done / self.total:.1f}%)"
+        if total:
+            line += f" of {about}{total:,} ({100 * done / total:.1f}%)"
         line += f", {rate:,.0f} rows/s"
-        if self.total and rate > 0 and done < self.total:
-            line += f", ETA {_duration((self.total - done) / rate)}"
+        if total and rate > 0 and done < total:
+            line += f", ETA {_duration((total - done) / rate)}"
         print(line, file=sys.stderr, flush=True)
 
 

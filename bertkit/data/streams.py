@@ -23,6 +23,7 @@ from bertkit.data import readers
 from bertkit.errors import BertkitError
 
 STREAMED = (".jsonl", ".csv", ".tsv", ".txt", ".parquet")
+TEXT_STREAMED = (".jsonl", ".csv", ".tsv", ".txt")
 SHARD_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt")
 
 
@@ -39,6 +40,10 @@ class InputStream:
         self.spec = spec
         self.stdin = spec == "-"
         self.paths = [] if self.stdin else shard_paths(spec)
+        self.rows_read = 0  # rows read so far, for ``estimated_rows``
+        self._bytes_before = 0  # sizes of the shards read to their end
+        self._position = None  # where the text shard being read is, in bytes
+        self._size: int | None = None  # of all shards, once asked
 
     @property
     def description(self) -> str:
@@ -53,6 +58,22 @@ class InputStream:
     def streams(self, path: Path, whole_needed) -> bool:
         return _suffix(path) in STREAMED and not (whole_needed and whole_needed(path))
 
+    def estimated_rows(self) -> int | None:
+        """The input's rows, estimated from the rows and bytes read so far: for the progress of an
+        input whose size in rows only a second pass would tell (text shards; None for others)."""
+        if self.stdin or not self.rows_read or any(_suffix(p) not in TEXT_STREAMED for p in self.paths):
+            return None
+        try:
+            read = self._bytes_before + (self._position() if self._position else 0)
+        except ValueError:  # the shard just closed
+            return None
+        if self._size is None:
+            self._size = sum(path.stat().st_size for path in self.paths)
+        return round(self.rows_read * self._size / read) if read else None
+
+    def _follow(self, handle) -> None:
+        self._position = handle.buffer.tell  # the decoder's read-ahead: a few KiB past the last row
+
     def records(self, whole_needed=None, read_whole=None) -> Iterator[tuple[int, object, str, bool]]:
         """(row number from 1, record, where, is_example) for every row of every shard, in order.
         ``whole_needed(path)``: the task must read that file itself; ``read_whole(path)`` does so."""
@@ -62,14 +83,16 @@ class InputStream:
         row = 0
         for path in self.paths:
             if self.streams(path, whole_needed):
-                source = _file_records(path)
+                source = _file_records(path, self._follow)
                 is_example = False
             else:
                 source = enumerate((read_whole or (lambda p: readers.read_records(p)))(path), 1)
                 is_example = read_whole is not None
             for _, record in source:
                 row += 1
+                self.rows_read = row
                 yield row, record, str(path), is_example
+            self._bytes_before, self._position = self._bytes_before + path.stat().st_size, None
 
     def chunks(self, rows: int | None, skip: int = 0, whole_needed=None, read_whole=None) -> Iterator[Chunk]:
         """Chunks of ``rows`` records (None: one chunk of everything), after the first ``skip``."""
@@ -78,7 +101,8 @@ class InputStream:
             if number <= skip:
                 continue
             if not buffer:
-                start, where = number - 1, path if number == 1 or len(self.paths) > 1 else f"{path} (rows from {number})"
+                start = number - 1
+                where = path if number == 1 or len(self.paths) > 1 else f"{path} (rows from {number})"
             buffer.append(record)
             if rows is not None and len(buffer) >= rows:
                 yield Chunk(start, buffer, where, is_example)
@@ -127,9 +151,10 @@ def _suffix(path: Path) -> str:
     return path.suffix.lower()
 
 
-def _file_records(path: Path) -> Iterator[tuple[int, dict]]:
+def _file_records(path: Path, opened=None) -> Iterator[tuple[int, dict]]:
+    """``opened(handle)``: called with a text file's handle once it is open."""
     suffix, count = _suffix(path), 0
-    source = _parquet(path) if suffix == ".parquet" else _text_records(path, suffix)
+    source = _parquet(path) if suffix == ".parquet" else _text_records(path, suffix, opened)
     try:
         for count, (number, record) in enumerate(source, 1):
             yield number, record
@@ -188,8 +213,10 @@ def _bad_line(path: Path) -> int | None:
     return None
 
 
-def _text_records(path: Path, suffix: str) -> Iterator[tuple[int, dict]]:
+def _text_records(path: Path, suffix: str, opened=None) -> Iterator[tuple[int, dict]]:
     with open(path, encoding="utf-8-sig", newline="") as handle:
+        if opened:
+            opened(handle)
         yield from _parse_lines(_lines(handle, str(path), located=True), suffix, str(path))
 
 

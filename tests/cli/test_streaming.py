@@ -258,7 +258,8 @@ def test_one_predict_reads_its_input_once_and_bertkit_json_once(trained, tmp_pat
     assert opened == {source.resolve(): 1}
     assert meta_reads == [model.resolve()]
     assert len(read_jsonl(tmp_path / "p.jsonl")) == ROWS
-    assert "predict: 1,037 rows of 1,037 (100.0%)" in err  # the last chunk still knows the total
+    assert "predict: 100 rows of ~" in err and "ETA" in err  # the total estimated from the bytes read
+    assert "predict: 1,037 rows of 1,037 (100.0%)" in err  # the last chunk knows the total
 
 
 def test_one_embed_reads_its_input_once(tiny_bert, tmp_path, run_cli, monkeypatch):
