@@ -157,3 +157,13 @@ def test_registered_tasks_declare_each_command_flag_once():
         for name in list(TASKS):
             for declared in get_task_class(name).options_for(command):
                 assert seen.setdefault(declared.name, declared) == declared, (command, declared.name)
+
+
+def test_actors_given_without_ray_is_refused_whatever_its_value():
+    """--actors 2 (the default's value) is as much a given flag as --actors 3."""
+    from bertkit.cli.on_ray import check_ray_flags
+
+    check_ray_flags(StreamOptions())
+    for actors in (2, 3):
+        fails(lambda actors=actors: check_ray_flags(StreamOptions(actors=actors)), "--actors needs --ray")
+    check_ray_flags(StreamOptions(ray=True, actors=2))
