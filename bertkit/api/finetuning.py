@@ -21,6 +21,7 @@ from bertkit.data.folds import split_fold
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
+from bertkit.tasks.learned import Examples, seen_in, stats_of
 
 
 @dataclass
@@ -80,7 +81,7 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
                        "at step 0")
-    train_examples, eval_examples, held = _read_examples(adapter, train_source, eval_source, config, fold)
+    adapter, train_examples, eval_examples, held = _read_examples(adapter, train_source, eval_source, config, fold)
 
     model_ref = resolve_model(model)
     model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
@@ -98,10 +99,10 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     network = speed_up(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
     _for_training(network, config)
     train_features = adapter.preprocess(train_examples, tokenizer, train=True)
-    preprocessing = {"train": dict(adapter.stats), "train_features": len(train_features)}
+    preprocessing = {"train": stats_of(train_features), "train_features": len(train_features)}
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
     if eval_examples:
-        preprocessing["eval"] = dict(adapter.stats)
+        preprocessing["eval"] = stats_of(eval_features)
     if checkpoints is not None:
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
@@ -156,22 +157,24 @@ def _store_tuned(adapter, tuned: dict, eval_source, config: TrainConfig) -> list
             "dev data that chose it flatters it a little: score a test split with `bertkit eval DIR --split test`)"]
 
 
-def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple[list, list, list]:
-    """(train, eval, the eval examples' rows in the data when a fold is held out); labels are
-    fitted on the training examples (every fold's) before eval is checked."""
-    train_examples, eval_examples = adapter.read(train_source, TRAIN), []
+def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
+    """(the task as trained, train, eval, the eval examples' rows in the data when a fold is held
+    out). Reading changes nothing; what the training examples (every fold's) teach is fitted and
+    applied here, before the eval data is read (in the layout training learned) and checked."""
+    read = adapter.read(train_source, TRAIN)
+    seen, train_examples, eval_examples = seen_in(read), read, []
     if fold:
-        train_examples = _first(train_examples, config.max_train_samples)
-        adapter.fit_labels(train_examples)
-        return split_fold(adapter, train_examples, fold, config.seed)
+        train_examples = _first(read, config.max_train_samples)
+        adapter = adapter.with_learned(adapter.fit(train_examples, seen))
+        return (adapter, *split_fold(adapter, train_examples, fold, config.seed))
     if eval_source is None:  # a task may hold out part of its training data (masked LM: whole documents)
-        train_examples, eval_examples = adapter.split_held_out(train_examples, config.seed, train_source.description)
+        train_examples, eval_examples = adapter.split_held_out(read, config.seed, train_source.description)
     train_examples = _first(train_examples, config.max_train_samples)
-    adapter.fit_labels(train_examples)
+    adapter = adapter.with_learned(adapter.fit(train_examples, seen))
     if eval_source is not None:
         eval_examples = _first(adapter.read(eval_source, EVAL), config.max_eval_samples)
         adapter.check_eval_examples(eval_examples, eval_source)
-    return train_examples, _first(eval_examples, config.max_eval_samples), []
+    return adapter, train_examples, _first(eval_examples, config.max_eval_samples), []
 
 
 @dataclass
@@ -282,4 +285,4 @@ def _run_identity(task, model, config, train_source, eval_source) -> dict:
 
 
 def _first(examples: list, limit: int | None) -> list:
-    return examples[:limit] if limit else examples
+    return Examples(examples[:limit], seen_in(examples)) if limit else examples  # what reading saw stays

@@ -4,6 +4,12 @@ A task instance is configured (max length, options such as columns or doc stride
 and can be rebuilt from ``state()``, which is what a saved model directory stores. Tasks never
 touch devices: they turn examples into features (plain dicts of token ids plus meta columns)
 and turn per-feature numpy outputs back into one prediction per example.
+
+A task's methods return values and leave it as it is. Training is, in this order (api/finetuning.py):
+``read`` (examples, with what reading saw) -> ``fit`` (what the data taught: a ``Learned``) ->
+``with_learned`` (the trained task) -> ``preprocess`` (features with their stats) ->
+``training_spec`` (what bertkit/networks/recipes.py builds) -> ``finished`` (the task saved).
+Eval, predict and serve: ``task_from_state`` -> ``apply_options`` -> read, preprocess, decode.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, field
 from bertkit.data import readers
 from bertkit.data.registry import Source, load_hub_records
 from bertkit.errors import BertkitError
+from bertkit.tasks.learned import Examples, Features, Learned, seen_in  # noqa: F401 (the tasks' names)
 from bertkit.tasks.training_spec import TrainingSpec
 
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
@@ -87,14 +94,18 @@ class Task(ABC):
         self.max_length = max_length or self.default_max_length
         self.options = {k: v for k, v in (options or {}).items() if k in self.option_names and v is not None}
         self.labels = list(labels) if labels else None
-        self.stats: dict = {}  # preprocessing facts worth reporting (windows, truncations...)
+        self.learned = Learned()  # what training data taught it (``with_learned``): set once, never changed
+        # The last preprocess's ``Features.stats``, only for callers not yet reading them from the
+        # features (api/evaluation.py, api/prediction.py, some tests); no task reads it.
+        self.stats: dict = {}
 
     def state(self) -> dict:
         return {"task": self.name, "max_length": self.max_length, "options": self.options, "labels": self.labels}
 
     # --- reading -------------------------------------------------------------------------
     def read(self, source: Source, purpose: str) -> list[dict]:
-        """Examples from a Source; subclasses override for formats other than plain records."""
+        """Examples from a Source (an ``Examples`` list where reading saw something ``fit`` needs);
+        subclasses override for formats other than plain records. Reading never changes the task."""
         if source.path is None:
             return self.from_records(load_hub_records(source), source, purpose, hub=True)
         layout = source.spec.file_layout() if source.spec else {}
@@ -104,8 +115,29 @@ class Task(ABC):
     def from_records(self, records: list[dict], source: Source, purpose: str, hub: bool = False) -> list[dict]:
         """Canonical examples (task fields only) from raw records, validating them."""
 
+    def fit(self, examples: list[dict], seen: dict | None = None) -> Learned:
+        """What the training examples teach (label names, options such as the label kind or the
+        column layout, the head bias), returned and not applied: ``with_learned`` applies it.
+        ``seen``: what reading saw (``Examples.seen``; by default the examples' own)."""
+        return Learned()
+
+    def with_learned(self, learned: Learned) -> "Task":
+        """A new task: this one as trained on what ``learned`` says (this one is left as it is)."""
+        task = type(self)(self.max_length, {**self.options, **learned.options},
+                          self.labels if learned.labels is None else learned.labels)
+        task.learned = learned
+        return task
+
     def fit_labels(self, examples: list[dict]) -> None:
-        """Set ``self.labels`` from training examples (tasks without labels do nothing)."""
+        """``fit`` and ``with_learned`` in place: kept for callers that hold one task throughout
+        (probing/command.py, tests). New code calls ``fit`` and uses the task ``with_learned`` gives."""
+        self.__dict__.update(self.with_learned(self.fit(examples)).__dict__)
+
+    def reported(self, features: list[dict], stats: dict) -> Features:
+        """``preprocess``'s return: the features with their stats (mirrored in ``self.stats`` only
+        for the callers that still read it there)."""
+        self.stats = stats
+        return Features(features, stats)
 
     def reads_whole(self, path) -> bool:
         """Whether `predict` must hand this file to ``read`` whole rather than stream its rows in
@@ -118,7 +150,9 @@ class Task(ABC):
     def with_options(self, changes: dict) -> "Task":
         """A new task: this one's with ``changes`` merged into its options (a None value removes
         one). This task is left as it is, so a caller can decode at other settings for a moment."""
-        return type(self)(self.max_length, {**self.options, **changes}, self.labels)
+        task = type(self)(self.max_length, {**self.options, **changes}, self.labels)
+        task.learned = self.learned
+        return task
 
     def apply_options(self, given: dict | None, command: str) -> "Task":
         """This model's task with the options given to ``command`` (eval, predict, serve) merged in,
@@ -138,8 +172,9 @@ class Task(ABC):
     def check_predictable(self) -> None:
         """Fail when this model cannot predict (`predict`, `serve`), before anything is loaded."""
 
-    def check_probe_data(self, source: Source) -> None:
-        """Fail when the data just read is not one class per text (`bertkit probe` fits only that)."""
+    def check_probe_data(self, source: Source, examples: list[dict] | None = None) -> None:
+        """Fail when the data just read (``examples``, else ``source``) is not one class per text
+        (`bertkit probe` fits only that)."""
 
     def check_eval_examples(self, examples: list[dict], source: Source) -> None:
         """Fail early when evaluation data cannot be scored by this model."""
@@ -152,8 +187,9 @@ class Task(ABC):
                 "label2id": {label: i for i, label in enumerate(self.labels)}}
 
     @abstractmethod
-    def preprocess(self, examples: list[dict], tokenizer, train: bool) -> list[dict]:
-        """Features: ``input_ids``, ``token_type_ids``, targets when training, meta columns."""
+    def preprocess(self, examples: list[dict], tokenizer, train: bool) -> Features:
+        """Features: ``input_ids``, ``token_type_ids``, targets when training, meta columns; with
+        their stats (``Features.stats``, made by ``reported``)."""
 
     @abstractmethod
     def postprocess(self, examples: list[dict], features: list[dict], outputs: dict) -> list:

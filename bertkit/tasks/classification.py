@@ -12,7 +12,7 @@ import numpy as np
 from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
-from bertkit.tasks.base import PREDICT, TRAIN, Task, TaskOption, require_nonempty
+from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
@@ -59,7 +59,6 @@ class SingleSentenceTask(Task):
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         self.kind = make_kind(self.options.get("problem_type"), self.options, self.labels)
-        self._dataset_labels = None  # a known dataset's label names in its id order, seen in training data
 
     # --- what the label kind decides ------------------------------------------------------------
     main_metric = property(lambda self: self.kind.main_metric)
@@ -86,9 +85,13 @@ class SingleSentenceTask(Task):
         columns = list(records[0].keys())
         chosen = self._columns(columns, spec_columns, source.description, purpose)
         label_names = spec.label_names if spec else None
-        if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit_labels)
-            self._dataset_labels = tuple(label_names) if label_names else None
-            self._choose_kind(spec, records, chosen.get("label"))
+        kind, seen = self.kind, {}
+        if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit)
+            kind = self._training_kind(spec, records, chosen.get("label"))
+            # what fit learns from: the layout (so eval/predict on the same kind of file just work)
+            seen = {"problem_type": kind.name, "dataset_labels": tuple(label_names) if label_names else None,
+                    "columns": {f"{field}_column": column for field, column in chosen.items()
+                                if isinstance(column, str)}}
         if len(self.text_fields) == 1 and chosen["text"] == "text":
             _refuse_second_texts(records, source.description)
         examples = []
@@ -98,24 +101,23 @@ class SingleSentenceTask(Task):
             if "label" in chosen:
                 value = ({c: record.get(c) for c in chosen["label"]} if isinstance(chosen["label"], list)
                          else record.get(chosen["label"]))
-                example["label"] = self.kind.read_label(value, row, source.description, label_names)
+                example["label"] = kind.read_label(value, row, source.description, label_names)
             examples.append(example)
         require_nonempty(examples, self.text_fields, source.description)
-        return examples
+        return Examples(examples, seen)
 
-    def _choose_kind(self, spec, records, label_column) -> None:
-        """The label kind: --problem-type, else the known dataset's, else a JSON list of labels or
-        --label-columns says multi-label; remembered in the options for eval and predict."""
+    def _training_kind(self, spec, records, label_column):
+        """The label kind training data is read as: --problem-type, else the known dataset's, else a
+        JSON list of labels or --label-columns says multi-label (``fit`` stores it for eval and predict)."""
         name = self.options.get("problem_type") or (spec.problem_type if spec else None)
-        if name is None and (self.options.get("label_columns") or
-                             (isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records))):
+        listed = isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records)
+        if name is None and (self.options.get("label_columns") or listed):
             name = LIST_KIND
         name = name or DEFAULT_KIND
-        if name != self.kind.name:
-            self.kind = make_kind(name, self.options, self.labels)
-        self.options["problem_type"] = name
-        check_loss_options(self.options, has_classes=self.kind.names_outputs)
-        self.kind.check_options()
+        kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
+        check_loss_options(self.options, has_classes=kind.names_outputs)
+        kind.check_options()
+        return kind
 
     def _columns(self, columns, spec_columns, source, purpose) -> dict:
         def choose(field, candidates, role, flag, required=True):
@@ -141,22 +143,35 @@ class SingleSentenceTask(Task):
                 chosen["label"] = _label_columns(self.options["label_columns"], columns, source)
             else:
                 chosen["label"] = choose("label", LABEL_CANDIDATES, "label", "--label-column")
-        if purpose == TRAIN:  # remember the layout, so eval/predict on the same kind of file just work
-            self.options.update({f"{field}_column": column for field, column in chosen.items()
-                                 if isinstance(column, str)})
         return chosen
 
     def check_options(self):
         self.kind.check_options()
 
-    def check_probe_data(self, source):
-        if not self.kind.linear_probe:
-            raise BertkitError(f"bertkit probe fits one class per text; {source.description} is {self.kind.name} "
+    def check_probe_data(self, source, examples=None):
+        """``examples``: the training examples as read (without them ``source`` is read again, since
+        reading tells the kind without keeping it: probing/command.py should pass them)."""
+        name = seen_in(self.read(source, TRAIN) if examples is None else examples).get("problem_type", self.kind.name)
+        if not make_kind(name, self.options, None).linear_probe:
+            raise BertkitError(f"bertkit probe fits one class per text; {source.description} is {name} "
                                "data", f"use `bertkit finetune {self.name}` for it")
 
-    def fit_labels(self, examples):
-        self.labels = self.kind.fit([ex["label"] for ex in examples], self._dataset_labels)
-        self.kind.labels = self.labels
+    def fit(self, examples, seen=None):
+        """The label names, the kind and layout read, a regression's scaling, the class weights and
+        the head bias, from the training examples' labels."""
+        seen = seen_in(examples) if seen is None else seen
+        options = {**self.options, **seen.get("columns", {})}
+        if seen.get("problem_type"):
+            options["problem_type"] = seen["problem_type"]
+        kind = make_kind(options.get("problem_type"), options, None)  # it writes what it fits into ``options``
+        kind.labels = kind.fit([ex["label"] for ex in examples], seen.get("dataset_labels"))
+        targets = [kind.target_of(ex["label"]) for ex in examples]
+        weighed = weigh_classes(options, kind.class_counts(targets), kind.labels, kind.target == "multi_hot",
+                                len(targets))
+        bias = kind.head_bias(targets) if targets else None
+        changes = {key: value for key, value in options.items() if self.options.get(key) != value}
+        return Learned(kind.labels, {**changes, **{key: None for key in self.options if key not in options}},
+                       None if bias is None else tuple(float(b) for b in bias), (weighed,) if weighed else ())
 
     def check_eval_examples(self, examples, source):
         labels = self.kind.check_eval([ex["label"] for ex in examples], source.description)
@@ -180,28 +195,18 @@ class SingleSentenceTask(Task):
             if "label" in examples[i]:
                 feature["labels"] = self.kind.target_of(examples[i]["label"])
             features.append(feature)
-        self.stats = {"truncated": len(truncated)}
-        notices = list(self.kind.notices)
-        if train and features and "labels" in features[0]:
-            targets = [f["labels"] for f in features]
-            weighed = weigh_classes(self.options, self.kind.class_counts(targets), self.labels, self._multi_label,
-                                    len(features))
-            notices += [weighed] if weighed else []
-            self._head_bias = self.kind.head_bias(targets)
+        stats = {"truncated": len(truncated)}
+        notices = list(self.kind.notices) + (list(self.learned.notices) if train else [])
         if truncated:
             unit = "text pairs" if pairs else "texts"
             notices.append(f"{len(truncated)} of {len(examples)} {unit} were truncated to {self.max_length} tokens")
         if notices:
-            self.stats["notices"] = notices
+            stats["notices"] = notices
         self.kind.notices = []
-        return features
-
-    _multi_label = property(lambda self: self.kind.target == "multi_hot")
+        return self.reported(features, stats)
 
     def training_spec(self):
-        bias = getattr(self, "_head_bias", None)
-        return TrainingSpec(loss=loss_spec(self.options, self.kind.target),
-                            head_bias=None if bias is None else tuple(float(b) for b in bias),
+        return TrainingSpec(loss=loss_spec(self.options, self.kind.target), head_bias=self.learned.head_bias,
                             target_scaling=self.kind.target_scaling())
 
     def finished(self):

@@ -113,8 +113,8 @@ class MaskedLMTask(Task):
                 if with_types:
                     feature["token_type_ids"] = [0] * len(ids)
                 features.append(feature)
-        self.stats = {"documents": len(examples), "lines": len(lines), "tokens": tokens, "blocks": len(features)}
-        return features
+        return self.reported(features, {"documents": len(examples), "lines": len(lines), "tokens": tokens,
+                                        "blocks": len(features)})
 
     def split_held_out(self, examples, seed, where):
         share = float(self.options.get("eval_share", 0.1))

@@ -21,7 +21,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
 from bertkit.tasks import card_texts
-from bertkit.tasks.base import CLASS, PREDICT, Task, TaskOption
+from bertkit.tasks.base import CLASS, PREDICT, Learned, Task, TaskOption
 from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
 
 DEFAULT_DOC_STRIDE = 128
@@ -93,11 +93,6 @@ class QuestionAnsweringTask(Task):
         state["options"] = {k: v for k, v in state["options"].items() if k != "strict"}
         return state
 
-    def with_options(self, changes):
-        task = super().with_options(changes)
-        task._decoded = self._decoded  # keyed by the settings it decoded with: shared safely, decoded once
-        return task
-
     def check_options(self) -> None:
         for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
             if key in self.options and int(self.options[key]) < lowest:
@@ -126,12 +121,13 @@ class QuestionAnsweringTask(Task):
                 raise error
         return examples
 
-    def fit_labels(self, examples):
+    def fit(self, examples, seen=None):
+        """Whether the model may answer "no answer": the training data has unanswerable questions."""
         usable = [ex for ex in examples if not ex.get("bad_start")]
         if not usable:
             raise BertkitError("no training question has an answer_start that points at its answer text",
                                "check the answer offsets (character positions in the context)")
-        self.options["unanswerable"] = any(not ex["answers"] for ex in usable)
+        return Learned(options={"unanswerable": any(not ex["answers"] for ex in usable)})
 
     # --- features ------------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
@@ -162,9 +158,9 @@ class QuestionAnsweringTask(Task):
             windows[feature["example_index"]] += 1
         windowed = sum(n > 1 for n in windows.values())
         repaired = sum(bool(ex.get("repaired_start")) for ex in examples)
-        self.stats = {"questions": len(keep), "features": len(features), "windowed_examples": windowed,
-                      "questions_truncated": cut, "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples),
-                      "repaired_answer_start": repaired}
+        stats = {"questions": len(keep), "features": len(features), "windowed_examples": windowed,
+                 "questions_truncated": cut, "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples),
+                 "repaired_answer_start": repaired}
         notices = []
         if windowed:
             notices.append(f"{windowed} of {len(keep)} question(s) with a context longer than --max-length were "
@@ -174,7 +170,7 @@ class QuestionAnsweringTask(Task):
                            "to that length")
         if train:
             skipped = len(examples) - len(keep)
-            self.stats.update(skipped_bad_answer_start=skipped, windows_without_answer=outside)
+            stats.update(skipped_bad_answer_start=skipped, windows_without_answer=outside)
             if repaired:  # evaluation scores answer texts, so offsets only matter for training targets
                 notices.append(f"{repaired} of {len(examples)} question(s) had an answer_start that does not point "
                                "at the answer text: moved to the nearest occurrence of that text in the context")
@@ -182,8 +178,8 @@ class QuestionAnsweringTask(Task):
                 notices.append(f"{skipped} of {len(examples)} question(s) skipped: an answer text that does not "
                                "occur in the context (bad answer_start, nothing to repair it with)")
         if notices:
-            self.stats["notices"] = notices
-        return features
+            stats["notices"] = notices
+        return self.reported(features, stats)
 
     def _questions(self, questions: list[str], tokenizer) -> tuple[list[str], int]:
         """Questions cut to max_query_length tokens; fails when the doc stride leaves no room."""

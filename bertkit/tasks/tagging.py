@@ -31,7 +31,7 @@ from bertkit.decoding.tags import (detect_scheme, entity_spans, input_scheme, io
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
-from bertkit.tasks.base import EVAL, PREDICT, TRAIN, TOKEN_CLASS, Task, TaskOption
+from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
 from bertkit.tasks.word_windows import encode_words, window_features
@@ -77,7 +77,6 @@ class TaggingTask(Task):
         if stride is not None and (not isinstance(stride, int) or stride < 0):
             raise BertkitError(f"--doc-stride {stride} is invalid for ner", "give the number of words (>= 0) "
                                "that consecutive windows of a long sentence share")
-        self.schemes: dict = {}  # purpose -> tag scheme found in the gold data read for it
 
     # --- reading -------------------------------------------------------------------------
     def read(self, source: Source, purpose: str) -> list[dict]:
@@ -101,7 +100,7 @@ class TaggingTask(Task):
         if spaced * 2 > sum(len(ex["tokens"]) for ex in examples):
             raise BertkitError(f"{where}: most 'tokens' contain spaces, so this looks like sentences with labels "
                                "(classification data), not one word per line", FORMAT_HINT)
-        return self._gold(examples, where, purpose)
+        return self._gold(examples, where)
 
     def reads_whole(self, path) -> bool:
         if super().reads_whole(path):
@@ -120,7 +119,7 @@ class TaggingTask(Task):
         if "tokens" in fields:
             label_names = list(source.spec.label_names) if source.spec and source.spec.label_names else None
             examples = read_tagged_records(records, where, label_names, require_tags=purpose != PREDICT)
-            return examples if purpose == PREDICT else self._gold(examples, where, purpose)
+            return examples if purpose == PREDICT else self._gold(examples, where)
         if fields & QA_FIELDS:
             raise BertkitError(f"{where}: this looks like question-answering (SQuAD) data "
                                f"(fields: {', '.join(sorted(fields))}), not token tagging", FORMAT_HINT)
@@ -139,7 +138,7 @@ class TaggingTask(Task):
             texts = [readers.text_value(r, column, row, where) for row, r in enumerate(records, 1)]
         return _raw_examples(texts, where, "row")
 
-    def _gold(self, examples: list[dict], where: str, purpose: str) -> list[dict]:
+    def _gold(self, examples: list[dict], where: str) -> Examples:
         tag_lists = [ex["tags"] for ex in examples]
         validate_bio(tag_lists, where)
         scheme = detect_scheme(tag_lists)
@@ -148,19 +147,26 @@ class TaggingTask(Task):
                 # the file's own tags stay: token accuracy compares with them, as conlleval would
                 example["file_tags"] = example["tags"]
                 example["tags"] = iob1_to_iob2(example["tags"])
-        self.schemes[purpose] = scheme
-        if purpose == TRAIN:
-            self.options["input_scheme"] = scheme
-        return examples
+        return Examples(examples, {"input_scheme": scheme})  # stored by fit (training data's)
 
-    def fit_labels(self, examples):
+    def fit(self, examples, seen=None):
+        """The tag set, the training data's tag scheme and the class weights (counted per word: each
+        word's label sits on its first sub-word, once)."""
+        seen = seen_in(examples) if seen is None else seen
         check_loss_options(self.options, has_classes=True)
         types = sorted(_types(examples))
         if not types:
             raise BertkitError("the training data has no entities (every tag is O)",
                                "tag entities with B-TYPE / I-TYPE, e.g. B-PER I-PER")
         # B- and I- of every type seen, even if a type only ever has one-word entities in training
-        self.labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
+        labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
+        options = {**self.options, **({"input_scheme": seen["input_scheme"]} if seen.get("input_scheme") else {})}
+        index = {label: i for i, label in enumerate(labels)}
+        ids = np.asarray([index[tag] for ex in examples for tag in ex["tags"]], dtype=np.int64)
+        weighed = weigh_classes(options, np.bincount(ids, minlength=len(labels)), labels, False, len(ids))
+        changes = {key: value for key, value in options.items() if self.options.get(key) != value}
+        removed = {key: None for key in self.options if key not in options}
+        return Learned(labels, {**changes, **removed}, notices=(weighed,) if weighed else ())
 
     def check_eval_examples(self, examples, source):
         known = {label[2:] for label in self.labels if label != "O"}
@@ -188,20 +194,16 @@ class TaggingTask(Task):
                         labels[position] = label_ids[tags[word]]
                     window["labels"] = labels
                 features.append(window)
-        self.stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),
-                      "words_without_subwords": vanished, "words_cut": cut}
+        stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),
+                 "words_without_subwords": vanished, "words_cut": cut}
         if windowed:
-            self.stats["notices"] = [f"{windowed} of {len(examples)} sentence(s) longer than --max-length were "
-                                     "split into overlapping windows"]
-        scheme = self.schemes.get(TRAIN if train else EVAL)
-        if scheme:
-            self.stats["input_scheme"] = scheme
-        if train:  # token-level counts: only first sub-words carry a label (-100 elsewhere)
-            tokens = np.asarray([t for f in features for t in f["labels"] if t != -100], dtype=np.int64)
-            weighed = weigh_classes(self.options, np.bincount(tokens, minlength=len(self.labels)), self.labels,
-                                    False, len(tokens))
-            self.stats["notices"] = self.stats.get("notices", []) + ([weighed] if weighed else [])
-        return features
+            stats["notices"] = [f"{windowed} of {len(examples)} sentence(s) longer than --max-length were "
+                                "split into overlapping windows"]
+        if seen_in(examples).get("input_scheme"):  # gold data as read: the scheme its file used
+            stats["input_scheme"] = seen_in(examples)["input_scheme"]
+        if train:
+            stats["notices"] = stats.get("notices", []) + list(self.learned.notices)
+        return self.reported(features, stats)
 
     def training_spec(self):
         return TrainingSpec(loss=loss_spec(self.options))

@@ -278,6 +278,7 @@ def test_stsb_and_goemotions_read_as_their_kind_from_the_original_files(run_cli)
     require_data("goemotions", "train.tsv")
     pair = get_task_class("pair")(None, {})
     train = pair.read(registry.resolve("stsb", "train", str(DATA_DIR), "pair"), "train")
+    pair.fit_labels(train)  # reading leaves the task as it is: fitting stores the kind the data showed
     dev = pair.read(registry.resolve("stsb", "dev", str(DATA_DIR), "pair"), "eval")
     # 197 train rows carry two extra columns and CR LF: read by position, the CR never in a text
     assert pair.kind.name == "regression" and (len(train), len(dev)) == (5749, 1500)
@@ -285,9 +286,9 @@ def test_stsb_and_goemotions_read_as_their_kind_from_the_original_files(run_cli)
     assert all(0 <= ex["label"] <= 5 and not ex["text_pair"].endswith("\r") for ex in train + dev)
     cls = get_task_class("cls")(None, {})
     go = cls.read(registry.resolve("goemotions", "train", str(DATA_DIR), "cls"), "train")
+    cls.fit_labels(go)
     assert cls.kind.name == "multi-label" and len(go) == 43410
     assert sum(len(ex["label"]) == 2 for ex in go) == 6541  # the dataset README's count of two-label comments
-    cls.fit_labels(go)
     assert len(cls.labels) == 28 and cls.labels[27] == "neutral"
     code, out, err = run_cli("datasets", "--data-dir", DATA_DIR)
     assert "stsb        pair (regression)" in out and "goemotions  cls (multi-label)" in out
