@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
@@ -32,19 +33,52 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
     ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
     """
+    # checks: every argument and output before the model is loaded
     check_inference_args(batch_size, "eval", max_eval_samples, precision)
     check_threads(threads, "eval")
-    if extra_metrics:
-        from bertkit.metrics.extra import load_metrics
-
-        extra_metrics = load_metrics(extra_metrics)  # a missing module fails before the model is loaded
+    extra_metrics = _load_extra_metrics(extra_metrics)
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
-    adapter = task_from_state(meta["task"])
-    given = {k: v for k, v in (task_options or {}).items() if v is not None}
-    for key in sorted(set(given) - set(adapter.option_names)):
-        raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {adapter.name} model", "drop that option")
-    adapter.options.update(given)
-    adapter.check_options()
+    adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
+    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output)
+    # read
+    every_example = adapter.read(plan.source, EVAL)
+    examples = every_example[:max_eval_samples] if max_eval_samples else every_example
+    adapter.check_eval_examples(examples, plan.source)
+    # load and run
+    engine, report, kept, tuned = _score(model_dir, meta, adapter, examples, plan, batch_size, precision, threads,
+                                         extra_metrics)
+    if tuned:
+        partial = _partial_evaluation(meta, plan.data, plan.split, plan.source, len(examples), len(every_example))
+        meta = _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, plan.read_only,
+                           engine.is_main_process)
+    # save
+    if engine.is_main_process:
+        _write(model_dir, meta, adapter, examples, kept, report, plan)
+    report["written_to"] = str(plan.target)
+    return report
+
+
+@dataclass
+class EvalPlan:
+    """Where an evaluation reads and writes, settled before any work."""
+
+    data: str
+    split: str
+    source: object  # the resolved data (registry.Source)
+    target: Path  # the metrics JSON
+    rows_file: Path | None  # the predictions file (None: the task lists none)
+    read_only: str | None  # why the model directory cannot be written, or None
+
+
+def _load_extra_metrics(extra_metrics) -> tuple:
+    if not extra_metrics:
+        return ()
+    from bertkit.metrics.extra import load_metrics
+
+    return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
+
+
+def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
         raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
@@ -66,9 +100,11 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
         check_inputs_kept(rows_file, source, flag="the predictions file")
-    every_example = adapter.read(source, EVAL)
-    examples = every_example[:max_eval_samples] if max_eval_samples else every_example
-    adapter.check_eval_examples(examples, source)
+    return EvalPlan(data, split, source, target, rows_file, read_only)
+
+
+def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, precision, threads, extra_metrics):
+    """(engine, report, kept: the predictions and details, tuned settings) of one scored run."""
     started = time.perf_counter()
     engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads, meta=meta)
     loaded = time.perf_counter()
@@ -76,44 +112,52 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     tokenized = time.perf_counter()
     kept = {}
     metrics, tuned = score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
-                            keep=kept)
+                           keep=kept)
     timings = {"load_seconds": loaded - started, "preprocess_seconds": tokenized - loaded,
                "score_seconds": time.perf_counter() - tokenized}  # score: model + decoding + metrics
     if extra_metrics:
         from bertkit.metrics.extra import score_extra
 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
-    report = {"model": str(model_dir), "data": source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(adapter.stats), "tuned": {}, "notices": [], "details": kept.get("details"),
-              "runtime": engine.runtime(precision), "timings": {k: round(v, 3) for k, v in timings.items()},
+    report = {"model": str(model_dir), "data": plan.source.description, "examples": len(examples), "metrics": metrics,
+              "preprocessing": dict(_stats(features, adapter)), "tuned": {}, "notices": [],
+              "details": kept.get("details"), "runtime": engine.runtime(precision),
+              "timings": {k: round(v, 3) for k, v in timings.items()},
               "repeats": repeats(meta)}  # --seeds/--folds: the spread at training, to read this evaluation against
-    if tuned:
-        partial = _partial_evaluation(meta, data, split, source, len(examples), len(every_example))
-        if read_only:
-            report["tuned_not_stored"] = tuned
-            report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is "
-                                     f"read-only ({read_only})")
-        else:
-            meta = _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report,
-                                engine.is_main_process)
-    if engine.is_main_process:
-        if rows_file is not None:
-            write_rows(rows_file, prediction_rows(adapter, examples, kept["predictions"]))
-            report["predictions_written_to"] = str(rows_file)
-        write_json(target, report)
-        if not read_only:
-            report["results_written_to"] = str(update_results(Path(model_dir), target, report))
-        from bertkit.reporting.build import build_report
+    return engine, report, kept, tuned
 
-        if read_only:
-            report["notices"].append(f"the model directory is read-only ({read_only}): its report and card were not "
-                                     "redrawn")
-        else:  # redrawn with this evaluation's figures (only those inside the model directory count)
-            drawn = build_report(model_dir, meta)
-            report["figures"] = drawn["figures"]
-            report["notices"] += drawn["notices"]
-    report["written_to"] = str(target)
-    return report
+
+def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, read_only, writes) -> dict:
+    """Settings tuned on this data: stored with the model where that is right, else said; returns the meta."""
+    if read_only:
+        report["tuned_not_stored"] = tuned
+        report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is "
+                                 f"read-only ({read_only})")
+        return meta
+    return _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, writes)
+
+
+def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> None:
+    """The predictions file, the metrics JSON, results.json, and the report and card redrawn."""
+    if plan.rows_file is not None:
+        write_rows(plan.rows_file, prediction_rows(adapter, examples, kept["predictions"]))
+        report["predictions_written_to"] = str(plan.rows_file)
+    write_json(plan.target, report)
+    if plan.read_only:
+        report["notices"].append(f"the model directory is read-only ({plan.read_only}): its report and card were "
+                                 "not redrawn")
+        return
+    report["results_written_to"] = str(update_results(Path(model_dir), plan.target, report))
+    from bertkit.reporting.build import build_report
+
+    drawn = build_report(model_dir, meta)  # redrawn with this evaluation's figures (those inside the directory)
+    report["figures"] = drawn["figures"]
+    report["notices"] += drawn["notices"]
+
+
+def _stats(features, adapter) -> dict:
+    """What preprocessing reports: the features' own stats where they carry them, else the task's."""
+    return getattr(features, "stats", None) or adapter.stats
 
 
 def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, store_tuned: bool | None, report: dict,
