@@ -191,9 +191,10 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
         return done.ids, done.vectors  # what the vector sinks write
 
     # the model loads at the first chunk, after its rows are checked and before any output exists
-    summary = streaming.run(stream, streaming.Pipeline(pipeline.chunks, process), sink_for(target, vectors=True),
-                            target, settings, resume=resume, total=stream.total_rows(), label="embed", quiet=quiet,
-                            writer=lambda: embedder.load().engine.is_main_process, long_lived=long_lived)
+    streamed = streaming.Pipeline(pipeline.chunks, process, pipeline.ready)
+    summary = streaming.run(stream, streamed, sink_for(target, vectors=True), target, settings, resume=resume,
+                            total=stream.total_rows(), label="embed", quiet=quiet,
+                            writer=lambda: embedder.engine.is_main_process, long_lived=long_lived)
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
                                                                            embedder.stride, windowed[0])
     summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}
@@ -243,7 +244,7 @@ def _pipeline(embedder: Embedder, stream, chunk_rows: int | None, columns: Colum
             if not done_before:
                 yield checked
 
-    return Pipeline(chunks, lambda chunk: _embedded(embedder, chunk.records))
+    return Pipeline(chunks, lambda chunk: _embedded(embedder, chunk.records), embedder.load)
 
 
 def _checked(chunk: Chunk, found: list[Columns], per_word: bool) -> Chunk:

@@ -215,7 +215,7 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
                 "chunk_rows": chunk_rows, "format": type(sink).__name__}
     summary = streaming.run(stream, _pipeline(predictor, stream, chunk_rows, facts), sink, target, settings,
                             resume=resume, total=stream.total_rows(), label="predict", quiet=quiet,
-                            writer=lambda: getattr(predictor.load().engine, "is_main_process", True),
+                            writer=lambda: getattr(predictor.engine, "is_main_process", True),
                             long_lived=long_lived)
     summary.preprocessing = facts.report(spans=not stream.stdin)
     summary.runtime = predictor.runtime()
@@ -246,7 +246,7 @@ def _pipeline(predictor: Predictor, stream: InputStream, chunk_rows: int | None,
         facts.add(predictor.stats, chunk)
         return rows
 
-    return Pipeline(chunks, process)
+    return Pipeline(chunks, process, predictor.load)
 
 
 def _checked(predictor: Predictor, chunk: Chunk) -> Chunk:

@@ -51,14 +51,18 @@ class StreamSummary:
 class Pipeline:
     """What a command hands the chunk loop. ``chunks(skip)`` reads the input's chunks after ``skip``
     rows, each checked as it is read (a bad row stops the run before its chunk is processed);
-    ``process(chunk)`` computes what is written for one chunk. The in-memory API collects
+    ``process(chunk)`` computes what is written for one chunk; ``ready()`` loads the model, called
+    once the first chunk is read and checked (bad input costs no load). The in-memory API collects
     ``results()``, the command line streams them: one path for both."""
 
     chunks: Callable[[int], Iterator[Chunk]]
     process: Callable[[Chunk], object]
+    ready: Callable[[], object] = lambda: None
 
     def results(self, skip: int = 0) -> Iterator[tuple[Chunk, object]]:
-        for chunk in self.chunks(skip):
+        for number, chunk in enumerate(self.chunks(skip)):
+            if number == 0:
+                self.ready()
             yield chunk, self.process(chunk)
 
 
@@ -108,23 +112,24 @@ def stream_chunks(stream: InputStream, pipeline: Pipeline, sink: Sink, target: P
     is read (one more is read ahead of a file, so the last progress line knows the total).
     ``target`` None writes JSONL to standard output. ``writer``: whether this process writes
     (under a multi-process launch only the main one does), or a callable that says so once the
-    first chunk is processed (the model that knows is loaded after that chunk's rows are checked)."""
+    model is loaded (after the first chunk's rows are checked). The rows per second count from
+    then, as they did when the model loaded before the stream."""
     if target is None and resume:
         raise BertkitError("--resume needs --output FILE", "standard output cannot be resumed")
     output = _Stdout(sink) if target is None else _Parts(stream, sink, target, settings, resume)
-    progress = Progress(label, total, quiet, stream.estimated_rows)
-    progress.start(output.summary.rows)
-    writes = None if callable(writer) else writer
+    progress = Progress(label, total, quiet, stream)
+    writes = None
     try:
         for chunk, last in _with_last(_read(pipeline.chunks(output.summary.rows)), ahead=not stream.stdin):
-            payload = pipeline.process(chunk)
             if writes is None:
-                writes = writer()
+                writes = _ready(pipeline, writer)
                 progress.quiet = quiet or not writes
+                progress.start(output.summary.rows)
+            payload = pipeline.process(chunk)
             if writes:
                 output.write(chunk, payload)
                 progress.update(output.summary.rows, last)
-        if writes or (writes is None and writer()):
+        if writes or (writes is None and _ready(pipeline, writer)):
             output.finish()
     except BaseException as exc:
         replacement = exc if writes is False else output.stopped(exc)  # only the writer has files to tidy
@@ -133,6 +138,12 @@ def stream_chunks(stream: InputStream, pipeline: Pipeline, sink: Sink, target: P
         raise replacement from exc
     output.summary.seconds = progress.elapsed()
     return output.summary
+
+
+def _ready(pipeline: Pipeline, writer: bool | Callable[[], bool]) -> bool:
+    """The model loaded; whether this process writes."""
+    pipeline.ready()
+    return writer() if callable(writer) else writer
 
 
 def _read(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
@@ -280,10 +291,10 @@ def _to_stdout(text: str) -> None:
 
 class Progress:
     """One stderr line per chunk: rows done, rows per second and, with a known or estimated total
-    (``estimate()``: from the bytes read, '~' marks it), an ETA."""
+    (the ``stream``'s, from the bytes read so far: '~' marks it), an ETA."""
 
-    def __init__(self, label: str, total: int | None, quiet: bool, estimate: Callable[[], int | None] = lambda: None):
-        self.label, self.total, self.quiet, self.estimate = label, total, quiet, estimate
+    def __init__(self, label: str, total: int | None, quiet: bool, stream: InputStream | None = None):
+        self.label, self.total, self.quiet, self.stream = label, total, quiet, stream
         self.started, self.first = time.perf_counter(), 0
 
     def start(self, done: int) -> None:
@@ -299,9 +310,9 @@ class Progress:
         if self.quiet:
             return
         rate = (done - self.first) / max(self.elapsed(), 1e-9)
-        total, about = self.total, ""
-        if total is None and self.estimate() is not None:
-            total, about = max(self.estimate(), done), "~"
+        total, about = self.total or (self.stream and self.stream.counted_rows), ""
+        if total is None and self.stream and self.stream.estimated_rows() is not None:
+            total, about = max(self.stream.estimated_rows(), done), "~"
         line = f"{self.label}: {done:,} rows"
         if total:
             line += f" of {about}{total:,} ({100 * done / total:.1f}%)"

@@ -41,6 +41,7 @@ class InputStream:
         self.stdin = spec == "-"
         self.paths = [] if self.stdin else shard_paths(spec)
         self.rows_read = 0  # rows read so far, for ``estimated_rows``
+        self.counted_rows: int | None = None  # the input's rows, when known without a second pass (a file read whole)
         self._bytes_before = 0  # sizes of the shards read to their end
         self._position = None  # where the text shard being read is, in bytes
         self._size: int | None = None  # of all shards, once asked
@@ -86,8 +87,9 @@ class InputStream:
                 source = _file_records(path, self._follow)
                 is_example = False
             else:
-                source = enumerate((read_whole or (lambda p: readers.read_records(p)))(path), 1)
-                is_example = read_whole is not None
+                items = (read_whole or readers.read_records)(path)
+                self.counted_rows = len(items) if len(self.paths) == 1 else None
+                source, is_example = enumerate(items, 1), read_whole is not None
             for _, record in source:
                 row += 1
                 self.rows_read = row
