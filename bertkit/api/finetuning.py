@@ -5,19 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
 from bertkit.config import TrainConfig
 from bertkit.data import registry
+from bertkit.data.folds import split_fold
 from bertkit.engine.checkpoints import Checkpoints
-from bertkit.engine.run_identity import features_sha1
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
+from bertkit.engine.run_identity import features_sha1
 from bertkit.engine.threads import check as check_threads
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import (ModelMeta, check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root,
-                               data_record, save_model_dir, staged_output, write_json)
+from bertkit.model_dir import (
+    ModelMeta,
+    check_inputs_kept,
+    check_output_dir,
+    check_sibling_dir,
+    checkpoint_root,
+    data_record,
+    save_model_dir,
+    staged_output,
+    write_json,
+)
 from bertkit.model_dir.run_config import write_run_config
-from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
-from bertkit.data.folds import split_fold
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -119,7 +128,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
                             runtime=engine.runtime(config.precision), best_step=report.best_step,
                             resumed_from=report.resumed_from, notices=notices, before=trained.before,
                             sections=adapter.directory_sections(finished.facts))
-    held_out = f"{len(eval_examples)} held-out examples of the training data" if eval_examples and not eval_source else None
+    held_out = f"{len(eval_examples)} held-out examples of the training data"
+    held_out = held_out if eval_examples and not eval_source else None
     if fold:
         held_out = f"fold {fold[0] + 1} of {fold[1]} of the training data ({len(eval_examples)} examples)"
         predictions = trained.predictions_of(best.get("metrics"))

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
 
-from bertkit.networks.collate import Collator
 from bertkit.errors import BertkitError
+from bertkit.networks.collate import Collator
 from bertkit.tasks.training_spec import MaskRule
 
 IGNORE = -100

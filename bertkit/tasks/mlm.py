@@ -145,7 +145,8 @@ class MaskedLMTask(Task):
             raise BertkitError("the held-out text is too short: no token was chosen for masking",
                                "give more held-out text (--eval-data) or a larger --eval-share")
         loss = loss_sum / count
-        return {"loss": float(loss), "perplexity": float(math.exp(min(loss, 700.0))), "accuracy": float(correct / count),
+        return {"loss": float(loss), "perplexity": float(math.exp(min(loss, 700.0))),
+                "accuracy": float(correct / count),
                 "masked_tokens": int(count)}
 
     def format_prediction(self, example, prediction):

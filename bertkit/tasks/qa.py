@@ -90,8 +90,7 @@ class QuestionAnsweringTask(Task):
 
     def state(self) -> dict:  # "strict" is about one run's input, not a property of the model
         state = super().state()
-        state["options"] = {k: v for k, v in state["options"].items() if k != "strict"}
-        return state
+        return {**state, "options": {k: v for k, v in state["options"].items() if k != "strict"}}
 
     def check_options(self) -> None:
         for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
@@ -246,7 +245,8 @@ class QuestionAnsweringTask(Task):
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
-            n_best = [{**stripped_answer(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]]
+            n_best = [{**stripped_answer(a.text, a.start), "score": round(a.probability, 6)}
+                      for a in decoding.n_best[:k]]
             margin = decoding.null_score - decoding.best_span_score if decoding.best is not None else math.inf
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import scatter
 from bertkit.metrics.regression import regression_scores, round_score

@@ -26,8 +26,15 @@ import numpy as np
 from bertkit.data import readers
 from bertkit.data.conll import read_conll, read_tagged_records
 from bertkit.data.registry import Source, load_hub_records
-from bertkit.decoding.tags import (detect_scheme, entity_spans, input_scheme, iob1_to_iob2, split_words,
-                                   tags_as_written, validate_bio)
+from bertkit.decoding.tags import (
+    detect_scheme,
+    entity_spans,
+    input_scheme,
+    iob1_to_iob2,
+    split_words,
+    tags_as_written,
+    validate_bio,
+)
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
@@ -260,7 +267,8 @@ def _raw_examples(texts: list[str], where: str, unit: str, trailing: bool = Fals
     for number, text in enumerate(texts, 1):
         words, offsets = split_words(text)
         if not words:
-            raise BertkitError(f"{where}: {unit} {number} has no words", f"remove empty {unit}s; one sentence per {unit}")
+            raise BertkitError(f"{where}: {unit} {number} has no words",
+                               f"remove empty {unit}s; one sentence per {unit}")
         examples.append({"tokens": words, "text": text, "offsets": offsets})
     if not examples:
         raise BertkitError(f"{where}: no sentences to tag", "give one sentence per line")
