@@ -63,71 +63,96 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
     given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
     optuna = require_optuna()
     config = config or TrainConfig()
-    if not isinstance(trials, int) or trials < 1:
-        raise BertkitError(f"--trials must be >= 1, got {trials}", "e.g. --trials 20")
-    if options.get("resume") or options.get("resume_from"):
-        raise BertkitError("--resume continues one run; a tune study resumes by itself",
-                           "run the same tune command again")
+    _check_request(trials, options)
     # --max-steps sets the run's length: epochs would be searched for nothing (and ranked by chance)
     searched = read_space(space, tuple(fixed) + (("epochs",) if config.max_steps else ()))
     output_path = Path(output).expanduser().resolve()
     root = tune_root(output_path)
-    check_sibling_dir(root, "the trials and the study")
     name = study_name or f"bertkit-{task}-{output_path.name}"
-    if not _holds_study(output_path, name):  # another process of this study may have saved the best already
-        check_output_dir(output_path, overwrite)
-    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
-        raise BertkitError("tune scores trials on evaluation data, and there is none",
-                           "add --eval-data FILE (a known dataset brings its dev split)")
-    created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
+    _check_outputs(task, data, output_path, root, name, overwrite, options)
     url = storage or f"sqlite:///{root / 'study.db'}"
-    try:
-        with _lock(root):  # two processes started together would race to create SQLite's tables
-            study = _open_study(optuna, url, name, get_task_class(task)(None, dict(config.task_options)), config.seed)
-    except BertkitError:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
-        raise
+    study = _create_study(optuna, url, name, root, get_task_class(task)(None, dict(config.task_options)), config.seed)
     ran, best_here = [], {}
-    while True:
-        with _lock(root):
-            _fail_dead_trials(optuna, study)
-            states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
-                      optuna.trial.TrialState.RUNNING)
-            if len(study.get_trials(deepcopy=False, states=states)) >= trials:
-                break
-            trial = study.ask()
-            trial.set_user_attr("host", socket.gethostname())
-            trial.set_user_attr("pid", os.getpid())
-            try:
-                params = sample(trial, searched)
-            except ValueError as exc:  # Optuna: a parameter this study already searched another way
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                raise BertkitError(f"study {name!r} searched a hyperparameter over another range or kind than "
-                                   f"this --space ({exc})", "search as the study did, or start another with "
-                                   "--study-name NAME (or another --output)") from None
+    while (asked := _next_trial(optuna, study, trials, searched, name, root)) is not None:
+        trial, params = asked
         test_signal("trial", trial.number)  # tests: a kill while a trial is running
         ran.append(trial.number)
-        directory = root / f"trial-{trial.number}"
-        try:
-            result = finetune(task, data, str(directory), config=dataclasses.replace(config, **params), overwrite=True,
-                              on_evaluation=_reporter(optuna, trial), **options)
-        except optuna.TrialPruned:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            shutil.rmtree(directory, ignore_errors=True)
-        except BaseException:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
-        else:
-            main = task_from_state(load_meta(str(directory))["task"]).main_metric
-            study.tell(trial, result.metrics[main])
+        result = _run_trial(optuna, study, trial, root / f"trial-{trial.number}", task, data,
+                            dataclasses.replace(config, **params), options)
+        if result is not None:
             best_here[trial.number] = result
         if on_trial is not None:
             on_trial(_trial_summary(study.trials[trial.number]))
         _drop_losers(optuna, study, root)
     return _finish(optuna, study, name, url, output_path, root, ran, best_here)
+
+
+def _check_request(trials, options: dict) -> None:
+    if not isinstance(trials, int) or trials < 1:
+        raise BertkitError(f"--trials must be >= 1, got {trials}", "e.g. --trials 20")
+    if options.get("resume") or options.get("resume_from"):
+        raise BertkitError("--resume continues one run; a tune study resumes by itself",
+                           "run the same tune command again")
+
+
+def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict) -> None:
+    check_sibling_dir(root, "the trials and the study")
+    if not _holds_study(output_path, name):  # another process of this study may have saved the best already
+        check_output_dir(output_path, overwrite)
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+        raise BertkitError("tune scores trials on evaluation data, and there is none",
+                           "add --eval-data FILE (a known dataset brings its dev split)")
+
+
+def _create_study(optuna, url: str, name: str, root: Path, adapter, seed: int):
+    """The study (created, or the one that exists); a folder made for it goes again when opening fails."""
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        with _lock(root):  # two processes started together would race to create SQLite's tables
+            return _open_study(optuna, url, name, adapter, seed)
+    except BertkitError:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _next_trial(optuna, study, trials: int, searched, name: str, root: Path):
+    """(a new trial, its sampled parameters), or None once the study holds ``trials`` (any process's)."""
+    with _lock(root):
+        _fail_dead_trials(optuna, study)
+        states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.RUNNING)
+        if len(study.get_trials(deepcopy=False, states=states)) >= trials:
+            return None
+        trial = study.ask()
+        trial.set_user_attr("host", socket.gethostname())
+        trial.set_user_attr("pid", os.getpid())
+        try:
+            params = sample(trial, searched)
+        except ValueError as exc:  # Optuna: a parameter this study already searched another way
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise BertkitError(f"study {name!r} searched a hyperparameter over another range or kind than "
+                               f"this --space ({exc})", "search as the study did, or start another with "
+                               "--study-name NAME (or another --output)") from None
+        return trial, params
+
+
+def _run_trial(optuna, study, trial, directory: Path, task, data, config, options: dict):
+    """Train one trial into ``directory`` and tell the study; the result, or None when it was pruned."""
+    try:
+        result = finetune(task, data, str(directory), config=config, overwrite=True,
+                          on_evaluation=_reporter(optuna, trial), **options)
+    except optuna.TrialPruned:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        shutil.rmtree(directory, ignore_errors=True)
+        return None
+    except BaseException:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    main = task_from_state(load_meta(str(directory))["task"]).main_metric
+    study.tell(trial, result.metrics[main])
+    return result
 
 
 def _open_study(optuna, url: str, name: str, adapter, seed: int):

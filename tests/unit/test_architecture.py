@@ -37,9 +37,7 @@ LAYERS = (
 )
 # Functions over MAX_FUNCTION_LINES that do not say why yet: handled after the options/streaming work.
 LONG_WITHOUT_REASON = {
-    "bertkit/api/evaluation.py:evaluate",
     "bertkit/api/finetuning.py:finetune",
-    "bertkit/api/tuning.py:tune",
 }
 
 
