@@ -174,9 +174,13 @@ class SingleSentenceTask(Task):
                        None if bias is None else tuple(float(b) for b in bias), (weighed,) if weighed else ())
 
     def check_eval_examples(self, examples, source):
-        labels = self.kind.check_eval([ex["label"] for ex in examples], source.description)
-        for example, label in zip(examples, labels):
+        """Labels checked and mapped in place; what mapping them did travels with the examples (their
+        ``seen``, for preprocess's notices), not with the task."""
+        kind = make_kind(self.kind.name, self.options, self.labels)  # a fresh one: its notices are this call's
+        for example, label in zip(examples, kind.check_eval([ex["label"] for ex in examples], source.description)):
             example["label"] = label
+        if kind.notices and isinstance(examples, Examples):
+            examples.seen["notices"] = examples.seen.get("notices", []) + kind.notices
 
     def model_kwargs(self) -> dict:
         return self.kind.model_kwargs()
@@ -196,13 +200,12 @@ class SingleSentenceTask(Task):
                 feature["labels"] = self.kind.target_of(examples[i]["label"])
             features.append(feature)
         stats = {"truncated": len(truncated)}
-        notices = list(self.kind.notices) + (list(self.learned.notices) if train else [])
+        notices = list(seen_in(examples).get("notices", [])) + (list(self.learned.notices) if train else [])
         if truncated:
             unit = "text pairs" if pairs else "texts"
             notices.append(f"{len(truncated)} of {len(examples)} {unit} were truncated to {self.max_length} tokens")
         if notices:
             stats["notices"] = notices
-        self.kind.notices = []
         return self.reported(features, stats)
 
     def training_spec(self):

@@ -41,7 +41,7 @@ class LabelKind:
 
     def __init__(self, options: dict, labels: list | None):
         self.options, self.labels = options, labels  # the task's: tuned settings land there
-        self.notices: list[str] = []  # what reading the labels did that the user should know
+        self.notices: list[str] = []  # what checking eval labels did that the user should know (check_eval)
 
     refuses: tuple = ()  # options of the task that do not apply to this kind
 
