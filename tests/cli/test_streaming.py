@@ -231,8 +231,9 @@ def count_opens(monkeypatch, *paths: Path) -> dict:
 
 
 def count_meta_reads(monkeypatch) -> list:
-    """The model directories whose bertkit.json is read from now on, one entry a read: every module
-    that holds the meta reader (however it imported it) gets a counting one."""
+    """The model directories whose bertkit.json is read from now on, one entry a read: every bertkit
+    module loaded that holds the meta reader gets a counting one (the package's and meta's too, so a
+    module imported later takes the counting one)."""
     from bertkit.model_dir import meta
 
     original, reads = meta.load_meta, []
@@ -241,8 +242,7 @@ def count_meta_reads(monkeypatch) -> list:
         reads.append(Path(model_dir).resolve())
         return original(model_dir, *args, **kwargs)
 
-    import bertkit.api.prediction, bertkit.inference  # noqa: F401,E401  (the modules predict reads it from)
-    for module in [m for name, m in sys.modules.items() if name.startswith("bertkit")]:
+    for module in [m for name, m in list(sys.modules.items()) if name.startswith("bertkit")]:
         if getattr(module, "load_meta", None) is original:
             monkeypatch.setattr(module, "load_meta", counting)
     return reads
