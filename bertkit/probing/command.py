@@ -29,6 +29,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir import (PROBE_HEAD_FILE, ModelMeta, check_inputs_kept, check_output_dir, data_record,
                                save_model_dir, staged_output)
 from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.options import INFERENCE_BATCH, check_batch_size, check_max_length
 from bertkit.probing.classifier import check_holdout, fit_head
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -112,7 +113,7 @@ class Head:
 
 def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
           data_dir: str | None = None, pooling: str | None = None, max_length: int | None = None,
-          batch_size: int = 64, max_train_samples: int | None = None, max_eval_samples: int | None = None,
+          batch_size: int = INFERENCE_BATCH, max_train_samples: int | None = None, max_eval_samples: int | None = None,
           holdout: float = 0.1, seed: int = 42, precision: str = "auto", overwrite: bool = False,
           task_options: dict | None = None) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
@@ -139,8 +140,8 @@ def check(args: ProbeArgs):
     if not 0 < args.holdout < 1:
         raise BertkitError("--holdout must be between 0 and 1 (the share of training rows that chooses C)",
                            "e.g. --holdout 0.1")
-    if args.batch_size < 1 or (args.max_length is not None and not 8 <= args.max_length <= 8192):
-        raise BertkitError("--batch-size must be >= 1 and --max-length between 8 and 8192", "see bertkit probe --help")
+    check_batch_size(args.batch_size, "bertkit probe")
+    check_max_length(args.max_length, "bertkit probe")
     task_class = get_task_class(args.task)
     adapter = task_class(args.max_length or task_class.default_max_length, dict(args.task_options or {}))
     output_path = Path(args.output).expanduser().resolve()

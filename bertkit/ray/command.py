@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from bertkit.errors import BertkitError
+from bertkit.options import INFERENCE_BATCH
 from bertkit.ray.datasets import check_pool, embed_dataset, predict_dataset, require_ray
 from bertkit.ray.inputs import input_paths, read_input
 from bertkit.ray.outputs import check_output, check_target, discard_partial, output_filesystem, write_ordered
@@ -63,13 +64,13 @@ def _check_options(command: str, model_dir: str, options: dict) -> None:
 
         keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order")
         given = {k: v for k, v in options.items() if k not in keys}
-        Predictor(model_dir, batch_size=options.get("model_batch_size", 64), quiet=True, **given)
+        Predictor(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH), quiet=True, **given)
     else:
         from bertkit.api.embedder import Embedder
 
         keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order", "text_column", "text_pair_column",
                 "id_column")
-        Embedder(model_dir, batch_size=options.get("model_batch_size", 64),
+        Embedder(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH),
                  **{k: v for k, v in options.items() if k not in keys})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bertkit.errors import BertkitError
+from bertkit.options import INFERENCE_BATCH
 from bertkit.ray.actors import EmbedActor, PredictActor
 
 
@@ -16,7 +17,7 @@ def require_ray():
     return ray
 
 
-def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = 64,
+def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = INFERENCE_BATCH,
                     num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
                     _lines: bool = False, **predictor_options):
     """``bertkit predict`` over a Ray Dataset: returns a lazy Dataset of prediction rows (see the
@@ -41,7 +42,7 @@ def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 25
                           num_gpus=num_gpus or None)
 
 
-def embed_dataset(ds, model: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = 64,
+def embed_dataset(ds, model: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = INFERENCE_BATCH,
                   text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
                   num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
                   _lines: bool = False, **embedder_options):
