@@ -122,7 +122,8 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     finished = recipes.finish_model(spec, trained.network, model_ref, model)
     network, report, adapter = finished.model, trained.report, adapter.finished()
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
-    notices += _store_tuned(adapter, trained.tuned_of(best.get("metrics")), eval_source, config)
+    stored, stored_notices = _tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
+    adapter, notices = adapter.with_options(stored) if stored else adapter, notices + stored_notices
     result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=engine.runtime(config.precision), best_step=report.best_step,
@@ -152,19 +153,19 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     return result
 
 
-def _store_tuned(adapter, tuned: dict, eval_source, config: TrainConfig) -> list[str]:
-    """Settings the task tuned on the saved model's evaluation (a multi-label threshold) are stored
-    with it, as `bertkit eval` stores them: only from the whole of the dev data."""
+def _tuned_to_store(tuned: dict, eval_source, config: TrainConfig) -> tuple[dict, list[str]]:
+    """(settings to store, what was done): what the task tuned on the saved model's evaluation (a
+    multi-label threshold) is stored with it, as `bertkit eval` stores it: only from the whole dev data."""
     if not tuned:
-        return []
+        return {}, []
     shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
     if eval_source is None or config.max_eval_samples is not None:
         why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
-        return [f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was {why}; "
-                "`bertkit eval DIR` on the whole dev data stores it"]
-    adapter.options.update(tuned)
-    return [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are at it; "
-            "dev data that chose it flatters it a little: score a test split with `bertkit eval DIR --split test`)"]
+        return {}, [f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was "
+                    f"{why}; `bertkit eval DIR` on the whole dev data stores it"]
+    return tuned, [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are "
+                   "at it; dev data that chose it flatters it a little: score a test split with `bertkit eval DIR "
+                   "--split test`)"]
 
 
 def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
