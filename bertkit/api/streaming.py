@@ -15,6 +15,7 @@ written for it. A bad row stops the run in one error line; to a file, nothing of
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import shutil
@@ -89,18 +90,23 @@ def partial_dir(target: Path) -> Path:
     return target.with_name(f".{target.name}.bertkit-partial")
 
 
-def run(*args, long_lived: bool = False, **kwargs) -> StreamSummary:
-    """``stream_chunks`` (below); ``long_lived``: what is loaded so far (libraries, the model) lives
-    as long as the process, so it is kept out of the garbage collector's scans while the rows
-    stream (gc.freeze; unfrozen at the end). A row loop's allocations trigger full collections
-    again and again, and each re-scans the ~400,000 objects that torch, transformers and their
-    imports leave: 15-25 % of a 100k-row predict here. For a command-line process: a library
-    caller's own objects alive at this moment would be frozen too (until the end of the call)."""
+def run(stream: InputStream, pipeline: Pipeline, *args, long_lived: bool = False, **kwargs) -> StreamSummary:
+    """``stream_chunks`` (below); ``long_lived``: what is loaded once the model is (libraries, the
+    model) lives as long as the process, so it is kept out of the garbage collector's scans while
+    the rows stream (gc.freeze, right after the model loads at the first chunk; unfrozen at the
+    end). A row loop's allocations trigger full collections again and again, and each re-scans
+    the ~400,000 objects that torch, transformers and their imports leave: 15-25 % of a 100k-row
+    predict here. For a command-line process: a library caller's own objects alive at that moment
+    would be frozen too (until the end of the call)."""
     if not long_lived:
-        return stream_chunks(*args, **kwargs)
-    gc.freeze()
+        return stream_chunks(stream, pipeline, *args, **kwargs)
+
+    def ready_then_freeze():
+        pipeline.ready()
+        gc.freeze()
+
     try:
-        return stream_chunks(*args, **kwargs)
+        return stream_chunks(stream, dataclasses.replace(pipeline, ready=ready_then_freeze), *args, **kwargs)
     finally:
         gc.unfreeze()
 
