@@ -75,8 +75,10 @@ class ProbeArgs:
 
 @dataclass
 class ProbeData:
-    """What ``read`` gives: the sources, the examples and the training rows' label indices."""
+    """What ``read`` gives: the task trained on the training rows' labels, the sources, the examples
+    and the training rows' label indices."""
 
+    task: object
     train_source: object
     eval_source: object
     train_examples: list
@@ -119,8 +121,9 @@ def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_da
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
     args = ProbeArgs(task, data, output, model, eval_data, data_dir, pooling, max_length, batch_size,
                      max_train_samples, max_eval_samples, holdout, seed, precision, overwrite, task_options)
-    adapter, spec, output_path = check(args)
-    read_data = read(args, adapter, output_path)
+    untrained, spec, output_path = check(args)
+    read_data = read(args, untrained, output_path)
+    adapter = read_data.task
     embedded = embed(args, load(args, adapter, spec, read_data))
     head = run(args, adapter, read_data, embedded)
     result = result_of(args, read_data, embedded, head, output_path, spec.name)
@@ -150,20 +153,20 @@ def check(args: ProbeArgs):
 
 
 def read(args: ProbeArgs, adapter, output_path: Path) -> ProbeData:
-    """The training and eval examples, checked; the labels are fitted on the training rows."""
+    """The training and eval examples, checked, and the task with the labels of the training rows."""
     train_source = registry.resolve(args.data, "train", args.data_dir, args.task)
     eval_source = registry.eval_source(args.data, args.eval_data, args.data_dir, args.task)
     check_inputs_kept(output_path, train_source, eval_source, args.model)
     train_examples = adapter.read(train_source, TRAIN)[:args.max_train_samples or None]
-    adapter.check_probe_data(train_source)
-    adapter.fit_labels(train_examples)
+    adapter.check_probe_data(train_source, train_examples)
+    adapter = adapter.with_learned(adapter.fit(train_examples))
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     check_holdout(labels, args.holdout, adapter.labels)
     eval_examples = []
     if eval_source is not None:
         eval_examples = adapter.read(eval_source, EVAL)[:args.max_eval_samples or None]
         adapter.check_eval_examples(eval_examples, eval_source)
-    return ProbeData(train_source, eval_source, train_examples, eval_examples, labels)
+    return ProbeData(adapter, train_source, eval_source, train_examples, eval_examples, labels)
 
 
 def load(args: ProbeArgs, adapter, spec, read_data: ProbeData) -> Embedded:
