@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertkit.config import PRECISIONS
+from bertkit.options import check_at_least, check_batch_size, check_precision
 from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
@@ -78,10 +78,7 @@ def speed_up(adapter, network):
 
 def check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
                           precision: str = "auto") -> None:
-    if precision not in PRECISIONS:
-        raise BertkitError(f"unknown --precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
-    if batch_size < 1:
-        raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", f"see `bertkit {command} --help`")
-    if max_eval_samples is not None and max_eval_samples < 1:
-        raise BertkitError(f"--max-eval-samples must be >= 1, got {max_eval_samples}",
-                           "leave it out to use every example")
+    """The API's own check of what the CLI's options objects already validated: the same rules (bertkit.options)."""
+    check_precision(precision)
+    check_batch_size(batch_size, f"bertkit {command}")
+    check_at_least(max_eval_samples, "--max-eval-samples", f"bertkit {command}")
