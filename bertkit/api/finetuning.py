@@ -5,22 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
 from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
 from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
-from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
-from bertkit.engine.threads import check as check_threads
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import (
     ModelMeta,
-    check_inputs_kept,
-    check_output_dir,
-    check_sibling_dir,
-    checkpoint_root,
     data_record,
     save_model_dir,
     staged_output,
@@ -28,7 +23,6 @@ from bertkit.model_dir import (
 )
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
 
@@ -64,93 +58,102 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
     ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
     ``fold`` (k, K): train on the other folds of ``data``, evaluate on fold k (bertkit.api.folds).
 
-    Longer than the other functions on purpose: it is the command's order of events (checks that
-    need no model, then the model, then the work), which is the contract users rely on, read in one
-    place; the work itself is in _read_examples, _train and _save."""
-    from bertkit.engine.tracking import logging_dir, parse_report_to
-
-    # every check that needs no model comes first: a mistake costs seconds, not a training run
-    command = f"bertkit {'finetune' if task in finetune_tasks() else 'pretrain'} {task}"
-    config = (config or TrainConfig()).validate(command)
-    check_threads(threads, "finetune")
-    trackers = parse_report_to(report_to)
-    adapter = get_task_class(task)(config.max_length, dict(config.task_options))
-    output_path = Path(output).expanduser().resolve()
-    check_output_dir(output_path, overwrite)
-    train_source = registry.resolve(data, "train", data_dir, task)
-    eval_source = None if fold else registry.eval_source(data, eval_data, data_dir, task)  # folds: data's own
-    check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
-    if config.save_every or resume or resume_from:
-        check_sibling_dir(checkpoint_root(output_path), "checkpoints")
-    if trackers:
-        check_sibling_dir(logging_dir(output_path), "the trackers' logs")
-    checkpoints = Checkpoints.plan(output_path, config, _run_identity(task, model, config, train_source, eval_source),
-                                   resume, resume_from, overwrite)
-    notices = checkpoints.passed_over() if checkpoints is not None else []
-    if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
-        notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
-                       "at step 0")
-    adapter, train_examples, eval_examples, held = _read_examples(adapter, train_source, eval_source, config, fold)
-
-    model_ref = resolve_model(model)
-    model_config = load_config(model_ref, model)  # an offline Hub name or an unsupported model fails here
-    adapter.max_length = choose_max_length(config.max_length, adapter.default_max_length, model_config, model)
-    tokenizer = load_tokenizer(model_ref, model, model_config)
-    from bertkit.engine import Engine  # heavy: torch + accelerate
+    The order of events is the contract users rely on: every check that needs no model, then the
+    data, then the model, then the work, then the directory written all at once."""
+    plan = plan_run(task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume,
+                    resume_from, fold)
+    adapter, train_examples, eval_examples, held = _read_examples(plan.adapter, plan.train_source, plan.eval_source,
+                                                                  plan.config, fold)
+    adapter, loaded = _load(plan, adapter)
+    train_features, eval_features, preprocessing = _preprocess(adapter, loaded, train_examples, eval_examples,
+                                                               plan.checkpoints)
+    spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
+    trained = _train(loaded.engine, adapter, spec, loaded.network, loaded.tokenizer, plan.config, train_features,
+                     eval_examples, eval_features, plan.checkpoints, on_evaluation, keep_predictions=fold is not None)
     from bertkit.networks import recipes
 
-    engine = Engine(config.precision, config.seed, trackers,
-                    str(logging_dir(output_path)) if trackers else None, threads=threads)
-    if checkpoints is not None:
-        checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
-        checkpoints.check_compatible()
+    finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
+    adapter, result, meta = _record(plan, adapter.finished(), finished.facts, trained, loaded.engine, preprocessing,
+                                    train_examples, eval_examples, held)
+    result.report = _save(loaded.engine, plan.output_path, trained.report, finished.model, loaded.tokenizer, meta,
+                          resolved_options(plan, adapter), training_results(result))
+    return result
+
+
+@dataclass
+class _Loaded:
+    model_ref: str
+    tokenizer: object
+    engine: object
+    network: object
+
+
+def _load(plan: RunPlan, adapter) -> tuple:
+    """(the task at the model's max length, the tokenizer, engine and weights); the checkpoint to resume
+    is checked against the engine before any expensive work."""
+    model_ref = resolve_model(plan.model)
+    model_config = load_config(model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
+    adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config,
+                                           plan.model)
+    tokenizer = load_tokenizer(model_ref, plan.model, model_config)
+    from bertkit.engine import Engine  # heavy: torch + accelerate
+    from bertkit.engine.tracking import logging_dir
+
+    engine = Engine(plan.config.precision, plan.config.seed, plan.trackers,
+                    str(logging_dir(plan.output_path)) if plan.trackers else None, threads=plan.threads)
+    if plan.checkpoints is not None:
+        plan.checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
+        plan.checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
-    network = speed_up(adapter, load_model(adapter.model_class, model_ref, model, **adapter.model_kwargs()))
-    _for_training(network, config)
-    train_features = adapter.preprocess(train_examples, tokenizer, train=True)
+    network = speed_up(adapter, load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs()))
+    _for_training(network, plan.config)
+    return adapter, _Loaded(model_ref, tokenizer, engine, network)
+
+
+def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpoints) -> tuple:
+    """(train features, eval features, their stats); a resumed run must see the training data it saw."""
+    train_features = adapter.preprocess(train_examples, loaded.tokenizer, train=True)
     preprocessing = {"train": stats_of(train_features), "train_features": len(train_features)}
-    eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
+    eval_features = adapter.preprocess(eval_examples, loaded.tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = stats_of(eval_features)
     if checkpoints is not None:
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
+    return train_features, eval_features, preprocessing
 
-    spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
-    trained = _train(engine, adapter, spec, network, tokenizer, config, train_features, eval_examples,
-                     eval_features, checkpoints, on_evaluation, keep_predictions=fold is not None)
-    finished = recipes.finish_model(spec, trained.network, model_ref, model)
-    network, report, adapter = finished.model, trained.report, adapter.finished()
+
+def _record(plan: RunPlan, adapter, facts, trained, engine, preprocessing, train_examples, eval_examples,
+            held) -> tuple:
+    """(the task as saved, the result, bertkit.json's contents) of a trained run."""
+    report, config, eval_source = trained.report, plan.config, plan.eval_source
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     stored, stored_notices = _tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
-    adapter, notices = adapter.with_options(stored) if stored else adapter, notices + stored_notices
-    result = FinetuneResult(str(output_path), best.get("metrics", {}), report.throughput(), report.history,
+    adapter = adapter.with_options(stored) if stored else adapter
+    result = FinetuneResult(str(plan.output_path), best.get("metrics", {}), report.throughput(), report.history,
                             report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
                             runtime=engine.runtime(config.precision), best_step=report.best_step,
-                            resumed_from=report.resumed_from, notices=notices, before=trained.before,
-                            sections=adapter.directory_sections(finished.facts))
+                            resumed_from=report.resumed_from, notices=plan.notices + stored_notices,
+                            before=trained.before, sections=adapter.directory_sections(facts))
     held_out = f"{len(eval_examples)} held-out examples of the training data"
     held_out = held_out if eval_examples and not eval_source else None
-    if fold:
-        held_out = f"fold {fold[0] + 1} of {fold[1]} of the training data ({len(eval_examples)} examples)"
+    if plan.fold:
+        held_out = f"fold {plan.fold[0] + 1} of {plan.fold[1]} of the training data ({len(eval_examples)} examples)"
         predictions = trained.predictions_of(best.get("metrics"))
         result.eval_rows = [{**row, "row": held[i] + 1} for i, row in
                             enumerate(prediction_rows(adapter, eval_examples, predictions))]
+    known = registry.is_known(plan.data)
     meta = ModelMeta(
-        kind=adapter.directory_kind, task=adapter.state(), base_model=model, config=config.to_dict(),
-        data=data_record(train_source, eval_source, len(train_examples), len(eval_examples),
-                         name=data if registry.is_known(data) else None,
+        kind=adapter.directory_kind, task=adapter.state(), base_model=plan.model, config=config.to_dict(),
+        data=data_record(plan.train_source, eval_source, len(train_examples), len(eval_examples),
+                         name=plan.data if known else None,
                          # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
-                         data_dir=registry.data_dir(data_dir) if registry.is_known(data) else None,
-                         eval_description=held_out),
+                         data_dir=registry.data_dir(plan.data_dir) if known else None, eval_description=held_out),
         before=trained.before or None, **result.sections, metrics=result.metrics, best_epoch=report.best_epoch,
         best_step=report.best_step, resumed_from=report.resumed_from, history=report.history,
         throughput=result.throughput, preprocessing=preprocessing, stopped_early=report.stopped_early,
         runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
-    options = _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config,
-                                adapter, "finetune" if task in finetune_tasks() else "pretrain")
-    result.report = _save(engine, output_path, report, network, tokenizer, meta, options, training_results(result))
-    return result
+    return adapter, result, meta
 
 
 def _tuned_to_store(tuned: dict, eval_source, config: TrainConfig) -> tuple[dict, list[str]]:
@@ -264,35 +267,6 @@ def _for_training(network, config: TrainConfig) -> None:
         from bertkit.engine.attention_recompute import checkpoint_attention
 
         checkpoint_attention(network)
-
-
-def _resolved_options(task, data, eval_data, data_dir, model, output_path, threads, report_to, config, adapter,
-                      command: str) -> dict:
-    """Every option of the run as `bertkit finetune|pretrain --config` reads it: local paths made
-    absolute (a replay from another directory reads the same files), the task's options with their
-    defaults."""
-    def local(path):
-        found = Path(path).expanduser()
-        return str(found.resolve()) if found.exists() else path
-
-    known = registry.is_known(data)
-    directory = registry.data_dir(data_dir) if known else data_dir and Path(data_dir)
-    train = config.to_dict()
-    given = train.pop("task_options")
-    task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for(command)}
-    return {"task": task, "data": data if known else local(data), "eval_data": eval_data and local(eval_data),
-            "data_dir": str(directory.resolve()) if directory else None, "model": local(model),
-            "output": str(output_path), "threads": threads, "report_to": report_to or "none", **train, **task_options}
-
-
-def _run_identity(task, model, config, train_source, eval_source) -> dict:
-    """What a resumed run must share with its checkpoint (run_identity.MAY_CHANGE excepted)."""
-    def where(source):
-        return None if source is None else str(source.path.resolve()) if source.path else source.description
-
-    local = Path(model).expanduser()
-    return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
-            "eval_data": where(eval_source), **config.to_dict()}
 
 
 def _first(examples: list, limit: int | None) -> list:

@@ -37,7 +37,6 @@ LAYERS = (
 )
 # Functions over MAX_FUNCTION_LINES that do not say why yet: handled after the options/streaming work.
 LONG_WITHOUT_REASON = {
-    "bertkit/api/finetuning.py:finetune",
 }
 
 

@@ -1,0 +1,100 @@
+"""What a fine-tuning run settles before it loads a model: every check that needs no model (so a
+mistake costs seconds, not a training run), where it reads and writes, its checkpoints, and the
+record of its options that `--config` replays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.config import TrainConfig
+from bertkit.data import registry
+from bertkit.engine.checkpoints import Checkpoints
+from bertkit.engine.threads import check as check_threads
+from bertkit.model_dir import check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root
+from bertkit.tasks import finetune_tasks, get_task_class
+
+
+@dataclass
+class RunPlan:
+    """One fine-tuning run, checked: the call's arguments and what follows from them."""
+
+    task: str
+    data: str
+    model: str
+    eval_data: str | None
+    data_dir: str | None
+    config: TrainConfig
+    output_path: Path
+    threads: int | None
+    report_to: str | None
+    trackers: list
+    fold: tuple[int, int] | None
+    adapter: object  # the task, untrained
+    train_source: object
+    eval_source: object  # None: the task holds out part of the training data (or a fold is)
+    checkpoints: Checkpoints | None
+    notices: list = field(default_factory=list)
+
+    @property
+    def verb(self) -> str:
+        return "finetune" if self.task in finetune_tasks() else "pretrain"
+
+
+def plan_run(task: str, data: str, output: str, model: str, eval_data: str | None, data_dir: str | None,
+             config: TrainConfig | None, overwrite: bool, report_to: str | None, threads: int | None,
+             resume: bool, resume_from: str | None, fold: tuple[int, int] | None) -> RunPlan:
+    from bertkit.engine.tracking import logging_dir, parse_report_to
+
+    command = f"bertkit {'finetune' if task in finetune_tasks() else 'pretrain'} {task}"
+    config = (config or TrainConfig()).validate(command)
+    check_threads(threads, "finetune")
+    trackers = parse_report_to(report_to)
+    adapter = get_task_class(task)(config.max_length, dict(config.task_options))
+    output_path = Path(output).expanduser().resolve()
+    check_output_dir(output_path, overwrite)
+    train_source = registry.resolve(data, "train", data_dir, task)
+    eval_source = None if fold else registry.eval_source(data, eval_data, data_dir, task)  # folds: data's own
+    check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
+    if config.save_every or resume or resume_from:
+        check_sibling_dir(checkpoint_root(output_path), "checkpoints")
+    if trackers:
+        check_sibling_dir(logging_dir(output_path), "the trackers' logs")
+    checkpoints = Checkpoints.plan(output_path, config, run_identity(task, model, config, train_source, eval_source),
+                                   resume, resume_from, overwrite)
+    notices = checkpoints.passed_over() if checkpoints is not None else []
+    if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
+        notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
+                       "at step 0")
+    return RunPlan(task, data, model, eval_data, data_dir, config, output_path, threads, report_to, trackers, fold,
+                   adapter, train_source, eval_source, checkpoints, notices)
+
+
+def run_identity(task, model, config, train_source, eval_source) -> dict:
+    """What a resumed run must share with its checkpoint (run_identity.MAY_CHANGE excepted)."""
+    def where(source):
+        return None if source is None else str(source.path.resolve()) if source.path else source.description
+
+    local = Path(model).expanduser()
+    return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
+            "eval_data": where(eval_source), **config.to_dict()}
+
+
+def resolved_options(plan: RunPlan, adapter) -> dict:
+    """Every option of the run as `bertkit finetune|pretrain --config` reads it: local paths made
+    absolute (a replay from another directory reads the same files), the task's options with their
+    defaults."""
+    def local(path):
+        found = Path(path).expanduser()
+        return str(found.resolve()) if found.exists() else path
+
+    known = registry.is_known(plan.data)
+    directory = registry.data_dir(plan.data_dir) if known else plan.data_dir and Path(plan.data_dir)
+    train = plan.config.to_dict()
+    given = train.pop("task_options")
+    task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for(plan.verb)}
+    return {"task": plan.task, "data": plan.data if known else local(plan.data),
+            "eval_data": plan.eval_data and local(plan.eval_data),
+            "data_dir": str(directory.resolve()) if directory else None, "model": local(plan.model),
+            "output": str(plan.output_path), "threads": plan.threads, "report_to": plan.report_to or "none",
+            **train, **task_options}
