@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.errors import BertkitError
 from bertkit.models import load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
-from bertkit.engine.threads import check as check_threads
+from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS, check_batch_size, check_max_length, check_threads
 
 
 class Embedder:
     """An encoder loaded once for many calls (`embed`, its streaming path, Ray actors): texts in,
     one pooled vector per text out, windows over long texts averaged as `embed` documents."""
 
-    def __init__(self, model: str, pooling: str | None = None, max_length: int = 128, stride: int | None = None,
-                 batch_size: int = 64, normalize: bool = False, precision: str = "auto", threads: int | None = None,
+    def __init__(self, model: str, pooling: str | None = None, max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None,
+                 batch_size: int = INFERENCE_BATCH, normalize: bool = False, precision: str = "auto", threads: int | None = None,
                  per_word: bool = False):
         self.spec = parse_pooling(pooling, per_word)
-        if not 8 <= max_length <= 8192:
-            raise BertkitError("--max-length must be between 8 and 8192", "128 is the fine-tuning default")
-        if batch_size < 1:
-            raise BertkitError("--batch-size must be >= 1", "e.g. --batch-size 64")
-        check_threads(threads, "embed")
+        check_max_length(max_length, "bertkit embed")
+        check_batch_size(batch_size, "bertkit embed")
+        check_threads(threads, "bertkit embed")
         self.model, self.max_length, self.batch_size, self.normalize = model, max_length, batch_size, normalize
         self.stride = max_length // 4 if stride is None else stride
         self.precision, self.threads, self.per_word = precision, threads, per_word

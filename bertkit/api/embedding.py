@@ -19,6 +19,7 @@ import numpy as np
 
 from bertkit.data import readers
 from bertkit.data.readers import pick_column
+from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS
 from bertkit.api.embedder import Embedder  # noqa: F401  (part of this API)
 from bertkit.data.sinks import floats
 from bertkit.data.streams import Chunk
@@ -51,7 +52,7 @@ class Embeddings:
 
 
 def embed(model: str, input_path: str, output: str | None = None, pooling: str | None = None, per_word: bool = False,
-          max_length: int = 128, stride: int | None = None, batch_size: int = 64, normalize: bool = False,
+          max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None, batch_size: int = INFERENCE_BATCH, normalize: bool = False,
           text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
           precision: str = "auto", threads: int | None = None) -> Embeddings:
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
@@ -156,8 +157,8 @@ def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, f
 
 
 def embed_stream(model: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
-                 resume: bool = False, pooling: str | None = None, max_length: int = 128, stride: int | None = None,
-                 batch_size: int = 64, normalize: bool = False, text_column: str | None = None,
+                 resume: bool = False, pooling: str | None = None, max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None,
+                 batch_size: int = INFERENCE_BATCH, normalize: bool = False, text_column: str | None = None,
                  text_pair_column: str | None = None, id_column: str | None = None, precision: str = "auto",
                  threads: int | None = None, quiet: bool = False, long_lived: bool = False):
     """``embed`` in chunks of ``chunk_rows`` rows, each written as it is done: JSONL on standard

@@ -19,6 +19,7 @@ from bertkit.model_dir.files import probe_writable
 from bertkit.options import INFERENCE_BATCH
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
+from bertkit.tasks.learned import stats_of
 
 
 def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
@@ -120,7 +121,7 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
     report = {"model": str(model_dir), "data": plan.source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": dict(_stats(features, adapter)), "tuned": {}, "notices": [],
+              "preprocessing": stats_of(features), "tuned": {}, "notices": [],
               "details": kept.get("details"), "runtime": engine.runtime(precision),
               "timings": {k: round(v, 3) for k, v in timings.items()},
               "repeats": repeats(meta)}  # --seeds/--folds: the spread at training, to read this evaluation against
@@ -153,11 +154,6 @@ def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> 
     drawn = build_report(model_dir, meta)  # redrawn with this evaluation's figures (those inside the directory)
     report["figures"] = drawn["figures"]
     report["notices"] += drawn["notices"]
-
-
-def _stats(features, adapter) -> dict:
-    """What preprocessing reports: the features' own stats where they carry them, else the task's."""
-    return getattr(features, "stats", None) or adapter.stats
 
 
 def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, store_tuned: bool | None, report: dict,

@@ -21,16 +21,18 @@ from bertkit.data.registry import Source
 from bertkit.data.streams import Chunk, InputStream
 from bertkit.engine.threads import check as check_threads
 from bertkit.inference import check_inference_args
+from bertkit.options import INFERENCE_BATCH, check_batch_size
 from bertkit.model_dir import load_meta
 from bertkit.errors import BertkitError
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
+from bertkit.tasks.learned import stats_of
 
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 
 
 class Predictor:
-    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = 64, precision: str = "auto",
+    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = INFERENCE_BATCH, precision: str = "auto",
                  quiet: bool = False, threads: int | None = None, **options):
         if backend not in BACKENDS + ("auto",):
             raise BertkitError(f"unknown --backend {backend!r}", f"use one of auto, {', '.join(BACKENDS)}")
@@ -39,18 +41,12 @@ class Predictor:
             from bertkit.export.runtime import fastest_backend
 
             backend, self.backend_reason = fastest_backend(model_dir)
-        if batch_size < 1:
-            raise BertkitError(f"--batch-size must be >= 1, got {batch_size}", "use a positive batch size")
+        check_batch_size(batch_size, "bertkit predict")
         self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
         self.meta = load_meta(self.model_dir)
         self.adapter = task_from_state(self.meta["task"])
         self.adapter.check_predictable()
-        given = {k: v for k, v in options.items() if v is not None}
-        for key in sorted(set(given) - set(self.adapter.option_names)):
-            raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.adapter.name} model",
-                               "drop that option")
-        self.adapter.options.update(given)
-        self.adapter.check_options()
+        self.adapter = self.adapter.apply_options(options, "predict")
         if backend != "torch":
             from bertkit.export.runtime import exported_file
 
@@ -111,7 +107,7 @@ class Predictor:
                                     adapter.per_token_outputs, self.tokenizer.pad_token_id)
         inferred = time.perf_counter()
         predictions = adapter.postprocess(examples, features, outputs)
-        self.stats = dict(adapter.stats)
+        self.stats = stats_of(features)
         rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
         self.timings.update(preprocess_seconds=tokenized - started, model_seconds=inferred - tokenized,
                             postprocess_seconds=time.perf_counter() - inferred)
@@ -177,7 +173,7 @@ class Predictions(list):
     timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+def predict(model_dir: str, input_path: str, batch_size: int = INFERENCE_BATCH, precision: str = "auto", backend: str = "torch",
             threads: int | None = None, **options) -> Predictions:
     """One output row per input row, in input order, in memory. ``input_path`` '-' reads standard
     input; a directory or glob reads its shards in order. ``backend``: torch, or onnx / onnx-int8
@@ -194,7 +190,7 @@ def predict(model_dir: str, input_path: str, batch_size: int = 64, precision: st
 
 
 def predict_stream(model_dir: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
-                   resume: bool = False, batch_size: int = 64, precision: str = "auto", backend: str = "torch",
+                   resume: bool = False, batch_size: int = INFERENCE_BATCH, precision: str = "auto", backend: str = "torch",
                    threads: int | None = None, quiet: bool = False, long_lived: bool = False, **options):
     """Predict in chunks of ``chunk_rows`` rows, each written as soon as it is done: JSONL on
     standard output (``output`` None), or a .jsonl / .parquet file assembled at the end

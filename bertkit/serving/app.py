@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from bertkit.data.readers import json_kind, parse_json
 from bertkit.errors import BertkitError
+from bertkit.options import INFERENCE_BATCH
 from bertkit.serving.batcher import MicroBatcher
 
 log = logging.getLogger("bertkit.serve")
@@ -32,7 +33,7 @@ MAX_INPUTS = 256
 
 
 def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs: int = MAX_INPUTS,
-               max_batch_rows: int = 64, max_wait_ms: float = 5.0) -> FastAPI:
+               max_batch_rows: int = INFERENCE_BATCH, max_wait_ms: float = 5.0) -> FastAPI:
     """The app: a micro-batcher over ``predictor``, JSON errors, an access log, and the three routes."""
     limits = {"max_request_bytes": max_request_bytes, "max_inputs": max_inputs, "max_batch_rows": max_batch_rows,
               "max_wait_ms": max_wait_ms}

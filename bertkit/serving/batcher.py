@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+from bertkit.options import INFERENCE_BATCH
+
 
 class MicroBatcher:
-    def __init__(self, run, max_rows: int = 64, max_wait_s: float = 0.005):
+    def __init__(self, run, max_rows: int = INFERENCE_BATCH, max_wait_s: float = 0.005):
         self.run, self.max_rows, self.max_wait_s = run, max_rows, max_wait_s
         self.queue: asyncio.Queue | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertkit-model")
