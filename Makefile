@@ -12,7 +12,7 @@ DEMO_ROWS ?= 4000
 # The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
 BERTKIT ?= $(BIN)/bertkit
 
-.PHONY: install test test-fast demo bench bench-quick reproduce clean
+.PHONY: install lint format test test-fast demo bench bench-quick reproduce clean
 
 $(BIN)/bertkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ $(BIN)/bertkit: pyproject.toml
 	touch $@
 
 install: $(BIN)/bertkit
+
+## Lint and format check (ruff, configured in pyproject.toml); `make format` rewrites.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 ## The whole test suite: unit, end-to-end CLI on a tiny BERT, and learning tests on MiniLM + real data.
 test: install

@@ -31,8 +31,9 @@ def main() -> None:
 
     def load(name: str) -> Predictor:
         backend, precision = ("torch", "no") if name == "torch-fp32" else (name, "auto")
-        return Predictor(args.model_dir, backend=backend, precision=precision, batch_size=args.batch_size,
-                         quiet=True).load()
+        return Predictor(
+            args.model_dir, backend=backend, precision=precision, batch_size=args.batch_size, quiet=True
+        ).load()
 
     predictors = {name: load(name) for name in args.backends.split(",")}
     adapter = next(iter(predictors.values())).adapter
@@ -51,19 +52,26 @@ def main() -> None:
     reference = "torch-fp32" if "torch-fp32" in predictors else next(iter(predictors))
     for name, predictor in predictors.items():
         best = min(times[name])
-        entry = {"precision": predictor.runtime().get("precision"), "sentences_per_s": round(len(examples) / best, 1),
-                 "best_seconds": round(best, 3), "all_seconds": [round(t, 3) for t in times[name]]}
+        entry = {
+            "precision": predictor.runtime().get("precision"),
+            "sentences_per_s": round(len(examples) / best, 1),
+            "best_seconds": round(best, 3),
+            "all_seconds": [round(t, 3) for t in times[name]],
+        }
         if "label" in examples[0]:
-            entry["accuracy"] = round(sum(r["label"] == ex["label"] for r, ex in zip(rows[name], examples))
-                                      / len(examples), 4)
+            entry["accuracy"] = round(
+                sum(r["label"] == ex["label"] for r, ex in zip(rows[name], examples)) / len(examples), 4
+            )
         entry["same_label_as_reference"] = sum(a["label"] == b["label"] for a, b in zip(rows[name], rows[reference]))
         result[name] = entry
     result["reference"] = reference
-    result["speedup_vs_reference"] = {name: round(result[name]["sentences_per_s"] /
-                                                  result[reference]["sentences_per_s"], 2) for name in predictors}
+    result["speedup_vs_reference"] = {
+        name: round(result[name]["sentences_per_s"] / result[reference]["sentences_per_s"], 2) for name in predictors
+    }
     if "accuracy" in result[reference]:
-        result["accuracy_delta_vs_reference"] = {name: round(result[name]["accuracy"] - result[reference]["accuracy"], 4)
-                                                 for name in predictors}
+        result["accuracy_delta_vs_reference"] = {
+            name: round(result[name]["accuracy"] - result[reference]["accuracy"], 4) for name in predictors
+        }
     print(json.dumps(result, indent=2))
 
 

@@ -17,8 +17,12 @@ from pathlib import Path
 
 from benchmarks.workloads import write_squad_split
 
-SIDES = {"bertkit": {}, "bertkit_fp32": {"precision": "no"}, "bertkit_frozen": {"freeze_embeddings": True},
-         "bertkit_lazy": {"lazy_embeddings": True}}
+SIDES = {
+    "bertkit": {},
+    "bertkit_fp32": {"precision": "no"},
+    "bertkit_frozen": {"freeze_embeddings": True},
+    "bertkit_lazy": {"lazy_embeddings": True},
+}
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 
 
@@ -36,14 +40,26 @@ def _prepare() -> None:
     import sklearn.metrics  # noqa: F401
     import transformers
 
-    for name in ("AutoModelForSequenceClassification", "AutoModelForTokenClassification",
-                 "AutoModelForQuestionAnswering", "BertModel"):
+    for name in (
+        "AutoModelForSequenceClassification",
+        "AutoModelForTokenClassification",
+        "AutoModelForQuestionAnswering",
+        "BertModel",
+    ):
         getattr(transformers, name)
     transformers.logging.set_verbosity_error()
 
 
-def train(workload: str, side: str, n_train: int | None, n_eval: int | None, root: str, hp: dict,
-          expected: tuple[int, int] | None = None, save_dir: str | None = None) -> dict:
+def train(
+    workload: str,
+    side: str,
+    n_train: int | None,
+    n_eval: int | None,
+    root: str,
+    hp: dict,
+    expected: tuple[int, int] | None = None,
+    save_dir: str | None = None,
+) -> dict:
     """api.finetune on the workload's slice (SQuAD: the article split as two files); ``expected``:
     the (train, eval) counts the HF side gets, asserted; ``save_dir`` keeps the model."""
     from bertkit import api
@@ -51,28 +67,55 @@ def train(workload: str, side: str, n_train: int | None, n_eval: int | None, roo
 
     _prepare()
     qa = workload == "qa"
-    config = TrainConfig(epochs=hp["epochs"], lr=hp["lr"], batch_size=hp["batch_size"], eval_batch_size=64,
-                         warmup_ratio=hp["warmup"], weight_decay=hp["weight_decay"], seed=hp["seed"],
-                         max_length=384 if qa else None, max_train_samples=n_train, max_eval_samples=n_eval,
-                         task_options=dict(QA_OPTIONS) if qa else {}, **SIDES[side])
+    config = TrainConfig(
+        epochs=hp["epochs"],
+        lr=hp["lr"],
+        batch_size=hp["batch_size"],
+        eval_batch_size=64,
+        warmup_ratio=hp["warmup"],
+        weight_decay=hp["weight_decay"],
+        seed=hp["seed"],
+        max_length=384 if qa else None,
+        max_train_samples=n_train,
+        max_eval_samples=n_eval,
+        task_options=dict(QA_OPTIONS) if qa else {},
+        **SIDES[side],
+    )
     task, data = {"sst2": ("cls", "sst2"), "ner": ("ner", "conll2003"), "qa": ("qa", None)}[workload]
     with tempfile.TemporaryDirectory(prefix="bertkit-bench-") as tmp:
         data, eval_data = write_squad_split(tmp, root) if qa else (data, None)
-        result = api.finetune(task, data, save_dir or os.path.join(tmp, "model"), model="minilm",
-                              eval_data=eval_data, data_dir=root, config=config, overwrite=True)
+        result = api.finetune(
+            task,
+            data,
+            save_dir or os.path.join(tmp, "model"),
+            model="minilm",
+            eval_data=eval_data,
+            data_dir=root,
+            config=config,
+            overwrite=True,
+        )
     counts = (result.train_examples, result.eval_examples)
     if expected and counts != tuple(expected):
         raise AssertionError(f"bertkit used {counts} (train, eval) examples, the HF side {tuple(expected)}")
     counted = result.throughput
     metric = {"sst2": "accuracy", "ner": "f1", "qa": "f1"}[workload]
-    return {"side": side, "precision": result.runtime.get("precision"), "n_train": counts[0], "n_eval": counts[1],
-            # throughput["examples"] counts features (QA windows) over all epochs; ex/s uses n_train
-            "train_seconds": counted["train_seconds"], "tokens": counted["tokens"],
-            "token_pairs": counted["token_pairs"], "padding_share": counted["padding_share"],
-            "eval_seconds": counted["eval_seconds"], "features": counted["examples"],
-            "metrics": {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
-            "metric": result.metrics.get(metric), "exact_match": result.metrics.get("exact_match"),
-            "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "side": side,
+        "precision": result.runtime.get("precision"),
+        "n_train": counts[0],
+        "n_eval": counts[1],
+        # throughput["examples"] counts features (QA windows) over all epochs; ex/s uses n_train
+        "train_seconds": counted["train_seconds"],
+        "tokens": counted["tokens"],
+        "token_pairs": counted["token_pairs"],
+        "padding_share": counted["padding_share"],
+        "eval_seconds": counted["eval_seconds"],
+        "features": counted["examples"],
+        "metrics": {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
+        "metric": result.metrics.get(metric),
+        "exact_match": result.metrics.get("exact_match"),
+        "peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 def _accuracy(model_dir: str, predicted: list, labels: list) -> float:
@@ -90,8 +133,10 @@ def export_backends(model_dir: str, root: str, samples: int = 500) -> dict:
     from bertkit.export.openvino import export_openvino
 
     data = os.path.join(root, "sst2", "train.tsv")
-    return {"onnx": export_onnx(model_dir, int8=True, data=data, samples=samples),
-            "openvino": export_openvino(model_dir, int8=True, data=data, samples=samples)}
+    return {
+        "onnx": export_onnx(model_dir, int8=True, data=data, samples=samples),
+        "openvino": export_openvino(model_dir, int8=True, data=data, samples=samples),
+    }
 
 
 def predict(side: str, model_dir: str, sentences: list, labels: list, batch_size: int = 64) -> dict:
@@ -108,11 +153,19 @@ def predict(side: str, model_dir: str, sentences: list, labels: list, batch_size
         raise AssertionError(f"api.predict returned {len(rows)} rows for {len(sentences)} sentences")
     t = rows.timings
     accuracy = _accuracy(model_dir, [r["label"] for r in rows], labels)
-    return {"side": side, "precision": rows.runtime.get("precision"), "batch_size": batch_size, "n": len(rows),
-            "backend": rows.runtime.get("backend", "torch"),
-            "load_seconds": t["load_seconds"], "timings": dict(t), "metrics": {"accuracy": accuracy},
-            "seconds": t["preprocess_seconds"] + t["model_seconds"] + t["postprocess_seconds"],
-            "metric": accuracy, "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "side": side,
+        "precision": rows.runtime.get("precision"),
+        "batch_size": batch_size,
+        "n": len(rows),
+        "backend": rows.runtime.get("backend", "torch"),
+        "load_seconds": t["load_seconds"],
+        "timings": dict(t),
+        "metrics": {"accuracy": accuracy},
+        "seconds": t["preprocess_seconds"] + t["model_seconds"] + t["postprocess_seconds"],
+        "metric": accuracy,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 def evaluate(side: str, model_dir: str, root: str, n_eval: int | None, batch_size: int = 64) -> dict:
@@ -121,10 +174,25 @@ def evaluate(side: str, model_dir: str, root: str, n_eval: int | None, batch_siz
 
     _prepare()
     with tempfile.TemporaryDirectory(prefix="bertkit-bench-eval-") as tmp:
-        report = api.evaluate(model_dir, data="sst2", split="dev", data_dir=root, batch_size=batch_size,
-                              max_eval_samples=n_eval, output=os.path.join(tmp, "eval.json"))
+        report = api.evaluate(
+            model_dir,
+            data="sst2",
+            split="dev",
+            data_dir=root,
+            batch_size=batch_size,
+            max_eval_samples=n_eval,
+            output=os.path.join(tmp, "eval.json"),
+        )
     t = report["timings"]
-    return {"side": side, "precision": report["runtime"].get("precision"), "batch_size": batch_size,
-            "n": report["examples"], "load_seconds": t["load_seconds"], "timings": dict(t),
-            "seconds": t["preprocess_seconds"] + t["score_seconds"], "metrics": report["metrics"],
-            "metric": report["metrics"].get("accuracy"), "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "side": side,
+        "precision": report["runtime"].get("precision"),
+        "batch_size": batch_size,
+        "n": report["examples"],
+        "load_seconds": t["load_seconds"],
+        "timings": dict(t),
+        "seconds": t["preprocess_seconds"] + t["score_seconds"],
+        "metrics": report["metrics"],
+        "metric": report["metrics"].get("accuracy"),
+        "peak_rss_mb": _peak_rss_mb(),
+    }

@@ -27,8 +27,11 @@ def write_model(tokenizer_dir: Path, target: Path, tiny: bool = False) -> None:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    size = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128) if tiny else \
-        dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    size = (
+        dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+        if tiny
+        else dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    )
     config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=512, **size)
     BertModel(config).save_pretrained(str(target))
     tokenizer.save_pretrained(str(target))
@@ -39,21 +42,30 @@ def window_count(articles: list, tokenizer_dir: Path, max_length: int = 384, str
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     questions = [(qa["question"].lstrip(), p["context"]) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
-    encoded = tokenizer([q for q, _ in questions], [c for _, c in questions], truncation="only_second",
-                        max_length=max_length, stride=stride, return_overflowing_tokens=True)
+    encoded = tokenizer(
+        [q for q, _ in questions],
+        [c for _, c in questions],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+    )
     return len(encoded["input_ids"])
 
 
-def write_training_set(squad: Path, target: Path, tokenizer_dir: Path, features: int,
-                       max_articles: int | None = None) -> dict:
+def write_training_set(
+    squad: Path, target: Path, tokenizer_dir: Path, features: int, max_articles: int | None = None
+) -> dict:
     articles = json.loads(squad.read_text())["data"][:max_articles]
     per_copy = window_count(articles, tokenizer_dir)
     copies = math.ceil(features / per_copy)
     data = []
     for copy in range(copies):
         for article in articles:
-            paragraphs = [{"context": p["context"],
-                           "qas": [{**qa, "id": f"{qa['id']}-{copy}"} for qa in p["qas"]]} for p in article["paragraphs"]]
+            paragraphs = [
+                {"context": p["context"], "qas": [{**qa, "id": f"{qa['id']}-{copy}"} for qa in p["qas"]]}
+                for p in article["paragraphs"]
+            ]
             data.append({"title": f"{article['title']}-{copy}", "paragraphs": paragraphs})
     target.write_text(json.dumps({"version": "1.1", "data": data}))
     return {"copies": copies, "windows_per_copy": per_copy, "windows": copies * per_copy}
@@ -65,10 +77,15 @@ def run_bertkit(train: Path, eval_file: Path, model: Path, out: Path, epochs: fl
 
     config = TrainConfig(epochs=epochs, lr=3e-5, batch_size=32, max_eval_samples=200)
     started = time.perf_counter()
-    result = api.finetune("qa", str(train), str(out), model=str(model), eval_data=str(eval_file), config=config,
-                          overwrite=True)
-    return {"wall_seconds": round(time.perf_counter() - started, 1), "throughput": result.throughput,
-            "runtime": result.runtime, "train_examples": result.train_examples}
+    result = api.finetune(
+        "qa", str(train), str(out), model=str(model), eval_data=str(eval_file), config=config, overwrite=True
+    )
+    return {
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "throughput": result.throughput,
+        "runtime": result.runtime,
+        "train_examples": result.train_examples,
+    }
 
 
 def main() -> None:
@@ -85,8 +102,10 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     model, train = args.out / "bert-base-random", args.out / "train.json"
-    report = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-              "torch": torch.__version__}
+    report = {
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+    }
     write_model(args.tokenizer, model, args.tiny)
     report["data"] = write_training_set(args.squad, train, args.tokenizer, args.features, args.articles)
     print(json.dumps(report), flush=True)

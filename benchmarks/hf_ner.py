@@ -12,8 +12,12 @@ def run(side: str, train_sents: list, eval_sents: list, model_path: str, hp: dic
     import numpy as np
     from datasets import Dataset
     from seqeval.metrics import f1_score, precision_score, recall_score
-    from transformers import (AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification,
-                              set_seed)
+    from transformers import (
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+        DataCollatorForTokenClassification,
+        set_seed,
+    )
 
     prepare()
     labels = sorted({t for s in train_sents + eval_sents for t in s["tags"]})
@@ -21,7 +25,8 @@ def run(side: str, train_sents: list, eval_sents: list, model_path: str, hp: dic
     set_seed(hp["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForTokenClassification.from_pretrained(
-        model_path, num_labels=len(labels), label2id=label2id, id2label=dict(enumerate(labels)))
+        model_path, num_labels=len(labels), label2id=label2id, id2label=dict(enumerate(labels))
+    )
 
     def align(batch):
         encoded = tokenizer(batch["tokens"], truncation=True, max_length=512, is_split_into_words=True)
@@ -42,14 +47,27 @@ def run(side: str, train_sents: list, eval_sents: list, model_path: str, hp: dic
 
     def evaluate(trainer) -> dict:
         prediction = trainer.predict(eval_ds)
-        pairs = [[(labels[p], labels[g]) for p, g in zip(ps, gs) if g != -100]
-                 for ps, gs in zip(np.argmax(prediction.predictions, axis=2), prediction.label_ids)]
+        pairs = [
+            [(labels[p], labels[g]) for p, g in zip(ps, gs) if g != -100]
+            for ps, gs in zip(np.argmax(prediction.predictions, axis=2), prediction.label_ids)
+        ]
         y_pred = [[p for p, _ in sent] for sent in pairs]
         y_true = [[g for _, g in sent] for sent in pairs]
-        return {"precision": float(precision_score(y_true, y_pred)), "recall": float(recall_score(y_true, y_pred)),
-                "f1": float(f1_score(y_true, y_pred))}
+        return {
+            "precision": float(precision_score(y_true, y_pred)),
+            "recall": float(recall_score(y_true, y_pred)),
+            "f1": float(f1_score(y_true, y_pred)),
+        }
 
-    out = train_and_eval(side, model, train_ds, DataCollatorForTokenClassification(tokenizer), hp, evaluate,
-                         len(train_sents), len(eval_sents))
+    out = train_and_eval(
+        side,
+        model,
+        train_ds,
+        DataCollatorForTokenClassification(tokenizer),
+        hp,
+        evaluate,
+        len(train_sents),
+        len(eval_sents),
+    )
     out["metric"] = out["metrics"]["f1"]
     return out

@@ -13,8 +13,9 @@ from benchmarks.hf_trainer import RECIPES, predict_in_order, prepare, train_and_
 MAX_LENGTH, STRIDE, N_BEST, MAX_ANSWER = 384, 128, 20, 30
 
 
-def loop_decode(examples, features, start_logits, end_logits, n_best_size: int = N_BEST,
-                max_answer_length: int = MAX_ANSWER) -> dict:
+def loop_decode(
+    examples, features, start_logits, end_logits, n_best_size: int = N_BEST, max_answer_length: int = MAX_ANSWER
+) -> dict:
     """utils_qa.postprocess_qa_predictions (SQuAD v1): per window, the top-n start x top-n end double
     loop, span filters, sort, "empty" fallback, softmax. examples: "id", "context"; features:
     "example_id", "offset_mapping" (None outside the context). Returns {id: best prediction dict}
@@ -28,8 +29,8 @@ def loop_decode(examples, features, start_logits, end_logits, n_best_size: int =
         prelim = []
         for f in windows[e]:
             s, t, offsets = start_logits[f], end_logits[f], features[f]["offset_mapping"]
-            for i in np.argsort(s)[-1: -n_best_size - 1: -1].tolist():
-                for j in np.argsort(t)[-1: -n_best_size - 1: -1].tolist():
+            for i in np.argsort(s)[-1 : -n_best_size - 1 : -1].tolist():
+                for j in np.argsort(t)[-1 : -n_best_size - 1 : -1].tolist():
                     if i >= len(offsets) or j >= len(offsets) or offsets[i] is None or offsets[j] is None:
                         continue
                     if j < i or j - i + 1 > max_answer_length:
@@ -37,7 +38,7 @@ def loop_decode(examples, features, start_logits, end_logits, n_best_size: int =
                     prelim.append({"offsets": (offsets[i][0], offsets[j][1]), "score": s[i] + t[j]})
         predictions = sorted(prelim, key=lambda p: p["score"], reverse=True)[:n_best_size]
         for p in predictions:
-            p["text"] = example["context"][p["offsets"][0]: p["offsets"][1]]
+            p["text"] = example["context"][p["offsets"][0] : p["offsets"][1]]
         if not predictions or (len(predictions) == 1 and predictions[0]["text"] == ""):
             predictions.insert(0, {"text": "empty", "score": 0.0})
         scores = np.array([p["score"] for p in predictions])
@@ -58,10 +59,18 @@ def squad_em_f1(predictions: dict[str, str], examples: list) -> dict:
 
 def _features(tokenizer, pad: bool):
     """run_qa's prepare_train_features / prepare_validation_features (right padding, BERT tokenizers)."""
+
     def tokenize(batch):
-        return tokenizer([q.lstrip() for q in batch["question"]], batch["context"], truncation="only_second",
-                         max_length=MAX_LENGTH, stride=STRIDE, return_overflowing_tokens=True,
-                         return_offsets_mapping=True, padding="max_length" if pad else False)
+        return tokenizer(
+            [q.lstrip() for q in batch["question"]],
+            batch["context"],
+            truncation="only_second",
+            max_length=MAX_LENGTH,
+            stride=STRIDE,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            padding="max_length" if pad else False,
+        )
 
     def train(batch):
         encoded = tokenize(batch)
@@ -91,8 +100,10 @@ def _features(tokenizer, pad: bool):
         encoded = tokenize(batch)
         samples = encoded.pop("overflow_to_sample_mapping")
         encoded["example_id"] = [batch["id"][k] for k in samples]
-        encoded["offset_mapping"] = [[o if s == 1 else None for o, s in zip(offsets, encoded.sequence_ids(i))]
-                                     for i, offsets in enumerate(encoded["offset_mapping"])]
+        encoded["offset_mapping"] = [
+            [o if s == 1 else None for o, s in zip(offsets, encoded.sequence_ids(i))]
+            for i, offsets in enumerate(encoded["offset_mapping"])
+        ]
         return encoded
 
     return train, validation
@@ -102,8 +113,13 @@ def run(side: str, train_examples: list, eval_examples: list, model_path: str, h
     """hf_default = run_qa's pad_to_max_length (every window 384, default_data_collator); the best
     recipes pad per batch. Evaluation: Trainer.predict, loop_decode, squad_em_f1, all timed."""
     from datasets import Dataset
-    from transformers import (AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding,
-                              default_data_collator, set_seed)
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        default_data_collator,
+        set_seed,
+    )
 
     prepare()
     set_seed(hp["seed"])
@@ -122,8 +138,7 @@ def run(side: str, train_examples: list, eval_examples: list, model_path: str, h
         started = time.perf_counter()
         best = loop_decode(eval_raw, eval_ds, start_logits, end_logits)
         decode_seconds = time.perf_counter() - started
-        return {**squad_em_f1({k: p["text"] for k, p in best.items()}, eval_examples),
-                "decode_seconds": decode_seconds}
+        return {**squad_em_f1({k: p["text"] for k, p in best.items()}, eval_examples), "decode_seconds": decode_seconds}
 
     collate = default_data_collator if pad else DataCollatorWithPadding(tokenizer)
     out = train_and_eval(side, model, train_ds, collate, hp, evaluate, len(train_examples), len(eval_examples))

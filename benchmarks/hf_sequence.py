@@ -53,7 +53,8 @@ def run(side: str, kind: str, train: list, dev: list, labels: list | None, model
         target = float
     elif kind == "multi-label":
         model = AutoModelForSequenceClassification.from_pretrained(
-            model_path, num_labels=len(labels), problem_type="multi_label_classification")
+            model_path, num_labels=len(labels), problem_type="multi_label_classification"
+        )
         target = lambda names: [float(n in names) for n in labels]  # noqa: E731
     else:
         model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=len(labels))
@@ -72,12 +73,15 @@ def run(side: str, kind: str, train: list, dev: list, labels: list | None, model
         if kind == "regression":
             return regression_scores([r["label"] for r in dev], output[:, 0].tolist())
         if kind == "single":
-            return classification_scores([labels.index(r["label"]) for r in dev], output.argmax(-1).tolist(),
-                                         len(labels))
+            return classification_scores(
+                [labels.index(r["label"]) for r in dev], output.argmax(-1).tolist(), len(labels)
+            )
         gold, probabilities = np.asarray([row["labels"] for row in dev_ds], dtype=int), 1 / (1 + np.exp(-output))
         best = float(tune_thresholds(gold, probabilities)["threshold"])
-        return {**multi_label_scores(gold, decide(probabilities, best), labels), "threshold": best,
-                "at_half": multi_label_scores(gold, decide(probabilities, 0.5), labels)}
+        return {
+            **multi_label_scores(gold, decide(probabilities, best), labels),
+            "threshold": best,
+            "at_half": multi_label_scores(gold, decide(probabilities, 0.5), labels),
+        }
 
-    return train_and_eval(side, model, train_ds, DataCollatorWithPadding(tokenizer), hp, evaluate,
-                          len(train), len(dev))
+    return train_and_eval(side, model, train_ds, DataCollatorWithPadding(tokenizer), hp, evaluate, len(train), len(dev))

@@ -14,8 +14,13 @@ def run(side: str, train_rows: list, eval_rows: list, model_path: str, hp: dict)
     without padding and pad each batch (DataCollatorWithPadding)."""
     import numpy as np
     from datasets import Dataset
-    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                              default_data_collator, set_seed)
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        default_data_collator,
+        set_seed,
+    )
 
     prepare()
     set_seed(hp["seed"])
@@ -25,8 +30,12 @@ def run(side: str, train_rows: list, eval_rows: list, model_path: str, hp: dict)
 
     def tokenize(rows):
         dataset = Dataset.from_list([{"sentence": r["sentence"], "label": int(r["label"])} for r in rows])
-        return dataset.map(lambda b: tokenizer(b["sentence"], padding="max_length" if pad else False,
-                                               max_length=MAX_LENGTH, truncation=True), batched=True)
+        return dataset.map(
+            lambda b: tokenizer(
+                b["sentence"], padding="max_length" if pad else False, max_length=MAX_LENGTH, truncation=True
+            ),
+            batched=True,
+        )
 
     train_ds, eval_ds = tokenize(train_rows), tokenize(eval_rows)
 
@@ -40,8 +49,7 @@ def run(side: str, train_rows: list, eval_rows: list, model_path: str, hp: dict)
     return out
 
 
-def pipeline_run(side: str, model_dir: str, sentences: list, labels: list, batch_size: int | None,
-                 bf16: bool) -> dict:
+def pipeline_run(side: str, model_dir: str, sentences: list, labels: list, batch_size: int | None, bf16: bool) -> dict:
     """pipeline("text-classification") over the sentences; seconds = the call plus scoring accuracy,
     the model load timed apart. batch_size None: the pipeline's default (one sentence per forward)."""
     import torch
@@ -49,13 +57,20 @@ def pipeline_run(side: str, model_dir: str, sentences: list, labels: list, batch
 
     prepare()
     started = time.perf_counter()
-    pipe = pipeline("text-classification", model=model_dir, device=-1,
-                    dtype=torch.bfloat16 if bf16 else torch.float32)
+    pipe = pipeline("text-classification", model=model_dir, device=-1, dtype=torch.bfloat16 if bf16 else torch.float32)
     loaded = time.perf_counter()
     predictions = pipe(sentences, **({"batch_size": batch_size} if batch_size else {}))
     label2id = pipe.model.config.label2id
     accuracy = sum(label2id[p["label"]] == y for p, y in zip(predictions, labels)) / len(labels)
     seconds = time.perf_counter() - loaded
-    return {"side": side, "precision": "bf16" if bf16 else "no", "batch_size": batch_size, "n": len(sentences),
-            "load_seconds": loaded - started, "seconds": seconds, "metrics": {"accuracy": accuracy},
-            "metric": accuracy, "peak_rss_mb": peak_rss_mb()}
+    return {
+        "side": side,
+        "precision": "bf16" if bf16 else "no",
+        "batch_size": batch_size,
+        "n": len(sentences),
+        "load_seconds": loaded - started,
+        "seconds": seconds,
+        "metrics": {"accuracy": accuracy},
+        "metric": accuracy,
+        "peak_rss_mb": peak_rss_mb(),
+    }

@@ -104,10 +104,23 @@ def training_args(output_dir: str, side: str, hp: dict):
     if recipe["group"]:
         extra.update(train_sampling_strategy="group_by_length", optim="adamw_torch_fused")
     return TrainingArguments(
-        output_dir=output_dir, num_train_epochs=hp["epochs"], per_device_train_batch_size=hp["batch_size"],
-        per_device_eval_batch_size=recipe["eval_batch"], learning_rate=hp["lr"], warmup_steps=hp["warmup"],
-        weight_decay=hp["weight_decay"], seed=hp["seed"], bf16=recipe["bf16"], use_cpu=True,
-        save_strategy="no", eval_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, **extra)
+        output_dir=output_dir,
+        num_train_epochs=hp["epochs"],
+        per_device_train_batch_size=hp["batch_size"],
+        per_device_eval_batch_size=recipe["eval_batch"],
+        learning_rate=hp["lr"],
+        warmup_steps=hp["warmup"],
+        weight_decay=hp["weight_decay"],
+        seed=hp["seed"],
+        bf16=recipe["bf16"],
+        use_cpu=True,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        **extra,
+    )
 
 
 def predict_in_order(trainer, dataset):
@@ -129,14 +142,17 @@ def predict_in_order(trainer, dataset):
     if output.label_ids is not None and not isinstance(output.label_ids, tuple):
         rows = [dataset[i]["labels"] for i in range(len(dataset))]
         restored = output.label_ids[back]
-        if not np.allclose(np.asarray(rows, dtype=float).reshape(len(rows), -1),
-                           np.asarray(restored, dtype=float).reshape(len(rows), -1)):
+        if not np.allclose(
+            np.asarray(rows, dtype=float).reshape(len(rows), -1),
+            np.asarray(restored, dtype=float).reshape(len(rows), -1),
+        ):
             raise AssertionError("predictions could not be put back in row order")
     return predictions
 
 
-def train_and_eval(side: str, model, train_dataset, collate: Callable, hp: dict, evaluate: Callable,
-                   n_train: int, n_eval: int) -> dict:
+def train_and_eval(
+    side: str, model, train_dataset, collate: Callable, hp: dict, evaluate: Callable, n_train: int, n_eval: int
+) -> dict:
     """Trainer.train with the Meter, then ``evaluate(trainer) -> metrics`` timed; the measurement keys
     every side returns (see benchmarks/report.py). ``hp["select_on"]`` (a metric name): evaluate after
     every epoch instead and report the best epoch's metrics (EpochEvaluator)."""
@@ -147,8 +163,13 @@ def train_and_eval(side: str, model, train_dataset, collate: Callable, hp: dict,
     output_dir = tempfile.mkdtemp(prefix="bertkit-bench-hf-")
     try:
         epochs = EpochEvaluator(evaluate, hp["select_on"], meter) if hp.get("select_on") else None
-        trainer = Trainer(model=model, args=training_args(output_dir, side, hp), train_dataset=train_dataset,
-                          data_collator=meter, callbacks=[meter] + ([epochs] if epochs else []))
+        trainer = Trainer(
+            model=model,
+            args=training_args(output_dir, side, hp),
+            train_dataset=train_dataset,
+            data_collator=meter,
+            callbacks=[meter] + ([epochs] if epochs else []),
+        )
         trainer.remove_callback(PrinterCallback)  # it prints the final metrics even with logging off
         if epochs:
             epochs.trainer = trainer
@@ -159,7 +180,17 @@ def train_and_eval(side: str, model, train_dataset, collate: Callable, hp: dict,
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     extra = {"epochs": epochs.epochs, "best_epoch": epochs.best()["epoch"]} if epochs else {}
-    return {**extra, "side": side, "precision": "bf16" if RECIPES[side]["bf16"] else "no", "n_train": n_train,
-            "n_eval": n_eval, "train_seconds": meter.seconds, "tokens": meter.real, "token_pairs": meter.pairs,
-            "padding_share": 1 - meter.real / max(meter.padded, 1), "eval_seconds": eval_seconds,
-            "metrics": metrics, "peak_rss_mb": peak_rss_mb()}
+    return {
+        **extra,
+        "side": side,
+        "precision": "bf16" if RECIPES[side]["bf16"] else "no",
+        "n_train": n_train,
+        "n_eval": n_eval,
+        "train_seconds": meter.seconds,
+        "tokens": meter.real,
+        "token_pairs": meter.pairs,
+        "padding_share": 1 - meter.real / max(meter.padded, 1),
+        "eval_seconds": eval_seconds,
+        "metrics": metrics,
+        "peak_rss_mb": peak_rss_mb(),
+    }

@@ -54,5 +54,8 @@ def others(start: dict, end: dict, tick: float | None = None) -> dict:
     # ticks are coarse (10 ms): a quiet machine can come out a hair below zero
     other = max(busy - own, 0.0) / wall
     steal_cores = steal / wall
-    return {"others_cores": round(other, 3), "steal_cores": round(steal_cores, 3),
-            "busy": other + steal_cores > BUSY_CORES}
+    return {
+        "others_cores": round(other, 3),
+        "steal_cores": round(steal_cores, 3),
+        "busy": other + steal_cores > BUSY_CORES,
+    }

@@ -40,19 +40,39 @@ def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options:
     from bertkit.config import TrainConfig
 
     task = "pair" if name == "stsb" else "cls"
-    config = TrainConfig(epochs=hp["epochs"], lr=hp["lr"], batch_size=32, max_length=128, max_train_samples=n_train,
-                         max_eval_samples=n_eval, precision="no", seed=42, task_options=dict(options))
+    config = TrainConfig(
+        epochs=hp["epochs"],
+        lr=hp["lr"],
+        batch_size=32,
+        max_length=128,
+        max_train_samples=n_train,
+        max_eval_samples=n_eval,
+        precision="no",
+        seed=42,
+        task_options=dict(options),
+    )
     with tempfile.TemporaryDirectory() as out:
         result = api.finetune(task, name, os.path.join(out, "model"), model="minilm", data_dir=DATA, config=config)
         tuned = at_half = None
         if name == "goemotions":  # the same model on the same dev rows at 0.5; result.metrics are at the tuned one
-            report = api.evaluate(os.path.join(out, "model"), name, data_dir=DATA, max_eval_samples=n_eval,
-                                  precision="no", task_options={"threshold": 0.5}, store_tuned=False)
+            report = api.evaluate(
+                os.path.join(out, "model"),
+                name,
+                data_dir=DATA,
+                max_eval_samples=n_eval,
+                precision="no",
+                task_options={"threshold": 0.5},
+                store_tuned=False,
+            )
             at_half, tuned = report["metrics"], (report.get("tuned_not_stored") or report["tuned"])["threshold"]
     shown = " ".join(f"{k}={v}" for k, v in options.items()) or "(defaults)"
-    return {"side": f"bertkit {shown}", "metrics": _summary(name, at_half or result.metrics),
-            "tuned": _summary(name, result.metrics) if tuned is not None else None,
-            "train_seconds": result.throughput["train_seconds"], "tuned_threshold": tuned}
+    return {
+        "side": f"bertkit {shown}",
+        "metrics": _summary(name, at_half or result.metrics),
+        "tuned": _summary(name, result.metrics) if tuned is not None else None,
+        "train_seconds": result.throughput["train_seconds"],
+        "tuned_threshold": tuned,
+    }
 
 
 def _summary(name: str, metrics: dict) -> dict:
@@ -73,15 +93,29 @@ def hf_side(name: str, n_train: int, n_eval: int | None, hp: dict, rare: list = 
 
     kind, labels = ("regression", None) if name == "stsb" else ("multi-label", list(DATASETS[name].label_names))
     hp = {"epochs": hp["epochs"], "batch_size": 32, "lr": hp["lr"], "warmup": 0.1, "weight_decay": 0.01, "seed": 42}
-    result = hf_sequence.run("hf_best", kind, rows(name, "train", n_train), rows(name, "dev", n_eval), labels,
-                             str(resolve_model("minilm")), hp)
+    result = hf_sequence.run(
+        "hf_best",
+        kind,
+        rows(name, "train", n_train),
+        rows(name, "dev", n_eval),
+        labels,
+        str(resolve_model("minilm")),
+        hp,
+    )
     metrics = result["metrics"]
     if name == "stsb":
-        return {"side": "HF Trainer (run_classification recipe)", "metrics": metrics,
-                "train_seconds": result["train_seconds"]}
-    return {"side": "HF Trainer (run_classification recipe)", "metrics": _summary(name, metrics["at_half"]),
-            "tuned": _summary(name, metrics), "tuned_threshold": metrics["threshold"],
-            "train_seconds": result["train_seconds"]}
+        return {
+            "side": "HF Trainer (run_classification recipe)",
+            "metrics": metrics,
+            "train_seconds": result["train_seconds"],
+        }
+    return {
+        "side": "HF Trainer (run_classification recipe)",
+        "metrics": _summary(name, metrics["at_half"]),
+        "tuned": _summary(name, metrics),
+        "tuned_threshold": metrics["threshold"],
+        "train_seconds": result["train_seconds"],
+    }
 
 
 def main(argv=None) -> None:
@@ -96,9 +130,14 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     hp = {"epochs": args.epochs, "lr": args.lr}
-    plans = {"stsb": (args.stsb_train, None, [{"problem_type": "regression"},
-                                              {"problem_type": "regression", "scale_targets": True}]),
-             "goemotions": (args.go_train, args.go_eval, [{}, {"class_weights": "auto"}])}
+    plans = {
+        "stsb": (
+            args.stsb_train,
+            None,
+            [{"problem_type": "regression"}, {"problem_type": "regression", "scale_targets": True}],
+        ),
+        "goemotions": (args.go_train, args.go_eval, [{}, {"class_weights": "auto"}]),
+    }
     if "goemotions" in args.only:
         RARE[:] = rarest_labels(args.go_train, 5)
     results = []
@@ -106,8 +145,9 @@ def main(argv=None) -> None:
         n_train, n_eval, variants = plans[name]
         runs = [run_isolated(hf_side, name, n_train, n_eval, hp, rare=list(RARE))] if "hf" in args.sides else []
         if "bertkit" in args.sides:
-            runs += [run_isolated(bertkit_side, name, n_train, n_eval, hp, options, rare=list(RARE))
-                     for options in variants]
+            runs += [
+                run_isolated(bertkit_side, name, n_train, n_eval, hp, options, rare=list(RARE)) for options in variants
+            ]
         for run in runs:
             run["dataset"] = name
             print(json.dumps(run), file=sys.stderr, flush=True)
@@ -139,7 +179,9 @@ def table(results: list) -> str:
             shown[1] += f" (threshold {run['tuned_threshold']})"
         lines.append(f"| {run['dataset']} | {run['side']} | {shown[0]} | {shown[1]} | {run['train_seconds']:.0f} |")
     if RARE:
-        lines.append(f"\nrare_mean_f1: mean F1 of the {len(RARE)} labels rarest in the training rows ({', '.join(RARE)})")
+        lines.append(
+            f"\nrare_mean_f1: mean F1 of the {len(RARE)} labels rarest in the training rows ({', '.join(RARE)})"
+        )
     return "\n".join(lines)
 
 

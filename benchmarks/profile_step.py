@@ -16,8 +16,8 @@ Variants, run interleaved round after round (medians reported, so a busy machine
                 sparse backward stays eager): what variable lengths need; try with --lengths 8,39
 ``--lengths LO,HI``: each step draws its length in [LO, HI] (the same draws for every variant).
 The step is bertkit's (engine.fit's body): forward, backward, clip, AdamW, zero. MiniLM as a sequence
-classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators (5 steps); with ``--groups``, self CPU ms
-per step by operator family (10 steps, as benchmarks/README.md's before/after table).
+classifier on random token ids. ``--profile VARIANT`` prints torch.profiler's top operators (5 steps); with
+``--groups``, self CPU ms per step by operator family (10 steps, as benchmarks/README.md's before/after table).
 """
 
 from __future__ import annotations
@@ -36,28 +36,46 @@ PHASES = ("forward", "backward", "gradients to fp32", "clipping", "AdamW", "bf16
 # operator families of the before/after table; the rest is "everything else"
 GROUPS = (
     ("matmuls (mm, addmm, bmm)", ("aten::mm", "aten::addmm", "aten::bmm")),
-    ("dropout masks (bernoulli_ / random_, ge, where)", ("aten::bernoulli_", "aten::random_", "aten::ge", "aten::where",
-                                                         "aten::native_dropout", "aten::native_dropout_backward",
-                                                         "_MaskedScaleBackward")),
+    (
+        "dropout masks (bernoulli_ / random_, ge, where)",
+        (
+            "aten::bernoulli_",
+            "aten::random_",
+            "aten::ge",
+            "aten::where",
+            "aten::native_dropout",
+            "aten::native_dropout_backward",
+            "_MaskedScaleBackward",
+        ),
+    ),
     ("dtype casts and copies (copy_)", ("aten::copy_", "aten::_to_copy")),
     ("fused AdamW", ("aten::_fused_adamw_",)),
     ("gradient zeroing (fill_, zero_)", ("aten::fill_", "aten::zero_")),
     ("clipping norms and scales", ("aten::linalg_vector_norm", "aten::mul_")),
-    ("GELU, softmax, LayerNorm (fwd+bwd)", ("aten::gelu", "aten::gelu_backward", "aten::_softmax",
-                                            "aten::_softmax_backward_data", "aten::native_layer_norm",
-                                            "aten::native_layer_norm_backward")),
+    (
+        "GELU, softmax, LayerNorm (fwd+bwd)",
+        (
+            "aten::gelu",
+            "aten::gelu_backward",
+            "aten::_softmax",
+            "aten::_softmax_backward_data",
+            "aten::native_layer_norm",
+            "aten::native_layer_norm_backward",
+        ),
+    ),
 )
 
 
-def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None, phases: bool = False,
-          **config):
+def build(
+    variant: str, batch: int, length: int, lengths: tuple[int, int] | None = None, phases: bool = False, **config
+):
     """bertkit's training step as ``variant`` runs it; ``phases``: the step returns ms per phase;
     ``config``: model config overrides (e.g. hidden_dropout_prob=0.0)."""
     from transformers import AutoModelForSequenceClassification
 
     from bertkit.engine import parameter_groups
-    from bertkit.models import resolve_model
     from bertkit.engine.master_weights import MasterWeights
+    from bertkit.models import resolve_model
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm"), num_labels=2, **config)
@@ -66,8 +84,9 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = parameter_groups(model, 0.01)
     if variant in KERNELS:
-        from bertkit.engine.cpu_kernels import CpuTrainingKernels
         from bertkit.engine.first_token_head import first_token_only_last_layer
+
+        from bertkit.engine.cpu_kernels import CpuTrainingKernels
 
         assert first_token_only_last_layer(model)
         CpuTrainingKernels(model).apply()
@@ -84,8 +103,7 @@ def build(variant: str, batch: int, length: int, lengths: tuple[int, int] | None
         model.base_model.encoder.compile(dynamic=True)
     draws = random.Random(0)
     ids = torch.randint(1000, 20000, (batch, length))
-    batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                    "labels": torch.randint(0, 2, (batch,))}
+    batch_inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.randint(0, 2, (batch,))}
     autocast = variant == "autocast"
 
     def step():
@@ -174,14 +192,18 @@ def main() -> None:
                 steps[v]()
             times[v].append(1000 * (time.perf_counter() - started) / args.steps)
             cpu[v].append(1000 * (time.process_time() - cpu_started) / args.steps)
-    print(f"batch {args.batch} x {args.lengths or args.length} tokens, {torch.get_num_threads()} threads, medians over "
-          f"{args.rounds} rounds of {args.steps} steps; CPU ms = process CPU time per step (all threads), which a "
-          f"busy machine inflates far less than wall time")
+    print(
+        f"batch {args.batch} x {args.lengths or args.length} tokens, {torch.get_num_threads()} threads, medians over "
+        f"{args.rounds} rounds of {args.steps} steps; CPU ms = process CPU time per step (all threads), which a "
+        f"busy machine inflates far less than wall time"
+    )
     base, base_cpu = statistics.median(times[variants[0]]), statistics.median(cpu[variants[0]])
     for v in variants:
         wall, used = statistics.median(times[v]), statistics.median(cpu[v])
-        print(f"  {v:<14} wall {wall:7.1f} ms (x{base / wall:4.2f})  CPU {used:7.1f} ms (x{base_cpu / used:4.2f})  "
-              f"wall rounds: {', '.join(f'{t:.0f}' for t in times[v])}")
+        print(
+            f"  {v:<14} wall {wall:7.1f} ms (x{base / wall:4.2f})  CPU {used:7.1f} ms (x{base_cpu / used:4.2f})  "
+            f"wall rounds: {', '.join(f'{t:.0f}' for t in times[v])}"
+        )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,14 @@ from benchmarks.streaming import REPO, sentences
 
 def timed(command: list[str]) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=tempfile.gettempdir(), check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(command)}\n{done.stderr[-2000:]}")
     return time.perf_counter() - started, done.stderr
@@ -44,8 +50,12 @@ def main(argv=None) -> None:
         work = Path(work)
         model = args.model
         if model is None:
-            subprocess.run([sys.executable, "-m", "benchmarks.streaming", "--baseline", ".", "--build-models",
-                            str(work)], check=True, cwd=REPO, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "benchmarks.streaming", "--baseline", ".", "--build-models", str(work)],
+                check=True,
+                cwd=REPO,
+                capture_output=True,
+            )
             model = str(work / "classifier")
         texts = sentences()
         rows = [{"id": i, "text": texts[i % len(texts)]} for i in range(args.rows)]
@@ -56,12 +66,20 @@ def main(argv=None) -> None:
         ray_s, log = timed([*bertkit, "--output", str(work / "ray"), "--ray", "--actors", str(args.actors)])
         want = [json.loads(line) for line in (work / "single.jsonl").read_text().splitlines()]
         got = pa.concat_tables(pq.read_table(p) for p in sorted((work / "ray").iterdir())).to_pylist()
-        same = ([r["id"] for r in got] == [r["id"] for r in want] and
-                all(a["label"] == b["label"] and abs(a["score"] - b["score"]) <= 1e-5 for a, b in zip(got, want)))
-        result = {"rows": args.rows, "actors": args.actors, "single_process_s": round(single_s, 2),
-                  "single_rows_per_s": round(args.rows / single_s, 1), "ray_s": round(ray_s, 2),
-                  "ray_rows_per_s": round(args.rows / ray_s, 1), "ray_line": log.strip().splitlines()[-1],
-                  "rows_equal_in_order": same, "cpus": os.cpu_count()}
+        same = [r["id"] for r in got] == [r["id"] for r in want] and all(
+            a["label"] == b["label"] and abs(a["score"] - b["score"]) <= 1e-5 for a, b in zip(got, want)
+        )
+        result = {
+            "rows": args.rows,
+            "actors": args.actors,
+            "single_process_s": round(single_s, 2),
+            "single_rows_per_s": round(args.rows / single_s, 1),
+            "ray_s": round(ray_s, 2),
+            "ray_rows_per_s": round(args.rows / ray_s, 1),
+            "ray_line": log.strip().splitlines()[-1],
+            "rows_equal_in_order": same,
+            "cpus": os.cpu_count(),
+        }
         print(json.dumps(result, indent=1))
 
 

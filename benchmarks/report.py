@@ -10,8 +10,13 @@ from pathlib import Path
 
 TRAINING = ("sst2", "ner", "qa")
 # the HF reference of each workload: "ratio vs hf_best_bf16" divides by its speed
-REFERENCE = {"sst2": "hf_best_bf16", "ner": "hf_best_bf16", "qa": "hf_best_bf16",
-             "predict": "pipeline_bf16_bs64", "eval": "pipeline_bf16_bs64"}
+REFERENCE = {
+    "sst2": "hf_best_bf16",
+    "ner": "hf_best_bf16",
+    "qa": "hf_best_bf16",
+    "predict": "pipeline_bf16_bs64",
+    "eval": "pipeline_bf16_bs64",
+}
 METRIC_NAME = {"sst2": "accuracy", "ner": "entity F1", "predict": "accuracy", "eval": "accuracy"}
 CAPPED = "† throughput only: trained on the first {n} rows"
 
@@ -23,8 +28,12 @@ def model_info(model_path: str) -> dict:
     c = AutoConfig.from_pretrained(model_path)
     h, i = c.hidden_size, c.intermediate_size
     per_layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h  # attention, FFN, 2 LayerNorms
-    return {"layers": c.num_hidden_layers, "hidden": h, "intermediate": i,
-            "non_embedding_params": c.num_hidden_layers * per_layer}
+    return {
+        "layers": c.num_hidden_layers,
+        "hidden": h,
+        "intermediate": i,
+        "non_embedding_params": c.num_hidden_layers * per_layer,
+    }
 
 
 def _ok(x) -> bool:
@@ -42,12 +51,21 @@ def run_row(workload: str, run: dict, model: dict, peaks: dict, epochs: float) -
     row = {k: run.get(k) for k in ("precision", "metric", "exact_match", "peak_rss_mb", "process_wall_seconds")}
     if workload in TRAINING:
         seconds = run["train_seconds"]
-        flops = (6 * model["non_embedding_params"] * run["tokens"]
-                 + 12 * model["layers"] * model["hidden"] * run["token_pairs"])
+        flops = (
+            6 * model["non_embedding_params"] * run["tokens"]
+            + 12 * model["layers"] * model["hidden"] * run["token_pairs"]
+        )
         peak_name = "bf16" if run.get("precision") == "bf16" else "fp32"
-        row.update(examples_per_s=run["n_train"] * epochs / seconds, tokens_per_s=run["tokens"] / seconds,
-                   padding_share=run["padding_share"], train_seconds=seconds, eval_seconds=run["eval_seconds"],
-                   gflops_per_s=flops / seconds / 1e9, mfu_peak=peak_name, mfu_peak_gflops=peaks.get(peak_name))
+        row.update(
+            examples_per_s=run["n_train"] * epochs / seconds,
+            tokens_per_s=run["tokens"] / seconds,
+            padding_share=run["padding_share"],
+            train_seconds=seconds,
+            eval_seconds=run["eval_seconds"],
+            gflops_per_s=flops / seconds / 1e9,
+            mfu_peak=peak_name,
+            mfu_peak_gflops=peaks.get(peak_name),
+        )
         row["mfu"] = _ratio(row["gflops_per_s"], row["mfu_peak_gflops"])
     else:  # predict / eval: sentences per second, the model load excluded
         row.update(examples_per_s=run["n"] / run["seconds"], seconds=run["seconds"], load_seconds=run["load_seconds"])
@@ -77,8 +95,20 @@ def build_rows(report: dict) -> list[dict]:
             good = [r for r in rounds if "error" not in r]
             row = {"workload": workload, "side": side}
             if good:
-                row.update(_median([run_row(workload, r, report["model"], report["matmul_peak_gflops"],
-                                            report["hyperparameters"]["epochs"]) for r in good]))
+                row.update(
+                    _median(
+                        [
+                            run_row(
+                                workload,
+                                r,
+                                report["model"],
+                                report["matmul_peak_gflops"],
+                                report["hyperparameters"]["epochs"],
+                            )
+                            for r in good
+                        ]
+                    )
+                )
                 if side == "hf_default" and entry.get("hf_default_rows"):
                     row["note"] = CAPPED.format(n=entry["hf_default_rows"])
                 mine.append(row)
@@ -93,9 +123,21 @@ def build_rows(report: dict) -> list[dict]:
     startup = report["workloads"].get("startup", {}).get("runs", {})
     base = startup.get("bertkit --help", {}).get("best_seconds")
     for side, run in startup.items():
-        rows.append({"workload": "startup", "side": side, **({"error": run["error"]} if "error" in run else {
-            "seconds": run["best_seconds"], "ratio_vs_bertkit": _ratio(run["best_seconds"], base),
-            "note": f"best of {len(run['all_seconds'])}"})})
+        rows.append(
+            {
+                "workload": "startup",
+                "side": side,
+                **(
+                    {"error": run["error"]}
+                    if "error" in run
+                    else {
+                        "seconds": run["best_seconds"],
+                        "ratio_vs_bertkit": _ratio(run["best_seconds"], base),
+                        "note": f"best of {len(run['all_seconds'])}",
+                    }
+                ),
+            }
+        )
     return rows
 
 
@@ -112,8 +154,10 @@ def _row_line(r: dict) -> str:
     if "error" in r:
         return f"| {r['workload']} | {r['side']} | error | | | | | | | | | {str(r['error'])[:150]} |"
     if r["workload"] == "startup":
-        return (f"| startup | `{r['side']}` | | | | | | | {_f(r.get('ratio_vs_bertkit'), '.2f', 'x')} | | "
-                f"{_f(r.get('seconds'), '.2f')} | {r.get('note', '')} |")
+        return (
+            f"| startup | `{r['side']}` | | | | | | | {_f(r.get('ratio_vs_bertkit'), '.2f', 'x')} | | "
+            f"{_f(r.get('seconds'), '.2f')} | {r.get('note', '')} |"
+        )
     if r["workload"] == "qa":
         metric = f"F1 {_f(r.get('metric'), '.1f')} / EM {_f(r.get('exact_match'), '.1f')}"
     else:
@@ -124,11 +168,13 @@ def _row_line(r: dict) -> str:
     else:
         time_text, padding = f"{_f(r['seconds'], '.2f')} + load {_f(r['load_seconds'], '.2f')}", "–"
     mfu = r.get("mfu")
-    return (f"| {r['workload']} | {r['side']} | {_f(r['examples_per_s'], ',.1f')} | {_f(r.get('tokens_per_s'), ',.0f')} | "
-            f"{padding} | {_f(r.get('peak_rss_mb'), ',.0f', ' MB')} | {metric}{' †' if r.get('note') else ''} | "
-            f"**{_f(r.get('ratio_vs_hf_best_bf16'), '.2f', 'x')}** | {_f(r.get('ratio_vs_bertkit'), '.2f', 'x')} | "
-            f"{_f(100 * mfu if _ok(mfu) else None, '.1f', '%')}{' (' + r['mfu_peak'] + ')' if _ok(mfu) else ''} | "
-            f"{time_text} | {r.get('note', '')} |")
+    return (
+        f"| {r['workload']} | {r['side']} | {_f(r['examples_per_s'], ',.1f')} | {_f(r.get('tokens_per_s'), ',.0f')} | "
+        f"{padding} | {_f(r.get('peak_rss_mb'), ',.0f', ' MB')} | {metric}{' †' if r.get('note') else ''} | "
+        f"**{_f(r.get('ratio_vs_hf_best_bf16'), '.2f', 'x')}** | {_f(r.get('ratio_vs_bertkit'), '.2f', 'x')} | "
+        f"{_f(100 * mfu if _ok(mfu) else None, '.1f', '%')}{' (' + r['mfu_peak'] + ')' if _ok(mfu) else ''} | "
+        f"{time_text} | {r.get('note', '')} |"
+    )
 
 
 def cpu_flags(machine: dict) -> str:
@@ -143,43 +189,54 @@ def machine_load_line(report: dict) -> str:
     loads = f"load average start / end {report['load_average_start']} / {report['load_average_end']}"
     if report.get("others_cores") is None:  # no /proc/stat, or a report from before the measure
         return loads + ("  **(busy machine: timings not reliable)**" if report.get("busy") else "")
-    line = (f"other processes used {report['others_cores']:.2f} cores on average and steal "
-            f"{report['steal_cores']:.2f} ({loads})")
+    line = (
+        f"other processes used {report['others_cores']:.2f} cores on average and steal "
+        f"{report['steal_cores']:.2f} ({loads})"
+    )
     return line + ("  **(busy machine: timings not reliable)**" if report["busy"] else ", a quiet machine")
 
 
 def render_markdown(report: dict) -> str:
     m, peaks, hp = report["machine"], report["matmul_peak_gflops"], report["hyperparameters"]
     head = ", ".join(f"{w} **{_f(v, '.2f', 'x')}**" for w, v in report["headline"].items())
-    lines = [
-        f"# bertkit benchmarks{' (quick: checks the suite works; not the comparison)' if report['quick'] else ''}",
-        "",
-        f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads "
-        f"{m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m.get('git_commit', '?')[:10]} "
-        f"({m.get('git_uncommitted_files', '?')} uncommitted files)",
-        f"- matmul peak (higher of start / end), GFLOP/s: fp32 **{_f(peaks.get('fp32'), '.1f')}**, "
-        f"bf16 **{_f(peaks.get('bf16'), '.1f')}**; {machine_load_line(report)}",
-        f"- recipe, every side: {hp['epochs']:g} epoch, batch {hp['batch_size']}, lr {hp['lr']:g}, warmup "
-        f"{hp['warmup']}, weight decay {hp['weight_decay']}, seed {hp['seed']}; {report['repeats']} round(s), medians; "
-        f"suite {report['wall_seconds']:.0f} s",
-        f"- **headline, bertkit ex/s ÷ HF best bf16 ex/s**: {head or '–'}",
-        "",
-        "| workload | side | ex/s | tokens/s | padding | peak RSS | metric | ratio vs hf_best_bf16 | ratio vs bertkit "
-        "| MFU | time (s) | note |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
-    ] + [_row_line(r) for r in report["rows"]] + [
-        "",
-        "ratio vs hf_best_bf16 = this row's ex/s ÷ the HF reference's (the Trainer's best recipe in bf16; for "
-        "predict / eval the bf16 pipeline at batch 64), so the bertkit row is the headline. ratio vs bertkit = "
-        "bertkit's ex/s ÷ this row's (start-up: this row's seconds ÷ bertkit's): above 1, bertkit is faster. "
-        "MFU divides by the matmul peak of the row's precision (in brackets). † throughput only: the metric "
-        "of a run on the first rows is not comparable.",
-    ]
+    lines = (
+        [
+            f"# bertkit benchmarks{' (quick: checks the suite works; not the comparison)' if report['quick'] else ''}",
+            "",
+            f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads "
+            f"{m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; "
+            f"bertkit commit {m.get('git_commit', '?')[:10]} ({m.get('git_uncommitted_files', '?')} uncommitted files)",
+            f"- matmul peak (higher of start / end), GFLOP/s: fp32 **{_f(peaks.get('fp32'), '.1f')}**, "
+            f"bf16 **{_f(peaks.get('bf16'), '.1f')}**; {machine_load_line(report)}",
+            f"- recipe, every side: {hp['epochs']:g} epoch, batch {hp['batch_size']}, lr {hp['lr']:g}, warmup "
+            f"{hp['warmup']}, weight decay {hp['weight_decay']}, seed {hp['seed']}; "
+            f"{report['repeats']} round(s), medians; suite {report['wall_seconds']:.0f} s",
+            f"- **headline, bertkit ex/s ÷ HF best bf16 ex/s**: {head or '–'}",
+            "",
+            "| workload | side | ex/s | tokens/s | padding | peak RSS | metric | ratio vs hf_best_bf16 "
+            "| ratio vs bertkit | MFU | time (s) | note |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        ]
+        + [_row_line(r) for r in report["rows"]]
+        + [
+            "",
+            "ratio vs hf_best_bf16 = this row's ex/s ÷ the HF reference's (the Trainer's best recipe in bf16; for "
+            "predict / eval the bf16 pipeline at batch 64), so the bertkit row is the headline. ratio vs bertkit = "
+            "bertkit's ex/s ÷ this row's (start-up: this row's seconds ÷ bertkit's): above 1, bertkit is faster. "
+            "MFU divides by the matmul peak of the row's precision (in brackets). † throughput only: the metric "
+            "of a run on the first rows is not comparable.",
+        ]
+    )
     checks = {w: e["data_check"] for w, e in report["workloads"].items() if isinstance(e, dict) and "data_check" in e}
     if checks:
-        lines += ["", "Identical data: " + "; ".join(
-            f"{w} train {c['hf_train']}={c['bertkit_train']}, eval {c['hf_eval']}={c['bertkit_eval']}"
-            for w, c in checks.items())]
+        lines += [
+            "",
+            "Identical data: "
+            + "; ".join(
+                f"{w} train {c['hf_train']}={c['bertkit_train']}, eval {c['hf_eval']}={c['bertkit_eval']}"
+                for w, c in checks.items()
+            ),
+        ]
     if report["errors"]:
         lines += ["", "## Errors", ""] + [f"- {e}" for e in report["errors"]]
     return "\n".join(lines) + "\n"

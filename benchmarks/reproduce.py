@@ -52,22 +52,91 @@ class Plan:
 
 
 PLANS = {
-    "sst2": Plan("SST-2", "cls", "sst2", "single", "accuracy", (), 20000, 1, 1,
-                 "91.5 acc: MiniLM-L6xH384, GLUE dev (microsoft/unilm minilm/README.md)"),
-    "mrpc": Plan("MRPC", "pair", "mrpc", "single", "accuracy", ("f1",), None, 3, 3,
-                 "88.9 acc: MiniLM-L6xH384, GLUE dev (microsoft/unilm minilm/README.md)"),
-    "stsb": Plan("STS-B", "pair", "stsb", "regression", "pearson_spearman_mean", ("pearson", "spearman"), None, 3, 3,
-                 "85.8 Spearman: BERT-base, GLUE test (Devlin et al. 2019, table 1)"),
-    "conll": Plan("CoNLL-2003", "ner", "conll2003", "ner", "f1", ("precision", "recall"), None, 2, 1,
-                  "96.4 dev F1: BERT-base (Devlin et al. 2019, table 7)"),
-    "goemotions": Plan("GoEmotions", "cls", "goemotions", "multi-label", "micro_f1", ("macro_f1",), 20000, 1, 1,
-                       "46 macro-F1 (test): BERT-base (Demszky et al. 2020, table 4)"),
-    "squad": Plan("SQuAD v1.1 split", "qa", None, "qa", "f1", ("exact_match",), 1000, 2, 1,
-                  "88.5 F1 / 80.8 EM: BERT-base on the full train set (Devlin et al. 2019, table 2)"),
+    "sst2": Plan(
+        "SST-2",
+        "cls",
+        "sst2",
+        "single",
+        "accuracy",
+        (),
+        20000,
+        1,
+        1,
+        "91.5 acc: MiniLM-L6xH384, GLUE dev (microsoft/unilm minilm/README.md)",
+    ),
+    "mrpc": Plan(
+        "MRPC",
+        "pair",
+        "mrpc",
+        "single",
+        "accuracy",
+        ("f1",),
+        None,
+        3,
+        3,
+        "88.9 acc: MiniLM-L6xH384, GLUE dev (microsoft/unilm minilm/README.md)",
+    ),
+    "stsb": Plan(
+        "STS-B",
+        "pair",
+        "stsb",
+        "regression",
+        "pearson_spearman_mean",
+        ("pearson", "spearman"),
+        None,
+        3,
+        3,
+        "85.8 Spearman: BERT-base, GLUE test (Devlin et al. 2019, table 1)",
+    ),
+    "conll": Plan(
+        "CoNLL-2003",
+        "ner",
+        "conll2003",
+        "ner",
+        "f1",
+        ("precision", "recall"),
+        None,
+        2,
+        1,
+        "96.4 dev F1: BERT-base (Devlin et al. 2019, table 7)",
+    ),
+    "goemotions": Plan(
+        "GoEmotions",
+        "cls",
+        "goemotions",
+        "multi-label",
+        "micro_f1",
+        ("macro_f1",),
+        20000,
+        1,
+        1,
+        "46 macro-F1 (test): BERT-base (Demszky et al. 2020, table 4)",
+    ),
+    "squad": Plan(
+        "SQuAD v1.1 split",
+        "qa",
+        None,
+        "qa",
+        "f1",
+        ("exact_match",),
+        1000,
+        2,
+        1,
+        "88.5 F1 / 80.8 EM: BERT-base on the full train set (Devlin et al. 2019, table 2)",
+    ),
 }
 QUICK = {"train": 64, "eval": 48, "epochs": 1, "seeds": 2}  # only proves the harness runs end to end
-PERCENT = ("accuracy", "f1", "precision", "recall", "micro_f1", "macro_f1", "pearson", "spearman",
-           "pearson_spearman_mean")
+PERCENT = (
+    "accuracy",
+    "f1",
+    "precision",
+    "recall",
+    "micro_f1",
+    "macro_f1",
+    "pearson",
+    "spearman",
+    "pearson_spearman_mean",
+)
 
 
 def bertkit_side(key: str, plan: dict, n_eval: int | None) -> dict:
@@ -79,18 +148,44 @@ def bertkit_side(key: str, plan: dict, n_eval: int | None) -> dict:
 
     _prepare()
     plan, qa = Plan(**plan), key == "squad"
-    config = TrainConfig(epochs=plan.epochs, lr=RECIPE["lr"], batch_size=RECIPE["batch_size"], eval_batch_size=64,
-                         warmup_ratio=RECIPE["warmup"], weight_decay=RECIPE["weight_decay"],
-                         max_length=384 if qa else None, max_train_samples=plan.train, max_eval_samples=n_eval,
-                         task_options=dict(QA_OPTIONS) if qa else {})
+    config = TrainConfig(
+        epochs=plan.epochs,
+        lr=RECIPE["lr"],
+        batch_size=RECIPE["batch_size"],
+        eval_batch_size=64,
+        warmup_ratio=RECIPE["warmup"],
+        weight_decay=RECIPE["weight_decay"],
+        max_length=384 if qa else None,
+        max_train_samples=plan.train,
+        max_eval_samples=n_eval,
+        task_options=dict(QA_OPTIONS) if qa else {},
+    )
     with tempfile.TemporaryDirectory(prefix="bertkit-reproduce-") as tmp:
         data, eval_data = write_squad_split(tmp) if qa else (plan.data, None)
-        result = api.finetune_seeds(plan.task, data, os.path.join(tmp, "model"), list(SEEDS[:plan.seeds]),
-                                    config=config, model="minilm", eval_data=eval_data, data_dir=str(data_dir()))
-    return {"runs": [{"seed": run["seed"], "metrics": _numbers(run["metrics"]), "best_epoch": run["best_epoch"],
-                      "train_seconds": run["train_seconds"]} for run in result.runs],
-            "n_train": result.best.train_examples, "n_eval": result.best.eval_examples,
-            "precision": result.best.runtime.get("precision")}
+        result = api.finetune_seeds(
+            plan.task,
+            data,
+            os.path.join(tmp, "model"),
+            list(SEEDS[: plan.seeds]),
+            config=config,
+            model="minilm",
+            eval_data=eval_data,
+            data_dir=str(data_dir()),
+        )
+    return {
+        "runs": [
+            {
+                "seed": run["seed"],
+                "metrics": _numbers(run["metrics"]),
+                "best_epoch": run["best_epoch"],
+                "train_seconds": run["train_seconds"],
+            }
+            for run in result.runs
+        ],
+        "n_train": result.best.train_examples,
+        "n_eval": result.best.eval_examples,
+        "precision": result.best.runtime.get("precision"),
+    }
 
 
 def hf_side(key: str, plan: dict, n_eval: int | None) -> dict:
@@ -108,7 +203,7 @@ def hf_side(key: str, plan: dict, n_eval: int | None) -> dict:
     else:  # bertkit's own readers: the same rows by construction
         train = hf_sequence.bertkit_rows(plan.data, "train", plan.train, plan.task)
         dev = hf_sequence.bertkit_rows(plan.data, "dev", n_eval, plan.task)
-    for seed in SEEDS[:plan.seeds]:
+    for seed in SEEDS[: plan.seeds]:
         hp = {**RECIPE, "epochs": plan.epochs, "seed": seed, "select_on": plan.metric}
         if plan.kind == "ner":
             out = hf_ner.run("hf_best_bf16", train, dev, path, hp)
@@ -119,8 +214,14 @@ def hf_side(key: str, plan: dict, n_eval: int | None) -> dict:
 
             labels = None if plan.kind == "regression" else list(DATASETS[plan.data].label_names)
             out = hf_sequence.run("hf_best_bf16", plan.kind, train, dev, labels, path, hp)
-        runs.append({"seed": seed, "metrics": _numbers(out["metrics"]), "best_epoch": out.get("best_epoch"),
-                     "train_seconds": out["train_seconds"]})
+        runs.append(
+            {
+                "seed": seed,
+                "metrics": _numbers(out["metrics"]),
+                "best_epoch": out.get("best_epoch"),
+                "train_seconds": out["train_seconds"],
+            }
+        )
     return {"runs": runs, "n_train": len(train), "n_eval": len(dev), "precision": "bf16"}
 
 
@@ -132,8 +233,13 @@ def spread(runs: list, metric: str) -> dict:
     values = [run["metrics"][metric] for run in runs if metric in run["metrics"]]
     if not values:
         return {}
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
-            "min": min(values), "max": max(values), "n": len(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def scale_of(plan: Plan, metric: str) -> int:
@@ -148,9 +254,11 @@ def shown(summary: dict, scale: int) -> str:
 
 
 def table(report: dict) -> str:
-    lines = ["| task | training data, budget | metric | bertkit | HF Trainer bf16 | Δ (bertkit − HF) | "
-             "bertkit wall | HF wall | HF ÷ bertkit time | published, for context |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| task | training data, budget | metric | bertkit | HF Trainer bf16 | Δ (bertkit − HF) | "
+        "bertkit wall | HF wall | HF ÷ bertkit time | published, for context |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for key, entry in report["tasks"].items():
         plan, sides = Plan(**entry["plan"]), entry["sides"]
         size = next((s.get("n_train") for s in sides.values() if "n_train" in s), plan.train)
@@ -158,8 +266,10 @@ def table(report: dict) -> str:
         for metric in (plan.metric, *plan.also):
             cells = {name: spread(side.get("runs", []), metric) for name, side in sides.items()}
             scale = scale_of(plan, metric)
-            values = [shown(cells.get(name, {}), scale) if "error" not in sides.get(name, {}) else "error"
-                      for name in ("bertkit", "hf")]
+            values = [
+                shown(cells.get(name, {}), scale) if "error" not in sides.get(name, {}) else "error"
+                for name in ("bertkit", "hf")
+            ]
             delta = "–"
             if cells.get("bertkit") and cells.get("hf"):
                 delta = f"{(cells['bertkit']['mean'] - cells['hf']['mean']) * scale:+.1f}"
@@ -167,23 +277,35 @@ def table(report: dict) -> str:
             first = metric == plan.metric
             wall_cells = [f"{w:.0f} s" if (w and first) else "" for w in walls]
             ratio = f"**{walls[1] / walls[0]:.2f}x**" if first and all(walls) else ""
-            lines.append(f"| {plan.title if first else ''} | {budget if first else ''} | {metric} | {values[0]} | "
-                         f"{values[1]} | {delta} | {wall_cells[0]} | {wall_cells[1]} | {ratio} | "
-                         f"{plan.reference if first else ''} |")
+            lines.append(
+                f"| {plan.title if first else ''} | {budget if first else ''} | {metric} | {values[0]} | "
+                f"{values[1]} | {delta} | {wall_cells[0]} | {wall_cells[1]} | {ratio} | "
+                f"{plan.reference if first else ''} |"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.reproduce", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default=",".join(PLANS))
     parser.add_argument("--sides", default="bertkit,hf")
-    parser.add_argument("--set", action="append", default=[], metavar="TASK.FIELD=VALUE",
-                        help="e.g. sst2.train=none (the whole split), mrpc.seeds=5, conll.epochs=3")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TASK.FIELD=VALUE",
+        help="e.g. sst2.train=none (the whole split), mrpc.seeds=5, conll.epochs=3",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness, measures nothing")
     parser.add_argument("--out-dir", default=str(RESULTS))
-    parser.add_argument("--merge", metavar="JSON", help="an earlier reproduce.json whose sides not run now are "
-                        "kept (each side records the commit and machine it ran on)")
+    parser.add_argument(
+        "--merge",
+        metavar="JSON",
+        help="an earlier reproduce.json whose sides not run now are "
+        "kept (each side records the commit and machine it ran on)",
+    )
     args = parser.parse_args(argv)
     plans = {key: PLANS[key] for key in args.only.split(",")}
     for item in (x for s in args.set for x in s.split(",")):
@@ -192,20 +314,36 @@ def main(argv: list[str] | None = None) -> int:
         cast = type(getattr(plans[key], name)) if getattr(plans[key], name) is not None else int
         plans[key] = dataclasses.replace(plans[key], **{name: None if value in ("none", "all") else cast(value)})
     if args.quick:
-        plans = {key: dataclasses.replace(plan, train=QUICK["train"] // (2 if plan.kind == "qa" else 1),
-                                          epochs=QUICK["epochs"], seeds=min(plan.seeds, QUICK["seeds"]))
-                 for key, plan in plans.items()}
+        plans = {
+            key: dataclasses.replace(
+                plan,
+                train=QUICK["train"] // (2 if plan.kind == "qa" else 1),
+                epochs=QUICK["epochs"],
+                seeds=min(plan.seeds, QUICK["seeds"]),
+            )
+            for key, plan in plans.items()
+        }
     n_eval = QUICK["eval"] if args.quick else None
     started = time.perf_counter()
-    report = {"machine": machine(), "recipe": RECIPE, "seeds": SEEDS, "quick": args.quick,
-              "load_average_start": load_average(), "matmul_peak_gflops": run_isolated(matmul_peak, 3.0), "tasks": {}}
+    report = {
+        "machine": machine(),
+        "recipe": RECIPE,
+        "seeds": SEEDS,
+        "quick": args.quick,
+        "load_average_start": load_average(),
+        "matmul_peak_gflops": run_isolated(matmul_peak, 3.0),
+        "tasks": {},
+    }
     for key, plan in plans.items():
         entry = report["tasks"][key] = {"plan": dataclasses.asdict(plan), "sides": {}}
         for side in args.sides.split(","):
             log(f"{key}: {side} ({plan.seeds} seed(s), {plan.epochs:g} epoch(s))")
             fn = bertkit_side if side == "bertkit" else hf_side
-            entry["sides"][side] = {**run_isolated(fn, key, dataclasses.asdict(plan), n_eval),
-                                    "commit": report["machine"]["git_commit"][:10], "date": report["machine"]["date"]}
+            entry["sides"][side] = {
+                **run_isolated(fn, key, dataclasses.asdict(plan), n_eval),
+                "commit": report["machine"]["git_commit"][:10],
+                "date": report["machine"]["date"],
+            }
             if "error" in entry["sides"][side]:
                 log(f"{key}: {side} failed: {entry['sides'][side]['error']}")
     report.update(load_average_end=load_average(), suite_seconds=time.perf_counter() - started)
@@ -230,10 +368,16 @@ def merge(report: dict, earlier: dict) -> None:
             raise SystemExit(f"--merge: {key} was run with another plan; rerun both sides")
         for side, result in entry["sides"].items():
             if side not in target["sides"]:
-                target["sides"][side] = {"commit": earlier["machine"]["git_commit"][:10],
-                                         "date": earlier["machine"]["date"], **result}
-    report["merged_from"] = {"commit": earlier["machine"]["git_commit"][:10], "date": earlier["machine"]["date"],
-                             "suite_seconds": earlier.get("suite_seconds")}
+                target["sides"][side] = {
+                    "commit": earlier["machine"]["git_commit"][:10],
+                    "date": earlier["machine"]["date"],
+                    **result,
+                }
+    report["merged_from"] = {
+        "commit": earlier["machine"]["git_commit"][:10],
+        "date": earlier["machine"]["date"],
+        "suite_seconds": earlier.get("suite_seconds"),
+    }
     report["tasks"] = {key: report["tasks"][key] for key in PLANS if key in report["tasks"]}
 
 
@@ -243,26 +387,31 @@ def provenance(report: dict) -> str:
     for key, entry in report["tasks"].items():
         for side, result in entry["sides"].items():
             groups.setdefault((result.get("commit", here[0]), result.get("date", here[1])[:16]), []).append(
-                f"{key} {side}")
+                f"{key} {side}"
+            )
     return "; ".join(f"commit {commit} at {date}: {', '.join(runs)}" for (commit, date), runs in groups.items())
 
 
 def markdown(report: dict) -> str:
     m, peak = report["machine"], report["matmul_peak_gflops"]
-    head = [f"# bertkit vs the HF Trainer (bf16), full budget{' (QUICK: harness check only)' if report['quick'] else ''}",
-            "",
-            f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads {m['torch_threads']}; "
-            f"torch {m['torch']}, transformers {m['transformers']}; bertkit commit {m['git_commit'][:10]} "
-            f"({m['git_uncommitted_files']} uncommitted files)",
-            f"- matmul peak GFLOP/s: fp32 {peak.get('fp32', 0):.0f}, bf16 {peak.get('bf16', 0):.0f}; load average "
-            f"start / end {report['load_average_start']} / {report.get('load_average_end')}; "
-            f"suite {report.get('suite_seconds', 0) / 60:.0f} min",
-            f"- recipe, both sides: batch {RECIPE['batch_size']}, lr {RECIPE['lr']}, warmup {RECIPE['warmup']}, "
-            f"weight decay {RECIPE['weight_decay']}, seeds {', '.join(map(str, SEEDS))} (first n), best epoch on dev",
-            f"- which run measured what: {provenance(report)}",
-            "", table(report), "",
-            "mean ± sample standard deviation over the seeds, in percent (QA: SQuAD's own percent). Wall: the "
-            "process that ran every seed of the row, loading and every evaluation included."]
+    head = [
+        f"# bertkit vs the HF Trainer (bf16), full budget{' (QUICK: harness check only)' if report['quick'] else ''}",
+        "",
+        f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, "
+        f"torch threads {m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; "
+        f"bertkit commit {m['git_commit'][:10]} ({m['git_uncommitted_files']} uncommitted files)",
+        f"- matmul peak GFLOP/s: fp32 {peak.get('fp32', 0):.0f}, bf16 {peak.get('bf16', 0):.0f}; load average "
+        f"start / end {report['load_average_start']} / {report.get('load_average_end')}; "
+        f"suite {report.get('suite_seconds', 0) / 60:.0f} min",
+        f"- recipe, both sides: batch {RECIPE['batch_size']}, lr {RECIPE['lr']}, warmup {RECIPE['warmup']}, "
+        f"weight decay {RECIPE['weight_decay']}, seeds {', '.join(map(str, SEEDS))} (first n), best epoch on dev",
+        f"- which run measured what: {provenance(report)}",
+        "",
+        table(report),
+        "",
+        "mean ± sample standard deviation over the seeds, in percent (QA: SQuAD's own percent). Wall: the "
+        "process that ran every seed of the row, loading and every evaluation included.",
+    ]
     return "\n".join(head) + "\n"
 
 

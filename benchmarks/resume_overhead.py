@@ -29,8 +29,13 @@ REPO = Path(__file__).resolve().parents[1]
 def launch(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BERTKIT_TEST_SIGNAL", None)
-    return subprocess.Popen([sys.executable, "-m", "bertkit", *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertkit", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def last_step(history: Path) -> int:
@@ -66,16 +71,36 @@ def main() -> None:
     work.mkdir(parents=True)
 
     def command(output: str) -> list[str]:
-        return ["finetune", "cls", "--data", "sst2", "--model", "minilm", "--max-train-samples", str(args.rows),
-                "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--epochs", "1",
-                "--save-every", str(args.kill_at), "--log-every", "1", "--output", str(work / output)]
+        return [
+            "finetune",
+            "cls",
+            "--data",
+            "sst2",
+            "--model",
+            "minilm",
+            "--max-train-samples",
+            str(args.rows),
+            "--batch-size",
+            str(args.batch_size),
+            "--max-length",
+            str(args.max_length),
+            "--epochs",
+            "1",
+            "--save-every",
+            str(args.kill_at),
+            "--log-every",
+            "1",
+            "--output",
+            str(work / output),
+        ]
 
     run, history = command("run"), work / "run.checkpoints" / "history.jsonl"
     checkpoint = work / "run.checkpoints" / f"step-{args.kill_at}"
     process = launch(run)
     fresh = [wait_for(process, lambda: last_step(history) >= 1, "step 1")]
-    print(f"fresh start: first step logged {fresh[0]:.2f}s after launch; training to step {args.kill_at} ...",
-          flush=True)
+    print(
+        f"fresh start: first step logged {fresh[0]:.2f}s after launch; training to step {args.kill_at} ...", flush=True
+    )
     trained = wait_for(process, checkpoint.is_dir, f"the step-{args.kill_at} checkpoint", poll=0.5)
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -88,8 +113,13 @@ def main() -> None:
         # rewrites it (a new file): only a line in the new file counts
         before = history.stat().st_ino
         process = launch(run + ["--resume"])
-        resumed.append(wait_for(process, lambda: history.stat().st_ino != before and last_step(history) > args.kill_at,
-                                "the first resumed step"))
+        resumed.append(
+            wait_for(
+                process,
+                lambda: history.stat().st_ino != before and last_step(history) > args.kill_at,
+                "the first resumed step",
+            )
+        )
         process.send_signal(signal.SIGKILL)
         process.wait()
         shutil.rmtree(work / "run.checkpoints" / f".step-{args.kill_at * 2}.tmp", ignore_errors=True)
@@ -99,10 +129,19 @@ def main() -> None:
         fresh.append(wait_for(process, lambda: last_step(other_history) >= 1, "step 1"))
         process.send_signal(signal.SIGKILL)
         process.wait()
-    print(json.dumps({"rows": args.rows, "kill_at": args.kill_at, "checkpoint_bytes": saved,
-                      "fresh_first_step_s": [round(t, 2) for t in fresh],
-                      "resume_first_step_s": [round(t, 2) for t in resumed],
-                      "overhead_s": round(min(resumed) - min(fresh), 2)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "rows": args.rows,
+                "kill_at": args.kill_at,
+                "checkpoint_bytes": saved,
+                "fresh_first_step_s": [round(t, 2) for t in fresh],
+                "resume_first_step_s": [round(t, 2) for t in resumed],
+                "overhead_s": round(min(resumed) - min(fresh), 2),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run the bertkit-vs-HuggingFace suite and write the report (see benchmarks/README.md).
 
     python -m benchmarks run [--quick] [--only sst2,ner,qa,predict,eval,startup] [--sides ...]
-                             [--repeats R] [--once SIDES] [--default-rows N] [--set key=value,...] [--out-dir D] [--name N]
+                             [--repeats R] [--once SIDES] [--default-rows N] [--set key=value,...]
+                             [--out-dir D] [--name N]
 
 Every (workload, side) run happens in its own freshly spawned process (own peak RSS, cold caches).
 With --repeats R the sides run R rounds, their order reversed every other round, and the table
@@ -35,11 +36,34 @@ RESULTS = Path(__file__).resolve().parent / "results"
 HP = dict(epochs=1.0, batch_size=32, lr=5e-5, warmup=0.1, weight_decay=0.01, seed=42)
 # None = the whole split. default_rows / default_qa_rows cap the slow hf_default recipes that pad
 # to a fixed length (SST-2 128, QA 384): those rows measure throughput only.
-FULL = dict(sst2_train=8000, sst2_eval=None, ner_train=4000, ner_eval=None, qa_train=1000, qa_eval=None,
-            predict_n=872, default_rows=1000, default_qa_rows=200, capped_eval_rows=128, startup_repeats=5,
-            matmul_seconds=3.0)
-QUICK = dict(sst2_train=256, sst2_eval=128, ner_train=200, ner_eval=128, qa_train=64, qa_eval=32, predict_n=128,
-             default_rows=64, default_qa_rows=16, capped_eval_rows=32, startup_repeats=3, matmul_seconds=1.0)
+FULL = dict(
+    sst2_train=8000,
+    sst2_eval=None,
+    ner_train=4000,
+    ner_eval=None,
+    qa_train=1000,
+    qa_eval=None,
+    predict_n=872,
+    default_rows=1000,
+    default_qa_rows=200,
+    capped_eval_rows=128,
+    startup_repeats=5,
+    matmul_seconds=3.0,
+)
+QUICK = dict(
+    sst2_train=256,
+    sst2_eval=128,
+    ner_train=200,
+    ner_eval=128,
+    qa_train=64,
+    qa_eval=32,
+    predict_n=128,
+    default_rows=64,
+    default_qa_rows=16,
+    capped_eval_rows=32,
+    startup_repeats=3,
+    matmul_seconds=1.0,
+)
 
 
 def load_average() -> list[float]:
@@ -70,8 +94,11 @@ def run_isolated(fn, *args, **kwargs) -> dict:
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": str(exc.__cause__ or traceback.format_exc())}
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if isinstance(result, dict):
-        result.update(process_wall_seconds=time.perf_counter() - started, load_average_before=load,
-                      process_cpu_seconds=after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        result.update(
+            process_wall_seconds=time.perf_counter() - started,
+            load_average_before=load,
+            process_cpu_seconds=after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+        )
     return result
 
 
@@ -105,12 +132,18 @@ def machine() -> dict:
     def git(*args) -> str:
         return subprocess.run(["git", *args], cwd=RESULTS.parent.parent, capture_output=True, text=True).stdout
 
-    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu_model": cpu,
-            "cpu_flags": [f for f in MATRIX_FLAGS if f in flags],
-            "usable_cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "git_commit": git("rev-parse", "HEAD").strip(),
-            "git_uncommitted_files": len(git("status", "--porcelain").splitlines())}
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cpu_model": cpu,
+        "cpu_flags": [f for f in MATRIX_FLAGS if f in flags],
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "git_commit": git("rev-parse", "HEAD").strip(),
+        "git_uncommitted_files": len(git("status", "--porcelain").splitlines()),
+    }
 
 
 class Suite:
@@ -119,22 +152,29 @@ class Suite:
         self.work = tempfile.mkdtemp(prefix="bertkit-bench-")
         self.model_dir = None  # the bertkit SST-2 model that predict / eval use
         # predict's exported backends (bertkit_side.BACKEND_SIDES) where their runtimes are installed
-        self.backends = not args.no_backends and all(importlib.util.find_spec(m) for m in ("onnxruntime", "openvino",
-                                                                                              "nncf"))
+        self.backends = not args.no_backends and all(
+            importlib.util.find_spec(m) for m in ("onnxruntime", "openvino", "nncf")
+        )
 
     def rounds(self, workload: str, sides: list[tuple]) -> dict:
         """Every side once per round, the order reversed every other round; all rounds kept."""
         runs = {name: [] for name, *_ in sides}
         for r in range(self.args.repeats):
-            for name, fn, fn_args in (sides if r % 2 == 0 else sides[::-1]):
+            for name, fn, fn_args in sides if r % 2 == 0 else sides[::-1]:
                 if r and name in self.args.once:  # a reference row, not the headline: one round
                     continue
                 log(f"{workload}: {name} (round {r + 1}/{self.args.repeats}) ...")
                 result = run_isolated(fn, *fn_args)
                 if "error" in result:
                     self.errors.append(f"{workload}/{name}: {result['error']}")
-                log(f"{workload}: {name} " + (f"FAILED: {result['error']}" if "error" in result else
-                                              f"done in {result['process_wall_seconds']:.1f} s"))
+                log(
+                    f"{workload}: {name} "
+                    + (
+                        f"FAILED: {result['error']}"
+                        if "error" in result
+                        else f"done in {result['process_wall_seconds']:.1f} s"
+                    )
+                )
                 runs[name].append(dict(result, round=r + 1))
         return runs
 
@@ -161,8 +201,13 @@ class Suite:
             if side.startswith("bertkit"):
                 keep = os.path.join(self.work, "sst2-model") if (workload, side) == ("sst2", "bertkit") else None
                 self.model_dir = keep or self.model_dir
-                sides.append((side, bertkit_side.train,
-                              (workload, side, n_train, n_eval, root, HP, (len(train), len(evals)), keep)))
+                sides.append(
+                    (
+                        side,
+                        bertkit_side.train,
+                        (workload, side, n_train, n_eval, root, HP, (len(train), len(evals)), keep),
+                    )
+                )
             elif side == "hf_default" and capped:
                 entry["hf_default_rows"] = cap
                 sides.append((side, hf, (side, train[:cap], evals[: s["capped_eval_rows"]], model, HP)))
@@ -190,21 +235,34 @@ class Suite:
                 return
         _, dev = workloads.load_sst2(1, self.sizes["predict_n"])
         texts, labels = [r["sentence"] for r in dev], [r["label"] for r in dev]
-        bf16 = ("pipeline_bf16_bs64", hf_sst2.pipeline_run, ("pipeline_bf16_bs64", self.model_dir, texts, labels, 64, True))
+        bf16 = (
+            "pipeline_bf16_bs64",
+            hf_sst2.pipeline_run,
+            ("pipeline_bf16_bs64", self.model_dir, texts, labels, 64, True),
+        )
         if workload == "predict":
-            sides = [("bertkit", bertkit_side.predict, ("bertkit", self.model_dir, texts, labels)), bf16,
-                     ("pipeline_fp32_bs_default", hf_sst2.pipeline_run,
-                      ("pipeline_fp32_bs_default", self.model_dir, texts, labels, None, False))]
+            sides = [
+                ("bertkit", bertkit_side.predict, ("bertkit", self.model_dir, texts, labels)),
+                bf16,
+                (
+                    "pipeline_fp32_bs_default",
+                    hf_sst2.pipeline_run,
+                    ("pipeline_fp32_bs_default", self.model_dir, texts, labels, None, False),
+                ),
+            ]
             if self.backends:
                 log("predict: exporting the int8 ONNX and OpenVINO models ...")
-                exported = run_isolated(bertkit_side.export_backends, self.model_dir, root,
-                                        min(500, self.sizes["predict_n"]))
+                exported = run_isolated(
+                    bertkit_side.export_backends, self.model_dir, root, min(500, self.sizes["predict_n"])
+                )
                 entry["exports"] = exported
                 if "error" in exported:
                     self.errors.append(f"predict: export: {exported['error']}")
                 else:
-                    sides += [(name, bertkit_side.predict, (name, self.model_dir, texts, labels))
-                              for name in bertkit_side.BACKEND_SIDES]
+                    sides += [
+                        (name, bertkit_side.predict, (name, self.model_dir, texts, labels))
+                        for name in bertkit_side.BACKEND_SIDES
+                    ]
         else:
             sides = [("bertkit", bertkit_side.evaluate, ("bertkit", self.model_dir, root, len(texts))), bf16]
         entry["runs"] = self.rounds(workload, sides)
@@ -212,10 +270,15 @@ class Suite:
     def startup(self) -> None:
         """`bertkit --help` against the interpreter floor and the import of torch + transformers."""
         n = self.sizes["startup_repeats"]
-        commands = [("bertkit --help", [str(Path(sys.executable).parent / "bertkit"), "--help"], n),
-                    ("python -c pass", [sys.executable, "-c", "pass"], max(2, n // 2)),
-                    ("python -c 'import torch, transformers'", [sys.executable, "-c", "import torch, transformers"],
-                     max(2, n // 2))]
+        commands = [
+            ("bertkit --help", [str(Path(sys.executable).parent / "bertkit"), "--help"], n),
+            ("python -c pass", [sys.executable, "-c", "pass"], max(2, n // 2)),
+            (
+                "python -c 'import torch, transformers'",
+                [sys.executable, "-c", "import torch, transformers"],
+                max(2, n // 2),
+            ),
+        ]
         runs = self.results.setdefault("startup", {"runs": {}})["runs"]
         for name, command, repeats in commands:
             log(f"startup: {name} x{repeats} ...")
@@ -254,12 +317,23 @@ def run(args) -> int:
     args.sides = [s for s in (args.sides or ",".join(DEFAULT_SIDES)).split(",") if s]
     for given, known, flag in ((only, WORKLOADS, "--only"), (args.sides, TRAIN_SIDES, "--sides")):
         if set(given) - set(known):
-            raise SystemExit(f"{flag}: unknown {', '.join(sorted(set(given) - set(known)))} (known: {', '.join(known)})")
+            raise SystemExit(
+                f"{flag}: unknown {', '.join(sorted(set(given) - set(known)))} (known: {', '.join(known)})"
+            )
     sizes, started, machine_at_start = parse_sizes(args), time.perf_counter(), machine_load.snapshot()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    report = {"quick": args.quick, "only": only, "sides": args.sides, "sizes": sizes, "repeats": args.repeats,
-              "hyperparameters": HP, "load_average_start": load_average(), "machine": machine(),
-              "data_dir": str(data_dir()), "model": reporting.model_info(model_path())}
+    report = {
+        "quick": args.quick,
+        "only": only,
+        "sides": args.sides,
+        "sizes": sizes,
+        "repeats": args.repeats,
+        "hyperparameters": HP,
+        "load_average_start": load_average(),
+        "machine": machine(),
+        "data_dir": str(data_dir()),
+        "model": reporting.model_info(model_path()),
+    }
     log("matmul peaks (fp32, bf16) ...")
     peak_start = run_isolated(matmul_peak, sizes["matmul_seconds"])
     suite = Suite(args, sizes)
@@ -291,15 +365,19 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p = parser.add_subparsers(dest="command", required=True).add_parser("run", help="run the suite")
     p.add_argument("--quick", action="store_true", help="small sizes; writes results/quick.{json,md}")
     p.add_argument("--only", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     p.add_argument("--sides", help=f"training sides (default {','.join(DEFAULT_SIDES)}; known {','.join(TRAIN_SIDES)})")
     p.add_argument("--repeats", type=int, default=1, help="rounds, order reversed every other one; medians shown")
-    p.add_argument("--once", default=",".join(ONCE),
-                   help=f"sides that run in the first round only (default {','.join(ONCE)}; '' = every round)")
+    p.add_argument(
+        "--once",
+        default=",".join(ONCE),
+        help=f"sides that run in the first round only (default {','.join(ONCE)}; '' = every round)",
+    )
     p.add_argument("--default-rows", type=int, help="rows for the fixed-padding hf_default recipes (0 skips them)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE[,...]", help="override a size of FULL / QUICK")
     p.add_argument("--out-dir", help="instead of benchmarks/results/")

@@ -14,8 +14,9 @@ import threading
 import time
 
 
-def run_load(url: str, texts: list[str], clients: int = 8, requests: int = 50, max_inputs: int = 3,
-             seed: int = 0) -> dict:
+def run_load(
+    url: str, texts: list[str], clients: int = 8, requests: int = 50, max_inputs: int = 3, seed: int = 0
+) -> dict:
     """Each client sends ``requests`` POST /predict with 1..max_inputs random texts, one at a time.
     Returns ``{"answers": [(texts, status, rows)], "latencies_s": [...], "seconds": wall}``."""
     import httpx
@@ -46,8 +47,7 @@ def run_load(url: str, texts: list[str], clients: int = 8, requests: int = 50, m
         thread.start()
     for thread in threads:
         thread.join()
-    return {"answers": answers, "latencies_s": latencies, "seconds": time.perf_counter() - started,
-            "errors": errors}
+    return {"answers": answers, "latencies_s": latencies, "seconds": time.perf_counter() - started, "errors": errors}
 
 
 def summary(result: dict) -> dict:
@@ -57,11 +57,19 @@ def summary(result: dict) -> dict:
         return round(1000 * latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))], 2)
 
     inputs = sum(len(texts) for texts, _, _ in result["answers"])
-    return {"requests": len(latencies), "inputs": inputs, "seconds": round(result["seconds"], 3),
-            "requests_per_s": round(len(latencies) / result["seconds"], 1),
-            "inputs_per_s": round(inputs / result["seconds"], 1),
-            "latency_ms": {"p50": percentile(50), "p90": percentile(90), "p99": percentile(99),
-                           "max": round(1000 * latencies[-1], 2)}}
+    return {
+        "requests": len(latencies),
+        "inputs": inputs,
+        "seconds": round(result["seconds"], 3),
+        "requests_per_s": round(len(latencies) / result["seconds"], 1),
+        "inputs_per_s": round(inputs / result["seconds"], 1),
+        "latency_ms": {
+            "p50": percentile(50),
+            "p90": percentile(90),
+            "p99": percentile(99),
+            "max": round(1000 * latencies[-1], 2),
+        },
+    }
 
 
 def main() -> None:

@@ -61,15 +61,18 @@ def same_row(got: dict, want: dict) -> bool:
     if set(got) != set(want) or any(got[k] != want[k] for k in want if k not in ("score", "probabilities")):
         return False
     return abs(got["score"] - want["score"]) <= 2e-6 and all(
-        abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items())
+        abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items()
+    )
 
 
 def _disconnect(url: str) -> None:
     """Announce a 1,000-byte body, send 10 bytes of it, and hang up."""
     parsed = urlparse(url)
     with socket.create_connection((parsed.hostname, parsed.port), timeout=10) as sock:
-        sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n" + b'{"text": "')
+        sock.sendall(
+            b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n" + b'{"text": "'
+        )
 
 
 def _post(session, body: bytes) -> tuple[int, dict]:
@@ -86,8 +89,9 @@ def _post(session, body: bytes) -> tuple[int, dict]:
         return response.status_code, {"not json": response.text[:200]}
 
 
-def run_soak(url: str, texts: list[str], seconds: float = 60, clients: int = 8, pid: int | None = None,
-             seed: int = 0) -> dict:
+def run_soak(
+    url: str, texts: list[str], seconds: float = 60, clients: int = 8, pid: int | None = None, seed: int = 0
+) -> dict:
     """Returns {"answers": [(kind, sent texts or None, status, body)], "latencies_s": {...},
     "rss_kib": [...], "errors": [...], "disconnects": n}."""
     import httpx
@@ -132,8 +136,14 @@ def run_soak(url: str, texts: list[str], seconds: float = 60, clients: int = 8, 
         time.sleep(1)
     for thread in threads:
         thread.join()
-    return {"answers": answers, "latencies_s": latencies, "rss_kib": samples, "errors": errors,
-            "disconnects": disconnects[0], "seconds": seconds}
+    return {
+        "answers": answers,
+        "latencies_s": latencies,
+        "rss_kib": samples,
+        "errors": errors,
+        "disconnects": disconnects[0],
+        "seconds": seconds,
+    }
 
 
 def wrong_answers(result: dict, want: dict) -> list:
@@ -143,8 +153,11 @@ def wrong_answers(result: dict, want: dict) -> list:
     for kind, sent, status, body in result["answers"]:
         if kind == "good":
             rows = body.get("predictions") if status == 200 else None
-            ok = rows is not None and [r.get("text") for r in rows] == sent and all(
-                same_row(r, want[r["text"]]) for r in rows)
+            ok = (
+                rows is not None
+                and [r.get("text") for r in rows] == sent
+                and all(same_row(r, want[r["text"]]) for r in rows)
+            )
         else:
             ok = 400 <= status < 500 and set(body) == {"error", "hint"}
         if not ok:
@@ -162,13 +175,20 @@ def summary(result: dict, want: dict | None = None) -> dict:
         statuses[status] = statuses.get(status, 0) + 1
     good = [a for a in result["answers"] if a[0] == "good"]
     rss = result["rss_kib"]
-    stats = {"seconds": result["seconds"], "requests": len(result["answers"]), "good_requests": len(good),
-             "good_200": sum(a[2] == 200 for a in good), "disconnects": result["disconnects"],
-             "statuses": dict(sorted(statuses.items())),
-             "good_p50_ms": percentile(result["latencies_s"]["good"], 0.5),
-             "good_p99_ms": percentile(result["latencies_s"]["good"], 0.99),
-             "rss_first_kib": rss[0] if rss else None, "rss_peak_kib": max(rss) if rss else None,
-             "rss_last_kib": rss[-1] if rss else None, "client_errors": result["errors"]}
+    stats = {
+        "seconds": result["seconds"],
+        "requests": len(result["answers"]),
+        "good_requests": len(good),
+        "good_200": sum(a[2] == 200 for a in good),
+        "disconnects": result["disconnects"],
+        "statuses": dict(sorted(statuses.items())),
+        "good_p50_ms": percentile(result["latencies_s"]["good"], 0.5),
+        "good_p99_ms": percentile(result["latencies_s"]["good"], 0.99),
+        "rss_first_kib": rss[0] if rss else None,
+        "rss_peak_kib": max(rss) if rss else None,
+        "rss_last_kib": rss[-1] if rss else None,
+        "client_errors": result["errors"],
+    }
     if want is not None:
         wrong = wrong_answers(result, want)
         stats["wrong_answers"] = len(wrong)
@@ -196,9 +216,13 @@ def start_server(model_dir, console, *options, startup_s: float = 180) -> tuple[
     import httpx
 
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", str(model_dir), "--port", str(port),
-                                *map(str, options)], env=_env(), cwd=tempfile.gettempdir(), stdout=console,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", "serve", str(model_dir), "--port", str(port), *map(str, options)],
+        env=_env(),
+        cwd=tempfile.gettempdir(),
+        stdout=console,
+        stderr=subprocess.STDOUT,
+    )
     url, deadline = f"http://127.0.0.1:{port}", time.time() + startup_s
     while True:
         try:
@@ -216,9 +240,14 @@ def predict_rows(model_dir, texts: list[str]) -> dict:
     """text -> the row `bertkit predict` writes for it."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-        done = subprocess.run([sys.executable, "-m", "bertkit", "predict", str(model_dir), "--input",
-                               str(Path(tmp) / "in.jsonl")], env=_env(), cwd=tmp, capture_output=True, text=True,
-                              check=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "bertkit", "predict", str(model_dir), "--input", str(Path(tmp) / "in.jsonl")],
+            env=_env(),
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return {row["text"]: row for row in map(json.loads, done.stdout.splitlines())}
 
 

@@ -43,8 +43,11 @@ def flat_copy(rounds: int) -> tuple[float, float]:
 
     from bertkit.models import resolve_model
 
-    dense = [p.detach() for n, p in AutoModel.from_pretrained(resolve_model("minilm")).named_parameters()
-             if "word_embeddings" not in n]
+    dense = [
+        p.detach()
+        for n, p in AutoModel.from_pretrained(resolve_model("minilm")).named_parameters()
+        if "word_embeddings" not in n
+    ]
     masters, weights = [p.clone() for p in dense], [p.to(torch.bfloat16) for p in dense]
     flat_master = torch.cat([p.reshape(-1) for p in masters])
     flat_weights = flat_master.to(torch.bfloat16)
@@ -63,10 +66,15 @@ def main() -> None:
     print(f"{torch.get_num_threads()} threads, variant {args.variant}")
     for batch, length in ((32, 16), (1, 4)):
         split = phases(args.variant, batch, length)
-        print(f"  phases at {batch} x {length}: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items())
-              + f"; total {sum(split.values()):.1f} ms")
-    with_dropout, without = build(args.variant, 32, 16), build(args.variant, 32, 16, hidden_dropout_prob=0.0,
-                                                                attention_probs_dropout_prob=0.0)
+        print(
+            f"  phases at {batch} x {length}: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in split.items())
+            + f"; total {sum(split.values()):.1f} ms"
+        )
+    with_dropout, without = (
+        build(args.variant, 32, 16),
+        build(args.variant, 32, 16, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    )
     times = {"dropout 0.1": [], "no dropout": []}
     for fn in (with_dropout, without):
         timed(fn, 3)

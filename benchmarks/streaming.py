@@ -60,7 +60,9 @@ def measure(command: list[str], pythonpath: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(pythonpath)}
     started = time.perf_counter()
     # cwd elsewhere: `python -m` puts the working directory before PYTHONPATH on sys.path
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir()
+    )
     err = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
@@ -75,8 +77,12 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--baseline-sizes", default="10000,100000", help="the in-memory path needs ~6 KB a row")
     parser.add_argument("--sides", default="streaming,baseline")
-    parser.add_argument("--rounds", type=int, default=1, help="rounds per size, the sides alternating in each; "
-                        "the table shows each side's median wall time")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds per size, the sides alternating in each; the table shows each side's median wall time",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--build-models", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -86,21 +92,40 @@ def main(argv=None) -> None:
     texts, results = sentences(), []
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        subprocess.run([sys.executable, "-m", "benchmarks.streaming", "--baseline", ".", "--build-models", str(work)],
-                       check=True, cwd=REPO, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.streaming", "--baseline", ".", "--build-models", str(work)],
+            check=True,
+            cwd=REPO,
+            capture_output=True,
+        )
         encoder, classifier = work / "encoder", work / "classifier"
         for rows in map(int, args.sizes.split(",")):
             source = work / f"in-{rows}.jsonl"
             write_input(source, rows, texts)
             for round_, (command, model, suffix) in itertools.product(
-                    range(args.rounds), (("predict", classifier, ".jsonl"), ("embed", encoder, ".npy"))):
+                range(args.rounds), (("predict", classifier, ".jsonl"), ("embed", encoder, ".npy"))
+            ):
                 sides = (("streaming", REPO), ("baseline", Path(args.baseline).resolve()))
                 for side, root in sides if round_ % 2 == 0 else sides[::-1]:  # neither side always goes first
-                    if side not in args.sides or (side == "baseline" and str(rows) not in args.baseline_sizes.split(",")):
+                    if side not in args.sides or (
+                        side == "baseline" and str(rows) not in args.baseline_sizes.split(",")
+                    ):
                         continue
                     output = work / f"out-{side}-{command}{suffix}"
-                    measured = measure([sys.executable, "-m", "bertkit", command, str(model), "--input", str(source),
-                                        "--output", str(output)], root)
+                    measured = measure(
+                        [
+                            sys.executable,
+                            "-m",
+                            "bertkit",
+                            command,
+                            str(model),
+                            "--input",
+                            str(source),
+                            "--output",
+                            str(output),
+                        ],
+                        root,
+                    )
                     measured.update(rows=rows, side=side, command=command, round=round_)
                     if "wall_s" in measured:
                         measured["rows_per_s"] = round(rows / measured["wall_s"], 1)
@@ -114,20 +139,26 @@ def main(argv=None) -> None:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| command | rows | streaming peak RSS MB | streaming rows/s | baseline peak RSS MB | baseline rows/s |"
-             " throughput ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| command | rows | streaming peak RSS MB | streaming rows/s | baseline peak RSS MB | baseline rows/s |"
+        " throughput ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     keyed = {}
     for key in {(r["command"], r["rows"], r["side"]) for r in results}:  # the median round by wall time
-        runs = sorted((r for r in results if (r["command"], r["rows"], r["side"]) == key),
-                      key=lambda r: r.get("wall_s", float("inf")))
+        runs = sorted(
+            (r for r in results if (r["command"], r["rows"], r["side"]) == key),
+            key=lambda r: r.get("wall_s", float("inf")),
+        )
         keyed[key] = runs[len(runs) // 2]
     for command, rows in sorted({(r["command"], r["rows"]) for r in results}):
         new, old = keyed.get((command, rows, "streaming"), {}), keyed.get((command, rows, "baseline"), {})
-        ratio = (f"{new['rows_per_s'] / old['rows_per_s']:.2f}x" if "rows_per_s" in new and "rows_per_s" in old
-                 else "")
-        lines.append(f"| {command} | {rows:,} | {new.get('peak_rss_mb', new.get('error', ''))} | "
-                     f"{new.get('rows_per_s', '')} | {old.get('peak_rss_mb', old.get('error', '-'))} | "
-                     f"{old.get('rows_per_s', '-')} | {ratio} |")
+        ratio = f"{new['rows_per_s'] / old['rows_per_s']:.2f}x" if "rows_per_s" in new and "rows_per_s" in old else ""
+        lines.append(
+            f"| {command} | {rows:,} | {new.get('peak_rss_mb', new.get('error', ''))} | "
+            f"{new.get('rows_per_s', '')} | {old.get('peak_rss_mb', old.get('error', '-'))} | "
+            f"{old.get('rows_per_s', '-')} | {ratio} |"
+        )
     return "\n".join(lines)
 
 

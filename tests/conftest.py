@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests live in layers, one folder each; the folder is the marker (`pytest -m unit`, `-m "not learning"`).
+LAYERS = ("unit", "cli", "corpus", "learning")
+# Test modules share their data writers across layers (tests/unit/test_qa_reading.py reads squad files
+# that tests/cli/test_qa_task.py writes): every layer's folder is importable, whichever file runs alone.
+sys.path[:0] = [str(REPO / "tests" / layer) for layer in LAYERS]
 DATA_DIR = Path(os.environ.get("BERTKIT_DATA_DIR", REPO.parent / "shared" / "data"))
 
 # Words the tiny vocab knows; anything else becomes [UNK]. "##s" lets plurals split into sub-words.
@@ -28,8 +33,14 @@ def build_tiny_bert(directory: Path) -> Path:
 
     vocab = SPECIALS + list(dict.fromkeys(TINY_WORDS)) + ["##s", "##ing", "##ed"]
     tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(vocab)})
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -98,8 +109,12 @@ def trained(tiny_bert, tmp_path_factory):
     from bertkit.config import TrainConfig
 
     root = tmp_path_factory.mktemp("corpus-models")
-    data = {"cls": ("train.csv", CLS_CSV), "pair": ("train.tsv", PAIR_TSV), "ner": ("train.txt", NER_CONLL),
-            "qa": ("train.jsonl", QA_JSONL)}
+    data = {
+        "cls": ("train.csv", CLS_CSV),
+        "pair": ("train.tsv", PAIR_TSV),
+        "ner": ("train.txt", NER_CONLL),
+        "qa": ("train.jsonl", QA_JSONL),
+    }
     models: dict[str, Path] = {}
 
     def get(task: str) -> Path:
@@ -128,8 +143,9 @@ def small_disk(tmp_path):
     def make(kib: int = 3072) -> Path:
         path = tmp_path / f"disk-{len(mounts)}"
         path.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(path)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(path)], capture_output=True, text=True
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'})")
         mounts.append(path)
@@ -151,8 +167,7 @@ def read_only(tmp_path):
 
     def make(path: Path) -> Path:
         if os.geteuid() == 0:
-            for command in (["mount", "--bind", str(path), str(path)],
-                            ["mount", "-o", "remount,bind,ro", str(path)]):
+            for command in (["mount", "--bind", str(path), str(path)], ["mount", "-o", "remount,bind,ro", str(path)]):
                 done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode != 0:
                     subprocess.run(["umount", "-l", str(path)], capture_output=True)
@@ -168,10 +183,6 @@ def read_only(tmp_path):
     yield make
     for step in reversed(undo):
         step()
-
-
-# The tests live in layers, one folder each; the folder is the marker (`pytest -m unit`, `-m "not learning"`).
-LAYERS = ("unit", "cli", "corpus", "learning")
 
 
 def pytest_collection_modifyitems(config, items):

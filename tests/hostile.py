@@ -14,16 +14,21 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
 from conftest import assert_user_error
 
-CLS_CSV = "text,label\n" + "".join(f"the film was {w},{l}\n" for w, l in
-                                    [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4)
-PAIR_TSV = "sentence1\tsentence2\tlabel\n" + "".join(f"the film was {a}\tit was {b}\t{l}\n" for a, b, l in
-                                                      [("good", "good", "same"), ("bad", "great", "different")] * 6)
+CLS_CSV = "text,label\n" + "".join(
+    f"the film was {w},{lab}\n" for w, lab in [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4
+)
+PAIR_TSV = "sentence1\tsentence2\tlabel\n" + "".join(
+    f"the film was {a}\tit was {b}\t{lab}\n"
+    for a, b, lab in [("good", "good", "same"), ("bad", "great", "different")] * 6
+)
 NER_CONLL = "john B-PER\nlives O\nin O\nparis B-LOC\n\nmary B-PER\nvisited O\nberlin B-LOC\n\n" * 4
-QA_RECORD = {"question": "who lives in paris ?", "context": "john lives in paris .",
-             "answers": {"text": ["john"], "answer_start": [0]}}
+QA_RECORD = {
+    "question": "who lives in paris ?",
+    "context": "john lives in paris .",
+    "answers": {"text": ["john"], "answer_start": [0]},
+}
 QA_JSONL = "".join(json.dumps({**QA_RECORD, "id": f"q{i}"}) + "\n" for i in range(8))
 
 
@@ -48,8 +53,19 @@ class Context:
         """A finetune command line writing to <tmp>/out; data is a file name + content, or a string."""
         if isinstance(data, tuple):
             data = self.file(*data)
-        return ["finetune", task, "--data", data, "--model", self.tiny, "--output", self.tmp / "out",
-                "--epochs", 1, *extra]
+        return [
+            "finetune",
+            task,
+            "--data",
+            data,
+            "--model",
+            self.tiny,
+            "--output",
+            self.tmp / "out",
+            "--epochs",
+            1,
+            *extra,
+        ]
 
     def offline(self) -> None:
         """No Hub and an empty Hugging Face cache, whatever the machine running the tests has."""
@@ -75,7 +91,6 @@ class Case:
 def snapshot(*roots: Path) -> dict:
     """Every file (with its bytes) and directory under the roots."""
     return {str(p): (p.read_bytes() if p.is_file() else None) for root in roots for p in sorted(root.rglob("*"))}
-
 
 
 def run_case(case: Case, context: Context, run_cli, capsys, *watched: Path, seconds: float = 20) -> tuple:

@@ -20,8 +20,23 @@ WORDS = (
     "who where lives works in at for met visited city company same different said , . ? ! "
     "john mary obama anna paris london berlin rome google acme"
 ).split()
-CAPITALISED = ["John", "Mary", "Obama", "Anna", "Paris", "London", "Berlin", "Rome", "Google", "Acme", "The", "Who",
-               "Where", "It", "This"]
+CAPITALISED = [
+    "John",
+    "Mary",
+    "Obama",
+    "Anna",
+    "Paris",
+    "London",
+    "Berlin",
+    "Rome",
+    "Google",
+    "Acme",
+    "The",
+    "Who",
+    "Where",
+    "It",
+    "This",
+]
 SUFFIXES = ["s", "ing", "ed"]
 FAMILIES = ("bert", "distilbert", "electra", "roberta", "albert", "deberta-v2", "modernbert")
 HIDDEN, LAYERS, HEADS, FFN = 32, 2, 2, 64
@@ -100,10 +115,18 @@ def modernbert_tokenizer():
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     backend.post_processor = processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-                                   pad_token="[PAD]", mask_token="[MASK]")
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+    )
 
 
 def _unigram_vocab(specials: list[str], cased: bool) -> list[tuple[str, float]]:
@@ -129,13 +152,22 @@ def deberta_v2_tokenizer():
 
 
 TOKENIZERS = {
-    "wordpiece": wordpiece_tokenizer, "distilbert-wordpiece": lambda: wordpiece_tokenizer("DistilBertTokenizer"),
-    "roberta-bpe": roberta_tokenizer, "modernbert-bpe": modernbert_tokenizer,
-    "albert-unigram": albert_tokenizer, "deberta-unigram": deberta_v2_tokenizer,
+    "wordpiece": wordpiece_tokenizer,
+    "distilbert-wordpiece": lambda: wordpiece_tokenizer("DistilBertTokenizer"),
+    "roberta-bpe": roberta_tokenizer,
+    "modernbert-bpe": modernbert_tokenizer,
+    "albert-unigram": albert_tokenizer,
+    "deberta-unigram": deberta_v2_tokenizer,
 }
-FAMILY_TOKENIZER = {"bert": "wordpiece", "distilbert": "distilbert-wordpiece", "electra": "wordpiece",
-                    "roberta": "roberta-bpe", "modernbert": "modernbert-bpe", "albert": "albert-unigram",
-                    "deberta-v2": "deberta-unigram"}
+FAMILY_TOKENIZER = {
+    "bert": "wordpiece",
+    "distilbert": "distilbert-wordpiece",
+    "electra": "wordpiece",
+    "roberta": "roberta-bpe",
+    "modernbert": "modernbert-bpe",
+    "albert": "albert-unigram",
+    "deberta-v2": "deberta-unigram",
+}
 
 
 # --- models -----------------------------------------------------------------------------------------
@@ -144,30 +176,57 @@ def _model(name: str, tokenizer):
     import transformers as t
 
     size = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
-    bert_like = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FFN,
-                     max_position_embeddings=POSITIONS, **size)
+    bert_like = dict(
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=FFN,
+        max_position_embeddings=POSITIONS,
+        **size,
+    )
     if name == "bert":
         config = t.BertConfig(**bert_like)
     elif name == "electra":
         config = t.ElectraConfig(embedding_size=HIDDEN, **bert_like)
     elif name == "distilbert":
-        config = t.DistilBertConfig(dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN,
-                                    max_position_embeddings=POSITIONS, **size)
+        config = t.DistilBertConfig(
+            dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN, max_position_embeddings=POSITIONS, **size
+        )
     elif name == "roberta":  # positions start after the padding index, as in roberta-base (514 = 512 + 2)
-        config = t.RobertaConfig(**{**bert_like, "max_position_embeddings": POSITIONS + tokenizer.pad_token_id + 1},
-                                 type_vocab_size=1, bos_token_id=tokenizer.cls_token_id,
-                                 eos_token_id=tokenizer.sep_token_id)
+        config = t.RobertaConfig(
+            **{**bert_like, "max_position_embeddings": POSITIONS + tokenizer.pad_token_id + 1},
+            type_vocab_size=1,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+        )
     elif name == "albert":
         config = t.AlbertConfig(embedding_size=16, **bert_like)
     elif name == "deberta-v2":  # v3 style: relative positions only, no absolute position input, no segments
-        config = t.DebertaV2Config(**bert_like, type_vocab_size=0, relative_attention=True, position_buckets=32,
-                                   max_relative_positions=-1, pos_att_type=["p2c", "c2p"], position_biased_input=False,
-                                   norm_rel_ebd="layer_norm", share_att_key=True)
+        config = t.DebertaV2Config(
+            **bert_like,
+            type_vocab_size=0,
+            relative_attention=True,
+            position_buckets=32,
+            max_relative_positions=-1,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            norm_rel_ebd="layer_norm",
+            share_att_key=True,
+        )
     elif name == "modernbert":
-        config = t.ModernBertConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                    intermediate_size=FFN, max_position_embeddings=POSITIONS, local_attention=16,
-                                    cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                                    bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, **size)
+        config = t.ModernBertConfig(
+            hidden_size=HIDDEN,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            intermediate_size=FFN,
+            max_position_embeddings=POSITIONS,
+            local_attention=16,
+            cls_token_id=tokenizer.cls_token_id,
+            sep_token_id=tokenizer.sep_token_id,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            **size,
+        )
     else:
         raise ValueError(f"unknown family {name}")
     torch.manual_seed(0)

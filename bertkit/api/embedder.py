@@ -14,9 +14,18 @@ class Embedder:
     """An encoder loaded once for many calls (`embed`, its streaming path, Ray actors): texts in,
     one pooled vector per text out, windows over long texts averaged as `embed` documents."""
 
-    def __init__(self, model: str, pooling: str | None = None, max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None,
-                 batch_size: int = INFERENCE_BATCH, normalize: bool = False, precision: str = "auto", threads: int | None = None,
-                 per_word: bool = False):
+    def __init__(
+        self,
+        model: str,
+        pooling: str | None = None,
+        max_length: int = MAX_LENGTHS["embedding"][0],
+        stride: int | None = None,
+        batch_size: int = INFERENCE_BATCH,
+        normalize: bool = False,
+        precision: str = "auto",
+        threads: int | None = None,
+        per_word: bool = False,
+    ):
         self.spec = parse_pooling(pooling, per_word)
         check_max_length(max_length, "bertkit embed")
         check_batch_size(batch_size, "bertkit embed")

@@ -17,14 +17,14 @@ from typing import Iterator
 
 import numpy as np
 
+from bertkit.api.embedder import Embedder  # noqa: F401  (part of this API)
 from bertkit.data import readers
 from bertkit.data.readers import pick_column
-from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS
-from bertkit.api.embedder import Embedder  # noqa: F401  (part of this API)
 from bertkit.data.sinks import floats
 from bertkit.data.streams import Chunk
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
+from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS
 from bertkit.tasks.base import require_nonempty
 
 SUFFIXES = (".npy", ".npz", ".jsonl", ".parquet")
@@ -51,10 +51,22 @@ class Embeddings:
         return len(self.ids)
 
 
-def embed(model: str, input_path: str, output: str | None = None, pooling: str | None = None, per_word: bool = False,
-          max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None, batch_size: int = INFERENCE_BATCH, normalize: bool = False,
-          text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-          precision: str = "auto", threads: int | None = None) -> Embeddings:
+def embed(
+    model: str,
+    input_path: str,
+    output: str | None = None,
+    pooling: str | None = None,
+    per_word: bool = False,
+    max_length: int = MAX_LENGTHS["embedding"][0],
+    stride: int | None = None,
+    batch_size: int = INFERENCE_BATCH,
+    normalize: bool = False,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    id_column: str | None = None,
+    precision: str = "auto",
+    threads: int | None = None,
+) -> Embeddings:
     """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
     (.npy/.npz/.jsonl) when given. The vectors are ``embed_stream``'s pipeline collected, the
     input as one chunk."""
@@ -82,11 +94,18 @@ def _collected(done: list["_Vectors"], embedder: Embedder, precision: str) -> Em
         vectors = [vector for part in done for vector in part.vectors]
     else:  # one chunk (the in-memory call) keeps its array as computed
         vectors = done[0].vectors if len(done) == 1 else np.concatenate([part.vectors for part in done])
-    return Embeddings([i for part in done for i in part.ids], vectors,
-                      [words for part in done for words in part.words] if per_word else None,
-                      embedder.spec.name, embedder.dim, sum(part.windowed for part in done),
-                      sum(part.features for part in done), None if per_word else embedder.stride,
-                      sum(part.seconds for part in done), runtime=embedder.engine.runtime(precision))
+    return Embeddings(
+        [i for part in done for i in part.ids],
+        vectors,
+        [words for part in done for words in part.words] if per_word else None,
+        embedder.spec.name,
+        embedder.dim,
+        sum(part.windowed for part in done),
+        sum(part.features for part in done),
+        None if per_word else embedder.stride,
+        sum(part.seconds for part in done),
+        runtime=embedder.engine.runtime(precision),
+    )
 
 
 def check_output(output: str | None, per_word: bool) -> Path | None:
@@ -95,19 +114,24 @@ def check_output(output: str | None, per_word: bool) -> Path | None:
     target = Path(output).expanduser()
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
-        raise BertkitError(f"--output {output}: unknown format {suffix or '(no suffix)'}",
-                           "use .npy (vectors), .parquet (id + vector), .npz (vectors + ids) or .jsonl")
+        raise BertkitError(
+            f"--output {output}: unknown format {suffix or '(no suffix)'}",
+            "use .npy (vectors), .parquet (id + vector), .npz (vectors + ids) or .jsonl",
+        )
     if per_word and suffix == ".parquet":
         raise BertkitError("--per-word vectors are written to .npz or .jsonl", "use --output FILE.npz or FILE.jsonl")
     if per_word and suffix == ".npy":
-        raise BertkitError("--per-word vectors are ragged (one row per word), so they do not fit one .npy array",
-                           "use --output FILE.npz (vectors + row_starts + words + ids) or FILE.jsonl")
+        raise BertkitError(
+            "--per-word vectors are ragged (one row per word), so they do not fit one .npy array",
+            "use --output FILE.npz (vectors + row_starts + words + ids) or FILE.jsonl",
+        )
     return check_output_file(target)
 
 
 @dataclass
 class Columns:
     """The columns asked for (None: found by name); a stream fixes them from its first chunk."""
+
     text: str | None = None
     pair: str | None = None
     id: str | None = None
@@ -124,25 +148,34 @@ def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, f
         sentences = [record.get("tokens") for record in records]
         bad = [i + 1 for i, words in enumerate(sentences) if not isinstance(words, list) or not words]
         if bad:
-            raise BertkitError(f"{where}: 'tokens' of row(s) {', '.join(map(str, bad[:5]))} is not a non-empty list",
-                               "give a list of words per row, or raw text under 'text'")
+            raise BertkitError(
+                f"{where}: 'tokens' of row(s) {', '.join(map(str, bad[:5]))} is not a non-empty list",
+                "give a list of words per row, or raw text under 'text'",
+            )
         sentences = [[str(word) for word in words] for words in sentences]
     else:
         text_col = pick_column(names, columns.text, TEXT_CANDIDATES, "text", "--text-column", where)
         pair_col = columns.pair if columns.fixed else (columns.pair or ("text_pair" if "text_pair" in names else None))
         if pair_col and pair_col not in names and not columns.fixed:
-            raise BertkitError(f"{where}: no column {pair_col!r} for --text-pair-column",
-                               f"columns found: {', '.join(names)}")
-        rows = [{"text": readers.text_value(r, text_col, row, where),
-                 "text_pair": readers.text_value(r, pair_col, row, where) if pair_col else None}
-                for row, r in enumerate(records, first_row + 1)]
+            raise BertkitError(
+                f"{where}: no column {pair_col!r} for --text-pair-column", f"columns found: {', '.join(names)}"
+            )
+        rows = [
+            {
+                "text": readers.text_value(r, text_col, row, where),
+                "text_pair": readers.text_value(r, pair_col, row, where) if pair_col else None,
+            }
+            for row, r in enumerate(records, first_row + 1)
+        ]
         require_nonempty(rows, ("text", "text_pair") if pair_col else ("text",), where)
         texts = [row["text"] for row in rows]
         pairs = [row["text_pair"] for row in rows] if pair_col else None
         if per_word:
             if pairs is not None:
-                raise BertkitError(f"{where}: --per-word embeds single texts, but rows have two",
-                                   "drop the second text (a TAB in .txt lines) or leave out --per-word")
+                raise BertkitError(
+                    f"{where}: --per-word embeds single texts, but rows have two",
+                    "drop the second text (a TAB in .txt lines) or leave out --per-word",
+                )
             from bertkit.decoding.tags import split_words
 
             sentences = [split_words(text)[0] for text in texts]
@@ -156,11 +189,25 @@ def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, f
     return ["" if value is None else str(value) for value in given], texts, pairs, sentences, used
 
 
-def embed_stream(model: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
-                 resume: bool = False, pooling: str | None = None, max_length: int = MAX_LENGTHS["embedding"][0], stride: int | None = None,
-                 batch_size: int = INFERENCE_BATCH, normalize: bool = False, text_column: str | None = None,
-                 text_pair_column: str | None = None, id_column: str | None = None, precision: str = "auto",
-                 threads: int | None = None, quiet: bool = False, long_lived: bool = False):
+def embed_stream(
+    model: str,
+    input_path: str,
+    output: str | None = None,
+    chunk_rows: int = 10_000,
+    resume: bool = False,
+    pooling: str | None = None,
+    max_length: int = MAX_LENGTHS["embedding"][0],
+    stride: int | None = None,
+    batch_size: int = INFERENCE_BATCH,
+    normalize: bool = False,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    id_column: str | None = None,
+    precision: str = "auto",
+    threads: int | None = None,
+    quiet: bool = False,
+    long_lived: bool = False,
+):
     """``embed`` in chunks of ``chunk_rows`` rows, each written as it is done: JSONL on standard
     output (``output`` None) or a .npy / .jsonl / .parquet file assembled at the end (resumable;
     see bertkit.api.streaming). Memory does not grow with the input. Returns the stream summary
@@ -173,17 +220,28 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
         raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
     target = check_output(output, False) if output else None
     if target is not None and target.suffix.lower() == ".npz":
-        raise BertkitError(".npz is one zip of all vectors and cannot be written chunk by chunk",
-                           "use --output FILE.npy (vectors; ids in input order) or .parquet (id + vector)")
+        raise BertkitError(
+            ".npz is one zip of all vectors and cannot be written chunk by chunk",
+            "use --output FILE.npy (vectors; ids in input order) or .parquet (id + vector)",
+        )
     if target is not None:
         check_inputs_kept(target, input_path)
     embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads)
     embedder.quiet = True  # no per-batch progress: the stream reports per chunk
     stream = InputStream(input_path)
     pipeline = _pipeline(embedder, stream, chunk_rows, Columns(text_column, text_pair_column, id_column))
-    settings = {**streaming.model_fingerprint(model), "pooling": embedder.spec.name, "max_length": max_length,
-                "stride": embedder.stride, "batch_size": batch_size, "normalize": normalize, "precision": precision,
-                "threads": threads, "chunk_rows": chunk_rows, "columns": [text_column, text_pair_column, id_column]}
+    settings = {
+        **streaming.model_fingerprint(model),
+        "pooling": embedder.spec.name,
+        "max_length": max_length,
+        "stride": embedder.stride,
+        "batch_size": batch_size,
+        "normalize": normalize,
+        "precision": precision,
+        "threads": threads,
+        "chunk_rows": chunk_rows,
+        "columns": [text_column, text_pair_column, id_column],
+    }
     windowed = [0]
 
     def process(chunk: Chunk) -> tuple:
@@ -193,11 +251,25 @@ def embed_stream(model: str, input_path: str, output: str | None = None, chunk_r
 
     # the model loads at the first chunk, after its rows are checked and before any output exists
     streamed = streaming.Pipeline(pipeline.chunks, process, pipeline.ready)
-    summary = streaming.run(stream, streamed, sink_for(target, vectors=True), target, settings, resume=resume,
-                            total=stream.total_rows(), label="embed", quiet=quiet,
-                            writer=lambda: embedder.engine.is_main_process, long_lived=long_lived)
-    summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (embedder.dim, embedder.spec.name,
-                                                                           embedder.stride, windowed[0])
+    summary = streaming.run(
+        stream,
+        streamed,
+        sink_for(target, vectors=True),
+        target,
+        settings,
+        resume=resume,
+        total=stream.total_rows(),
+        label="embed",
+        quiet=quiet,
+        writer=lambda: embedder.engine.is_main_process,
+        long_lived=long_lived,
+    )
+    summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (
+        embedder.dim,
+        embedder.spec.name,
+        embedder.stride,
+        windowed[0],
+    )
     summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}
     return summary
 
@@ -274,9 +346,13 @@ def write(result: Embeddings, target: Path) -> None:
             np.savez(handle, vectors=result.vectors, ids=np.array(result.ids))
         elif suffix == ".npz":
             counts = [len(words) for words in result.words]
-            np.savez(handle, vectors=np.concatenate(result.vectors), ids=np.array(result.ids),
-                     words=np.array([w for words in result.words for w in words]),
-                     row_starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            np.savez(
+                handle,
+                vectors=np.concatenate(result.vectors),
+                ids=np.array(result.ids),
+                words=np.array([w for words in result.words for w in words]),
+                row_starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            )
         elif suffix == ".parquet":
             from bertkit.data.sinks import ParquetVectors
 

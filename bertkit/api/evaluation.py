@@ -8,24 +8,40 @@ from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
 from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
-from bertkit.reporting.card_results import repeats
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
-from bertkit.model_dir import (check_inputs_kept, check_output_file, load_meta, recorded_eval_data, update_meta,
-                               write_json)
+from bertkit.model_dir import (
+    check_inputs_kept,
+    check_output_file,
+    load_meta,
+    recorded_eval_data,
+    update_meta,
+    write_json,
+)
 from bertkit.model_dir.files import probe_writable
 from bertkit.options import INFERENCE_BATCH
+from bertkit.reporting.card_results import repeats
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 from bertkit.tasks.learned import stats_of
 
 
-def evaluate(model_dir: str, data: str | None = None, split: str | None = None, data_dir: str | None = None,
-             batch_size: int = INFERENCE_BATCH, max_eval_samples: int | None = None, output: str | None = None,
-             precision: str = "auto", task_options: dict | None = None, store_tuned: bool | None = None,
-             extra_metrics: list[str] | tuple = (), threads: int | None = None) -> dict:
+def evaluate(
+    model_dir: str,
+    data: str | None = None,
+    split: str | None = None,
+    data_dir: str | None = None,
+    batch_size: int = INFERENCE_BATCH,
+    max_eval_samples: int | None = None,
+    output: str | None = None,
+    precision: str = "auto",
+    task_options: dict | None = None,
+    store_tuned: bool | None = None,
+    extra_metrics: list[str] | tuple = (),
+    threads: int | None = None,
+) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
@@ -46,12 +62,14 @@ def evaluate(model_dir: str, data: str | None = None, split: str | None = None, 
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
     adapter.check_eval_examples(examples, plan.source)
     # load and run
-    engine, report, kept, tuned = _score(model_dir, meta, adapter, examples, plan, batch_size, precision, threads,
-                                         extra_metrics)
+    engine, report, kept, tuned = _score(
+        model_dir, meta, adapter, examples, plan, batch_size, precision, threads, extra_metrics
+    )
     if tuned:
         partial = _partial_evaluation(meta, plan.data, plan.split, plan.source, len(examples), len(every_example))
-        meta = _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, plan.read_only,
-                           engine.is_main_process)
+        meta = _keep_tuned(
+            model_dir, meta, adapter, tuned, partial, store_tuned, report, plan.read_only, engine.is_main_process
+        )
     # save
     if engine.is_main_process:
         _write(model_dir, meta, adapter, examples, kept, report, plan)
@@ -82,8 +100,10 @@ def _load_extra_metrics(extra_metrics) -> tuple:
 def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
-        raise BertkitError(f"--split {split} applies only to known datasets, not to the file {data}",
-                           "drop --split, or pass --data with the file of that split")
+        raise BertkitError(
+            f"--split {split} applies only to known datasets, not to the file {data}",
+            "drop --split, or pass --data with the file of that split",
+        )
     split = split or "dev"
     target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
     check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
@@ -112,19 +132,31 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
     features = adapter.preprocess(examples, tokenizer, train=False)
     tokenized = time.perf_counter()
     kept = {}
-    metrics, tuned = score(engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True,
-                           keep=kept)
-    timings = {"load_seconds": loaded - started, "preprocess_seconds": tokenized - loaded,
-               "score_seconds": time.perf_counter() - tokenized}  # score: model + decoding + metrics
+    metrics, tuned = score(
+        engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True, keep=kept
+    )
+    timings = {
+        "load_seconds": loaded - started,
+        "preprocess_seconds": tokenized - loaded,
+        "score_seconds": time.perf_counter() - tokenized,
+    }  # score: model + decoding + metrics
     if extra_metrics:
         from bertkit.metrics.extra import score_extra
 
         metrics.update(score_extra(extra_metrics, adapter, examples, kept["predictions"]))
-    report = {"model": str(model_dir), "data": plan.source.description, "examples": len(examples), "metrics": metrics,
-              "preprocessing": stats_of(features), "tuned": {}, "notices": [],
-              "details": kept.get("details"), "runtime": engine.runtime(precision),
-              "timings": {k: round(v, 3) for k, v in timings.items()},
-              "repeats": repeats(meta)}  # --seeds/--folds: the spread at training, to read this evaluation against
+    report = {
+        "model": str(model_dir),
+        "data": plan.source.description,
+        "examples": len(examples),
+        "metrics": metrics,
+        "preprocessing": stats_of(features),
+        "tuned": {},
+        "notices": [],
+        "details": kept.get("details"),
+        "runtime": engine.runtime(precision),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "repeats": repeats(meta),
+    }  # --seeds/--folds: the spread at training, to read this evaluation against
     return engine, report, kept, tuned
 
 
@@ -132,8 +164,9 @@ def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, r
     """Settings tuned on this data: stored with the model where that is right, else said; returns the meta."""
     if read_only:
         report["tuned_not_stored"] = tuned
-        report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is "
-                                 f"read-only ({read_only})")
+        report["notices"].append(
+            f"{_settings(tuned)} tuned on this data was NOT stored: the model directory is read-only ({read_only})"
+        )
         return meta
     return _store_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, writes)
 
@@ -145,8 +178,9 @@ def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> 
         report["predictions_written_to"] = str(plan.rows_file)
     write_json(plan.target, report)
     if plan.read_only:
-        report["notices"].append(f"the model directory is read-only ({plan.read_only}): its report and card were "
-                                 "not redrawn")
+        report["notices"].append(
+            f"the model directory is read-only ({plan.read_only}): its report and card were not redrawn"
+        )
         return
     report["results_written_to"] = str(update_results(Path(model_dir), plan.target, report))
     from bertkit.reporting.build import build_report
@@ -156,12 +190,14 @@ def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> 
     report["notices"] += drawn["notices"]
 
 
-def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, store_tuned: bool | None, report: dict,
-                 writes: bool) -> dict:
+def _store_tuned(
+    model_dir, meta, adapter, tuned: dict, partial: str | None, store_tuned: bool | None, report: dict, writes: bool
+) -> dict:
     """Store settings tuned on this data with the model (only from a full evaluation of its dev data,
     unless ``store_tuned`` says otherwise); the report says what happened. Returns the meta."""
-    before = _settings({key: adapter.options[key] for key in tuned if adapter.options.get(key) is not None}) \
-        or "its default"
+    before = (
+        _settings({key: adapter.options[key] for key in tuned if adapter.options.get(key) is not None}) or "its default"
+    )
     if (partial is None) if store_tuned is None else store_tuned:
         adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
         if writes:  # under a multi-process launch one process writes
@@ -172,8 +208,10 @@ def _store_tuned(model_dir, meta, adapter, tuned: dict, partial: str | None, sto
     else:
         report["tuned_not_stored"] = tuned
         reason = partial or "storing was turned off (--no-store-threshold)"
-        report["notices"].append(f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
-                                 f"keeps {before} (--store-threshold stores it anyway)")
+        report["notices"].append(
+            f"{_settings(tuned)} tuned on this data was NOT stored: {reason}; the model "
+            f"keeps {before} (--store-threshold stores it anyway)"
+        )
     return meta
 
 
@@ -186,8 +224,11 @@ def _partial_evaluation(meta, data, split, source, evaluated, available) -> str 
         dev_split = registry.DATASETS[data].dev_split
         return None if split == dev_split else f"this is the {split} split, not {dev_split}"
     recorded = trained.get("eval_file") or trained.get("eval")
-    if recorded and (source.description == recorded or
-                     source.path is not None and Path(recorded).expanduser().resolve() == source.path.resolve()):
+    if recorded and (
+        source.description == recorded
+        or source.path is not None
+        and Path(recorded).expanduser().resolve() == source.path.resolve()
+    ):
         return None
     return f"{source.description} is not the model's dev data ({recorded or 'none recorded at training'})"
 
@@ -202,8 +243,9 @@ def _read_only(directory: Path) -> str | None:
 
 
 def _settings(settings: dict) -> str:
-    return ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
-                     for key, value in settings.items())
+    return ", ".join(
+        f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}" for key, value in settings.items()
+    )
 
 
 def _eval_file_name(data: str, split: str) -> str:

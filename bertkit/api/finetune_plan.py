@@ -41,9 +41,21 @@ class RunPlan:
         return "finetune" if self.task in finetune_tasks() else "pretrain"
 
 
-def plan_run(task: str, data: str, output: str, model: str, eval_data: str | None, data_dir: str | None,
-             config: TrainConfig | None, overwrite: bool, report_to: str | None, threads: int | None,
-             resume: bool, resume_from: str | None, fold: tuple[int, int] | None) -> RunPlan:
+def plan_run(
+    task: str,
+    data: str,
+    output: str,
+    model: str,
+    eval_data: str | None,
+    data_dir: str | None,
+    config: TrainConfig | None,
+    overwrite: bool,
+    report_to: str | None,
+    threads: int | None,
+    resume: bool,
+    resume_from: str | None,
+    fold: tuple[int, int] | None,
+) -> RunPlan:
     from bertkit.engine.tracking import logging_dir, parse_report_to
 
     command = f"bertkit {'finetune' if task in finetune_tasks() else 'pretrain'} {task}"
@@ -60,30 +72,60 @@ def plan_run(task: str, data: str, output: str, model: str, eval_data: str | Non
         check_sibling_dir(checkpoint_root(output_path), "checkpoints")
     if trackers:
         check_sibling_dir(logging_dir(output_path), "the trackers' logs")
-    checkpoints = Checkpoints.plan(output_path, config, run_identity(task, model, config, train_source, eval_source),
-                                   resume, resume_from, overwrite)
+    checkpoints = Checkpoints.plan(
+        output_path,
+        config,
+        run_identity(task, model, config, train_source, eval_source),
+        resume,
+        resume_from,
+        overwrite,
+    )
     notices = checkpoints.passed_over() if checkpoints is not None else []
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
-        notices.append(f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started "
-                       "at step 0")
-    return RunPlan(task, data, model, eval_data, data_dir, config, output_path, threads, report_to, trackers, fold,
-                   adapter, train_source, eval_source, checkpoints, notices)
+        notices.append(
+            f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started at step 0"
+        )
+    return RunPlan(
+        task,
+        data,
+        model,
+        eval_data,
+        data_dir,
+        config,
+        output_path,
+        threads,
+        report_to,
+        trackers,
+        fold,
+        adapter,
+        train_source,
+        eval_source,
+        checkpoints,
+        notices,
+    )
 
 
 def run_identity(task, model, config, train_source, eval_source) -> dict:
     """What a resumed run must share with its checkpoint (run_identity.MAY_CHANGE excepted)."""
+
     def where(source):
         return None if source is None else str(source.path.resolve()) if source.path else source.description
 
     local = Path(model).expanduser()
-    return {"task": task, "model": str(local.resolve()) if local.exists() else model, "data": where(train_source),
-            "eval_data": where(eval_source), **config.to_dict()}
+    return {
+        "task": task,
+        "model": str(local.resolve()) if local.exists() else model,
+        "data": where(train_source),
+        "eval_data": where(eval_source),
+        **config.to_dict(),
+    }
 
 
 def resolved_options(plan: RunPlan, adapter) -> dict:
     """Every option of the run as `bertkit finetune|pretrain --config` reads it: local paths made
     absolute (a replay from another directory reads the same files), the task's options with their
     defaults."""
+
     def local(path):
         found = Path(path).expanduser()
         return str(found.resolve()) if found.exists() else path
@@ -93,8 +135,15 @@ def resolved_options(plan: RunPlan, adapter) -> dict:
     train = plan.config.to_dict()
     given = train.pop("task_options")
     task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for(plan.verb)}
-    return {"task": plan.task, "data": plan.data if known else local(plan.data),
-            "eval_data": plan.eval_data and local(plan.eval_data),
-            "data_dir": str(directory.resolve()) if directory else None, "model": local(plan.model),
-            "output": str(plan.output_path), "threads": plan.threads, "report_to": plan.report_to or "none",
-            **train, **task_options}
+    return {
+        "task": plan.task,
+        "data": plan.data if known else local(plan.data),
+        "eval_data": plan.eval_data and local(plan.eval_data),
+        "data_dir": str(directory.resolve()) if directory else None,
+        "model": local(plan.model),
+        "output": str(plan.output_path),
+        "threads": plan.threads,
+        "report_to": plan.report_to or "none",
+        **train,
+        **task_options,
+    }

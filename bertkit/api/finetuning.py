@@ -14,13 +14,7 @@ from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import (
-    ModelMeta,
-    data_record,
-    save_model_dir,
-    staged_output,
-    write_json,
-)
+from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.tasks.base import EVAL, TRAIN
@@ -47,10 +41,22 @@ class FinetuneResult:
     eval_rows: list | None = None  # --folds: the held-out fold's prediction rows (row: its place in the data)
 
 
-def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
-             data_dir: str | None = None, config: TrainConfig | None = None, overwrite: bool = False,
-             report_to: str | None = None, threads: int | None = None, resume: bool = False,
-             resume_from: str | None = None, on_evaluation=None, fold: tuple[int, int] | None = None) -> FinetuneResult:
+def finetune(
+    task: str,
+    data: str,
+    output: str,
+    model: str = DEFAULT_MODEL,
+    eval_data: str | None = None,
+    data_dir: str | None = None,
+    config: TrainConfig | None = None,
+    overwrite: bool = False,
+    report_to: str | None = None,
+    threads: int | None = None,
+    resume: bool = False,
+    resume_from: str | None = None,
+    on_evaluation=None,
+    fold: tuple[int, int] | None = None,
+) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
     ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
@@ -60,23 +66,55 @@ def finetune(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval
 
     The order of events is the contract users rely on: every check that needs no model, then the
     data, then the model, then the work, then the directory written all at once."""
-    plan = plan_run(task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume,
-                    resume_from, fold)
-    adapter, train_examples, eval_examples, held = _read_examples(plan.adapter, plan.train_source, plan.eval_source,
-                                                                  plan.config, fold)
+    plan = plan_run(
+        task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
+    )
+    adapter, train_examples, eval_examples, held = _read_examples(
+        plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
+    )
     adapter, loaded = _load(plan, adapter)
-    train_features, eval_features, preprocessing = _preprocess(adapter, loaded, train_examples, eval_examples,
-                                                               plan.checkpoints)
+    train_features, eval_features, preprocessing = _preprocess(
+        adapter, loaded, train_examples, eval_examples, plan.checkpoints
+    )
     spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
-    trained = _train(loaded.engine, adapter, spec, loaded.network, loaded.tokenizer, plan.config, train_features,
-                     eval_examples, eval_features, plan.checkpoints, on_evaluation, keep_predictions=fold is not None)
+    trained = _train(
+        loaded.engine,
+        adapter,
+        spec,
+        loaded.network,
+        loaded.tokenizer,
+        plan.config,
+        train_features,
+        eval_examples,
+        eval_features,
+        plan.checkpoints,
+        on_evaluation,
+        keep_predictions=fold is not None,
+    )
     from bertkit.networks import recipes
 
     finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
-    adapter, result, meta = _record(plan, adapter.finished(), finished.facts, trained, loaded.engine, preprocessing,
-                                    train_examples, eval_examples, held)
-    result.report = _save(loaded.engine, plan.output_path, trained.report, finished.model, loaded.tokenizer, meta,
-                          resolved_options(plan, adapter), training_results(result))
+    adapter, result, meta = _record(
+        plan,
+        adapter.finished(),
+        finished.facts,
+        trained,
+        loaded.engine,
+        preprocessing,
+        train_examples,
+        eval_examples,
+        held,
+    )
+    result.report = _save(
+        loaded.engine,
+        plan.output_path,
+        trained.report,
+        finished.model,
+        loaded.tokenizer,
+        meta,
+        resolved_options(plan, adapter),
+        training_results(result),
+    )
     return result
 
 
@@ -93,14 +131,18 @@ def _load(plan: RunPlan, adapter) -> tuple:
     is checked against the engine before any expensive work."""
     model_ref = resolve_model(plan.model)
     model_config = load_config(model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
-    adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config,
-                                           plan.model)
+    adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config, plan.model)
     tokenizer = load_tokenizer(model_ref, plan.model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
     from bertkit.engine.tracking import logging_dir
 
-    engine = Engine(plan.config.precision, plan.config.seed, plan.trackers,
-                    str(logging_dir(plan.output_path)) if plan.trackers else None, threads=plan.threads)
+    engine = Engine(
+        plan.config.precision,
+        plan.config.seed,
+        plan.trackers,
+        str(logging_dir(plan.output_path)) if plan.trackers else None,
+        threads=plan.threads,
+    )
     if plan.checkpoints is not None:
         plan.checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
         plan.checkpoints.check_compatible()
@@ -123,36 +165,67 @@ def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpo
     return train_features, eval_features, preprocessing
 
 
-def _record(plan: RunPlan, adapter, facts, trained, engine, preprocessing, train_examples, eval_examples,
-            held) -> tuple:
+def _record(
+    plan: RunPlan, adapter, facts, trained, engine, preprocessing, train_examples, eval_examples, held
+) -> tuple:
     """(the task as saved, the result, bertkit.json's contents) of a trained run."""
     report, config, eval_source = trained.report, plan.config, plan.eval_source
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     stored, stored_notices = _tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
     adapter = adapter.with_options(stored) if stored else adapter
-    result = FinetuneResult(str(plan.output_path), best.get("metrics", {}), report.throughput(), report.history,
-                            report.best_epoch, len(train_examples), len(eval_examples), preprocessing,
-                            runtime=engine.runtime(config.precision), best_step=report.best_step,
-                            resumed_from=report.resumed_from, notices=plan.notices + stored_notices,
-                            before=trained.before, sections=adapter.directory_sections(facts))
+    result = FinetuneResult(
+        str(plan.output_path),
+        best.get("metrics", {}),
+        report.throughput(),
+        report.history,
+        report.best_epoch,
+        len(train_examples),
+        len(eval_examples),
+        preprocessing,
+        runtime=engine.runtime(config.precision),
+        best_step=report.best_step,
+        resumed_from=report.resumed_from,
+        notices=plan.notices + stored_notices,
+        before=trained.before,
+        sections=adapter.directory_sections(facts),
+    )
     held_out = f"{len(eval_examples)} held-out examples of the training data"
     held_out = held_out if eval_examples and not eval_source else None
     if plan.fold:
         held_out = f"fold {plan.fold[0] + 1} of {plan.fold[1]} of the training data ({len(eval_examples)} examples)"
         predictions = trained.predictions_of(best.get("metrics"))
-        result.eval_rows = [{**row, "row": held[i] + 1} for i, row in
-                            enumerate(prediction_rows(adapter, eval_examples, predictions))]
+        result.eval_rows = [
+            {**row, "row": held[i] + 1} for i, row in enumerate(prediction_rows(adapter, eval_examples, predictions))
+        ]
     known = registry.is_known(plan.data)
     meta = ModelMeta(
-        kind=adapter.directory_kind, task=adapter.state(), base_model=plan.model, config=config.to_dict(),
-        data=data_record(plan.train_source, eval_source, len(train_examples), len(eval_examples),
-                         name=plan.data if known else None,
-                         # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
-                         data_dir=registry.data_dir(plan.data_dir) if known else None, eval_description=held_out),
-        before=trained.before or None, **result.sections, metrics=result.metrics, best_epoch=report.best_epoch,
-        best_step=report.best_step, resumed_from=report.resumed_from, history=report.history,
-        throughput=result.throughput, preprocessing=preprocessing, stopped_early=report.stopped_early,
-        runtime=result.runtime, eval_details=trained.details_of(best.get("metrics")))
+        kind=adapter.directory_kind,
+        task=adapter.state(),
+        base_model=plan.model,
+        config=config.to_dict(),
+        data=data_record(
+            plan.train_source,
+            eval_source,
+            len(train_examples),
+            len(eval_examples),
+            name=plan.data if known else None,
+            # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
+            data_dir=registry.data_dir(plan.data_dir) if known else None,
+            eval_description=held_out,
+        ),
+        before=trained.before or None,
+        **result.sections,
+        metrics=result.metrics,
+        best_epoch=report.best_epoch,
+        best_step=report.best_step,
+        resumed_from=report.resumed_from,
+        history=report.history,
+        throughput=result.throughput,
+        preprocessing=preprocessing,
+        stopped_early=report.stopped_early,
+        runtime=result.runtime,
+        eval_details=trained.details_of(best.get("metrics")),
+    )
     return adapter, result, meta
 
 
@@ -164,11 +237,15 @@ def _tuned_to_store(tuned: dict, eval_source, config: TrainConfig) -> tuple[dict
     shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
     if eval_source is None or config.max_eval_samples is not None:
         why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
-        return {}, [f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was "
-                    f"{why}; `bertkit eval DIR` on the whole dev data stores it"]
-    return tuned, [f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are "
-                   "at it; dev data that chose it flatters it a little: score a test split with `bertkit eval DIR "
-                   "--split test`)"]
+        return {}, [
+            f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was "
+            f"{why}; `bertkit eval DIR` on the whole dev data stores it"
+        ]
+    return tuned, [
+        f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are "
+        "at it; dev data that chose it flatters it a little: score a test split with `bertkit eval DIR "
+        "--split test`)"
+    ]
 
 
 def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
@@ -208,8 +285,20 @@ class _Trained:
         return next((p for m, _, _, p in self.evaluations if m is metrics), None)
 
 
-def _train(engine, adapter, spec, network, tokenizer, config, train_features, eval_examples, eval_features,
-           checkpoints, on_evaluation=None, keep_predictions=False) -> _Trained:
+def _train(
+    engine,
+    adapter,
+    spec,
+    network,
+    tokenizer,
+    config,
+    train_features,
+    eval_examples,
+    eval_features,
+    checkpoints,
+    on_evaluation=None,
+    keep_predictions=False,
+) -> _Trained:
     """The engine's loop with what the task's TrainingSpec makes (bertkit/networks/recipes.py): what
     it trains, how it collates, how it evaluates."""
     from bertkit.networks import recipes
@@ -219,10 +308,18 @@ def _train(engine, adapter, spec, network, tokenizer, config, train_features, ev
     def evaluate(current_model) -> dict:
         kept = {}
         evaluated = recipes.evaluation_network(spec, current_model, tokenizer, engine.unwrap)
-        metrics, tuned = score(engine, adapter, evaluated,
-                               eval_examples, eval_features, config.eval_batch_size, tokenizer.pad_token_id,
-                               tune=adapter.tunes_while_training, apply_tuned=adapter.tunes_while_training,
-                               keep=kept)
+        metrics, tuned = score(
+            engine,
+            adapter,
+            evaluated,
+            eval_examples,
+            eval_features,
+            config.eval_batch_size,
+            tokenizer.pad_token_id,
+            tune=adapter.tunes_while_training,
+            apply_tuned=adapter.tunes_while_training,
+            keep=kept,
+        )
         evaluations.append((metrics, kept.get("details"), tuned, kept["predictions"] if keep_predictions else None))
         if on_evaluation is not None:
             on_evaluation(len(evaluations), metrics, adapter.main_metric)
@@ -233,16 +330,24 @@ def _train(engine, adapter, spec, network, tokenizer, config, train_features, ev
     if adapter.evaluate_before_training and eval_examples:
         before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
-    network, report = engine.fit(network, train_features, config, tokenizer.pad_token_id,
-                                 evaluate if eval_examples else None, adapter.main_metric,
-                                 collate_fn=recipes.training_collator(spec, tokenizer, config.seed),
-                                 checkpoints=checkpoints, targets=adapter.targets,
-                                 greater_is_better=adapter.greater_is_better)
+    network, report = engine.fit(
+        network,
+        train_features,
+        config,
+        tokenizer.pad_token_id,
+        evaluate if eval_examples else None,
+        adapter.main_metric,
+        collate_fn=recipes.training_collator(spec, tokenizer, config.seed),
+        checkpoints=checkpoints,
+        targets=adapter.targets,
+        greater_is_better=adapter.greater_is_better,
+    )
     return _Trained(network, report, before, evaluations)
 
 
-def _save(engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None,
-          results: dict) -> dict:
+def _save(
+    engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None, results: dict
+) -> dict:
     """The model directory, all or nothing, with its history, card, figures, report, results.json
     and the run's resolved options (one process)."""
     written = {}

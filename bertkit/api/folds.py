@@ -37,24 +37,34 @@ def folds_root(output: Path) -> Path:
     return output.parent / f"{output.name}.folds"
 
 
-def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool = False,
-                   config: TrainConfig | None = None, overwrite: bool = False, on_run=None, **options) -> FoldsResult:
+def finetune_folds(
+    task: str,
+    data: str,
+    output: str,
+    folds: int,
+    keep_all: bool = False,
+    config: TrainConfig | None = None,
+    overwrite: bool = False,
+    on_run=None,
+    **options,
+) -> FoldsResult:
     """``finetune`` once per fold; ``on_run(fold, result)`` after each (fold 1-based)."""
     config = config or TrainConfig()
-    if options.get("resume") or options.get("resume_from"):
-        raise BertkitError("--resume continues one run, not a set of folds", "drop --resume, or drop --folds")
-    if options.get("eval_data"):
-        raise BertkitError("--folds evaluates each fold on the rest of --data; --eval-data has no place in it",
-                           "drop --eval-data (score a separate test set later with `bertkit eval DIR --data`)")
-    if config.max_eval_samples is not None:
-        raise BertkitError("--max-eval-samples does not apply with --folds: each fold is scored whole, so every "
-                           "example is predicted once", "drop --max-eval-samples (--max-train-samples sets the rows)")
-    if not isinstance(folds, int) or not 2 <= folds <= MAX_FOLDS:  # each fold is a whole fine-tuning run
-        raise BertkitError(f"--folds must be between 2 and {MAX_FOLDS}, got {folds}", "e.g. --folds 5")
+    _check_request(folds, config, options)
     output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
     results, rows = {}, []
-    jobs = {n: dict(task=task, data=data, output=str(root / f"fold-{n}"), config=config, overwrite=True,
-                    fold=(n - 1, folds), **options) for n in range(1, folds + 1)}
+    jobs = {
+        n: dict(
+            task=task,
+            data=data,
+            output=str(root / f"fold-{n}"),
+            config=config,
+            overwrite=True,
+            fold=(n - 1, folds),
+            **options,
+        )
+        for n in range(1, folds + 1)
+    }
     for number, result in run_all(jobs, parallel_runs(folds, options.get("threads")), "fold"):
         results[number] = result
         rows += [{**row, "fold": number} for row in result.eval_rows or []]
@@ -62,14 +72,58 @@ def finetune_folds(task: str, data: str, output: str, folds: int, keep_all: bool
             on_run(number, result)
     results = dict(sorted(results.items()))  # in fold order, however they finished
     main, chosen = choose_best(results)
-    runs = [{"fold": n, "metrics": r.metrics, "eval_examples": r.eval_examples, "best_epoch": r.best_epoch,
-             "train_seconds": r.throughput.get("train_seconds")} for n, r in results.items()]
-    section = {"folds": folds, "chosen_fold": chosen, "main_metric": main, "seed": config.seed,
-               "chosen_by": "the main metric on its own held-out fold (which flatters it; the mean is the honest "
-                            "number)", "summary": spread([run["metrics"] for run in runs]), "std": STD,
-               "runs": runs, "predictions_file": OOF_FILE}
+    runs = [_run_row(n, r) for n, r in results.items()]
+    section = {
+        "folds": folds,
+        "chosen_fold": chosen,
+        "main_metric": main,
+        "seed": config.seed,
+        "chosen_by": "the main metric on its own held-out fold (which flatters it; the mean is the honest number)",
+        "summary": spread([run["metrics"] for run in runs]),
+        "std": STD,
+        "runs": runs,
+        "predictions_file": OOF_FILE,
+    }
     write_rows(root / f"fold-{chosen}" / OOF_FILE, sorted(rows, key=lambda row: row["row"]))
-    best = keep_best(results[chosen], root / f"fold-{chosen}", output_path, root, keep_all, {"folds": section},
-                     {"folds": folds})
-    return FoldsResult(best, folds, chosen, main, runs, section["summary"], str(output_path / OOF_FILE),
-                       str(root) if keep_all else None)
+    best = keep_best(
+        results[chosen], root / f"fold-{chosen}", output_path, root, keep_all, {"folds": section}, {"folds": folds}
+    )
+    return FoldsResult(
+        best,
+        folds,
+        chosen,
+        main,
+        runs,
+        section["summary"],
+        str(output_path / OOF_FILE),
+        str(root) if keep_all else None,
+    )
+
+
+def _check_request(folds, config: TrainConfig, options: dict) -> None:
+    if options.get("resume") or options.get("resume_from"):
+        raise BertkitError("--resume continues one run, not a set of folds", "drop --resume, or drop --folds")
+    if options.get("eval_data"):
+        raise BertkitError(
+            "--folds evaluates each fold on the rest of --data; --eval-data has no place in it",
+            "drop --eval-data (score a separate test set later with `bertkit eval DIR --data`)",
+        )
+    if config.max_eval_samples is not None:
+        raise BertkitError(
+            "--max-eval-samples does not apply with --folds: each fold is scored whole, so every "
+            "example is predicted once",
+            "drop --max-eval-samples (--max-train-samples sets the rows)",
+        )
+    if not isinstance(folds, int) or not 2 <= folds <= MAX_FOLDS:  # each fold is a whole fine-tuning run
+        raise BertkitError(f"--folds must be between 2 and {MAX_FOLDS}, got {folds}", "e.g. --folds 5")
+
+
+def _run_row(number: int, result) -> dict:
+    """One fold's line of the folds section: its metrics on its own held-out fold."""
+    return {
+        "fold": number,
+        "metrics": result.metrics,
+        "eval_examples": result.eval_examples,
+        "best_epoch": result.best_epoch,
+        "train_seconds": result.throughput.get("train_seconds"),
+    }

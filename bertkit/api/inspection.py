@@ -28,8 +28,9 @@ def tokens(model: str, text: str, text_pair: str | None = None, max_length: int 
     return {"model": model, "tokens": _token_rows(tokenizer, encoded), "truncated": truncated}
 
 
-def attention(model: str, text: str, text_pair: str | None = None, layer: int = -1, head: int | None = 0,
-              max_length: int = 128) -> dict:
+def attention(
+    model: str, text: str, text_pair: str | None = None, layer: int = -1, head: int | None = 0, max_length: int = 128
+) -> dict:
     """Attention weights of one head (or all heads with ``head=None``) of one layer:
     ``weights[h][i][j]`` is how much token i attends to token j (rows sum to 1)."""
     import torch
@@ -40,15 +41,19 @@ def attention(model: str, text: str, text_pair: str | None = None, layer: int = 
     config = AutoConfig.from_pretrained(model_ref)
     layers, heads = config.num_hidden_layers, config.num_attention_heads
     if layer == 0 or not -layers <= layer <= layers:
-        raise BertkitError(f"--layer {layer}: the model's attention layers are 1..{layers}",
-                           f"use 1..{layers}, or -1 for the last (0 is the embeddings, which have no attention)")
+        raise BertkitError(
+            f"--layer {layer}: the model's attention layers are 1..{layers}",
+            f"use 1..{layers}, or -1 for the last (0 is the embeddings, which have no attention)",
+        )
     if head is not None and not 0 <= head < heads:
         raise BertkitError(f"--head {head}: the model has heads 0..{heads - 1}", "or use --all-heads")
     choose_max_length(max_length, max_length, config, model)  # the one position-limit check
     encoded, truncated = _encode(tokenizer, text, text_pair, max_length)
     network = load_model("AutoModel", model_ref, model, attn_implementation="eager")
     network.eval()
-    inputs = {k: torch.tensor([v]) for k, v in encoded.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+    inputs = {
+        k: torch.tensor([v]) for k, v in encoded.items() if k in ("input_ids", "token_type_ids", "attention_mask")
+    }
     with torch.inference_mode():
         maps = network(**inputs, output_attentions=True).attentions
     if not maps:
@@ -56,9 +61,14 @@ def attention(model: str, text: str, text_pair: str | None = None, layer: int = 
     number = layer if layer > 0 else layers + 1 + layer
     chosen = list(range(heads)) if head is None else [head]
     weights = maps[number - 1][0, chosen].float().numpy()
-    return {"model": model, "layer": number, "heads": chosen, "tokens": _token_rows(tokenizer, encoded),
-            "weights": [[[round(float(x), 6) for x in row] for row in matrix] for matrix in weights],
-            "truncated": truncated}
+    return {
+        "model": model,
+        "layer": number,
+        "heads": chosen,
+        "tokens": _token_rows(tokenizer, encoded),
+        "weights": [[[round(float(x), 6) for x in row] for row in matrix] for matrix in weights],
+        "truncated": truncated,
+    }
 
 
 def check_output(output: str | None, model: str, figure: bool) -> Path | None:
@@ -69,16 +79,20 @@ def check_output(output: str | None, model: str, figure: bool) -> Path | None:
     if output in (None, "-"):
         return None
     if figure and Path(output).suffix.lower() not in PLOT_SUFFIXES:
-        raise BertkitError(f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
-                           "e.g. --output att.png, or --json for the raw weights")
+        raise BertkitError(
+            f"--output {output}: a figure needs one of {', '.join(PLOT_SUFFIXES)}",
+            "e.g. --output att.png, or --json for the raw weights",
+        )
     if figure:
         require_matplotlib()
     target = check_output_file(output)  # the shared check: missing or file parents, and a real write probe
     check_inputs_kept(target, model)
     local = Path(model).expanduser()
     if target.exists() and local.is_dir() and target.is_relative_to(local.resolve()):
-        raise BertkitError(f"--output {output} is a file of the model {model}, which writing it would destroy",
-                           "write the output outside the model directory, or under a new name")
+        raise BertkitError(
+            f"--output {output} is a file of the model {model}, which writing it would destroy",
+            "write the output outside the model directory, or under a new name",
+        )
     return target
 
 
@@ -86,9 +100,11 @@ def check_figure_size(width_inches: float, height_inches: float, dpi: int) -> No
     """A --dpi that matplotlib refuses (<= 0) or that would need gigabytes of pixels: one line."""
     pixels = width_inches * dpi * height_inches * dpi
     if dpi < 1 or pixels > MAX_PIXELS:
-        raise BertkitError(f"--dpi {dpi}: the figure would be {width_inches * max(dpi, 0):.0f}x"
-                           f"{height_inches * max(dpi, 0):.0f} px", f"use a --dpi from 1 up to about "
-                           f"{int((MAX_PIXELS / (width_inches * height_inches)) ** 0.5)} (100 is the default)")
+        raise BertkitError(
+            f"--dpi {dpi}: the figure would be {width_inches * max(dpi, 0):.0f}x{height_inches * max(dpi, 0):.0f} px",
+            f"use a --dpi from 1 up to about "
+            f"{int((MAX_PIXELS / (width_inches * height_inches)) ** 0.5)} (100 is the default)",
+        )
 
 
 def require_matplotlib():
@@ -145,19 +161,32 @@ def plot_attention(result: dict, output: Path, dpi: int = 100) -> tuple[int, int
 
 def _encode(tokenizer, text: str, text_pair: str | None, max_length: int) -> tuple[dict, bool]:
     if not text or not text.strip() or (text_pair is not None and not text_pair.strip()):
-        raise BertkitError("--text (and --text-pair, when given) must not be empty", 'e.g. --text "the movie was great"')
+        raise BertkitError(
+            "--text (and --text-pair, when given) must not be empty", 'e.g. --text "the movie was great"'
+        )
     if max_length < 4:
         raise BertkitError("--max-length must be at least 4", "e.g. --max-length 128")
     full = tokenizer(text, text_pair, return_offsets_mapping=True)
     encoded = tokenizer(text, text_pair, truncation=True, max_length=max_length, return_offsets_mapping=True)
-    return dict(encoded, word_ids=encoded.word_ids(), sequence_ids=encoded.sequence_ids()), \
-        len(full["input_ids"]) > len(encoded["input_ids"])
+    return dict(encoded, word_ids=encoded.word_ids(), sequence_ids=encoded.sequence_ids()), len(
+        full["input_ids"]
+    ) > len(encoded["input_ids"])
 
 
 def _token_rows(tokenizer, encoded: dict) -> list[dict]:
     pieces = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
     segments = encoded.get("token_type_ids") or [0 if s in (0, None) else 1 for s in encoded["sequence_ids"]]
-    return [{"position": i, "token": piece, "id": int(token_id), "segment": int(segment),
-             "word": encoded["word_ids"][i], "start": int(start), "end": int(end)}
-            for i, (piece, token_id, segment, (start, end)) in
-            enumerate(zip(pieces, encoded["input_ids"], segments, encoded["offset_mapping"]))]
+    return [
+        {
+            "position": i,
+            "token": piece,
+            "id": int(token_id),
+            "segment": int(segment),
+            "word": encoded["word_ids"][i],
+            "start": int(start),
+            "end": int(end),
+        }
+        for i, (piece, token_id, segment, (start, end)) in enumerate(
+            zip(pieces, encoded["input_ids"], segments, encoded["offset_mapping"])
+        )
+    ]

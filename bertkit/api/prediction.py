@@ -20,10 +20,10 @@ from bertkit.data import readers
 from bertkit.data.registry import Source
 from bertkit.data.streams import Chunk, InputStream
 from bertkit.engine.threads import check as check_threads
-from bertkit.inference import check_inference_args
-from bertkit.options import INFERENCE_BATCH, check_batch_size
-from bertkit.model_dir import load_meta
 from bertkit.errors import BertkitError
+from bertkit.inference import check_inference_args
+from bertkit.model_dir import load_meta
+from bertkit.options import INFERENCE_BATCH, check_batch_size
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
 from bertkit.tasks.learned import stats_of
@@ -32,8 +32,16 @@ BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 
 
 class Predictor:
-    def __init__(self, model_dir: str, backend: str = "torch", batch_size: int = INFERENCE_BATCH, precision: str = "auto",
-                 quiet: bool = False, threads: int | None = None, **options):
+    def __init__(
+        self,
+        model_dir: str,
+        backend: str = "torch",
+        batch_size: int = INFERENCE_BATCH,
+        precision: str = "auto",
+        quiet: bool = False,
+        threads: int | None = None,
+        **options,
+    ):
         if backend not in BACKENDS + ("auto",):
             raise BertkitError(f"unknown --backend {backend!r}", f"use one of auto, {', '.join(BACKENDS)}")
         self.backend_reason = None
@@ -51,8 +59,10 @@ class Predictor:
             from bertkit.export.runtime import exported_file
 
             if precision not in ("no", "auto"):  # the exported runtimes choose their own (fp32, bf16, int8)
-                raise BertkitError(f"--precision {precision} applies to the torch backend only",
-                                   "drop --precision (an exported backend picks its own; see README)")
+                raise BertkitError(
+                    f"--precision {precision} applies to the torch backend only",
+                    "drop --precision (an exported backend picks its own; see README)",
+                )
             exported_file(self.model_dir, backend)  # exported? checked before any work
         self.precision, self.quiet, self.threads = precision, quiet, threads
         self.engine = self.network = self.tokenizer = None
@@ -68,8 +78,9 @@ class Predictor:
             from bertkit.inference import load_for_inference
 
             # the bertkit.json read in __init__: one read per command
-            self.engine, self.network, self.tokenizer = load_for_inference(self.model_dir, self.adapter, self.precision,
-                                                                            self.threads, meta=self.meta)
+            self.engine, self.network, self.tokenizer = load_for_inference(
+                self.model_dir, self.adapter, self.precision, self.threads, meta=self.meta
+            )
         else:
             from bertkit.export.runtime import load_runner
 
@@ -93,8 +104,10 @@ class Predictor:
                 first, tab, second = record.partition("\t")
                 record = {"text": first, "text_pair": second} if tab else {"text": record}
             if not isinstance(record, dict):
-                raise BertkitError(f"{where}: input {number} is {readers.json_kind(record)}, not an object or a string",
-                                   "send rows like the lines of a JSONL file for `bertkit predict`")
+                raise BertkitError(
+                    f"{where}: input {number} is {readers.json_kind(record)}, not an object or a string",
+                    "send rows like the lines of a JSONL file for `bertkit predict`",
+                )
             rows.append(record)
         return keep_ids(rows, self.adapter.from_records(rows, Source(where), PREDICT), where)
 
@@ -103,14 +116,23 @@ class Predictor:
         started = time.perf_counter()
         features = adapter.preprocess(examples, self.tokenizer, train=False)
         tokenized = time.perf_counter()
-        outputs = self.engine.infer(self.network, features, self.batch_size, adapter.output_names,
-                                    adapter.per_token_outputs, self.tokenizer.pad_token_id)
+        outputs = self.engine.infer(
+            self.network,
+            features,
+            self.batch_size,
+            adapter.output_names,
+            adapter.per_token_outputs,
+            self.tokenizer.pad_token_id,
+        )
         inferred = time.perf_counter()
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = stats_of(features)
         rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
-        self.timings.update(preprocess_seconds=tokenized - started, model_seconds=inferred - tokenized,
-                            postprocess_seconds=time.perf_counter() - inferred)
+        self.timings.update(
+            preprocess_seconds=tokenized - started,
+            model_seconds=inferred - tokenized,
+            postprocess_seconds=time.perf_counter() - inferred,
+        )
         return rows
 
     def runtime(self) -> dict:
@@ -126,10 +148,17 @@ class Predictor:
 
     def info(self) -> dict:
         meta = self.meta
-        return {"model": Path(self.model_dir).name, "task": self.adapter.name, "labels": self.adapter.labels,
-                "max_length": self.adapter.max_length, "base_model": meta.get("base_model"),
-                "metrics": meta.get("metrics"), "backend": self.backend, "backend_reason": self.backend_reason,
-                "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")}}
+        return {
+            "model": Path(self.model_dir).name,
+            "task": self.adapter.name,
+            "labels": self.adapter.labels,
+            "max_length": self.adapter.max_length,
+            "base_model": meta.get("base_model"),
+            "metrics": meta.get("metrics"),
+            "backend": self.backend,
+            "backend_reason": self.backend_reason,
+            "versions": {**(meta.get("versions") or {}), "bertkit": meta.get("bertkit_version")},
+        }
 
 
 def keep_ids(records: list[dict], examples: list[dict], source: str) -> list[dict]:
@@ -173,8 +202,15 @@ class Predictions(list):
     timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
 
 
-def predict(model_dir: str, input_path: str, batch_size: int = INFERENCE_BATCH, precision: str = "auto", backend: str = "torch",
-            threads: int | None = None, **options) -> Predictions:
+def predict(
+    model_dir: str,
+    input_path: str,
+    batch_size: int = INFERENCE_BATCH,
+    precision: str = "auto",
+    backend: str = "torch",
+    threads: int | None = None,
+    **options,
+) -> Predictions:
     """One output row per input row, in input order, in memory. ``input_path`` '-' reads standard
     input; a directory or glob reads its shards in order. ``backend``: torch, or onnx / onnx-int8
     after `bertkit export onnx`. For inputs of any size, ``predict_stream`` writes as it goes.
@@ -189,9 +225,20 @@ def predict(model_dir: str, input_path: str, batch_size: int = INFERENCE_BATCH, 
     return rows
 
 
-def predict_stream(model_dir: str, input_path: str, output: str | None = None, chunk_rows: int = 10_000,
-                   resume: bool = False, batch_size: int = INFERENCE_BATCH, precision: str = "auto", backend: str = "torch",
-                   threads: int | None = None, quiet: bool = False, long_lived: bool = False, **options):
+def predict_stream(
+    model_dir: str,
+    input_path: str,
+    output: str | None = None,
+    chunk_rows: int = 10_000,
+    resume: bool = False,
+    batch_size: int = INFERENCE_BATCH,
+    precision: str = "auto",
+    backend: str = "torch",
+    threads: int | None = None,
+    quiet: bool = False,
+    long_lived: bool = False,
+    **options,
+):
     """Predict in chunks of ``chunk_rows`` rows, each written as soon as it is done: JSONL on
     standard output (``output`` None), or a .jsonl / .parquet file assembled at the end
     (resumable with ``resume``; see bertkit.api.streaming). Memory does not grow with the input.
@@ -206,13 +253,29 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
     sink = sink_for(target, vectors=False)
     predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
     stream, facts = InputStream(input_path), _Facts()
-    settings = {**streaming.model_fingerprint(model_dir), "options": dict(predictor.adapter.options),
-                "batch_size": batch_size, "precision": precision, "backend": backend, "threads": threads,
-                "chunk_rows": chunk_rows, "format": type(sink).__name__}
-    summary = streaming.run(stream, _pipeline(predictor, stream, chunk_rows, facts), sink, target, settings,
-                            resume=resume, total=stream.total_rows(), label="predict", quiet=quiet,
-                            writer=lambda: getattr(predictor.engine, "is_main_process", True),
-                            long_lived=long_lived)
+    settings = {
+        **streaming.model_fingerprint(model_dir),
+        "options": dict(predictor.adapter.options),
+        "batch_size": batch_size,
+        "precision": precision,
+        "backend": backend,
+        "threads": threads,
+        "chunk_rows": chunk_rows,
+        "format": type(sink).__name__,
+    }
+    summary = streaming.run(
+        stream,
+        _pipeline(predictor, stream, chunk_rows, facts),
+        sink,
+        target,
+        settings,
+        resume=resume,
+        total=stream.total_rows(),
+        label="predict",
+        quiet=quiet,
+        writer=lambda: getattr(predictor.engine, "is_main_process", True),
+        long_lived=long_lived,
+    )
     summary.preprocessing = facts.report(spans=not stream.stdin)
     summary.runtime = predictor.runtime()
     return summary
@@ -221,8 +284,9 @@ def predict_stream(model_dir: str, input_path: str, output: str | None = None, c
 def _predictor(model_dir, batch_size, precision, backend, threads, quiet, options) -> Predictor:
     check_inference_args(batch_size, "predict", None, precision)
     check_threads(threads, "predict")
-    return Predictor(model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads,
-                     quiet=quiet, **options)
+    return Predictor(
+        model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads, quiet=quiet, **options
+    )
 
 
 def _pipeline(predictor: Predictor, stream: InputStream, chunk_rows: int | None, facts: "_Facts"):
@@ -233,8 +297,9 @@ def _pipeline(predictor: Predictor, stream: InputStream, chunk_rows: int | None,
     adapter = predictor.adapter
 
     def chunks(skip: int) -> Iterator[Chunk]:
-        read = stream.chunks(chunk_rows, skip, whole_needed=adapter.reads_whole,
-                             read_whole=lambda path: _read_whole(adapter, path))
+        read = stream.chunks(
+            chunk_rows, skip, whole_needed=adapter.reads_whole, read_whole=lambda path: _read_whole(adapter, path)
+        )
         return (_checked(predictor, chunk) for chunk in read)
 
     def process(chunk: Chunk) -> list[dict]:
@@ -276,5 +341,5 @@ class _Facts:
         named = spans and self.several
         notices = [(f"rows {first:,}-{last:,}: " if named else "") + notice for first, last, notice in self.notices]
         if len(notices) > self.SHOWN:
-            notices = notices[:self.SHOWN] + [f"... and {len(notices) - self.SHOWN} more such notice(s)"]
+            notices = notices[: self.SHOWN] + [f"... and {len(notices) - self.SHOWN} more such notice(s)"]
         return {"notices": notices, **self.counts}

@@ -40,22 +40,60 @@ class PretrainResult:
     notices: list = field(default_factory=list)  # checkpoints passed over, ...
 
 
-def pretrain_mlm(data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
-                 eval_share: float = 0.1, config: TrainConfig | None = None, mask_rate: float = 0.15,
-                 mask_token_share: float = 0.8, random_token_share: float = 0.1, whole_word_masking: bool = False,
-                 overwrite: bool = False, data_dir: str | None = None, threads: int | None = None,
-                 report_to: str | None = None, resume: bool = False,
-                 resume_from: str | None = None) -> PretrainResult:
+def pretrain_mlm(
+    data: str,
+    output: str,
+    model: str = DEFAULT_MODEL,
+    eval_data: str | None = None,
+    eval_share: float = 0.1,
+    config: TrainConfig | None = None,
+    mask_rate: float = 0.15,
+    mask_token_share: float = 0.8,
+    random_token_share: float = 0.1,
+    whole_word_masking: bool = False,
+    overwrite: bool = False,
+    data_dir: str | None = None,
+    threads: int | None = None,
+    report_to: str | None = None,
+    resume: bool = False,
+    resume_from: str | None = None,
+) -> PretrainResult:
     """Continue masked-LM pre-training of ``model`` on the text in ``data``; save a model directory.
     ``finetune`` with the mlm task: the same options, checkpoints and ``resume``."""
     config = config or TrainConfig(lr=PRETRAIN_LR)
-    options = {"mask_rate": mask_rate, "mask_token_share": mask_token_share, "random_token_share": random_token_share,
-               "whole_word_masking": whole_word_masking, "eval_share": eval_share}
+    options = {
+        "mask_rate": mask_rate,
+        "mask_token_share": mask_token_share,
+        "random_token_share": random_token_share,
+        "whole_word_masking": whole_word_masking,
+        "eval_share": eval_share,
+    }
     config = replace(config, task_options={**config.task_options, **options})
-    result = finetune("mlm", data, output, model=model, eval_data=eval_data, data_dir=data_dir, config=config,
-                      overwrite=overwrite, report_to=report_to, threads=threads, resume=resume,
-                      resume_from=resume_from)
-    return PretrainResult(result.output_dir, result.before, result.metrics, result.history, result.best_epoch,
-                          result.throughput, result.preprocessing,
-                          result.sections.get("pretraining", {}).get("pooler") or "", result.best_step,
-                          result.resumed_from, result.runtime, result.notices)
+    result = finetune(
+        "mlm",
+        data,
+        output,
+        model=model,
+        eval_data=eval_data,
+        data_dir=data_dir,
+        config=config,
+        overwrite=overwrite,
+        report_to=report_to,
+        threads=threads,
+        resume=resume,
+        resume_from=resume_from,
+    )
+    return PretrainResult(
+        result.output_dir,
+        result.before,
+        result.metrics,
+        result.history,
+        result.best_epoch,
+        result.throughput,
+        result.preprocessing,
+        result.sections.get("pretraining", {}).get("pooler") or "",
+        result.best_step,
+        result.resumed_from,
+        result.runtime,
+        result.notices,
+    )

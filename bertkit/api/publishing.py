@@ -13,8 +13,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from bertkit.model_dir import load_meta
 from bertkit.errors import BertkitError
+from bertkit.model_dir import load_meta
 
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 # Local leftovers that are not part of the model: hidden staging/temp files, trackers' logs.
@@ -22,17 +22,25 @@ IGNORE = [".*", "**/.*", "*.logs/**"]
 LOGIN_HINT = "log in with `hf auth login` or pass --token, and check the repo name"
 
 
-def push(model_dir: str, repo: str, private: bool = False, token: str | None = None,
-         message: str = "Upload model trained with bertkit") -> dict:
+def push(
+    model_dir: str,
+    repo: str,
+    private: bool = False,
+    token: str | None = None,
+    message: str = "Upload model trained with bertkit",
+) -> dict:
     meta = load_meta(model_dir)
     if not REPO_ID.match(repo) or "--" in repo or ".." in repo:
-        raise BertkitError(f"--repo {repo!r} is not a Hub repository id", "use NAME or OWNER/NAME (letters, digits, "
-                           "'-', '_', '.')")
+        raise BertkitError(
+            f"--repo {repo!r} is not a Hub repository id", "use NAME or OWNER/NAME (letters, digits, '-', '_', '.')"
+        )
     from bertkit.hub import hub_reachable
 
     if not hub_reachable():
-        raise BertkitError("the Hugging Face Hub is unreachable (offline, or HF_HUB_OFFLINE is set), so nothing "
-                           "was pushed", "run `bertkit push` again on a machine with internet access")
+        raise BertkitError(
+            "the Hugging Face Hub is unreachable (offline, or HF_HUB_OFFLINE is set), so nothing was pushed",
+            "run `bertkit push` again on a machine with internet access",
+        )
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(token=token)
@@ -40,11 +48,19 @@ def push(model_dir: str, repo: str, private: bool = False, token: str | None = N
     directory = Path(model_dir)
     with tempfile.TemporaryDirectory(prefix="bertkit-push-") as scratch:
         files = {**_model_files(directory), **_generated_card(directory, meta, Path(scratch))}
-        url = _hub_call(repo, "creating the repository", api.create_repo, repo, private=private, exist_ok=True,
-                        repo_type="model")
+        url = _hub_call(
+            repo, "creating the repository", api.create_repo, repo, private=private, exist_ok=True, repo_type="model"
+        )
         operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()]
-        commit = _hub_call(repo, "uploading", api.create_commit, repo_id=url.repo_id, repo_type="model",
-                           operations=operations, commit_message=message)
+        commit = _hub_call(
+            repo,
+            "uploading",
+            api.create_commit,
+            repo_id=url.repo_id,
+            repo_type="model",
+            operations=operations,
+            commit_message=message,
+        )
     return {"repo": url.repo_id, "url": str(url), "commit": getattr(commit, "commit_url", str(commit))}
 
 
@@ -54,8 +70,9 @@ def _hub_call(repo: str, doing: str, call, *args, **kwargs):
         return call(*args, **kwargs)
     except Exception as exc:
         detail = " ".join(str(exc).split())[:300]
-        raise BertkitError(f"pushing to {repo} failed while {doing}: {type(exc).__name__}: {detail}",
-                           LOGIN_HINT) from exc
+        raise BertkitError(
+            f"pushing to {repo} failed while {doing}: {type(exc).__name__}: {detail}", LOGIN_HINT
+        ) from exc
 
 
 def _model_files(directory: Path) -> dict[str, Path]:

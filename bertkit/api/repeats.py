@@ -38,14 +38,21 @@ def choose_best(results: dict) -> tuple[str, object]:
 
 def spread(metrics: list[dict]) -> dict:
     """metric -> {mean, std (sample; 0 for one run), min, max} over the runs that have it."""
-    names = [name for name in metrics[0] if isinstance(metrics[0][name], (int, float))
-             and not isinstance(metrics[0][name], bool)]
+    names = [
+        name
+        for name in metrics[0]
+        if isinstance(metrics[0][name], (int, float)) and not isinstance(metrics[0][name], bool)
+    ]
     summary = {}
     for name in names:
         values = [float(m[name]) for m in metrics if isinstance(m.get(name), (int, float))]
-        summary[name] = {"mean": round(statistics.fmean(values), 6),
-                         "std": round(statistics.stdev(values), 6) if len(values) > 1 else 0.0,
-                         "min": round(min(values), 6), "max": round(max(values), 6), "runs": len(values)}
+        summary[name] = {
+            "mean": round(statistics.fmean(values), 6),
+            "std": round(statistics.stdev(values), 6) if len(values) > 1 else 0.0,
+            "min": round(min(values), 6),
+            "max": round(max(values), 6),
+            "runs": len(values),
+        }
     return summary
 
 

@@ -33,10 +33,13 @@ def write_rows(path: Path, rows: list[dict]) -> None:
 def training_results(result) -> dict:
     """A finetune result (bertkit.api.finetuning.FinetuneResult) as results.json's flat keys."""
     throughput, last = result.throughput, (result.history or [{}])[-1]
-    values = {"epoch": result.best_epoch, "train_samples": result.train_examples,
-              "train_runtime": throughput.get("train_seconds"),
-              "train_samples_per_second": throughput.get("examples_per_s"),
-              "train_loss": last.get("train_loss")}
+    values = {
+        "epoch": result.best_epoch,
+        "train_samples": result.train_examples,
+        "train_runtime": throughput.get("train_seconds"),
+        "train_samples_per_second": throughput.get("examples_per_s"),
+        "train_loss": last.get("train_loss"),
+    }
     if result.metrics:
         values.update(_prefixed("eval", result.metrics), eval_samples=result.eval_examples)
     return values
@@ -54,12 +57,17 @@ def update_results(model_dir: Path, metrics_file: Path, report: dict) -> Path:
         current = {}
     prefix = metrics_file.stem.replace("-", "_").replace(".", "_")
     timings = report.get("timings", {})
-    current.update(_prefixed(prefix, report["metrics"]), **{f"{prefix}_samples": report["examples"],
-                                                            f"{prefix}_runtime": timings.get("score_seconds")})
+    current.update(
+        _prefixed(prefix, report["metrics"]),
+        **{f"{prefix}_samples": report["examples"], f"{prefix}_runtime": timings.get("score_seconds")},
+    )
     write_json(path, current)
     return path
 
 
 def _prefixed(prefix: str, metrics: dict) -> dict:
-    return {f"{prefix}_{name}": value for name, value in metrics.items()
-            if isinstance(value, (int, float, str)) and not isinstance(value, bool)}
+    return {
+        f"{prefix}_{name}": value
+        for name, value in metrics.items()
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    }

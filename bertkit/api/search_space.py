@@ -20,10 +20,25 @@ from pathlib import Path
 from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
 
-DEFAULT_SPACE = {"lr": {"low": 1e-5, "high": 1e-4, "log": True}, "batch_size": [16, 32], "epochs": [2, 3, 4],
-                 "warmup_ratio": {"low": 0.0, "high": 0.2}, "weight_decay": {"low": 0.0, "high": 0.1}}
-NOT_SEARCHABLE = ("task_options", "precision", "max_steps", "eval_every", "log_every", "save_every",
-                  "keep_checkpoints", "max_train_samples", "max_eval_samples", "seed")
+DEFAULT_SPACE = {
+    "lr": {"low": 1e-5, "high": 1e-4, "log": True},
+    "batch_size": [16, 32],
+    "epochs": [2, 3, 4],
+    "warmup_ratio": {"low": 0.0, "high": 0.2},
+    "weight_decay": {"low": 0.0, "high": 0.1},
+}
+NOT_SEARCHABLE = (
+    "task_options",
+    "precision",
+    "max_steps",
+    "eval_every",
+    "log_every",
+    "save_every",
+    "keep_checkpoints",
+    "max_train_samples",
+    "max_eval_samples",
+    "seed",
+)
 HINT = "e.g. `lr: {low: 1e-5, high: 1e-4, log: true}`, `batch_size: [16, 32]`, `epochs: 3` (see `bertkit tune --help`)"
 
 
@@ -38,8 +53,10 @@ def read_space(path: str | None, fixed: tuple = ()) -> dict:
         for name, value in _read_mapping(path).items():
             key = str(name).strip().lstrip("-").replace("-", "_")
             if key not in searchable():
-                raise BertkitError(f"--space {path}: {name} is not a hyperparameter bertkit tune can search",
-                                   f"use {', '.join(searchable())}")
+                raise BertkitError(
+                    f"--space {path}: {name} is not a hyperparameter bertkit tune can search",
+                    f"use {', '.join(searchable())}",
+                )
             if value is None:
                 space.pop(key, None)
             else:
@@ -71,11 +88,11 @@ def _read_mapping(path: str) -> dict:
     except FileNotFoundError:
         raise BertkitError(f"--space {path} does not exist", "check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BertkitError(f"--space {path} cannot be read ({getattr(exc, 'strerror', None) or exc})",
-                           "check the file") from None
+        raise BertkitError(
+            f"--space {path} cannot be read ({getattr(exc, 'strerror', None) or exc})", "check the file"
+        ) from None
     except yaml.YAMLError as exc:
-        raise BertkitError(f"--space {path} is not valid YAML ({getattr(exc, 'problem', None) or exc})", HINT) \
-            from None
+        raise BertkitError(f"--space {path} is not valid YAML ({getattr(exc, 'problem', None) or exc})", HINT) from None
     if not isinstance(values, dict):
         raise BertkitError(f"--space {path} holds a {type(values).__name__}, not a mapping", HINT)
     return values
@@ -94,10 +111,13 @@ def _checked(name: str, value, path: str):
             raise BertkitError(f"--space {path}: {name} must be a range {{low, high[, log]}} of numbers", HINT)
         value = {**value, "low": _number(value["low"]), "high": _number(value["high"])}
         low, high = value["low"], value["high"]
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)) \
-                or low >= high:
-            raise BertkitError(f"--space {path}: {name} needs finite numbers low < high, got {low!r} and {high!r}",
-                               HINT)
+        if (
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high))
+            or low >= high
+        ):
+            raise BertkitError(
+                f"--space {path}: {name} needs finite numbers low < high, got {low!r} and {high!r}", HINT
+            )
         if value.get("log") and low <= 0:
             raise BertkitError(f"--space {path}: a log range of {name} must start above 0", HINT)
         _valid(name, low, path), _valid(name, high, path)

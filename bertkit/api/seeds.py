@@ -33,34 +33,83 @@ class SeedsResult:
     kept: str | None = None  # where the other seeds' models are (--keep-all)
 
 
-def finetune_seeds(task: str, data: str, output: str, seeds: list[int], keep_all: bool = False,
-                   config: TrainConfig | None = None, overwrite: bool = False, on_run=None, **options) -> SeedsResult:
+def finetune_seeds(
+    task: str,
+    data: str,
+    output: str,
+    seeds: list[int],
+    keep_all: bool = False,
+    config: TrainConfig | None = None,
+    overwrite: bool = False,
+    on_run=None,
+    **options,
+) -> SeedsResult:
     """``finetune`` once per seed; ``on_run(seed, result)`` after each. ``options`` are finetune's."""
     config = config or TrainConfig()
-    if options.get("resume") or options.get("resume_from"):
-        raise BertkitError("--resume continues one run, not a set of seeds", "drop --resume, or drop --seeds")
-    if not seeds:
-        raise BertkitError("--seeds needs at least one seed", "e.g. --seeds 3")
-    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
-        raise BertkitError("--seeds compares runs on evaluation data, and there is none",
-                           "add --eval-data FILE (a known dataset brings its dev split)")
+    _check_request(task, data, seeds, options)
     output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
     parallel = parallel_runs(len(seeds), options.get("threads"))
-    jobs = {seed: dict(task=task, data=data, output=str(root / f"seed-{seed}"), overwrite=True,
-                       config=dataclasses.replace(config, seed=seed), **options) for seed in seeds}
+    jobs = {
+        seed: dict(
+            task=task,
+            data=data,
+            output=str(root / f"seed-{seed}"),
+            overwrite=True,
+            config=dataclasses.replace(config, seed=seed),
+            **options,
+        )
+        for seed in seeds
+    }
     results = {}
     for seed, result in run_all(jobs, parallel, "seed"):
         results[seed] = result
         if on_run is not None:
             on_run(seed, result)
     results = {seed: results[seed] for seed in seeds}  # in the order given, however they finished
-    runs = [{"seed": seed, "metrics": result.metrics, "best_epoch": result.best_epoch, "best_step": result.best_step,
-             "train_loss": result.history[-1].get("train_loss"), "train_seconds": result.throughput.get("train_seconds")}
-            for seed, result in results.items()]
+    runs = [_run_row(seed, result) for seed, result in results.items()]
     main, chosen = choose_best(results)
-    section = {"seeds": seeds, "chosen_seed": chosen, "main_metric": main, "chosen_by": "the main metric on the "
-               "evaluation data (which flatters the chosen run; the mean is the honest number)",
-               "summary": spread([run["metrics"] for run in runs]), "std": STD, "runs": runs, "parallel": parallel}
-    best = keep_best(results[chosen], root / f"seed-{chosen}", output_path, root, keep_all, {"seeds": section},
-                     {"seed": seeds[0], "seeds": ",".join(map(str, seeds))})
+    section = {
+        "seeds": seeds,
+        "chosen_seed": chosen,
+        "main_metric": main,
+        "chosen_by": "the main metric on the "
+        "evaluation data (which flatters the chosen run; the mean is the honest number)",
+        "summary": spread([run["metrics"] for run in runs]),
+        "std": STD,
+        "runs": runs,
+        "parallel": parallel,
+    }
+    best = keep_best(
+        results[chosen],
+        root / f"seed-{chosen}",
+        output_path,
+        root,
+        keep_all,
+        {"seeds": section},
+        {"seed": seeds[0], "seeds": ",".join(map(str, seeds))},
+    )
     return SeedsResult(best, seeds, chosen, main, runs, section["summary"], str(root) if keep_all else None)
+
+
+def _check_request(task: str, data: str, seeds: list[int], options: dict) -> None:
+    if options.get("resume") or options.get("resume_from"):
+        raise BertkitError("--resume continues one run, not a set of seeds", "drop --resume, or drop --seeds")
+    if not seeds:
+        raise BertkitError("--seeds needs at least one seed", "e.g. --seeds 3")
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+        raise BertkitError(
+            "--seeds compares runs on evaluation data, and there is none",
+            "add --eval-data FILE (a known dataset brings its dev split)",
+        )
+
+
+def _run_row(seed: int, result) -> dict:
+    """One seed's line of the seeds section: its metrics and how its training went."""
+    return {
+        "seed": seed,
+        "metrics": result.metrics,
+        "best_epoch": result.best_epoch,
+        "best_step": result.best_step,
+        "train_loss": result.history[-1].get("train_loss"),
+        "train_seconds": result.throughput.get("train_seconds"),
+    }

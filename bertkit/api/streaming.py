@@ -111,9 +111,18 @@ def run(stream: InputStream, pipeline: Pipeline, *args, long_lived: bool = False
         gc.unfreeze()
 
 
-def stream_chunks(stream: InputStream, pipeline: Pipeline, sink: Sink, target: Path | None, settings: dict,
-                  resume: bool = False, total: int | None = None, label: str = "predict", quiet: bool = False,
-                  writer: bool | Callable[[], bool] = True) -> StreamSummary:
+def stream_chunks(
+    stream: InputStream,
+    pipeline: Pipeline,
+    sink: Sink,
+    target: Path | None,
+    settings: dict,
+    resume: bool = False,
+    total: int | None = None,
+    label: str = "predict",
+    quiet: bool = False,
+    writer: bool | Callable[[], bool] = True,
+) -> StreamSummary:
     """One pass over the input: each chunk read, checked, processed and written before the next
     is read (one more is read ahead of a file, so the last progress line knows the total).
     ``target`` None writes JSONL to standard output. ``writer``: whether this process writes
@@ -216,8 +225,9 @@ class _Parts:
         self.opened = True
         if not self.resume and self.work.exists():
             shutil.rmtree(self.work)
-            self.summary.notices.append(f"an unfinished earlier run's {self.work.name} was discarded "
-                                        "(--resume continues one)")
+            self.summary.notices.append(
+                f"an unfinished earlier run's {self.work.name} was discarded (--resume continues one)"
+            )
         if not self.work.exists():
             self.work.mkdir()
             write_json(self.work / PROGRESS, self.record)
@@ -273,18 +283,26 @@ def _resumable(work: Path, record: dict, stream: InputStream) -> dict:
     try:
         saved = json.loads((work / PROGRESS).read_text())
     except (OSError, ValueError) as exc:
-        raise BertkitError(f"{work / PROGRESS} is unreadable ({exc})",
-                           f"remove {work} and run without --resume") from exc
+        raise BertkitError(
+            f"{work / PROGRESS} is unreadable ({exc})", f"remove {work} and run without --resume"
+        ) from exc
     if saved.get("input") != record["input"]:
-        raise BertkitError(f"--resume: the input changed since the unfinished run in {work} (size or time)",
-                           "rerun without --resume (the earlier parts are discarded), or restore the input")
+        raise BertkitError(
+            f"--resume: the input changed since the unfinished run in {work} (size or time)",
+            "rerun without --resume (the earlier parts are discarded), or restore the input",
+        )
     if saved.get("settings") != record["settings"]:
-        changed = sorted(k for k in set(saved.get("settings", {})) | set(record["settings"])
-                         if saved.get("settings", {}).get(k) != record["settings"].get(k))
-        raise BertkitError(f"--resume: {', '.join(changed)} differ from the unfinished run's, so its rows would not "
-                           "match the rest", "resume with the same model and options, or rerun without --resume")
+        changed = sorted(
+            k
+            for k in set(saved.get("settings", {})) | set(record["settings"])
+            if saved.get("settings", {}).get(k) != record["settings"].get(k)
+        )
+        raise BertkitError(
+            f"--resume: {', '.join(changed)} differ from the unfinished run's, so its rows would not match the rest",
+            "resume with the same model and options, or rerun without --resume",
+        )
     parts = [part for part in saved.get("parts", []) if (work / part["file"]).is_file()]
-    return {**record, "parts": parts[:len(parts)]}
+    return {**record, "parts": parts[: len(parts)]}
 
 
 def _to_stdout(text: str) -> None:

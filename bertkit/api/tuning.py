@@ -27,8 +27,8 @@ from bertkit.data import registry
 from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
-from bertkit.tasks import get_task_class, task_from_state
 from bertkit.model_dir.run_config import retarget_run_config
+from bertkit.tasks import get_task_class, task_from_state
 
 
 @dataclass
@@ -56,9 +56,20 @@ def tune_root(output: Path) -> Path:
     return output.parent / f"{output.name}.tune"
 
 
-def tune(task: str, data: str, output: str, trials: int, storage: str | None = None, study_name: str | None = None,
-         space: str | None = None, fixed: tuple = (), config: TrainConfig | None = None, overwrite: bool = False,
-         on_trial=None, **options) -> TuneResult:
+def tune(
+    task: str,
+    data: str,
+    output: str,
+    trials: int,
+    storage: str | None = None,
+    study_name: str | None = None,
+    space: str | None = None,
+    fixed: tuple = (),
+    config: TrainConfig | None = None,
+    overwrite: bool = False,
+    on_trial=None,
+    **options,
+) -> TuneResult:
     """Search ``space`` (bertkit.api.search_space) for ``trials`` trials; ``fixed``: hyperparameters
     given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
     optuna = require_optuna()
@@ -77,8 +88,16 @@ def tune(task: str, data: str, output: str, trials: int, storage: str | None = N
         trial, params = asked
         test_signal("trial", trial.number)  # tests: a kill while a trial is running
         ran.append(trial.number)
-        result = _run_trial(optuna, study, trial, root / f"trial-{trial.number}", task, data,
-                            dataclasses.replace(config, **params), options)
+        result = _run_trial(
+            optuna,
+            study,
+            trial,
+            root / f"trial-{trial.number}",
+            task,
+            data,
+            dataclasses.replace(config, **params),
+            options,
+        )
         if result is not None:
             best_here[trial.number] = result
         if on_trial is not None:
@@ -91,8 +110,9 @@ def _check_request(trials, options: dict) -> None:
     if not isinstance(trials, int) or trials < 1:
         raise BertkitError(f"--trials must be >= 1, got {trials}", "e.g. --trials 20")
     if options.get("resume") or options.get("resume_from"):
-        raise BertkitError("--resume continues one run; a tune study resumes by itself",
-                           "run the same tune command again")
+        raise BertkitError(
+            "--resume continues one run; a tune study resumes by itself", "run the same tune command again"
+        )
 
 
 def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict) -> None:
@@ -100,8 +120,10 @@ def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwri
     if not _holds_study(output_path, name):  # another process of this study may have saved the best already
         check_output_dir(output_path, overwrite)
     if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
-        raise BertkitError("tune scores trials on evaluation data, and there is none",
-                           "add --eval-data FILE (a known dataset brings its dev split)")
+        raise BertkitError(
+            "tune scores trials on evaluation data, and there is none",
+            "add --eval-data FILE (a known dataset brings its dev split)",
+        )
 
 
 def _create_study(optuna, url: str, name: str, root: Path, adapter, seed: int):
@@ -131,17 +153,19 @@ def _next_trial(optuna, study, trials: int, searched, name: str, root: Path):
             params = sample(trial, searched)
         except ValueError as exc:  # Optuna: a parameter this study already searched another way
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            raise BertkitError(f"study {name!r} searched a hyperparameter over another range or kind than "
-                               f"this --space ({exc})", "search as the study did, or start another with "
-                               "--study-name NAME (or another --output)") from None
+            raise BertkitError(
+                f"study {name!r} searched a hyperparameter over another range or kind than this --space ({exc})",
+                "search as the study did, or start another with --study-name NAME (or another --output)",
+            ) from None
         return trial, params
 
 
 def _run_trial(optuna, study, trial, directory: Path, task, data, config, options: dict):
     """Train one trial into ``directory`` and tell the study; the result, or None when it was pruned."""
     try:
-        result = finetune(task, data, str(directory), config=config, overwrite=True,
-                          on_evaluation=_reporter(optuna, trial), **options)
+        result = finetune(
+            task, data, str(directory), config=config, overwrite=True, on_evaluation=_reporter(optuna, trial), **options
+        )
     except optuna.TrialPruned:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         shutil.rmtree(directory, ignore_errors=True)
@@ -158,18 +182,26 @@ def _run_trial(optuna, study, trial, directory: Path, task, data, config, option
 def _open_study(optuna, url: str, name: str, adapter, seed: int):
     try:
         storage = optuna.storages.RDBStorage(url, heartbeat_interval=None)
-        return optuna.create_study(study_name=name, storage=storage, load_if_exists=True,
-                                   direction="maximize" if adapter.greater_is_better else "minimize",
-                                   sampler=optuna.samplers.TPESampler(seed=seed),
-                                   pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0))
+        return optuna.create_study(
+            study_name=name,
+            storage=storage,
+            load_if_exists=True,
+            direction="maximize" if adapter.greater_is_better else "minimize",
+            sampler=optuna.samplers.TPESampler(seed=seed),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+        )
     except ValueError as exc:  # a study of that name with the other direction
         raise BertkitError(f"study {name!r} in {url}: {exc}", "give another --study-name") from None
     except ImportError as exc:
-        raise BertkitError(f"--storage {url} needs a database driver ({exc})", "install the driver for that "
-                           "database, or leave out --storage (SQLite)") from None
+        raise BertkitError(
+            f"--storage {url} needs a database driver ({exc})",
+            "install the driver for that database, or leave out --storage (SQLite)",
+        ) from None
     except Exception as exc:  # sqlalchemy's errors: an unreachable server, a bad URL, a locked file
-        raise BertkitError(f"cannot open the study at {url} ({type(exc).__name__}: {str(exc).splitlines()[0]})",
-                           "check --storage (an Optuna RDB URL such as sqlite:///study.db)") from None
+        raise BertkitError(
+            f"cannot open the study at {url} ({type(exc).__name__}: {str(exc).splitlines()[0]})",
+            "check --storage (an Optuna RDB URL such as sqlite:///study.db)",
+        ) from None
 
 
 def _reporter(optuna, trial):
@@ -178,6 +210,7 @@ def _reporter(optuna, trial):
             trial.report(float(metrics[main]), number)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at evaluation {number}")
+
     return report
 
 
@@ -223,8 +256,13 @@ def _drop_losers(optuna, study, root: Path) -> None:
 
 
 def _trial_summary(trial) -> dict:
-    return {"number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
-            "evaluations": {str(k): v for k, v in sorted(trial.intermediate_values.items())}}
+    return {
+        "number": trial.number,
+        "state": trial.state.name.lower(),
+        "value": trial.value,
+        "params": trial.params,
+        "evaluations": {str(k): v for k, v in sorted(trial.intermediate_values.items())},
+    }
 
 
 def _holds_study(output: Path, name: str) -> bool:
@@ -237,16 +275,24 @@ def _holds_study(output: Path, name: str) -> bool:
 def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: list, best_here: dict) -> TuneResult:
     summaries = [_trial_summary(t) for t in study.get_trials(deepcopy=False)]
     if not any(s["state"] == "complete" for s in summaries):
-        raise BertkitError(f"no trial of study {name!r} completed", "run more trials (--trials), or look at the "
-                           "failed trials' errors")
+        raise BertkitError(
+            f"no trial of study {name!r} completed", "run more trials (--trials), or look at the failed trials' errors"
+        )
     best = study.best_trial
     importances = {}
     with contextlib.suppress(Exception), warnings.catch_warnings():  # a nicety, not the result: it needs
         warnings.simplefilter("ignore")  # complete trials that differ, and warns when they are too few
         importances = {k: round(float(v), 4) for k, v in optuna.importance.get_param_importances(study).items()}
-    section = {"study_name": name, "storage": _shown(url), "direction": study.direction.name.lower(),
-               "best_trial": best.number, "best_value": best.value, "best_params": best.params,
-               "trials": summaries, "importances": importances}
+    section = {
+        "study_name": name,
+        "storage": _shown(url),
+        "direction": study.direction.name.lower(),
+        "best_trial": best.number,
+        "best_value": best.value,
+        "best_params": best.params,
+        "trials": summaries,
+        "importances": importances,
+    }
     with _lock(root):
         source = root / f"trial-{best.number}"
         if source.is_dir():  # else another process of this study has moved it to the output already
@@ -261,8 +307,16 @@ def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: l
     found = best_here.get(best.number)
     if found is not None:
         found = dataclasses.replace(found, output_dir=str(output), report=report)
-    return TuneResult(str(output), name, _shown(url), {"number": best.number, "value": best.value,
-                                                        "params": best.params}, summaries, importances, ran, found)
+    return TuneResult(
+        str(output),
+        name,
+        _shown(url),
+        {"number": best.number, "value": best.value, "params": best.params},
+        summaries,
+        importances,
+        ran,
+        found,
+    )
 
 
 def _shown(url: str) -> str:

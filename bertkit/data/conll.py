@@ -47,8 +47,7 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[dict]:
     if not sentences.found:
         raise BertkitError(
             f"{path}: no sentences found",
-            hint="a CoNLL file has one 'token ... tag' line per token and a blank line "
-            "between sentences",
+            hint="a CoNLL file has one 'token ... tag' line per token and a blank line between sentences",
         )
     return sentences.found
 
@@ -104,8 +103,7 @@ def _check_columns(columns: list[str], column_count: int, where: str) -> None:
         )
     if not all(columns[:1] + columns[-1:]):
         raise BertkitError(
-            f"{where}: empty token or tag column",
-            hint="remove the stray tab, or fill in the missing value",
+            f"{where}: empty token or tag column", hint="remove the stray tab, or fill in the missing value"
         )
 
 
@@ -120,10 +118,7 @@ def _read_lines(path: Path) -> list[str]:
     except IsADirectoryError:
         raise BertkitError(f"{path}: is a directory", hint="pass the data file itself") from None
     except UnicodeDecodeError as error:
-        raise BertkitError(
-            f"{path}: not valid UTF-8 (byte {error.start})",
-            hint="re-save the file as UTF-8",
-        ) from None
+        raise BertkitError(f"{path}: not valid UTF-8 (byte {error.start})", hint="re-save the file as UTF-8") from None
 
 
 def _split_columns(line: str, tab_separated: bool) -> list[str]:
@@ -134,10 +129,7 @@ def _split_columns(line: str, tab_separated: bool) -> list[str]:
 
 
 def read_tagged_records(
-    records: list[dict],
-    source: str,
-    label_names: list[str] | None = None,
-    require_tags: bool = True,
+    records: list[dict], source: str, label_names: list[str] | None = None, require_tags: bool = True
 ) -> list[dict]:
     """Turn JSON/JSONL records with ``tokens`` and ``tags`` into examples.
 
@@ -162,7 +154,7 @@ def read_tagged_records(
             if require_tags:
                 raise BertkitError(
                     f"{where} has no 'tags' (or 'ner_tags') field",
-                    hint="add one tag per token, e.g. \"tags\": [\"B-PER\", \"O\"]",
+                    hint='add one tag per token, e.g. "tags": ["B-PER", "O"]',
                 )
         else:
             example["tags"] = _read_tags(record[tag_key], tag_key, len(tokens), where, label_names)
@@ -176,20 +168,14 @@ def read_tagged_records(
 def _read_tokens(record: dict, where: str) -> list[str]:
     tokens = record.get("tokens")
     if tokens is None:
-        raise BertkitError(
-            f"{where} has no 'tokens' field",
-            hint="give each record a list of words under 'tokens'",
-        )
+        raise BertkitError(f"{where} has no 'tokens' field", hint="give each record a list of words under 'tokens'")
     if isinstance(tokens, str) or not isinstance(tokens, list):
         raise BertkitError(
             f"{where}: 'tokens' must be a list of words, got {type(tokens).__name__}",
             hint='split the text into words, e.g. "tokens": ["John", "lives", "here"]',
         )
     if not tokens:
-        raise BertkitError(
-            f"{where} has an empty token list",
-            hint="drop the record, or give it at least one token",
-        )
+        raise BertkitError(f"{where} has an empty token list", hint="drop the record, or give it at least one token")
     for position, token in enumerate(tokens):
         # A whitespace-only token yields no subwords, so its tag could never be predicted.
         if not isinstance(token, str) or not token.strip():
@@ -201,18 +187,12 @@ def _read_tokens(record: dict, where: str) -> list[str]:
     return list(tokens)
 
 
-def _read_tags(
-    tags: object, key: str, token_count: int, where: str, label_names: list[str] | None
-) -> list[str]:
+def _read_tags(tags: object, key: str, token_count: int, where: str, label_names: list[str] | None) -> list[str]:
     if isinstance(tags, str) or not isinstance(tags, list):
-        raise BertkitError(
-            f"{where}: '{key}' must be a list, got {type(tags).__name__}",
-            hint="give one tag per token",
-        )
+        raise BertkitError(f"{where}: '{key}' must be a list, got {type(tags).__name__}", hint="give one tag per token")
     if len(tags) != token_count:
         raise BertkitError(
-            f"{where}: {token_count} tokens but {len(tags)} {key}",
-            hint="give exactly one tag per token",
+            f"{where}: {token_count} tokens but {len(tags)} {key}", hint="give exactly one tag per token"
         )
     return [_tag_name(tag, position, where, label_names) for position, tag in enumerate(tags)]
 
@@ -225,8 +205,7 @@ def _tag_name(tag: object, position: int, where: str, label_names: list[str] | N
         if label_names is None:
             raise BertkitError(
                 f"{where}: tag {position} is the number {tag}, but no label names are known",
-                hint="pass the label names (index -> tag, e.g. O, B-PER, I-PER, ...) "
-                "or write the tags as strings",
+                hint="pass the label names (index -> tag, e.g. O, B-PER, I-PER, ...) or write the tags as strings",
             )
         if not 0 <= tag < len(label_names):
             raise BertkitError(

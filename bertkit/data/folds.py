@@ -9,8 +9,9 @@ import warnings
 from bertkit.errors import BertkitError
 
 
-def assign_folds(count: int, folds: int, seed: int, stratify: list | None = None,
-                 groups: list | None = None) -> list[int]:
+def assign_folds(
+    count: int, folds: int, seed: int, stratify: list | None = None, groups: list | None = None
+) -> list[int]:
     """The fold (0..folds-1) each of ``count`` examples is held out in."""
     from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
@@ -19,8 +20,7 @@ def assign_folds(count: int, folds: int, seed: int, stratify: list | None = None
     units = len(set(groups)) if groups is not None else count
     if units < folds:
         what = "groups (documents or contexts)" if groups is not None else "examples"
-        raise BertkitError(f"--folds {folds} needs at least {folds} {what}, the data has {units}",
-                           "use fewer folds")
+        raise BertkitError(f"--folds {folds} needs at least {folds} {what}, the data has {units}", "use fewer folds")
     indices = list(range(count))
     if groups is not None:
         splits = GroupKFold(n_splits=folds, shuffle=True, random_state=seed).split(indices, groups=groups)

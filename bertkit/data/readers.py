@@ -24,9 +24,12 @@ def read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})",
-                           "check the file's permissions" if isinstance(exc, PermissionError)
-                           else "check the file and the disk it is on") from exc
+        raise BertkitError(
+            f"cannot read {path} ({exc.strerror or exc})",
+            "check the file's permissions"
+            if isinstance(exc, PermissionError)
+            else "check the file and the disk it is on",
+        ) from exc
     if not raw.strip():
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     try:
@@ -47,8 +50,10 @@ def text_value(record: dict, field: str | None, row: int | str, source: str) -> 
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise BertkitError(f"{source}: row {row}: field {field!r} is {json_kind(value)}, not a string",
-                           "give every text as a JSON string")
+        raise BertkitError(
+            f"{source}: row {row}: field {field!r} is {json_kind(value)}, not a string",
+            "give every text as a JSON string",
+        )
     return encodable(value, f"{source}: row {row}: field {field!r}")
 
 
@@ -59,8 +64,10 @@ def encodable(value: str, where: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         at = f"{value[exc.start]!r} at character {exc.start}"
-        raise BertkitError(f"{where} holds an unpaired UTF-16 surrogate ({at})",
-                           "send valid Unicode text (a surrogate must come in a high+low pair)") from exc
+        raise BertkitError(
+            f"{where} holds an unpaired UTF-16 surrogate ({at})",
+            "send valid Unicode text (a surrogate must come in a high+low pair)",
+        ) from exc
     return value
 
 
@@ -71,7 +78,8 @@ def json_kind(value) -> str:
     if value is None:
         return "null"
     return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), f"a {type(value).__name__}")
+        type(value), f"a {type(value).__name__}"
+    )
 
 
 def id_value(record: dict, row: int | str, source: str, field: str = "id"):
@@ -119,8 +127,9 @@ def _finite_float(spelling: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_not_json_constant, parse_float=_finite_float)
 
 
-def read_records(path: Path, headerless: tuple | None = None, suffix: str | None = None,
-                 extra_fields: bool = False) -> list[dict]:
+def read_records(
+    path: Path, headerless: tuple | None = None, suffix: str | None = None, extra_fields: bool = False
+) -> list[dict]:
     """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed). A known
     dataset's layout may override the suffix (the STS benchmark's .csv files are TAB-separated)
     and, for headerless files, allow trailing fields beyond its named columns (dropped)."""
@@ -128,8 +137,9 @@ def read_records(path: Path, headerless: tuple | None = None, suffix: str | None
     return parse_records(text, suffix or path.suffix.lower(), str(path), headerless, extra_fields)
 
 
-def parse_records(text: str, suffix: str, source: str, headerless: tuple | None = None,
-                  extra_fields: bool = False) -> list[dict]:
+def parse_records(
+    text: str, suffix: str, source: str, headerless: tuple | None = None, extra_fields: bool = False
+) -> list[dict]:
     if suffix not in TABULAR_SUFFIXES:
         suffix = _sniff(text)
     if suffix == ".jsonl":
@@ -179,13 +189,15 @@ def _json(text: str, source: str) -> list[dict]:
     try:
         data = parse_json(text)
     except json.JSONDecodeError as exc:
-        raise BertkitError(f"{source}: invalid JSON at line {exc.lineno} ({exc.msg})", "check the file's syntax") from exc
+        raise BertkitError(
+            f"{source}: invalid JSON at line {exc.lineno} ({exc.msg})", "check the file's syntax"
+        ) from exc
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     elif isinstance(data, dict):
         data = [data]  # a single record, e.g. one line on stdin
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise BertkitError(f"{source}: expected a list of objects (or {{\"data\": [...]}})", "or use JSONL")
+        raise BertkitError(f'{source}: expected a list of objects (or {{"data": [...]}})', "or use JSONL")
     return data
 
 
@@ -203,7 +215,7 @@ def _delimited(text: str, suffix: str, source: str, headerless: tuple | None, ex
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if extra_fields and len(row) > len(header):
-            row = row[:len(header)]  # e.g. the STS benchmark's per-sentence source columns on some rows
+            row = row[: len(header)]  # e.g. the STS benchmark's per-sentence source columns on some rows
         if len(row) != len(header):
             raise BertkitError(
                 f"{source}:{number}: {len(row)} fields where the header has {len(header)}",
@@ -226,14 +238,23 @@ def _lines(text: str) -> list[dict]:
     return records
 
 
-def pick_column(columns: list[str], explicit: str | None, candidates: tuple, role: str, flag: str | None,
-                source: str, required: bool = True) -> str | None:
+def pick_column(
+    columns: list[str],
+    explicit: str | None,
+    candidates: tuple,
+    role: str,
+    flag: str | None,
+    source: str,
+    required: bool = True,
+) -> str | None:
     """The column holding ``role``: the explicit one, else the single known candidate present.
     ``flag`` is the option that names it, None where the command has no such option (eval, predict)."""
     if explicit:
         if explicit not in columns:
-            raise BertkitError(f"{source}: no column {explicit!r}" + (f" for {flag}" if flag else f" ({role})"),
-                               f"columns found: {', '.join(columns)}")
+            raise BertkitError(
+                f"{source}: no column {explicit!r}" + (f" for {flag}" if flag else f" ({role})"),
+                f"columns found: {', '.join(columns)}",
+            )
         return explicit
     found = [name for name in candidates if name in columns]
     if len(found) == 1:

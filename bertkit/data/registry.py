@@ -42,17 +42,54 @@ class DatasetSpec:
 
 GLUE_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 ENTAILMENT = ("entailment", "not_entailment")
-GO_EMOTIONS = ("admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion", "curiosity",
-               "desire", "disappointment", "disapproval", "disgust", "embarrassment", "excitement", "fear",
-               "gratitude", "grief", "joy", "love", "nervousness", "optimism", "pride", "realization", "relief",
-               "remorse", "sadness", "surprise", "neutral")  # id order of the dataset (its labels.txt)
+GO_EMOTIONS = (
+    "admiration",
+    "amusement",
+    "anger",
+    "annoyance",
+    "approval",
+    "caring",
+    "confusion",
+    "curiosity",
+    "desire",
+    "disappointment",
+    "disapproval",
+    "disgust",
+    "embarrassment",
+    "excitement",
+    "fear",
+    "gratitude",
+    "grief",
+    "joy",
+    "love",
+    "nervousness",
+    "optimism",
+    "pride",
+    "realization",
+    "relief",
+    "remorse",
+    "sadness",
+    "surprise",
+    "neutral",
+)  # id order of the dataset (its labels.txt)
 
 
 def _glue(name, task, columns, hub_columns, labels, files=None, **kw) -> DatasetSpec:
     files = files or {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
     # GLUE withholds test labels (the Hub fills in -1): those splits are for predict only.
-    return DatasetSpec(name, task, files, "nyu-mll/glue", name, kw.pop("hub_splits", GLUE_SPLITS),
-                       columns, hub_columns, labels, unlabelled=("test",), **kw)
+    return DatasetSpec(
+        name,
+        task,
+        files,
+        "nyu-mll/glue",
+        name,
+        kw.pop("hub_splits", GLUE_SPLITS),
+        columns,
+        hub_columns,
+        labels,
+        unlabelled=("test",),
+        **kw,
+    )
 
 
 _SINGLE = {"text": "sentence", "label": "label"}
@@ -60,40 +97,116 @@ DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in [
         _glue("sst2", "cls", _SINGLE, _SINGLE, ("negative", "positive")),
-        _glue("cola", "cls", _SINGLE, _SINGLE, ("unacceptable", "acceptable"),
-              headerless=("source", "label", "original_label", "sentence")),
-        _glue("mrpc", "pair", {"text": "#1 String", "text_pair": "#2 String", "label": "Quality"},
-              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, ("not_equivalent", "equivalent")),
-        _glue("rte", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, ENTAILMENT),
-        _glue("qnli", "pair", {"text": "question", "text_pair": "sentence", "label": "label"},
-              {"text": "question", "text_pair": "sentence", "label": "label"}, ENTAILMENT),
-        _glue("qqp", "pair", {"text": "question1", "text_pair": "question2", "label": "is_duplicate"},
-              {"text": "question1", "text_pair": "question2", "label": "label"}, ("not_duplicate", "duplicate")),
-        _glue("mnli", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "gold_label"},
-              {"text": "premise", "text_pair": "hypothesis", "label": "label"}, ("entailment", "neutral", "contradiction"),
-              files={"train": "train.tsv", "dev": "dev_matched.tsv", "dev_mismatched": "dev_mismatched.tsv",
-                     "test": "test_matched.tsv"},
-              hub_splits={"train": "train", "dev": "validation_matched", "dev_mismatched": "validation_mismatched",
-                          "test": "test_matched"}),
-        _glue("stsb", "pair", {"text": "sentence1", "text_pair": "sentence2", "label": "score"},
-              {"text": "sentence1", "text_pair": "sentence2", "label": "label"}, None,
-              # the STS benchmark's own files (GLUE's STS-B re-packs the same pairs): TAB-separated
-              # despite the suffix, no header, some rows with two trailing source columns
-              files={"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"},
-              headerless=("genre", "file", "year", "id", "score", "sentence1", "sentence2"), suffix=".tsv",
-              extra_fields=True, problem_type="regression"),
-        DatasetSpec("goemotions", "cls", {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
-                    "google-research-datasets/go_emotions", "simplified", GLUE_SPLITS,
-                    {"text": "text", "label": "labels"}, {"text": "text", "label": "labels"}, GO_EMOTIONS,
-                    headerless=("text", "labels", "id"), problem_type="multi-label", label_separator=","),
-        DatasetSpec("conll2003", "ner", {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
-                    "eriktks/conll2003", None, GLUE_SPLITS, {}, {"tokens": "tokens", "tags": "ner_tags"},
-                    ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")),
-        DatasetSpec("squad", "qa", {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
-                    "rajpurkar/squad", None, {"train": "train", "dev": "validation"}),
-        DatasetSpec("squad_v2", "qa", {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
-                    "rajpurkar/squad_v2", None, {"train": "train", "dev": "validation"}),
+        _glue(
+            "cola",
+            "cls",
+            _SINGLE,
+            _SINGLE,
+            ("unacceptable", "acceptable"),
+            headerless=("source", "label", "original_label", "sentence"),
+        ),
+        _glue(
+            "mrpc",
+            "pair",
+            {"text": "#1 String", "text_pair": "#2 String", "label": "Quality"},
+            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+            ("not_equivalent", "equivalent"),
+        ),
+        _glue(
+            "rte",
+            "pair",
+            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+            ENTAILMENT,
+        ),
+        _glue(
+            "qnli",
+            "pair",
+            {"text": "question", "text_pair": "sentence", "label": "label"},
+            {"text": "question", "text_pair": "sentence", "label": "label"},
+            ENTAILMENT,
+        ),
+        _glue(
+            "qqp",
+            "pair",
+            {"text": "question1", "text_pair": "question2", "label": "is_duplicate"},
+            {"text": "question1", "text_pair": "question2", "label": "label"},
+            ("not_duplicate", "duplicate"),
+        ),
+        _glue(
+            "mnli",
+            "pair",
+            {"text": "sentence1", "text_pair": "sentence2", "label": "gold_label"},
+            {"text": "premise", "text_pair": "hypothesis", "label": "label"},
+            ("entailment", "neutral", "contradiction"),
+            files={
+                "train": "train.tsv",
+                "dev": "dev_matched.tsv",
+                "dev_mismatched": "dev_mismatched.tsv",
+                "test": "test_matched.tsv",
+            },
+            hub_splits={
+                "train": "train",
+                "dev": "validation_matched",
+                "dev_mismatched": "validation_mismatched",
+                "test": "test_matched",
+            },
+        ),
+        _glue(
+            "stsb",
+            "pair",
+            {"text": "sentence1", "text_pair": "sentence2", "label": "score"},
+            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+            None,
+            # the STS benchmark's own files (GLUE's STS-B re-packs the same pairs): TAB-separated
+            # despite the suffix, no header, some rows with two trailing source columns
+            files={"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"},
+            headerless=("genre", "file", "year", "id", "score", "sentence1", "sentence2"),
+            suffix=".tsv",
+            extra_fields=True,
+            problem_type="regression",
+        ),
+        DatasetSpec(
+            "goemotions",
+            "cls",
+            {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
+            "google-research-datasets/go_emotions",
+            "simplified",
+            GLUE_SPLITS,
+            {"text": "text", "label": "labels"},
+            {"text": "text", "label": "labels"},
+            GO_EMOTIONS,
+            headerless=("text", "labels", "id"),
+            problem_type="multi-label",
+            label_separator=",",
+        ),
+        DatasetSpec(
+            "conll2003",
+            "ner",
+            {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
+            "eriktks/conll2003",
+            None,
+            GLUE_SPLITS,
+            {},
+            {"tokens": "tokens", "tags": "ner_tags"},
+            ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
+        ),
+        DatasetSpec(
+            "squad",
+            "qa",
+            {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
+            "rajpurkar/squad",
+            None,
+            {"train": "train", "dev": "validation"},
+        ),
+        DatasetSpec(
+            "squad_v2",
+            "qa",
+            {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
+            "rajpurkar/squad_v2",
+            None,
+            {"train": "train", "dev": "validation"},
+        ),
     ]
 }
 
@@ -118,8 +231,9 @@ def is_known(name: str) -> bool:
     return name in DATASETS
 
 
-def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | None = None,
-            command: str = "finetune") -> Source:
+def resolve(
+    data: str, split: str, explicit_dir: str | None = None, task: str | None = None, command: str = "finetune"
+) -> Source:
     """Turn ``--data NAME|PATH`` and a split into a Source, local files first. ``command`` is the CLI
     command asking, so that hints name only what that command can do."""
     path = Path(data).expanduser()
@@ -135,15 +249,20 @@ def resolve(data: str, split: str, explicit_dir: str | None = None, task: str | 
     spec = DATASETS[data]
     if task and spec.task != task:
         if command == "finetune":
-            raise BertkitError(f"dataset {data} is for the '{spec.task}' task, not '{task}'",
-                               f"use `bertkit finetune {spec.task}`")
-        raise BertkitError(f"dataset {data} is for the '{spec.task}' task, but this is a '{task}' model",
-                           f"evaluate it on {task} data (`bertkit datasets` lists each name's task)")
+            raise BertkitError(
+                f"dataset {data} is for the '{spec.task}' task, not '{task}'", f"use `bertkit finetune {spec.task}`"
+            )
+        raise BertkitError(
+            f"dataset {data} is for the '{spec.task}' task, but this is a '{task}' model",
+            f"evaluate it on {task} data (`bertkit datasets` lists each name's task)",
+        )
     if split not in spec.files and split not in spec.hub_splits:
         raise BertkitError(f"dataset {data} has no split {split!r}", f"splits: {', '.join(spec.files)}")
     if command == "eval" and split in spec.unlabelled:
-        raise BertkitError(f"{data} split {split!r} has no labels (the benchmark withholds them), so it cannot "
-                           f"be scored", "evaluate on --split dev, or run `bertkit predict` on that file")
+        raise BertkitError(
+            f"{data} split {split!r} has no labels (the benchmark withholds them), so it cannot be scored",
+            "evaluate on --split dev, or run `bertkit predict` on that file",
+        )
     root = data_dir(explicit_dir)
     if root is not None and split in spec.files:
         local = root / data / spec.files[split]
@@ -169,8 +288,11 @@ def load_hub_records(source: Source) -> list[dict]:
             datasets.config.HF_HUB_OFFLINE = True  # read at import time; it may have been imported already
         dataset = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_splits[source.split])
     except Exception as exc:  # the Hub raises many types (connection, offline mode, missing repo)
-        where = (f"not in {source.looked_in / spec.name}" if source.looked_in
-                 else f"no data directory is set (--data-dir or {DATA_DIR_ENV})")
+        where = (
+            f"not in {source.looked_in / spec.name}"
+            if source.looked_in
+            else f"no data directory is set (--data-dir or {DATA_DIR_ENV})"
+        )
         why = "the Hub is unreachable and it is not in the local cache" if not online else type(exc).__name__
         raise BertkitError(
             f"could not load {spec.name}: {where}, and not from the Hugging Face Hub ({why})",
@@ -189,8 +311,15 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
             source = resolve(name, "train", explicit_dir)
         except BertkitError:
             pass
-        rows.append({"name": name, "task": spec.task, "problem_type": spec.problem_type,
-                     "source": source.description if source else "unavailable", "labels": list(spec.label_names or [])})
+        rows.append(
+            {
+                "name": name,
+                "task": spec.task,
+                "problem_type": spec.problem_type,
+                "source": source.description if source else "unavailable",
+                "labels": list(spec.label_names or []),
+            }
+        )
     return rows
 
 

@@ -51,8 +51,9 @@ class JsonlRows(Sink):
 class JsonlVectors(Sink):
     def lines(self, payload) -> str:
         ids, vectors = payload
-        return "".join(json.dumps({"id": i, "vector": floats(v)}, ensure_ascii=False) + "\n"
-                       for i, v in zip(ids, vectors))
+        return "".join(
+            json.dumps({"id": i, "vector": floats(v)}, ensure_ascii=False) + "\n" for i, v in zip(ids, vectors)
+        )
 
 
 def floats(vector) -> list[float]:
@@ -98,8 +99,10 @@ class ParquetRows(_Parquet):
         try:
             return pa.Table.from_pylist([{name: row.get(name) for name in names} for row in rows])
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # e.g. an id that is a number on one row, text on another
-            raise BertkitError(f"the predictions do not fit one Parquet schema ({exc})",
-                               "give every row's id the same type, or write JSONL") from exc
+            raise BertkitError(
+                f"the predictions do not fit one Parquet schema ({exc})",
+                "give every row's id the same type, or write JSONL",
+            ) from exc
 
 
 class ParquetVectors(_Parquet):
@@ -128,14 +131,17 @@ class NpyVectors(Sink):
         for part in parts:
             with open(part, "rb") as source:
                 version = np.lib.format.read_magic(source)
-                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                               else np.lib.format.read_array_header_2_0)
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
                 shape, _, _ = read_header(source)
                 shapes.append(shape)
                 offsets.append(source.tell())
         rows, dim = sum(shape[0] for shape in shapes), shapes[0][1]
-        np.lib.format.write_array_header_1_0(handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                                                      "fortran_order": False, "shape": (rows, dim)})
+        np.lib.format.write_array_header_1_0(
+            handle,
+            {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False, "shape": (rows, dim)},
+        )
         for part, offset in zip(parts, offsets):
             with open(part, "rb") as source:
                 source.seek(offset)

@@ -22,8 +22,10 @@ from pathlib import Path
 from bertkit.data import readers
 from bertkit.errors import BertkitError
 
-LAYOUT_HINT = ('expected SQuAD JSON ({"data": [{"paragraphs": [{"context", "qas"}]}]}) or records with '
-               '"question", "context" and "answers": {"text": [...], "answer_start": [...]}')
+LAYOUT_HINT = (
+    'expected SQuAD JSON ({"data": [{"paragraphs": [{"context", "qas"}]}]}) or records with '
+    '"question", "context" and "answers": {"text": [...], "answer_start": [...]}'
+)
 
 
 def read_squad_records(path: Path) -> list:
@@ -59,8 +61,11 @@ def to_examples(records: list, source: str, need_answers: bool) -> list[dict]:
     elif "question" in records[0] and "context" in records[0]:
         examples = [_from_flat(r, n, source) for n, r in enumerate(records, 1)]
     else:
-        raise BertkitError(f"{source}: neither SQuAD articles nor question records "
-                           f"(first record has keys: {', '.join(map(str, records[0])) or 'none'})", LAYOUT_HINT)
+        raise BertkitError(
+            f"{source}: neither SQuAD articles nor question records "
+            f"(first record has keys: {', '.join(map(str, records[0])) or 'none'})",
+            LAYOUT_HINT,
+        )
     if not examples:
         raise BertkitError(f"{source} has no questions", LAYOUT_HINT)
     _check(examples, source, need_answers)
@@ -76,8 +81,11 @@ def _from_articles(articles: list, source: str):
             if not isinstance(paragraph, dict) or not isinstance(paragraph.get("qas"), list):
                 raise BertkitError(f"{source}: article {a} has a paragraph without a qas list", LAYOUT_HINT)
             for q, qa in enumerate(paragraph["qas"], 1):
-                example = {"id": str(qa.get("id") or f"a{a}-q{q}"), "question": str(qa.get("question") or ""),
-                           "context": str(paragraph.get("context") or "")}
+                example = {
+                    "id": str(qa.get("id") or f"a{a}-q{q}"),
+                    "question": str(qa.get("question") or ""),
+                    "context": str(paragraph.get("context") or ""),
+                }
                 if qa.get("is_impossible"):
                     example["answers"] = []
                 elif "answers" in qa:
@@ -86,9 +94,11 @@ def _from_articles(articles: list, source: str):
 
 
 def _from_flat(record: dict, number: int, source: str) -> dict:
-    example = {"id": str(readers.id_value(record, number, source) or f"q{number}"),
-               "question": readers.text_value(record, "question", number, source),
-               "context": readers.text_value(record, "context", number, source)}
+    example = {
+        "id": str(readers.id_value(record, number, source) or f"q{number}"),
+        "question": readers.text_value(record, "question", number, source),
+        "context": readers.text_value(record, "context", number, source),
+    }
     if record.get("is_impossible") in (True, "true", "True", 1):
         example["answers"] = []
     elif record.get("answers") not in (None, ""):
@@ -102,13 +112,17 @@ def _answers(value, qid: str, source: str) -> list[dict]:
             try:
                 value = readers.parse_json(value)
             except json.JSONDecodeError as exc:
-                raise BertkitError(f"{source}: question {qid}: answers are not valid JSON ({exc.msg})",
-                                   LAYOUT_HINT) from exc
+                raise BertkitError(
+                    f"{source}: question {qid}: answers are not valid JSON ({exc.msg})", LAYOUT_HINT
+                ) from exc
     if isinstance(value, dict) and isinstance(value.get("text"), list):  # Hub layout: parallel lists
         value = [{"text": t, "answer_start": s} for t, s in zip(value["text"], value.get("answer_start") or [])]
     if not isinstance(value, list) or not all(isinstance(a, dict) and "text" in a for a in value):
-        raise BertkitError(f"{source}: question {qid}: answers must be a list of {{text, answer_start}} "
-                           "or {text: [...], answer_start: [...]}", LAYOUT_HINT)
+        raise BertkitError(
+            f"{source}: question {qid}: answers must be a list of {{text, answer_start}} "
+            "or {text: [...], answer_start: [...]}",
+            LAYOUT_HINT,
+        )
     try:
         return [{"text": str(a["text"]), "start": int(a.get("answer_start", -1))} for a in value]
     except (TypeError, ValueError) as exc:
@@ -135,7 +149,7 @@ def _check(examples: list[dict], source: str, need_answers: bool) -> None:
 
 
 def _points_at(context: str, start: int, text: str) -> bool:
-    return start >= 0 and context[start:start + len(text)] == text
+    return start >= 0 and context[start : start + len(text)] == text
 
 
 def _repair(example: dict, answer: dict) -> None:
@@ -163,8 +177,10 @@ def bad_start_error(examples: list[dict], source: str) -> BertkitError | None:
     first = bad[0]
     answer = next(a for a in first["answers"] if "given_start" in a)
     given = answer["given_start"]
-    found = first["context"][max(given, 0):max(given, 0) + len(answer["text"])]
-    return BertkitError(f"{source}: {len(bad)} question(s) whose answer_start does not point at the answer text "
-                        f"(first: {first['id']}: {answer['text']!r} at {given} reads {found!r})",
-                        "fix the offsets, or drop the strict option to repair them (nearest occurrence of the "
-                        "text) or skip those questions in training")
+    found = first["context"][max(given, 0) : max(given, 0) + len(answer["text"])]
+    return BertkitError(
+        f"{source}: {len(bad)} question(s) whose answer_start does not point at the answer text "
+        f"(first: {first['id']}: {answer['text']!r} at {given} reads {found!r})",
+        "fix the offsets, or drop the strict option to repair them (nearest occurrence of the "
+        "text) or skip those questions in training",
+    )

@@ -127,8 +127,10 @@ def shard_paths(spec: str) -> list[Path]:
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and _suffix(p) in SHARD_SUFFIXES)
         if not found:
-            raise BertkitError(f"{spec} is a directory without data files ({', '.join(SHARD_SUFFIXES)})",
-                               "point --input at a file, or a directory of shards")
+            raise BertkitError(
+                f"{spec} is a directory without data files ({', '.join(SHARD_SUFFIXES)})",
+                "point --input at a file, or a directory of shards",
+            )
     elif any(ch in spec for ch in "*?[") and not path.exists():
         found = sorted(Path(p) for p in glob.glob(os.path.expanduser(spec)) if Path(p).is_file())
         if not found:
@@ -161,9 +163,12 @@ def _file_records(path: Path, opened=None) -> Iterator[tuple[int, dict]]:
         for count, (number, record) in enumerate(source, 1):
             yield number, record
     except OSError as exc:  # a permission refused, a device error, /proc/self/mem
-        raise BertkitError(f"cannot read {path} ({exc.strerror or exc})",
-                           "check the file's permissions" if isinstance(exc, PermissionError)
-                           else "check the file and the disk it is on") from exc
+        raise BertkitError(
+            f"cannot read {path} ({exc.strerror or exc})",
+            "check the file's permissions"
+            if isinstance(exc, PermissionError)
+            else "check the file and the disk it is on",
+        ) from exc
     if count == 0 and not _has_text(path):
         raise BertkitError(f"file is empty: {path}", "point at a file with data rows")
     if count == 0:
@@ -200,8 +205,10 @@ def _lines(handle, path: str, located: bool = False) -> Iterator[tuple[int, str]
             yield number, line[:-1] if line.endswith("\r") else line
     except UnicodeDecodeError as exc:
         bad = _bad_line(Path(path)) if located else None
-        raise BertkitError(f"{path} is not UTF-8 text" + (f" (bad byte on line {bad})" if bad else ""),
-                           f"convert it, e.g. `iconv -f latin1 -t utf-8 {Path(path).name}`") from exc
+        raise BertkitError(
+            f"{path} is not UTF-8 text" + (f" (bad byte on line {bad})" if bad else ""),
+            f"convert it, e.g. `iconv -f latin1 -t utf-8 {Path(path).name}`",
+        ) from exc
 
 
 def _bad_line(path: Path) -> int | None:
@@ -275,7 +282,7 @@ def _json_object(line: str, number: int, where: str) -> dict:
 def _delimited(lines, suffix: str, where: str) -> Iterator[tuple[int, dict]]:
     numbered = iter(lines)
     texts = (line + "\n" for _, line in numbered)  # the csv module keeps newlines inside quoted fields
-    reader = (csv.reader(texts, delimiter="\t", quoting=csv.QUOTE_NONE) if suffix == ".tsv" else csv.reader(texts))
+    reader = csv.reader(texts, delimiter="\t", quoting=csv.QUOTE_NONE) if suffix == ".tsv" else csv.reader(texts)
     header = None
     for row in reader:
         if header is None:
@@ -285,6 +292,8 @@ def _delimited(lines, suffix: str, where: str) -> Iterator[tuple[int, dict]]:
             continue
         number = reader.line_num
         if len(row) != len(header):
-            raise BertkitError(f"{where}:{number}: {len(row)} fields where the header has {len(header)}",
-                               "fix that line (TSV is read with quoting off, as GLUE ships it)")
+            raise BertkitError(
+                f"{where}:{number}: {len(row)} fields where the header has {len(header)}",
+                "fix that line (TSV is read with quoting off, as GLUE ships it)",
+            )
         yield number, dict(zip(header, row))

@@ -65,9 +65,7 @@ def max_context_masks(offsets_per_window: Sequence[Sequence[Offset]]) -> list[np
                 best_window[key] = (score, window_index)
     return [
         np.array(
-            [offset is not None and best_window[tuple(offset)][1] == window_index
-             for offset in offsets],
-            dtype=bool,
+            [offset is not None and best_window[tuple(offset)][1] == window_index for offset in offsets], dtype=bool
         )
         for window_index, offsets in enumerate(offsets_per_window)
     ]
@@ -114,18 +112,19 @@ def decode_question(
     if all_scores.size == 0:
         return QuestionDecoding(None, [], null_score, float("-inf"))
 
-    candidates = (all_scores, np.concatenate(window_ids), np.concatenate(start_tokens),
-                  np.concatenate(end_tokens))
+    candidates = (all_scores, np.concatenate(window_ids), np.concatenate(start_tokens), np.concatenate(end_tokens))
     answers, picked = _top_distinct_answers(context, offsets, candidates, n_best)
     for answer, (w, i, j) in zip(answers, picked):
         is_context = np.array([o is not None for o in offsets[w]], dtype=bool)
-        answer.probability = span_probability(start_logits[w][is_context], end_logits[w][is_context],
-                                              start_logits[w][i], end_logits[w][j])
+        answer.probability = span_probability(
+            start_logits[w][is_context], end_logits[w][is_context], start_logits[w][i], end_logits[w][j]
+        )
     return QuestionDecoding(answers[0], answers, null_score, answers[0].score)
 
 
-def span_probability(start_context_logits: np.ndarray, end_context_logits: np.ndarray,
-                     start_logit: float, end_logit: float) -> float:
+def span_probability(
+    start_context_logits: np.ndarray, end_context_logits: np.ndarray, start_logit: float, end_logit: float
+) -> float:
     """softmax(start)[i] x softmax(end)[j] of a span whose ends have these logits, each softmax
     over the window's context tokens (all of them, the max-context rule aside). The one
     definition of an answer's probability, used by both decoders, so an answer's value is the
@@ -150,9 +149,7 @@ def _read_windows(context: str, windows: Sequence[dict[str, Any]]) -> tuple[list
             )
         for offset in window_offsets:
             if offset is not None and not 0 <= offset[0] <= offset[1] <= len(context):
-                raise ValueError(
-                    f"window {w}: offset {offset} lies outside the context ({len(context)} chars)"
-                )
+                raise ValueError(f"window {w}: offset {offset} lies outside the context ({len(context)} chars)")
         start_logits.append(s)
         end_logits.append(e)
         offsets.append(window_offsets)
@@ -160,11 +157,7 @@ def _read_windows(context: str, windows: Sequence[dict[str, Any]]) -> tuple[list
 
 
 def _band_candidates(
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    can_start: np.ndarray,
-    can_end: np.ndarray,
-    max_answer_length: int,
+    start_logits: np.ndarray, end_logits: np.ndarray, can_start: np.ndarray, can_end: np.ndarray, max_answer_length: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Scores and (i, j) of every legal span of one window, ordered by i then length."""
     length = len(start_logits)
@@ -276,8 +269,9 @@ def decode_best_batched(
         window_ends = np.asarray(windows[w]["end_logits"], dtype=np.float64)
         first, last = ranges[w]
         score = float(window_starts[i]) + float(window_ends[j])
-        probability = span_probability(window_starts[first:last], window_ends[first:last], window_starts[i],
-                                       window_ends[j])
+        probability = span_probability(
+            window_starts[first:last], window_ends[first:last], window_starts[i], window_ends[j]
+        )
         answer = SpanAnswer(context[start:end], int(start), int(end), score, probability)
         result.append(QuestionDecoding(answer, [answer], null_score, score))
     return result

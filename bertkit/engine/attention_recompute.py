@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
+
 def checkpoint_attention(model: torch.nn.Module) -> int:
     """Recompute every self-attention block in backward (training only); returns how many."""
     patched = 0

@@ -33,8 +33,8 @@ class LengthGroupedBatches:
         span = self.batch_size * self.group
         batches = []
         for start in range(0, len(order), span):
-            chunk = sorted(order[start:start + span], key=lambda i: self.lengths[i], reverse=True)
-            batches.extend(chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size))
+            chunk = sorted(order[start : start + span], key=lambda i: self.lengths[i], reverse=True)
+            batches.extend(chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size))
         if self.drop_last:
             batches = [b for b in batches if len(b) == self.batch_size]
         rng.shuffle(batches)
@@ -72,10 +72,10 @@ def shard_batches(batches: list[list[int]], lengths: list[int], world: int, rank
         return mine + [[tail[rank % len(tail)]]], rank >= len(tail)
     size, extra = divmod(len(tail), world)
     start = rank * size + min(rank, extra)
-    return mine + [tail[start:start + size + (rank < extra)]], False
+    return mine + [tail[start : start + size + (rank < extra)]], False
 
 
 def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Inference batches over indices sorted by length (longest first, so memory peaks early)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -64,8 +64,10 @@ def newest_readable(existing: list[tuple[int, Path]]) -> tuple[Path, list[str]]:
         if problem is None:
             return path, skipped
         skipped.append(f"{path.name} is unreadable ({problem})")
-    raise BertkitError(f"no checkpoint under {existing[0][1].parent} can be read: " + "; ".join(skipped),
-                       "start afresh with --overwrite (it deletes them), or restore the files")
+    raise BertkitError(
+        f"no checkpoint under {existing[0][1].parent} can be read: " + "; ".join(skipped),
+        "start afresh with --overwrite (it deletes them), or restore the files",
+    )
 
 
 def check_readable(source: Path) -> None:
@@ -77,10 +79,13 @@ def check_readable(source: Path) -> None:
 
 def _previous_hint(source: Path) -> str:
     paths = [path for _, path in complete_checkpoints(source.parent)]
-    older = reversed(paths[:paths.index(source)]) if source in paths else ()
+    older = reversed(paths[: paths.index(source)]) if source in paths else ()
     previous = next((path for path in older if checkpoint_problem(path) is None), None)
-    return (f"resume from the previous complete one: --resume-from {previous}" if previous
-            else "restore its files, or start afresh with another --output")
+    return (
+        f"resume from the previous complete one: --resume-from {previous}"
+        if previous
+        else "restore its files, or start afresh with another --output"
+    )
 
 
 def check_layout(root: Path) -> None:
@@ -88,11 +93,14 @@ def check_layout(root: Path) -> None:
     the first save, after the training it was meant to keep."""
     if root.exists() and not root.is_dir():
         raise BertkitError(f"{root} is a file, where this run's checkpoints go", "move it, or choose another --output")
-    strays = sorted(p.name for p in root.iterdir() if STEP_DIR.fullmatch(p.name) and not p.is_dir()) \
-        if root.is_dir() else []
+    strays = (
+        sorted(p.name for p in root.iterdir() if STEP_DIR.fullmatch(p.name) and not p.is_dir()) if root.is_dir() else []
+    )
     if strays:
-        raise BertkitError(f"{root} holds {', '.join(strays)}, which is not a checkpoint directory",
-                           "move it out of the checkpoints directory")
+        raise BertkitError(
+            f"{root} holds {', '.join(strays)}, which is not a checkpoint directory",
+            "move it out of the checkpoints directory",
+        )
 
 
 def misfit(source: Path, name: str, exc: Exception) -> BertkitError:
@@ -202,8 +210,7 @@ def _torch_file_problem(file: Path) -> str | None:
         with zipfile.ZipFile(file) as archive:
             bad = archive.testzip()
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        return "truncated or not a torch.save file" if isinstance(exc, (zipfile.BadZipFile, EOFError)) \
-            else _reason(exc)
+        return "truncated or not a torch.save file" if isinstance(exc, (zipfile.BadZipFile, EOFError)) else _reason(exc)
     return f"corrupt ({bad} fails its checksum)" if bad else None
 
 

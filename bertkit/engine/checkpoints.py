@@ -29,8 +29,18 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from bertkit.engine.checkpoint_files import (BEST, MODEL, STATE, STEP_DIR, Progress, check_layout, check_readable,
-                                             complete_checkpoints, misfit, newest_readable)
+from bertkit.engine.checkpoint_files import (
+    BEST,
+    MODEL,
+    STATE,
+    STEP_DIR,
+    Progress,
+    check_layout,
+    check_readable,
+    complete_checkpoints,
+    misfit,
+    newest_readable,
+)
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
@@ -62,9 +72,12 @@ class RunningSums:
         for key in self.loss:
             self.loss[key] = [self.loss[key][0] + loss, self.loss[key][1] + 1]
         if new:  # not a repeated example that only keeps a rank in step with the others
-            self.counts = [self.counts[0] + len(lengths), self.counts[1] + sum(lengths),
-                           self.counts[2] + len(lengths) * max(lengths),
-                           self.counts[3] + sum(n * n for n in lengths)]
+            self.counts = [
+                self.counts[0] + len(lengths),
+                self.counts[1] + sum(lengths),
+                self.counts[2] + len(lengths) * max(lengths),
+                self.counts[3] + sum(n * n for n in lengths),
+            ]
 
     def mean_loss(self, key: str, acc) -> float:
         """The mean since the last call, over all ranks; every rank ran the same number of batches,
@@ -76,23 +89,35 @@ class RunningSums:
         return float(acc.reduce(total, "mean").item()) / max(batches, 1)
 
     def state(self) -> dict:
-        return {"loss": {k: list(v) for k, v in self.loss.items()}, "counts": list(self.counts),
-                "rng": rng_state(self.generators)}
+        return {
+            "loss": {k: list(v) for k, v in self.loss.items()},
+            "counts": list(self.counts),
+            "rng": rng_state(self.generators),
+        }
 
 
 def read_state(path: Path) -> dict:
     try:
         return json.loads((path / STATE).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path} is not a readable bertkit checkpoint ({exc})",
-                           "pass --resume-from a step-N directory under <output>.checkpoints") from exc
+        raise BertkitError(
+            f"{path} is not a readable bertkit checkpoint ({exc})",
+            "pass --resume-from a step-N directory under <output>.checkpoints",
+        ) from exc
 
 
 class Checkpoints:
     """One run's checkpoints: validated in ``plan`` before any work, used by ``Engine.fit``."""
 
-    def __init__(self, root: Path, save_every: int | None, keep: int | None, identity: dict,
-                 resume_from: Path | None = None, clear: bool = False):
+    def __init__(
+        self,
+        root: Path,
+        save_every: int | None,
+        keep: int | None,
+        identity: dict,
+        resume_from: Path | None = None,
+        clear: bool = False,
+    ):
         self.root, self.save_every, self.keep, self.identity = root, save_every, keep, identity
         self.resume_from, self.clear = resume_from, clear
         self.greater_is_better = True  # how _prune ranks scores: Engine.fit's setting, given to begin
@@ -100,8 +125,9 @@ class Checkpoints:
         self._weights = None  # the checkpoint's weights, between load_weights and begin
 
     @classmethod
-    def plan(cls, output: Path, config, identity: dict, resume: bool, resume_from: str | None,
-             overwrite: bool) -> "Checkpoints | None":
+    def plan(
+        cls, output: Path, config, identity: dict, resume: bool, resume_from: str | None, overwrite: bool
+    ) -> "Checkpoints | None":
         """Decide, before any data is read, what this run saves and where it continues from."""
         root = checkpoint_root(output)
         check_layout(root)
@@ -112,19 +138,29 @@ class Checkpoints:
             inside = complete_checkpoints(path)  # a checkpoints directory: its newest
             source = inside[-1][1] if inside else path
             if not (source / STATE).is_file():
-                raise BertkitError(f"--resume-from {resume_from} is not a complete checkpoint (no {STATE})",
-                                   f"pass a step-N directory under {root}")
+                raise BertkitError(
+                    f"--resume-from {resume_from} is not a complete checkpoint (no {STATE})",
+                    f"pass a step-N directory under {root}",
+                )
             check_readable(source)
         elif resume and existing:
             source, skipped = newest_readable(existing)
         elif existing and config.save_every and not resume:
             if not overwrite:
-                raise BertkitError(f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
-                                   "add --resume to continue it, or --overwrite to delete them and start over")
+                raise BertkitError(
+                    f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
+                    "add --resume to continue it, or --overwrite to delete them and start over",
+                )
         if not (resume or resume_from or config.save_every):
             return None
-        plan = cls(root, config.save_every, config.keep_checkpoints, identity, source,
-                   clear=bool(overwrite and existing and source is None))
+        plan = cls(
+            root,
+            config.save_every,
+            config.keep_checkpoints,
+            identity,
+            source,
+            clear=bool(overwrite and existing and source is None),
+        )
         plan.skipped = skipped
         plan.check_compatible()
         return plan
@@ -166,8 +202,9 @@ class Checkpoints:
 
         if acc.is_main_process and self.root.is_dir():
             for path in self.root.iterdir():
-                ours = path.name.startswith(".step-") or (self.clear and (STEP_DIR.fullmatch(path.name) or
-                                                                          path.name == HISTORY_FILE))
+                ours = path.name.startswith(".step-") or (
+                    self.clear and (STEP_DIR.fullmatch(path.name) or path.name == HISTORY_FILE)
+                )
                 if ours:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
         acc.wait_for_everyone()
@@ -192,8 +229,17 @@ class Checkpoints:
         rank_state = torch.load(source / f"rank-{acc.process_index}.pt", map_location="cpu", weights_only=True)
         return progress, History(read(source / HISTORY_FILE), live=live), best, rank_state
 
-    def save(self, acc, progress: Progress, rank_state: dict, weights, optimizer, scheduler, best: dict | None,
-             history: History) -> Path:
+    def save(
+        self,
+        acc,
+        progress: Progress,
+        rank_state: dict,
+        weights,
+        optimizer,
+        scheduler,
+        best: dict | None,
+        history: History,
+    ) -> Path:
         """Write step N's checkpoint into ``.step-N.tmp`` and rename it to ``step-N`` once complete
         (every rank's file included), then apply ``--keep-checkpoints``. ``weights()`` gives the
         model's weights on the CPU (fp32 for a bf16 run: its master weights)."""
@@ -214,9 +260,13 @@ class Checkpoints:
                 if best is not None and progress.best_step != step:
                     save_file(best, tmp / BEST)
                 torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-                torch.save({"scheduler": scheduler.state_dict(),
-                            "scaler": acc.scaler.state_dict() if acc.scaler is not None else None},
-                           tmp / "scheduler.pt")
+                torch.save(
+                    {
+                        "scheduler": scheduler.state_dict(),
+                        "scaler": acc.scaler.state_dict() if acc.scaler is not None else None,
+                    },
+                    tmp / "scheduler.pt",
+                )
                 history.write(tmp / HISTORY_FILE)
         except Exception as exc:  # e.g. the disk filled up: leave no half checkpoint behind (a kill still may)
             full = disk_full_error(exc, self.root, final)
@@ -229,8 +279,9 @@ class Checkpoints:
             last = progress.evals[-1] if progress.evals else {}
             score = progress.best_metric if last.get("step") == step and progress.best_step == step else None
             try:
-                write_json(tmp / STATE, {"step": step, "score": score, "progress": asdict(progress),
-                                         "identity": self.identity})
+                write_json(
+                    tmp / STATE, {"step": step, "score": score, "progress": asdict(progress), "identity": self.identity}
+                )
             except BaseException:  # the state file is the last one: without it the checkpoint is half
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -250,7 +301,7 @@ class Checkpoints:
         sign = 1 if self.greater_is_better else -1
         # the best score, the earliest of equal ones
         scored = [(sign * score, -step, p) for step, p in found if (score := read_state(p).get("score")) is not None]
-        keep = {p for _, p in found[-self.keep:]} | ({max(scored, key=lambda s: s[:2])[2]} if scored else set())
+        keep = {p for _, p in found[-self.keep :]} | ({max(scored, key=lambda s: s[:2])[2]} if scored else set())
         for _, path in found:
             if path not in keep:
                 shutil.rmtree(path, ignore_errors=True)

@@ -32,17 +32,23 @@ from bertkit.engine.progress import progress_bar
 from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
+from bertkit.errors import BertkitError
 from bertkit.networks.collate import Collator
 from bertkit.networks.losses import evaluation_loss
-from bertkit.errors import BertkitError
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
 
 class Engine:
-    def __init__(self, precision: str = "auto", seed: int = 42, trackers: list | None = None,
-                 logging_dir: str | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        precision: str = "auto",
+        seed: int = 42,
+        trackers: list | None = None,
+        logging_dir: str | None = None,
+        threads: int | None = None,
+    ):
         """``trackers``: Accelerate tracker names (bertkit.engine.tracking), logging under ``logging_dir``.
         ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
         ``self.precision_reason``)."""
@@ -55,9 +61,13 @@ class Engine:
         _release_other_precision(mixed)
         # fit() accumulates --grad-accum itself; Accelerate's own count (which a launcher config can
         # set) stays 1 so that it never divides the loss a second time.
-        self.accelerator = Accelerator(mixed_precision=mixed, cpu=cpu,
-                                       gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
-                                       log_with=trackers or None, project_dir=logging_dir)
+        self.accelerator = Accelerator(
+            mixed_precision=mixed,
+            cpu=cpu,
+            gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
+            log_with=trackers or None,
+            project_dir=logging_dir,
+        )
         self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
         self.seed = seed
@@ -69,10 +79,15 @@ class Engine:
 
     def runtime(self, requested: str) -> dict:
         """What ran, for the console and bertkit.json: precision (and why), threads."""
-        return {"precision": self.precision, "precision_name": describe(self.precision),
-                "precision_requested": requested, "precision_reason": self.precision_reason,
-                "threads": self.threads["threads"], "threads_source": self.threads["source"],
-                **({"notice": self.threads["notice"]} if "notice" in self.threads else {})}
+        return {
+            "precision": self.precision,
+            "precision_name": describe(self.precision),
+            "precision_requested": requested,
+            "precision_reason": self.precision_reason,
+            "threads": self.threads["threads"],
+            "threads_source": self.threads["source"],
+            **({"notice": self.threads["notice"]} if "notice" in self.threads else {}),
+        }
 
     @property
     def is_main_process(self) -> bool:
@@ -82,8 +97,9 @@ class Engine:
     _fitting = False
 
     def _progress(self, total: int, description: str):
-        return progress_bar(total, description, show=not self.quiet and self.accelerator.is_main_process,
-                            fitting=self._fitting)
+        return progress_bar(
+            total, description, show=not self.quiet and self.accelerator.is_main_process, fitting=self._fitting
+        )
 
     def prepare_model(self, model):
         """For inference: bf16 casts the weights once instead of autocasting every forward."""
@@ -100,10 +116,19 @@ class Engine:
         return self.accelerator.unwrap_model(model)
 
     # --- training -----------------------------------------------------------------------------
-    def fit(self, model, features: list[dict], config, pad_token_id: int,
-            evaluate=None, main_metric: str | None = None, collate_fn=None,
-            checkpoints=None, targets: dict | None = None, greater_is_better: bool = True
-            ) -> tuple[object, TrainReport]:
+    def fit(
+        self,
+        model,
+        features: list[dict],
+        config,
+        pad_token_id: int,
+        evaluate=None,
+        main_metric: str | None = None,
+        collate_fn=None,
+        checkpoints=None,
+        targets: dict | None = None,
+        greater_is_better: bool = True,
+    ) -> tuple[object, TrainReport]:
         """Train with AdamW, linear warmup/decay, clipping; evaluate after each epoch (or every
         ``config.eval_every`` steps) and keep the best weights by ``main_metric`` (the highest, or
         the lowest with ``greater_is_better=False``). ``evaluate(model) -> dict`` is the task's
@@ -122,17 +147,28 @@ class Engine:
         kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
         state, history, best_weights, saved = Progress(), History(), None, None
         if checkpoints is not None:  # the optimizer's state goes in before it is prepared
-            state, history, best_weights, saved = checkpoints.begin(acc, optimisation.optimizer,
-                                                                    optimisation.scheduler,
-                                                                    greater_is_better=greater_is_better)
+            state, history, best_weights, saved = checkpoints.begin(
+                acc, optimisation.optimizer, optimisation.scheduler, greater_is_better=greater_is_better
+            )
         model = optimisation.prepare(model)
         collate = collate_fn or Collator(pad_token_id, targets)
         # a collator that draws (masked LM) names its generators: checkpoints save and restore them
         generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
         self._fitting = True
-        run = Run(self, model, config, plan, optimisation, kernels, state, history,
-                  RunningSums(acc.device, saved, generators), selection, checkpoints)
+        run = Run(
+            self,
+            model,
+            config,
+            plan,
+            optimisation,
+            kernels,
+            state,
+            history,
+            RunningSums(acc.device, saved, generators),
+            selection,
+            checkpoints,
+        )
         if saved is not None:
             set_rng_state(saved["rng"], generators)  # last: nothing after this may draw random numbers
         try:
@@ -162,8 +198,17 @@ class Engine:
         return run.best_model(), report
 
     # --- inference ----------------------------------------------------------------------------
-    def infer(self, model, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
-              pad_token_id: int, description: str = "predict", targets: dict | None = None) -> dict:
+    def infer(
+        self,
+        model,
+        features: list[dict],
+        batch_size: int,
+        output_names: tuple,
+        per_token: bool,
+        pad_token_id: int,
+        description: str = "predict",
+        targets: dict | None = None,
+    ) -> dict:
         """Model outputs for every feature, in feature order: ``{name: [np.ndarray per feature]}``.
         Per-token outputs are trimmed to each feature's own length. ``targets`` (the task's, see
         ``Collator``), when every feature carries them: also ``"loss"``, the plain loss averaged over
@@ -202,7 +247,7 @@ class Engine:
                     if not mine:
                         values = values[:0, 0] if per_token else values[:0]
                     elif per_token:
-                        values = torch.cat([values[row, :lengths[j]] for row, j in enumerate(indices)])
+                        values = torch.cat([values[row, : lengths[j]] for row, j in enumerate(indices)])
                     local[name].append(values)
                 progress.update(1 if mine else 0)
         progress.close()
@@ -234,9 +279,9 @@ class Engine:
         plan, so one padded all-gather suffices."""
         longest = max(rows)
         padded = torch.zeros((longest, *values.shape[1:]), dtype=values.dtype)
-        padded[:len(values)] = values
+        padded[: len(values)] = values
         gathered = self.accelerator.gather(padded.to(self.accelerator.device)).cpu()
-        return torch.cat([gathered[r * longest:r * longest + n] for r, n in enumerate(rows)])
+        return torch.cat([gathered[r * longest : r * longest + n] for r, n in enumerate(rows)])
 
 
 def _launched_on_cpu() -> bool:

@@ -130,8 +130,12 @@ class CpuTrainingKernels:
         self.model, self.enabled = model, enabled
         self.config = getattr(model, "config", None)
         self.before = getattr(self.config, "_attn_implementation", None)
-        self.attention = (enabled and self.before in ("sdpa", "eager") and getattr(self.config, "model_type", None) in EAGER_TYPES
-                          and hasattr(model, "set_attn_implementation"))
+        self.attention = (
+            enabled
+            and self.before in ("sdpa", "eager")
+            and getattr(self.config, "model_type", None) in EAGER_TYPES
+            and hasattr(model, "set_attn_implementation")
+        )
         if self.attention:
             _register_attention()
 

@@ -29,8 +29,13 @@ class MasterWeights:
     (rounds the masters into the bf16 weights, clears the gradients). ``to_fp32(model)`` puts the
     masters back into an fp32 model; ``state_dict(model)`` is that state without touching the model."""
 
-    def __init__(self, model: torch.nn.Module, groups: list[dict], dtype: torch.dtype = torch.bfloat16,
-                 sparse_embeddings: bool = False):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        groups: list[dict],
+        dtype: torch.dtype = torch.bfloat16,
+        sparse_embeddings: bool = False,
+    ):
         names = {id(p): n for n, p in model.named_parameters()}
         self.sparse_module = _sparse_embedding(model) if sparse_embeddings else None
         sparse_weight = self.sparse_module.weight if self.sparse_module is not None else None
@@ -46,9 +51,9 @@ class MasterWeights:
                 offset = 0
                 for param in dense:
                     n = param.numel()
-                    self.views.append(flat[offset:offset + n].view_as(param))
+                    self.views.append(flat[offset : offset + n].view_as(param))
                     self.views[-1].copy_(param.detach())
-                    self.grad_views.append(grad[offset:offset + n].view_as(param))
+                    self.grad_views.append(grad[offset : offset + n].view_as(param))
                     self.params.append(param)
                     self.names.append(names[id(param)])
                     offset += n
@@ -66,9 +71,11 @@ class MasterWeights:
         # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
         # given back is the one given, not its bf16 rounding.
         trained = {id(p) for p in self.params} | ({id(sparse_weight)} if self.sparse else set())
-        self.frozen = {name: tensor.detach().to(torch.float32, copy=True)
-                       for name, tensor in [*model.named_parameters(), *model.named_buffers()]
-                       if id(tensor) not in trained and tensor.is_floating_point()}
+        self.frozen = {
+            name: tensor.detach().to(torch.float32, copy=True)
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]
+            if id(tensor) not in trained and tensor.is_floating_point()
+        }
         model.to(dtype)  # in place: the same Parameter objects, now bf16
 
     # --- per step -----------------------------------------------------------------------------
@@ -115,8 +122,13 @@ class MasterWeights:
         """The word-embedding rows with a gradient this step (sorted, unique; None: every row)."""
         if self._rows is False:
             written = self.sparse[3]
-            self._rows = None if written == "all" else torch.unique(torch.cat(written)) if written else \
-                torch.zeros(0, dtype=torch.long)
+            self._rows = (
+                None
+                if written == "all"
+                else torch.unique(torch.cat(written))
+                if written
+                else torch.zeros(0, dtype=torch.long)
+            )
         return self._rows
 
     def sparse_master(self):
@@ -184,8 +196,10 @@ class MasterWeights:
 
     def state_dict(self, model: torch.nn.Module) -> dict:
         """The model's state on the CPU in fp32, trainable weights taken from the masters."""
-        state = {k: (v.float() if v.is_floating_point() else v).detach().to("cpu", copy=True)
-                 for k, v in model.state_dict().items()}
+        state = {
+            k: (v.float() if v.is_floating_point() else v).detach().to("cpu", copy=True)
+            for k, v in model.state_dict().items()
+        }
         for name, master in self._named_masters():
             if name in state:
                 state[name] = master.detach().to("cpu", copy=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from bertkit.engine.checkpoints import cpu_copy
-from bertkit.errors import BertkitError
 from bertkit.engine.master_weights import MasterWeights
+from bertkit.errors import BertkitError
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
@@ -41,16 +41,19 @@ class Optimisation:
 
             embeddings, rows = self.master.sparse_master() if self.master is not None else (None, None)
             if embeddings is None:
-                raise BertkitError("--lazy-embeddings updates the rows of bf16 master weights that one process "
-                                   "trains, with word embeddings of their own",
-                                   "train in bf16 (--precision bf16), in one process, with trainable embeddings "
-                                   "not tied to an output layer; or drop --lazy-embeddings")
+                raise BertkitError(
+                    "--lazy-embeddings updates the rows of bf16 master weights that one process "
+                    "trains, with word embeddings of their own",
+                    "train in bf16 (--precision bf16), in one process, with trainable embeddings "
+                    "not tied to an output layer; or drop --lazy-embeddings",
+                )
             self.optimizer = LazyAdamW(groups, embeddings, rows, lr=config.lr, fused=True)
         else:
             self.optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
         # Not prepared: Accelerate's scheduler wrapper steps once per process, for its own sharding.
-        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, int(config.warmup_ratio * total_steps),
-                                                         total_steps)
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.optimizer, int(config.warmup_ratio * total_steps), total_steps
+        )
 
     def prepare(self, model):
         """Wrap model and optimizer for this launch (DDP, device); after a checkpoint's optimizer

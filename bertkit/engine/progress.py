@@ -34,8 +34,11 @@ class LineProgress:
 
     def line(self, text: str) -> None:
         self.lines += 1
-        print(f"{self.description}: {text} ({self.done}/{self.total} batches, "
-              f"{time.perf_counter() - self.started:.1f}s)", file=sys.stderr, flush=True)
+        print(
+            f"{self.description}: {text} ({self.done}/{self.total} batches, {time.perf_counter() - self.started:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def close(self) -> None:
         if not self.lines and self.description == "eval":  # predict output stays quiet

@@ -13,10 +13,13 @@ def rng_state(generators: dict | None = None) -> dict:
     import torch
 
     name, keys, position, has_gauss, gauss = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [name, keys.tolist(), position, has_gauss, gauss],
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "generators": {key: g.get_state() for key, g in (generators or {}).items()}}
+    return {
+        "python": random.getstate(),
+        "numpy": [name, keys.tolist(), position, has_gauss, gauss],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "generators": {key: g.get_state() for key, g in (generators or {}).items()},
+    }
 
 
 def set_rng_state(state: dict, generators: dict | None = None) -> None:

@@ -26,16 +26,23 @@ def differences(identity: dict, saved: dict) -> list[str]:
             continue
         before = saved[key]
         if isinstance(value, dict) and isinstance(before, dict):
-            found += [f"{_flag(k)} {value.get(k)} (checkpoint: {before.get(k)})"
-                      for k in sorted(set(value) | set(before)) if value.get(k) != before.get(k)]
+            found += [
+                f"{_flag(k)} {value.get(k)} (checkpoint: {before.get(k)})"
+                for k in sorted(set(value) | set(before))
+                if value.get(k) != before.get(k)
+            ]
         elif value != before:
             found.append(f"{_flag(key)} {value} (checkpoint: {before})")
     return found
 
 
 def _flag(key: str) -> str:
-    names = {"task": "task", "processes": "processes", "precision_used": "precision in use",
-             "train_data_sha1": "training data content (sha1)"}
+    names = {
+        "task": "task",
+        "processes": "processes",
+        "precision_used": "precision in use",
+        "train_data_sha1": "training data content (sha1)",
+    }
     return names.get(key, f"--{key.replace('_', '-')}")
 
 

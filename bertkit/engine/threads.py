@@ -21,13 +21,17 @@ def check(threads: int | None, command: str) -> None:
     """Validate before any work: a bad count fails in one line, nothing started."""
     most = max_threads()
     if threads is not None and not 1 <= threads <= most:
-        raise BertkitError(f"--threads must be between 1 and {most} (4 per usable core), got {threads}",
-                           f"see `bertkit {command} --help`")
+        raise BertkitError(
+            f"--threads must be between 1 and {most} (4 per usable core), got {threads}",
+            f"see `bertkit {command} --help`",
+        )
     if threads is None and os.environ.get(ENV, "").strip():
         value = os.environ[ENV].strip()
         if not value.isdigit() or not 1 <= int(value) <= most:
-            raise BertkitError(f"{ENV}={value!r} is not a thread count between 1 and {most}",
-                               f"set {ENV} to a number from 1 to {most}, or pass --threads")
+            raise BertkitError(
+                f"{ENV}={value!r} is not a thread count between 1 and {most}",
+                f"set {ENV} to a number from 1 to {most}, or pass --threads",
+            )
 
 
 def max_threads() -> int:
@@ -68,6 +72,8 @@ def configure(threads: int | None, load: float | None = None, cores: int | None 
     free = cores - load
     if source == "default" and info["threads"] > 1 and free < info["threads"] - 0.5:
         suggestion = max(1, int(free + 0.5))
-        info["notice"] = (f"the machine is busy (load {load:.1f} on {cores} cores): {info['threads']} threads may "
-                          f"run slower than fewer; try --threads {suggestion} (or set {ENV})")
+        info["notice"] = (
+            f"the machine is busy (load {load:.1f} on {cores} cores): {info['threads']} threads may "
+            f"run slower than fewer; try --threads {suggestion} (or set {ENV})"
+        )
     return info

@@ -31,14 +31,16 @@ def parse_report_to(value: str | None) -> list[str]:
     if "all" in names:
         found = [n for n, package in TRACKERS.items() if _installed(package)]
         if not found:
-            raise BertkitError("--report-to all found no tracker package installed",
-                               "pip install tensorboard (or wandb, mlflow)")
+            raise BertkitError(
+                "--report-to all found no tracker package installed", "pip install tensorboard (or wandb, mlflow)"
+            )
         return found
     for name in names:
         if not _installed(TRACKERS[name]):
-            raise BertkitError(f"--report-to {name} needs the {TRACKERS[name]} package",
-                               f"pip install {TRACKERS[name]}" + (" (or 'bertkit[track]')" if name == "tensorboard"
-                                                                  else ""))
+            raise BertkitError(
+                f"--report-to {name} needs the {TRACKERS[name]} package",
+                f"pip install {TRACKERS[name]}" + (" (or 'bertkit[track]')" if name == "tensorboard" else ""),
+            )
     return list(dict.fromkeys(names))
 
 

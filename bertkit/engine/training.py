@@ -41,12 +41,17 @@ class TrainReport:
 
     def throughput(self) -> dict:
         seconds = max(self.train_seconds, 1e-9)
-        return {"train_seconds": round(self.train_seconds, 3), "examples": self.examples, "tokens": self.real_tokens,
-                "examples_per_s": round(self.examples / seconds, 2),
-                "tokens_per_s": round(self.real_tokens / seconds, 1),
-                "padding_share": round(1 - self.real_tokens / max(self.padded_tokens, 1), 4),
-                "token_pairs": self.token_pairs, "eval_seconds": round(self.eval_seconds, 3),
-                "optimizer_steps": self.optimizer_steps}
+        return {
+            "train_seconds": round(self.train_seconds, 3),
+            "examples": self.examples,
+            "tokens": self.real_tokens,
+            "examples_per_s": round(self.examples / seconds, 2),
+            "tokens_per_s": round(self.real_tokens / seconds, 1),
+            "padding_share": round(1 - self.real_tokens / max(self.padded_tokens, 1), 4),
+            "token_pairs": self.token_pairs,
+            "eval_seconds": round(self.eval_seconds, 3),
+            "optimizer_steps": self.optimizer_steps,
+        }
 
 
 class StepPlan:
@@ -101,8 +106,14 @@ class Selection:
     copy of the weights whenever ``main_metric`` is the best so far (highest, or lowest when
     ``greater_is_better`` is False); ``patience`` evaluations without one end the run."""
 
-    def __init__(self, evaluate, main_metric: str | None, greater_is_better: bool, patience: int | None,
-                 best_weights: dict | None):
+    def __init__(
+        self,
+        evaluate,
+        main_metric: str | None,
+        greater_is_better: bool,
+        patience: int | None,
+        best_weights: dict | None,
+    ):
         self.evaluate, self.main_metric, self.greater_is_better = evaluate, main_metric, greater_is_better
         self.patience, self.best_weights = patience, best_weights
 
@@ -137,10 +148,27 @@ class Run:
     """One call of ``Engine.fit`` between its setup and its result: what the steps share (position,
     running sums, timers, progress output, trackers) and the steps themselves."""
 
-    def __init__(self, engine, model, config, plan: StepPlan, optimisation, kernels, state: Progress, history,
-                 sums, selection: Selection, checkpoints):
-        self.acc, self.tracking, self.model, self.config, self.plan = (engine.accelerator, engine.tracking, model,
-                                                                       config, plan)
+    def __init__(
+        self,
+        engine,
+        model,
+        config,
+        plan: StepPlan,
+        optimisation,
+        kernels,
+        state: Progress,
+        history,
+        sums,
+        selection: Selection,
+        checkpoints,
+    ):
+        self.acc, self.tracking, self.model, self.config, self.plan = (
+            engine.accelerator,
+            engine.tracking,
+            model,
+            config,
+            plan,
+        )
         self.optimisation, self.kernels, self.state, self.history = optimisation, kernels, state, history
         self.sums, self.selection, self.checkpoints = sums, selection, checkpoints
         self.saving = checkpoints is not None and checkpoints.save_every is not None
@@ -199,8 +227,10 @@ class Run:
         seen, self.at = self.plan.position(epoch, done, n)
         self.finished = state.step >= self.plan.total_steps
         if self.tracking:  # Accelerate logs on the main process only
-            self.acc.log({"train/loss": self.step_loss, "train/lr": self.optimisation.learning_rate,
-                          "train/epoch": seen}, step=state.step)
+            self.acc.log(
+                {"train/loss": self.step_loss, "train/lr": self.optimisation.learning_rate, "train/epoch": seen},
+                step=state.step,
+            )
             self.step_loss = 0.0
         if self.logging:
             loss = self.finite(self.sums.mean_loss("log", self.acc))
@@ -213,9 +243,10 @@ class Run:
         """The mean training loss, unless training diverged: a NaN or infinite loss would go on to
         save (and with --overwrite replace a good model by) weights full of NaN."""
         if not math.isfinite(loss):
-            raise BertkitError(f"training diverged: the mean training loss was {loss} by step {self.state.step}",
-                               f"lower --lr (it is {self.config.lr:g}), look for extreme targets in the data, "
-                               "or try --precision no")
+            raise BertkitError(
+                f"training diverged: the mean training loss was {loss} by step {self.state.step}",
+                f"lower --lr (it is {self.config.lr:g}), look for extreme targets in the data, or try --precision no",
+            )
         return loss
 
     def evaluation_due(self, epoch_done: bool) -> bool:
@@ -226,8 +257,15 @@ class Run:
         self.stop_clock()
         self.kernels.undo()
         log = (lambda values: self.acc.log(values, step=self.state.step)) if self.tracking else None
-        self.selection.record(self.model, self.state, self.finite(self.sums.mean_loss("eval", self.acc)), self.at,
-                              self.history, log, self.optimisation.weights)
+        self.selection.record(
+            self.model,
+            self.state,
+            self.finite(self.sums.mean_loss("eval", self.acc)),
+            self.at,
+            self.history,
+            log,
+            self.optimisation.weights,
+        )
         if self.selection.out_of_patience(self.state):
             self.state.stopped_early = self.finished = True
         self.model.train()
@@ -244,9 +282,16 @@ class Run:
         if not (due or stopping):
             return
         self.stop_clock()
-        path = self.checkpoints.save(acc, state, self.sums.state(), self.optimisation.weights,
-                                     self.optimisation.optimizer, self.optimisation.scheduler,
-                                     self.selection.best_weights, self.history)
+        path = self.checkpoints.save(
+            acc,
+            state,
+            self.sums.state(),
+            self.optimisation.weights,
+            self.optimisation.optimizer,
+            self.optimisation.scheduler,
+            self.selection.best_weights,
+            self.history,
+        )
         self.start_clock()
         if stopping:
             raise TrainingInterrupted(state.step, path)
@@ -264,9 +309,17 @@ class Run:
         state, acc, checkpoints = self.state, self.acc, self.checkpoints
         totals = acc.reduce(torch.tensor(self.sums.counts, dtype=torch.long, device=acc.device), "sum").tolist()
         resumed_from = str(checkpoints.resume_from) if checkpoints and checkpoints.resume_from else None
-        report = TrainReport(state.evals, state.best_epoch, state.best_metric, state.train_seconds,
-                             optimizer_steps=state.step, stopped_early=state.stopped_early, best_step=state.best_step,
-                             log=self.history.entries, resumed_from=resumed_from)
+        report = TrainReport(
+            state.evals,
+            state.best_epoch,
+            state.best_metric,
+            state.train_seconds,
+            optimizer_steps=state.step,
+            stopped_early=state.stopped_early,
+            best_step=state.best_step,
+            log=self.history.entries,
+            resumed_from=resumed_from,
+        )
         report.examples, report.real_tokens, report.padded_tokens, report.token_pairs = (int(x) for x in totals)
         report.eval_seconds = state.eval_seconds
         return report

@@ -14,8 +14,9 @@ OPSET = 18
 FP32_FILE, INT8_FILE = BACKEND_FILES["onnx"][1], BACKEND_FILES["onnx-int8"][1]
 
 
-def export_onnx(model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES,
-                batch_size: int = 32) -> dict:
+def export_onnx(
+    model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES, batch_size: int = 32
+) -> dict:
     report = export_model(ONNX, model_dir, int8, data, samples, batch_size)
     report["opset"] = OPSET
     return report
@@ -26,8 +27,9 @@ def write_onnx(model, adapter, tokenizer, directory: Path, name: str = FP32_FILE
 
     import torch
 
-    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names
-                                               else [])
+    names = ["input_ids", "attention_mask"] + (
+        ["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names else []
+    )
 
     class Outputs(torch.nn.Module):  # plain tuples out: ONNX has no ModelOutput
         def __init__(self, inner):
@@ -43,18 +45,31 @@ def write_onnx(model, adapter, tokenizer, directory: Path, name: str = FP32_FILE
 
     # the export runs on the CPU whatever device loaded the model (a GPU's copy stays where it is)
     model = (copy.deepcopy(model).cpu() if next(model.parameters()).device.type != "cpu" else model).float().eval()
-    example = tokenizer(["an example to trace", "a second, longer example to trace the model with"],
-                        padding=True, return_tensors="pt")
+    example = tokenizer(
+        ["an example to trace", "a second, longer example to trace the model with"], padding=True, return_tensors="pt"
+    )
     args = tuple(example[name] for name in names)
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
-    axes.update({name: ({0: "batch", 1: "sequence"} if adapter.per_token_outputs else {0: "batch"})
-                 for name in adapter.output_names})
+    axes.update(
+        {
+            name: ({0: "batch", 1: "sequence"} if adapter.per_token_outputs else {0: "batch"})
+            for name in adapter.output_names
+        }
+    )
     path = directory / name
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer notes about constants; parity is the real check
         # the TorchScript exporter: dynamic axes without shape guards, and no onnxscript needed
-        torch.onnx.export(Outputs(model), args, str(path), input_names=names, output_names=list(adapter.output_names),
-                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            Outputs(model),
+            args,
+            str(path),
+            input_names=names,
+            output_names=list(adapter.output_names),
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
     return path
 
 

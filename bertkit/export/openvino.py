@@ -15,8 +15,9 @@ from bertkit.export.runtime import BACKEND_FILES
 FP32_FILE, INT8_FILE = BACKEND_FILES["openvino"][1], BACKEND_FILES["openvino-int8"][1]
 
 
-def export_openvino(model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES,
-                    batch_size: int = 32) -> dict:
+def export_openvino(
+    model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES, batch_size: int = 32
+) -> dict:
     return export_model(OPENVINO, model_dir, int8, data, samples, batch_size)
 
 
@@ -41,11 +42,14 @@ def _quantize(staging: Path, feeds: list) -> str:
     nncf.set_log_level(logging.ERROR)  # its progress and advice would fill the user's terminal
     model = openvino_core().read_model(str(staging / FP32_FILE))
     with signal_stack_kept():
-        quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
-                                  subset_size=len(feeds))  # every batch (an item of the dataset is one batch)
+        quantized = nncf.quantize(
+            model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
+        )  # every batch (an item of the dataset is one batch)
     openvino.save_model(quantized, str(staging / INT8_FILE), compress_to_fp16=False)
-    return (f"NNCF post-training quantisation (transformer preset): int8 weights and activations, calibrated on "
-            f"the {sum(len(feed['input_ids']) for feed in feeds)} parity examples")
+    return (
+        f"NNCF post-training quantisation (transformer preset): int8 weights and activations, calibrated on "
+        f"the {sum(len(feed['input_ids']) for feed in feeds)} parity examples"
+    )
 
 
 OPENVINO = Format("openvino", ("openvino", "nncf"), "openvino", _write, _quantize, companions=(".bin",))

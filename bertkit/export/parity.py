@@ -41,8 +41,14 @@ class Format:
         return {"fp32": BACKEND_FILES[self.name][1], "int8": BACKEND_FILES[f"{self.name}-int8"][1]}
 
 
-def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | None = None,
-                 samples: int = PARITY_SAMPLES, batch_size: int = 32) -> dict:
+def export_model(
+    fmt: Format,
+    model_dir: str,
+    int8: bool = False,
+    data: str | None = None,
+    samples: int = PARITY_SAMPLES,
+    batch_size: int = 32,
+) -> dict:
     """Write ``fmt``'s files of ``model_dir`` (fp32, and int8 with ``int8``) and measure each against
     torch on the same evaluation examples; the report is returned and stored beside the files."""
     _check_request(fmt, samples)
@@ -58,8 +64,12 @@ def export_model(fmt: Format, model_dir: str, int8: bool = False, data: str | No
     with staged_output(target) as staging:  # an old export stays until the new one is complete
         started = time.perf_counter()
         fmt.write(engine.unwrap(network), adapter, tokenizer, staging)
-        report = {"format": fmt.name, "export_seconds": round(time.perf_counter() - started, 2),
-                  "parity_data": source.description, "parity_examples": len(examples)}
+        report = {
+            "format": fmt.name,
+            "export_seconds": round(time.perf_counter() - started, 2),
+            "parity_data": source.description,
+            "parity_examples": len(examples),
+        }
         files = {"fp32": staging / fmt.files()["fp32"]}
         if int8:
             report["int8_method"] = fmt.quantize(staging, parity.feeds())
@@ -113,8 +123,15 @@ class Parity:
     def run(self, runner, net=None) -> tuple[dict, float]:
         """(outputs, examples per second) of one runner over every feature."""
         started = time.perf_counter()
-        outputs = runner.infer(net, self.features, self.batch_size, self.adapter.output_names,
-                               self.adapter.per_token_outputs, self.tokenizer.pad_token_id, description="torch")
+        outputs = runner.infer(
+            net,
+            self.features,
+            self.batch_size,
+            self.adapter.output_names,
+            self.adapter.per_token_outputs,
+            self.tokenizer.pad_token_id,
+            description="torch",
+        )
         return outputs, round(len(self.examples) / max(time.perf_counter() - started, 1e-9), 1)
 
     def main_metric(self, outputs: dict) -> float | None:
@@ -125,8 +142,10 @@ class Parity:
         from bertkit.engine.batching import Collator, sorted_batches
 
         collate = Collator(self.tokenizer.pad_token_id)
-        return [{k: v.numpy() for k, v in collate([self.features[j] for j in batch]).items() if k in MODEL_INPUTS}
-                for batch in sorted_batches([len(f["input_ids"]) for f in self.features], self.batch_size)]
+        return [
+            {k: v.numpy() for k, v in collate([self.features[j] for j in batch]).items() if k in MODEL_INPUTS}
+            for batch in sorted_batches([len(f["input_ids"]) for f in self.features], self.batch_size)
+        ]
 
 
 def _torch_entry(parity: Parity, engine, network, model_dir: str, meta: dict) -> tuple:
@@ -134,12 +153,17 @@ def _torch_entry(parity: Parity, engine, network, model_dir: str, meta: dict) ->
     from bertkit.inference import load_for_inference
 
     reference, speed = parity.run(engine, network)
-    entry = {"main_metric": parity.adapter.main_metric, "examples_per_second": speed,
-             "value": parity.main_metric(reference)}
+    entry = {
+        "main_metric": parity.adapter.main_metric,
+        "examples_per_second": speed,
+        "value": parity.main_metric(reference),
+    }
     auto_engine, auto_network, _ = load_for_inference(model_dir, parity.adapter, "auto", meta=meta)
     if auto_engine.runtime("auto")["precision"] != "no":  # what --backend torch runs by default (bf16)
-        entry.update(auto_precision=auto_engine.runtime("auto")["precision"],
-                     auto_examples_per_second=parity.run(auto_engine, auto_network)[1])
+        entry.update(
+            auto_precision=auto_engine.runtime("auto")["precision"],
+            auto_examples_per_second=parity.run(auto_engine, auto_network)[1],
+        )
     return reference, entry
 
 
@@ -149,10 +173,14 @@ def _file_entry(parity: Parity, fmt: Format, path: Path, reference: dict, torch_
     outputs, speed = parity.run(runner)
     megabytes = sum(p.stat().st_size for p in [path, *(path.with_suffix(s) for s in fmt.companions)])
     torch_speed = torch_entry["examples_per_second"]
-    entry = {"file": f"{fmt.name}/{path.name}", "megabytes": round(megabytes / 2 ** 20, 2),
-             "computes_in": runner.precision, "examples_per_second": speed,
-             "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
-             "max_abs_diff": _max_abs_diff(reference, outputs, parity.adapter.output_names)}
+    entry = {
+        "file": f"{fmt.name}/{path.name}",
+        "megabytes": round(megabytes / 2**20, 2),
+        "computes_in": runner.precision,
+        "examples_per_second": speed,
+        "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
+        "max_abs_diff": _max_abs_diff(reference, outputs, parity.adapter.output_names),
+    }
     if parity.gold:
         value = parity.main_metric(outputs)
         entry.update(value=value, delta=round(value - torch_entry["value"], 6))
@@ -164,9 +192,11 @@ def _check_exportable(meta: dict, model_dir: str, name: str) -> None:
     random inside the graph (no exported equivalent) and nothing serves its exported file (predict
     and serve run task models), so it is refused rather than exported half-way."""
     if meta.get("kind") == "pretrain":
-        raise BertkitError(f"{model_dir} is a `bertkit pretrain mlm` output (a masked-LM starting point), which has "
-                           f"no task to export to {name}", f"fine-tune it first (`bertkit finetune TASK --model "
-                           f"{model_dir} ...`) and export that model")
+        raise BertkitError(
+            f"{model_dir} is a `bertkit pretrain mlm` output (a masked-LM starting point), which has "
+            f"no task to export to {name}",
+            f"fine-tune it first (`bertkit finetune TASK --model {model_dir} ...`) and export that model",
+        )
 
 
 def _check_replaceable(target: Path, fmt: Format) -> None:
@@ -175,14 +205,20 @@ def _check_replaceable(target: Path, fmt: Format) -> None:
     ours = {"export.json", *fmt.files().values()}
     ours |= {Path(f).with_suffix(suffix).name for f in fmt.files().values() for suffix in fmt.companions}
     if target.exists() and not target.is_dir():
-        raise BertkitError(f"{target} is a file an export did not write, which a new export would delete",
-                           f"move or rename {target} first")
+        raise BertkitError(
+            f"{target} is a file an export did not write, which a new export would delete",
+            f"move or rename {target} first",
+        )
     foreign = sorted(p.name for p in target.iterdir() if p.name not in ours) if target.is_dir() else []
     if foreign:
-        raise BertkitError(f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new "
-                           "export would delete", f"move them out of {target} first")
+        raise BertkitError(
+            f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new export would delete",
+            f"move them out of {target} first",
+        )
     probe_writable(target.parent, f"export to {target}")
-    clean_stale(target, "export.json")  # what a killed export left beside it: its staging folder, the old export moved aside
+    clean_stale(
+        target, "export.json"
+    )  # what a killed export left beside it: its staging folder, the old export moved aside
 
 
 def _has_gold(examples) -> bool:
@@ -195,5 +231,10 @@ def _main_metric(adapter, examples, features, outputs) -> float:
 
 
 def _max_abs_diff(reference: dict, outputs: dict, names) -> float:
-    return float(max(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)))
-                     for name in names for a, b in zip(reference[name], outputs[name])))
+    return float(
+        max(
+            np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)))
+            for name in names
+            for a, b in zip(reference[name], outputs[name])
+        )
+    )

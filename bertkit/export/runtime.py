@@ -15,8 +15,10 @@ from bertkit.errors import BertkitError
 ONNX_DIR, OPENVINO_DIR = "onnx", "openvino"
 # backend -> (directory, file); an OpenVINO model is an .xml graph with its .bin weights beside it
 BACKEND_FILES = {
-    "onnx": (ONNX_DIR, "model.onnx"), "onnx-int8": (ONNX_DIR, "model.int8.onnx"),
-    "openvino": (OPENVINO_DIR, "model.xml"), "openvino-int8": (OPENVINO_DIR, "model.int8.xml"),
+    "onnx": (ONNX_DIR, "model.onnx"),
+    "onnx-int8": (ONNX_DIR, "model.int8.onnx"),
+    "openvino": (OPENVINO_DIR, "model.xml"),
+    "openvino-int8": (OPENVINO_DIR, "model.int8.xml"),
 }
 
 
@@ -27,8 +29,10 @@ def exported_file(model_dir, backend: str) -> Path:
     if not path.is_file():
         int8 = backend.endswith("-int8")
         shown = {"onnx": "ONNX", "openvino": "OpenVINO"}[directory]
-        raise BertkitError(f"{model_dir} has no exported {'int8 ' if int8 else ''}{shown} model ({name})",
-                           f"run `bertkit export {directory} {model_dir}{' --int8' if int8 else ''}` first")
+        raise BertkitError(
+            f"{model_dir} has no exported {'int8 ' if int8 else ''}{shown} model ({name})",
+            f"run `bertkit export {directory} {model_dir}{' --int8' if int8 else ''}` first",
+        )
     return path
 
 
@@ -54,19 +58,30 @@ class BatchRunner:
     def run(self, feed: dict) -> dict:
         raise NotImplementedError
 
-    def infer(self, _network, features: list[dict], batch_size: int, output_names: tuple, per_token: bool,
-              pad_token_id: int, description: str = "predict", targets: dict | None = None) -> dict:
+    def infer(
+        self,
+        _network,
+        features: list[dict],
+        batch_size: int,
+        output_names: tuple,
+        per_token: bool,
+        pad_token_id: int,
+        description: str = "predict",
+        targets: dict | None = None,
+    ) -> dict:
         lengths = [len(f["input_ids"]) for f in features]
         collate = Collator(pad_token_id)
         results = {name: [None] * len(features) for name in output_names}
         for indices in sorted_batches(lengths, batch_size):
             batch = collate([features[j] for j in indices])
-            feed = {name: batch[name].numpy() if name in batch else np.zeros_like(batch["input_ids"].numpy())
-                    for name in self.inputs}
+            feed = {
+                name: batch[name].numpy() if name in batch else np.zeros_like(batch["input_ids"].numpy())
+                for name in self.inputs
+            }
             values = self.run(feed)
             for name in output_names:
                 for row, j in enumerate(indices):
-                    results[name][j] = values[name][row, :lengths[j]] if per_token else values[name][row]
+                    results[name][j] = values[name][row, : lengths[j]] if per_token else values[name][row]
         return results
 
 
@@ -83,8 +98,10 @@ class OnnxRunner(BatchRunner):
         try:
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own error types: invalid protobuf, graph, argument
-            raise BertkitError(f"{path} cannot be loaded by onnxruntime ({str(exc).split(':')[-1].strip()[:120]})",
-                               f"the file is damaged or incomplete: {_export_again(path)}") from exc
+            raise BertkitError(
+                f"{path} cannot be loaded by onnxruntime ({str(exc).split(':')[-1].strip()[:120]})",
+                f"the file is damaged or incomplete: {_export_again(path)}",
+            ) from exc
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.path, self.precision = path, "int8" if path.name.endswith(".int8.onnx") else "fp32"
@@ -110,8 +127,10 @@ class OpenVinoRunner(BatchRunner):
 
             self.compiled = openvino_core().compile_model(str(path), "CPU", config)
         except Exception as exc:  # OpenVINO raises RuntimeError for unreadable or incomplete files
-            raise BertkitError(f"{path} cannot be loaded by OpenVINO ({_cause(exc)})",
-                               f"the files are damaged or incomplete: {_export_again(path)}") from exc
+            raise BertkitError(
+                f"{path} cannot be loaded by OpenVINO ({_cause(exc)})",
+                f"the files are damaged or incomplete: {_export_again(path)}",
+            ) from exc
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
         self.outputs = [port.get_any_name() for port in self.compiled.outputs]
         self.request = self.compiled.create_infer_request()

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.metrics.squad import exact_match, f1 as f1_v2, f1_v1
+from bertkit.metrics.squad import exact_match, f1_v1
+from bertkit.metrics.squad import f1 as f1_v2
 
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "why", "how")
 # Gold answer length in words: SQuAD answers are mostly 1-3 words, with a long tail.
-LENGTH_BUCKETS = ((1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 5, "4-5"), (6, 10, "6-10"), (11, 10 ** 9, ">10"))
+LENGTH_BUCKETS = ((1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 5, "4-5"), (6, 10, "6-10"), (11, 10**9, ">10"))
 
 
 def confusion(labels: list, gold: list, predicted: list) -> dict:
@@ -33,11 +34,21 @@ def per_label(labels: list, per_label_scores: dict) -> dict:
     sorted by F1, best first (ties keep the model's label order); F1 rounded to 4 decimals. Only the
     model's labels are kept (an average row such as "macro avg" is dropped); a label the scores lack
     gets F1 0 and support 0."""
-    rows = [(str(name), _round(per_label_scores.get(name, {}).get("f1", 0.0)) or 0.0,
-             int(per_label_scores.get(name, {}).get("support", 0))) for name in labels]
+    rows = [
+        (
+            str(name),
+            _round(per_label_scores.get(name, {}).get("f1", 0.0)) or 0.0,
+            int(per_label_scores.get(name, {}).get("support", 0)),
+        )
+        for name in labels
+    ]
     rows.sort(key=lambda row: -row[1])  # stable: equal F1 stays in label order
-    return {"kind": "per_label", "labels": [r[0] for r in rows], "f1": [r[1] for r in rows],
-            "support": [r[2] for r in rows]}
+    return {
+        "kind": "per_label",
+        "labels": [r[0] for r in rows],
+        "f1": [r[1] for r in rows],
+        "support": [r[2] for r in rows],
+    }
 
 
 def scatter(gold: list, predicted: list, scores: dict) -> dict:
@@ -45,8 +56,13 @@ def scatter(gold: list, predicted: list, scores: dict) -> dict:
     correlations from ``scores``, all rounded to 4 decimals; a non-finite one becomes None."""
     if len(gold) != len(predicted):
         raise ValueError(f"scatter: {len(gold)} gold values but {len(predicted)} predictions")
-    return {"kind": "scatter", "gold": [_round(v) for v in gold], "predicted": [_round(v) for v in predicted],
-            "pearson": _round(scores.get("pearson")), "spearman": _round(scores.get("spearman"))}
+    return {
+        "kind": "scatter",
+        "gold": [_round(v) for v in gold],
+        "predicted": [_round(v) for v in predicted],
+        "pearson": _round(scores.get("pearson")),
+        "spearman": _round(scores.get("spearman")),
+    }
 
 
 def _round(value, digits: int = 4):
@@ -71,9 +87,11 @@ def qa_buckets(examples: list[dict], answers: list[str], version_2: bool = False
         _add(by_length, answer_length_bucket(golds[0] if example.get("answers") else None), em, f1)
         _add(by_word, question_word(example["question"]), em, f1)
     order = [name for _, _, name in LENGTH_BUCKETS] + ["none"]
-    return {"kind": "qa_buckets",
-            "by_answer_length": {k: _mean(by_length[k]) for k in order if k in by_length},
-            "by_first_word": {k: _mean(v) for k, v in sorted(by_word.items(), key=lambda kv: -kv[1][0])}}
+    return {
+        "kind": "qa_buckets",
+        "by_answer_length": {k: _mean(by_length[k]) for k in order if k in by_length},
+        "by_first_word": {k: _mean(v) for k, v in sorted(by_word.items(), key=lambda kv: -kv[1][0])},
+    }
 
 
 def answer_length_bucket(answer: str | None) -> str:

@@ -26,17 +26,20 @@ def load_metrics(names) -> list:
         local = Path(name).expanduser()
         if not local.exists():
             if name.startswith((".", "/", "~")) or name.endswith(".py"):
-                raise BertkitError(f"--metric {name}: no such file or directory", "give a metric script, its "
-                                   "directory, or an `evaluate` Hub name")
+                raise BertkitError(
+                    f"--metric {name}: no such file or directory",
+                    "give a metric script, its directory, or an `evaluate` Hub name",
+                )
             from bertkit.hub import use_hub_or_cache
 
             use_hub_or_cache()  # offline: the libraries read the cache once instead of retrying
         try:
             modules.append((_short_name(name), evaluate.load(str(local) if local.exists() else name)))
         except Exception as exc:  # evaluate raises many types (FileNotFoundError, ConnectionError, ImportError...)
-            raise BertkitError(f"--metric {name} could not be loaded ({type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:200]})",
-                               "give a local metric script/directory, or a Hub name with the Hub reachable") from exc
+            raise BertkitError(
+                f"--metric {name} could not be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+                "give a local metric script/directory, or a Hub name with the Hub reachable",
+            ) from exc
     return modules
 
 
@@ -47,15 +50,15 @@ def score_extra(modules: list, adapter, examples: list[dict], predictions: list)
         try:
             result = module.compute(predictions=predicted, references=references) or {}
         except Exception as exc:
-            raise BertkitError(f"--metric {name} failed on {adapter.name} predictions ({type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:200]})",
-                               f"a {adapter.name} metric must accept {adapter.metric_inputs_description}") from exc
+            raise BertkitError(
+                f"--metric {name} failed on {adapter.name} predictions ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]})",
+                f"a {adapter.name} metric must accept {adapter.metric_inputs_description}",
+            ) from exc
         for key, value in result.items():
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
                 scores[f"{name}/{key}"] = round(float(value), 6)
     return scores
-
-
 
 
 def _short_name(name: str) -> str:

@@ -22,14 +22,23 @@ def multi_label_scores(gold: np.ndarray, predicted: np.ndarray, label_names: lis
     precision, recall, f1, support = precision_recall_fscore_support(gold, predicted, average=None, zero_division=0)
     micro = precision_recall_fscore_support(gold, predicted, average="micro", zero_division=0)
     return {
-        "micro_f1": float(micro[2]), "macro_f1": float(f1.mean()),
+        "micro_f1": float(micro[2]),
+        "macro_f1": float(f1.mean()),
         "weighted_f1": float(f1_score(gold, predicted, average="weighted", zero_division=0)),
-        "micro_precision": float(micro[0]), "micro_recall": float(micro[1]),
+        "micro_precision": float(micro[0]),
+        "micro_recall": float(micro[1]),
         "subset_accuracy": float((gold == predicted).all(axis=1).mean()),
         "example_f1": float(f1_score(gold, predicted, average="samples", zero_division=1)),
         "hamming_loss": float(hamming_loss(gold, predicted)),
-        "per_label": {name: {"precision": round(float(p), 6), "recall": round(float(r), 6), "f1": round(float(f), 6),
-                             "support": int(s)} for name, p, r, f, s in zip(label_names, precision, recall, f1, support)},
+        "per_label": {
+            name: {
+                "precision": round(float(p), 6),
+                "recall": round(float(r), 6),
+                "f1": round(float(f), 6),
+                "support": int(s),
+            }
+            for name, p, r, f, s in zip(label_names, precision, recall, f1, support)
+        },
     }
 
 

@@ -14,8 +14,12 @@ import numpy as np
 def regression_scores(gold: list[float], predicted: list[float]) -> dict:
     y, x = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     pearson, spearman = correlation(x, y), correlation(_ranks(x), _ranks(y))
-    return {"pearson": pearson, "spearman": spearman, "pearson_spearman_mean": (pearson + spearman) / 2,
-            "mse": float(np.mean((x - y) ** 2))}
+    return {
+        "pearson": pearson,
+        "spearman": spearman,
+        "pearson_spearman_mean": (pearson + spearman) / 2,
+        "mse": float(np.mean((x - y) ** 2)),
+    }
 
 
 def correlation(x: np.ndarray, y: np.ndarray) -> float:

@@ -90,8 +90,10 @@ def squad_scores(predictions: dict[str, str], golds: dict[str, list[str]]) -> di
     """
     unanswerable = next((qid for qid, answers in golds.items() if not answers), None)
     if unanswerable is not None:
-        raise BertkitError(f"question {unanswerable!r} has no gold answer, which SQuAD v1.1 cannot score",
-                           hint="score data with unanswerable questions as SQuAD v2.0")
+        raise BertkitError(
+            f"question {unanswerable!r} has no gold answer, which SQuAD v1.1 cannot score",
+            hint="score data with unanswerable questions as SQuAD v2.0",
+        )
     exact, f1_scores = _raw_scores(predictions, golds, list, f1_v1)
     return {"exact_match": _percent(exact, golds), "f1": _percent(f1_scores, golds)}
 
@@ -119,8 +121,13 @@ def squad_v2_scores(
     no_answer = [qid for qid, answers in golds.items() if not answers]
     for prefix, qids in (("HasAns", has_answer), ("NoAns", no_answer)):
         if qids:
-            result.update({f"{prefix}_exact": _percent(exact, qids), f"{prefix}_f1": _percent(f1_scores, qids),
-                           f"{prefix}_total": len(qids)})
+            result.update(
+                {
+                    f"{prefix}_exact": _percent(exact, qids),
+                    f"{prefix}_f1": _percent(f1_scores, qids),
+                    f"{prefix}_total": len(qids),
+                }
+            )
     if null_minus_best is not None:
         texts = best_texts if best_texts is not None else predictions
         for name, scorer in (("exact", exact_match), ("f1", f1)):
@@ -209,10 +216,10 @@ def _raw_scores(
 def _scorable_golds(answers: list[str]) -> list[str]:
     """Gold texts as evaluate-v2.0.py's ``get_raw_scores`` keeps them::
 
-        gold_answers = [a['text'] for a in qa['answers'] if normalize_answer(a['text'])]
-        if not gold_answers:
-          # For unanswerable questions, only correct answer is empty string
-          gold_answers = ['']
+    gold_answers = [a['text'] for a in qa['answers'] if normalize_answer(a['text'])]
+    if not gold_answers:
+      # For unanswerable questions, only correct answer is empty string
+      gold_answers = ['']
     """
     return [a for a in answers if normalize_answer(a)] or [""]
 
@@ -229,5 +236,6 @@ def _just_below(value: float) -> float:
 
 def _check_golds(golds: dict[str, list[str]]) -> None:
     if not golds:
-        raise BertkitError("there are no gold answers to score against",
-                           hint="check that the evaluation split is not empty")
+        raise BertkitError(
+            "there are no gold answers to score against", hint="check that the evaluation split is not empty"
+        )

@@ -11,9 +11,7 @@ from bertkit.decoding.tags import input_scheme, iob1_to_iob2, repair_bio, tags_a
 _SUMMARY_ROWS = ("micro avg", "macro avg", "weighted avg")
 
 
-def tagging_scores(
-    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], strict: bool = False
-) -> dict:
+def tagging_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], strict: bool = False) -> dict:
     """Score predicted BIO tags against gold tags, one list of tags per sentence.
 
     Returns ``{"precision", "recall", "f1", "token_accuracy", "per_type"}``, where the first
@@ -97,9 +95,7 @@ def _check_aligned(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
         raise ValueError("no sentences to score")
     for index, (gold_tags, pred_tags) in enumerate(zip(gold, pred)):
         if len(gold_tags) != len(pred_tags):
-            raise ValueError(
-                f"sentence {index}: {len(gold_tags)} gold tags but {len(pred_tags)} predicted"
-            )
+            raise ValueError(f"sentence {index}: {len(gold_tags)} gold tags but {len(pred_tags)} predicted")
 
 
 def _tokens_tagged_right(gold_as_given: list[list[str]], pred: list[list[str]]) -> tuple[int, int]:

@@ -50,13 +50,17 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     output = output.expanduser().resolve()
     check_name_fits(output, len(staging_prefix(output)) - len(output.name) + 20, "--output")  # + "<pid>-<random>"
     if output == Path(output.anchor) or Path.cwd().resolve().is_relative_to(output):
-        raise BertkitError(f"--output {output} is the current directory or one of its parents",
-                           "name a new directory, e.g. runs/my-model")
+        raise BertkitError(
+            f"--output {output} is the current directory or one of its parents",
+            "name a new directory, e.g. runs/my-model",
+        )
     if output.exists() and not output.is_dir():
         raise BertkitError(f"--output {output} is a file", "choose a directory path")
     if is_mount_point(output):  # a volume or mount: the finished model cannot be renamed into its place
-        raise BertkitError(f"--output {output} is a mount point, which a model directory cannot replace",
-                           f"choose a directory inside it, e.g. {output / 'model'}")
+        raise BertkitError(
+            f"--output {output} is a mount point, which a model directory cannot replace",
+            f"choose a directory inside it, e.g. {output / 'model'}",
+        )
     existing = _nearest_existing(output.parent)
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
@@ -64,8 +68,9 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     clean_stale(output)
     if output.is_dir() and any(output.iterdir()):
         if not overwrite:
-            raise BertkitError(f"--output {output} exists and is not empty",
-                               "choose a new directory or pass --overwrite")
+            raise BertkitError(
+                f"--output {output} exists and is not empty", "choose a new directory or pass --overwrite"
+            )
         check_replaceable(output)
 
 
@@ -86,8 +91,10 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     if target.exists() and not os.access(target, os.W_OK):
         raise BertkitError(f"{flag} {path} is not writable", "choose another file or fix its permissions")
     if is_model_file(target):
-        raise BertkitError(f"{flag} {path} is a file of the model in {target.parent}, which writing would damage",
-                           "write the results elsewhere, or under another name")
+        raise BertkitError(
+            f"{flag} {path} is a file of the model in {target.parent}, which writing would damage",
+            "write the results elsewhere, or under another name",
+        )
     return target
 
 
@@ -111,11 +118,14 @@ def check_inputs_kept(output: Path, *inputs, flag: str = "--output") -> None:
         path = Path(path).expanduser().resolve()
         if path == output:
             kind = "model directory" if path.is_dir() else "file"
-            raise BertkitError(f"{flag} {output} is the input {kind} {path}, which writing it would destroy",
-                               f"choose another {flag}")
+            raise BertkitError(
+                f"{flag} {output} is the input {kind} {path}, which writing it would destroy", f"choose another {flag}"
+            )
         if path.is_relative_to(output):
-            raise BertkitError(f"the input {path} is inside {flag} {output}, which this command would replace",
-                               f"choose an {flag} directory outside the input's directory")
+            raise BertkitError(
+                f"the input {path} is inside {flag} {output}, which this command would replace",
+                f"choose an {flag} directory outside the input's directory",
+            )
 
 
 def is_mount_point(path: Path) -> bool:
@@ -125,8 +135,11 @@ def is_mount_point(path: Path) -> bool:
         return True
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as table:
-            points = {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])  # \040: space
-                      for line in table if line.count(" ") > 4}
+            points = {
+                re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])  # \040: space
+                for line in table
+                if line.count(" ") > 4
+            }
     except OSError:
         return False
     return str(path) in points
@@ -144,9 +157,12 @@ def check_name_fits(target: Path, extra: int, flag: str) -> None:
     lengths = [len(name.encode()) for name in names[:-1]] + [len(target.name.encode()) + extra]
     if max(lengths) > limit:
         longest = max(names, key=len)
-        raise BertkitError(f"{flag} {str(target)[:60]}...: the name {longest[:20]}... is too long for the file system "
-                           f"({len(longest.encode())} bytes; names may have {limit} here, {limit - extra} for this "
-                           "output's own)", "choose a shorter name")
+        raise BertkitError(
+            f"{flag} {str(target)[:60]}...: the name {longest[:20]}... is too long for the file system "
+            f"({len(longest.encode())} bytes; names may have {limit} here, {limit - extra} for this "
+            "output's own)",
+            "choose a shorter name",
+        )
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -160,8 +176,9 @@ def probe_writable(directory: Path, what: str) -> None:
     try:
         Path(tempfile.mkdtemp(prefix=".bertkit-probe-", dir=directory)).rmdir()
     except OSError as exc:
-        raise BertkitError(f"{what}: cannot write in {directory} ({exc.strerror or type(exc).__name__})",
-                           "choose a writable location") from exc
+        raise BertkitError(
+            f"{what}: cannot write in {directory} ({exc.strerror or type(exc).__name__})", "choose a writable location"
+        ) from exc
 
 
 def clean_stale(output: Path, marker: str = META_FILE) -> None:
@@ -176,7 +193,7 @@ def clean_stale(output: Path, marker: str = META_FILE) -> None:
         return
     prefix = staging_prefix(output)
     for sibling in parent.iterdir():
-        if sibling.name.startswith(prefix) and sibling.is_dir() and not _owner_alive(sibling.name[len(prefix):]):
+        if sibling.name.startswith(prefix) and sibling.is_dir() and not _owner_alive(sibling.name[len(prefix) :]):
             shutil.rmtree(sibling, ignore_errors=True)
     trash = trash_dir(output)
     try:
@@ -253,8 +270,11 @@ def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSErro
         stats = os.statvfs(directory)
     except OSError:
         return None
-    if "os error 28" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC \
-            or stats.f_bavail * stats.f_frsize < (1 << 20):
+    if (
+        "os error 28" in str(exc)
+        or getattr(exc, "errno", None) == errno.ENOSPC
+        or stats.f_bavail * stats.f_frsize < (1 << 20)
+    ):
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
     return None
 

@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-
 from bertkit.model_dir.files import META_FILE, write_json
 
 SCHEMA = 2
 KINDS = ("finetune", "probe", "pretrain")
 DATA_KEYS = ("name", "train", "data_dir", "eval", "eval_file", "train_examples", "eval_examples")
+
 
 @dataclass
 class ModelMeta:
@@ -46,27 +46,66 @@ class ModelMeta:
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
             raise ValueError(f"bertkit.json: kind {self.kind!r}, data keys {sorted(self.data)}: use data_record()")
-        record = {"schema": SCHEMA, "bertkit_version": bertkit_version(), **asdict(self),
-                  "data": {key: self.data[key] for key in DATA_KEYS}, "versions": library_versions()}
+        record = {
+            "schema": SCHEMA,
+            "bertkit_version": bertkit_version(),
+            **asdict(self),
+            "data": {key: self.data[key] for key in DATA_KEYS},
+            "versions": library_versions(),
+        }
         if self.runtime is not None:  # the passing load notice is for the console, not the record
             record["runtime"] = {k: v for k, v in self.runtime.items() if k != "notice"}
         return {key: record[key] for key in META_KEYS}
 
 
-META_KEYS = ("schema", "kind", "bertkit_version", "task", "base_model", "data", "config", "metrics", "best_epoch",
-             "best_step", "resumed_from", "history", "throughput", "preprocessing", "stopped_early", "runtime",
-             "versions", "eval_details", "before", "probe", "pretraining", "seeds", "tune",
-             "folds")
+META_KEYS = (
+    "schema",
+    "kind",
+    "bertkit_version",
+    "task",
+    "base_model",
+    "data",
+    "config",
+    "metrics",
+    "best_epoch",
+    "best_step",
+    "resumed_from",
+    "history",
+    "throughput",
+    "preprocessing",
+    "stopped_early",
+    "runtime",
+    "versions",
+    "eval_details",
+    "before",
+    "probe",
+    "pretraining",
+    "seeds",
+    "tune",
+    "folds",
+)
 
 
-def data_record(train_source, eval_source, train_examples: int, eval_examples: int, name: str | None = None,
-                data_dir=None, eval_description: str | None = None) -> dict:
+def data_record(
+    train_source,
+    eval_source,
+    train_examples: int,
+    eval_examples: int,
+    name: str | None = None,
+    data_dir=None,
+    eval_description: str | None = None,
+) -> dict:
     """The ``data`` section from the registry's sources (``.description``, ``.path``)."""
-    return {"name": name, "train": train_source.description, "data_dir": str(data_dir) if data_dir else None,
-            "eval": eval_description or (eval_source.description if eval_source else None),
-            # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
-            "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
-            "train_examples": train_examples, "eval_examples": eval_examples}
+    return {
+        "name": name,
+        "train": train_source.description,
+        "data_dir": str(data_dir) if data_dir else None,
+        "eval": eval_description or (eval_source.description if eval_source else None),
+        # absolute, so that `bertkit eval DIR` finds a file-based eval set from any directory
+        "eval_file": str(eval_source.path.resolve()) if eval_source and eval_source.path else None,
+        "train_examples": train_examples,
+        "eval_examples": eval_examples,
+    }
 
 
 def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta) -> dict:
@@ -87,12 +126,16 @@ def load_meta(model_dir: str) -> dict:
         raise BertkitError(f"model directory not found: {model_dir}", "pass the --output of `bertkit finetune`")
     meta_path = path / META_FILE
     if not meta_path.is_file():
-        raise BertkitError(f"{model_dir} is not a bertkit model (no {META_FILE})", "pass the --output of `bertkit finetune`")
+        raise BertkitError(
+            f"{model_dir} is not a bertkit model (no {META_FILE})", "pass the --output of `bertkit finetune`"
+        )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except OSError as exc:  # say why: a file that is there but cannot be read is not "missing"
-        raise BertkitError(f"{meta_path} cannot be read ({exc.strerror or exc})",
-                           "make it readable for this user (chmod a+r), or run as its owner") from exc
+        raise BertkitError(
+            f"{meta_path} cannot be read ({exc.strerror or exc})",
+            "make it readable for this user (chmod a+r), or run as its owner",
+        ) from exc
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         what = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
         raise BertkitError(f"{meta_path} is corrupt ({what})", BROKEN_META_HINT) from exc
@@ -111,11 +154,24 @@ def _check_labels(task: dict, where) -> None:
 
 BROKEN_META_HINT = "restore the file from a copy, or fine-tune the model again"
 REQUIRED = {1: ("task",), 2: ("schema", "kind", "task", "base_model", "data", "config")}  # per schema version
-SECTION_TYPES = {"task": dict, "base_model": (str, type(None)), "data": dict, "config": dict, "metrics": dict,
-                 "history": list, "throughput": dict, "preprocessing": (dict, type(None)),
-                 "runtime": (dict, type(None)), "eval_details": (dict, type(None)), "before": (dict, type(None)),
-                 "probe": (dict, type(None)), "pretraining": (dict, type(None)), "seeds": (dict, type(None)),
-                 "tune": (dict, type(None)), "folds": (dict, type(None))}
+SECTION_TYPES = {
+    "task": dict,
+    "base_model": (str, type(None)),
+    "data": dict,
+    "config": dict,
+    "metrics": dict,
+    "history": list,
+    "throughput": dict,
+    "preprocessing": (dict, type(None)),
+    "runtime": (dict, type(None)),
+    "eval_details": (dict, type(None)),
+    "before": (dict, type(None)),
+    "probe": (dict, type(None)),
+    "pretraining": (dict, type(None)),
+    "seeds": (dict, type(None)),
+    "tune": (dict, type(None)),
+    "folds": (dict, type(None)),
+}
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
@@ -125,12 +181,15 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
         raise BertkitError(f"{where} is corrupt ({_json_type(meta)}, not a JSON object)", BROKEN_META_HINT)
     version = meta.get("schema", 1)
     if version not in range(1, SCHEMA + 1) or isinstance(version, bool):
-        raise BertkitError(f"{where} has schema {version!r}; this bertkit reads schema 1 to {SCHEMA}",
-                           "upgrade bertkit (pip install -U bertkit)")
+        raise BertkitError(
+            f"{where} has schema {version!r}; this bertkit reads schema 1 to {SCHEMA}",
+            "upgrade bertkit (pip install -U bertkit)",
+        )
     missing = [key for key in REQUIRED[version] if key not in meta]
     if missing:
-        raise BertkitError(f"{where} is corrupt (schema {version} requires {', '.join(map(repr, missing))})",
-                           BROKEN_META_HINT)
+        raise BertkitError(
+            f"{where} is corrupt (schema {version} requires {', '.join(map(repr, missing))})", BROKEN_META_HINT
+        )
     _check_task_section(meta["task"], where)
     if version == SCHEMA:
         later = {key: meta.get(key) for key in ("seeds", "tune", "folds")}  # sections added later: null if absent
@@ -140,9 +199,13 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
         if old in data:  # version 1 of pretrain counted documents under their own names
             data.setdefault(new, data.pop(old))
     kind = "probe" if meta.get("probe") else "pretrain" if meta.get("pretraining") else "finetune"
-    upgraded = {**meta, "schema": SCHEMA, "kind": kind, **{spec.name: meta.get(spec.name, _empty(spec))
-                                                          for spec in fields(ModelMeta) if spec.name != "kind"},
-                "data": {**dict.fromkeys(DATA_KEYS), **data}}
+    upgraded = {
+        **meta,
+        "schema": SCHEMA,
+        "kind": kind,
+        **{spec.name: meta.get(spec.name, _empty(spec)) for spec in fields(ModelMeta) if spec.name != "kind"},
+        "data": {**dict.fromkeys(DATA_KEYS), **data},
+    }
     # the schema's order first; keys no longer written stay readable after it
     return _checked({**{key: upgraded.get(key) for key in META_KEYS}, **upgraded}, where)
 
@@ -187,7 +250,8 @@ def _json_type(value) -> str:
     if isinstance(value, bool):
         return "true/false"
     return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), "null")
+        type(value), "null"
+    )
 
 
 def _empty(spec):
@@ -227,12 +291,14 @@ def recorded_eval_data(meta: dict) -> str:
         return recorded["name"]
     eval_file = recorded.get("eval_file") or recorded.get("eval")  # older models recorded only "eval"
     if not eval_file:
-        raise BertkitError("this model was trained on a file without evaluation data, so there is nothing "
-                           "recorded to evaluate on", "pass --data FILE")
+        raise BertkitError(
+            "this model was trained on a file without evaluation data, so there is nothing recorded to evaluate on",
+            "pass --data FILE",
+        )
     if not recorded.get("eval_file") and not Path(eval_file).is_file():  # "eval" is a description, no file
-        raise BertkitError(f"this model was evaluated on {eval_file}, which is not a file to evaluate on again",
-                           "pass --data FILE")
+        raise BertkitError(
+            f"this model was evaluated on {eval_file}, which is not a file to evaluate on again", "pass --data FILE"
+        )
     if not Path(eval_file).is_file():
-        raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}",
-                           "pass --data FILE")
+        raise BertkitError(f"the evaluation file recorded at training time is gone: {eval_file}", "pass --data FILE")
     return eval_file

@@ -21,11 +21,34 @@ CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z"
 # pretrain (bertkit.json, config.yaml, history, results, figures, report, oof predictions, the
 # probe head), eval (eval-*.json and their predictions), export (onnx/, openvino/), and what
 # save_pretrained writes for the model and its tokenizer (names vary with the tokenizer).
-OURS = (META_FILE, "config.yaml", "history.jsonl", "results.json", "report.html", "figures",
-        "oof-predictions.jsonl", "probe_head.safetensors", "eval-*", "predictions-*.jsonl", "onnx", "openvino", NEW_CARD_FILE,
-        "config.json", "generation_config.json", "model.safetensors", "model-*.safetensors",
-        "model.safetensors.index.json", "pytorch_model.bin", "tokenizer*", "vocab*", "merges.txt",
-        "special_tokens_map.json", "added_tokens.json", "*.model", "chat_template*")
+OURS = (
+    META_FILE,
+    "config.yaml",
+    "history.jsonl",
+    "results.json",
+    "report.html",
+    "figures",
+    "oof-predictions.jsonl",
+    "probe_head.safetensors",
+    "eval-*",
+    "predictions-*.jsonl",
+    "onnx",
+    "openvino",
+    NEW_CARD_FILE,
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "tokenizer*",
+    "vocab*",
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "*.model",
+    "chat_template*",
+)
 
 
 # Of those, what makes the model and its record: a result file written over one damages the model
@@ -39,7 +62,7 @@ def is_model_file(path: Path) -> bool:
 
 
 def card_state(path: Path) -> str:
-    """"ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
+    """ "ours" (absent, or bertkit's card unchanged), "edited" (bertkit's, changed since) or
     "unsigned" (the user's own, or a card from a bertkit version before the signature)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -50,7 +73,7 @@ def card_state(path: Path) -> str:
     mark = CARD_MARK.search(text)
     if mark is None:
         return "unsigned"
-    return "ours" if hashlib.sha256(text[:mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
+    return "ours" if hashlib.sha256(text[: mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
 
 
 def foreign_files(directory: Path) -> list[str]:
@@ -70,10 +93,15 @@ def check_replaceable(output: Path) -> None:
     """--overwrite replaces a bertkit model directory, and only one holding nothing but bertkit's files."""
     if not (output / META_FILE).is_file():
         found = ", ".join(sorted(p.name for p in output.iterdir())[:3])
-        raise BertkitError(f"--output {output} holds files bertkit did not write ({found}, ...); --overwrite "
-                           f"replaces only a bertkit model directory", "choose a new directory for the model")
+        raise BertkitError(
+            f"--output {output} holds files bertkit did not write ({found}, ...); --overwrite "
+            f"replaces only a bertkit model directory",
+            "choose a new directory for the model",
+        )
     foreign = foreign_files(output)
     if foreign:  # the user's own files added to a model directory: replacing it would delete them
-        raise BertkitError(f"--output {output} holds files bertkit did not write ({', '.join(foreign[:3])}"
-                           f"{', ...' if len(foreign) > 3 else ''}), which --overwrite would delete",
-                           f"move them out of {output} first, or choose a new directory for the model")
+        raise BertkitError(
+            f"--output {output} holds files bertkit did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}), which --overwrite would delete",
+            f"move them out of {output} first, or choose a new directory for the model",
+        )

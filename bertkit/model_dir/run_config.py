@@ -14,7 +14,9 @@ from bertkit.errors import BertkitError
 RUN_CONFIG_FILE = "config.yaml"
 # actions of one invocation, not settings of the run: never written, so a replay does not resume or replace
 ONE_SHOT = ("resume", "resume_from", "overwrite", "config", "keep_all")
-HINT = "a YAML/JSON mapping of option names to values, e.g. `task: cls`, `lr: 3e-5` (see `bertkit finetune TASK --help`)"
+HINT = (
+    "a YAML/JSON mapping of option names to values, e.g. `task: cls`, `lr: 3e-5` (see `bertkit finetune TASK --help`)"
+)
 
 
 def read_run_config(path: str) -> dict:
@@ -27,18 +29,22 @@ def read_run_config(path: str) -> dict:
     except FileNotFoundError:
         raise BertkitError(f"--config {path} does not exist", "check the path") from None
     except IsADirectoryError:
-        raise BertkitError(f"--config {path} is a directory", f"give the file, e.g. {Path(path) / RUN_CONFIG_FILE}") \
-            from None
+        raise BertkitError(
+            f"--config {path} is a directory", f"give the file, e.g. {Path(path) / RUN_CONFIG_FILE}"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BertkitError(f"--config {path} cannot be read ({getattr(exc, 'strerror', None) or exc})",
-                           "check the file's permissions and encoding (UTF-8)") from None
+        raise BertkitError(
+            f"--config {path} cannot be read ({getattr(exc, 'strerror', None) or exc})",
+            "check the file's permissions and encoding (UTF-8)",
+        ) from None
     try:
         values = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BertkitError(f"--config {path} is not valid YAML{where} ({getattr(exc, 'problem', None) or exc})",
-                           HINT) from None
+        raise BertkitError(
+            f"--config {path} is not valid YAML{where} ({getattr(exc, 'problem', None) or exc})", HINT
+        ) from None
     if values is None:
         values = {}
     if not isinstance(values, dict):
@@ -49,8 +55,10 @@ def read_run_config(path: str) -> dict:
         if name in options:
             raise BertkitError(f"--config {path} sets {name!r} twice", "keep one of them")
         if isinstance(value, (dict, list)):
-            raise BertkitError(f"--config {path}: {key} is a {type(value).__name__}; options take one value",
-                               "write it as the command line would, e.g. `seeds: 42,43,44`")
+            raise BertkitError(
+                f"--config {path}: {key} is a {type(value).__name__}; options take one value",
+                "write it as the command line would, e.g. `seeds: 42,43,44`",
+            )
         options[name] = value
     return options
 
@@ -62,8 +70,10 @@ def write_run_config(directory: Path, values: dict) -> Path:
     from bertkit.model_dir.files import write_text
 
     kept = {k: v for k, v in values.items() if k not in ONE_SHOT}
-    header = ("# The resolved options of this run: `bertkit finetune --config THIS_FILE --output NEW_DIR` runs it\n"
-              "# again (flags on the command line override these values).\n")
+    header = (
+        "# The resolved options of this run: `bertkit finetune --config THIS_FILE --output NEW_DIR` runs it\n"
+        "# again (flags on the command line override these values).\n"
+    )
     target = directory / RUN_CONFIG_FILE
     write_text(target, header + yaml.safe_dump(kept, sort_keys=False, allow_unicode=True))
     return target

@@ -61,5 +61,8 @@ class Collator:
     def _kinds(self, first: dict) -> dict[str, str]:
         if self.targets is not None:
             return {key: kind for key, kind in self.targets.items() if key in first}
-        return {key: TOKEN_CLASS if isinstance(first[key], list) else CLASS
-                for key in MODEL_KEYS if key not in INPUT_KEYS and key in first}
+        return {
+            key: TOKEN_CLASS if isinstance(first[key], list) else CLASS
+            for key in MODEL_KEYS
+            if key not in INPUT_KEYS and key in first
+        }

@@ -31,14 +31,16 @@ class EmbeddingNetwork(nn.Module):
         self.encoder, self.pooling, self.per_token = encoder, pooling, per_token
         if pooling.mode == "cls" and not per_token:
             # Only [CLS] of the last layer is read: the same exact shortcut predict uses for classifiers.
-            first_token_only_last_layer(types.SimpleNamespace(config=encoder.config, base_model_prefix="model",
-                                                              model=encoder))
+            first_token_only_last_layer(
+                types.SimpleNamespace(config=encoder.config, base_model_prefix="model", model=encoder)
+            )
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         wants_all = self.pooling.needs_hidden_states
-        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=wants_all,
-                               **extra)
+        outputs = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=wants_all, **extra
+        )
         hidden = outputs.hidden_states if wants_all else (outputs.last_hidden_state,)
         if self.per_token:
             return {OUTPUT: token_vectors(hidden, self.pooling)}
@@ -52,8 +54,9 @@ def check_encoder(model_ref: str, display_name: str, pooling: Pooling, max_lengt
     try:
         config = AutoConfig.from_pretrained(model_ref)
     except (OSError, ValueError) as exc:
-        raise BertkitError(f"--model {display_name}: its config could not be read ({type(exc).__name__})",
-                           OFFLINE_HINT) from exc
+        raise BertkitError(
+            f"--model {display_name}: its config could not be read ({type(exc).__name__})", OFFLINE_HINT
+        ) from exc
     pooling.check_layers(config.num_hidden_layers)
     choose_max_length(max_length, max_length, config, display_name)  # the one position-limit check
 
@@ -66,8 +69,11 @@ def load_encoder(model_ref: str, display_name: str, **kwargs):
 def check_stride(tokenizer, max_length: int, stride: int, pair: bool) -> None:
     room = max_length - tokenizer.num_special_tokens_to_add(pair=pair)
     if room < 2 or not 0 <= stride < room:
-        raise BertkitError(f"--stride {stride} must be at least 0 and below the {room} text tokens a window of "
-                           f"--max-length {max_length} holds", "lower --stride or raise --max-length")
+        raise BertkitError(
+            f"--stride {stride} must be at least 0 and below the {room} text tokens a window of "
+            f"--max-length {max_length} holds",
+            "lower --stride or raise --max-length",
+        )
 
 
 def row_features(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int, stride: int) -> list[dict]:
@@ -79,10 +85,19 @@ def row_features(tokenizer, texts: list[str], pairs: list[str] | None, max_lengt
         firsts = tokenizer(texts, add_special_tokens=False)["input_ids"]
         long = [i + 1 for i, ids in enumerate(firsts) if len(ids) >= room]
         if long:
-            raise BertkitError(f"the first text of row(s) {', '.join(map(str, long[:5]))} leaves no room for the "
-                               f"second within --max-length {max_length}", "raise --max-length or shorten them")
-    encoded = tokenizer(texts, pairs, truncation="only_second" if pairs is not None else True, max_length=max_length,
-                        stride=stride, return_overflowing_tokens=True)
+            raise BertkitError(
+                f"the first text of row(s) {', '.join(map(str, long[:5]))} leaves no room for the "
+                f"second within --max-length {max_length}",
+                "raise --max-length or shorten them",
+            )
+    encoded = tokenizer(
+        texts,
+        pairs,
+        truncation="only_second" if pairs is not None else True,
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+    )
     mapping = encoded["overflow_to_sample_mapping"]
     features = []
     for i, ids in enumerate(encoded["input_ids"]):
@@ -109,8 +124,9 @@ def word_features(tokenizer, sentences: list[list[str]], max_length: int) -> tup
 
 def run(engine, network: EmbeddingNetwork, features: list[dict], batch_size: int, pad_token_id: int) -> list:
     """Per-feature vectors (numpy), in feature order."""
-    return engine.infer(network, features, batch_size, (OUTPUT,), network.per_token, pad_token_id,
-                        description="embed")[OUTPUT]
+    return engine.infer(network, features, batch_size, (OUTPUT,), network.per_token, pad_token_id, description="embed")[
+        OUTPUT
+    ]
 
 
 def rows_from_windows(features: list[dict], vectors: list, rows: int, pooling: Pooling) -> np.ndarray:
@@ -118,9 +134,14 @@ def rows_from_windows(features: list[dict], vectors: list, rows: int, pooling: P
     groups: list[list[int]] = [[] for _ in range(rows)]
     for index, feature in enumerate(features):
         groups[feature["example_index"]].append(index)
-    return np.stack([combine_windows(np.stack([vectors[i] for i in group]),
-                                     [len(features[i]["input_ids"]) for i in group], pooling)
-                     for group in groups]).astype(np.float32)
+    return np.stack(
+        [
+            combine_windows(
+                np.stack([vectors[i] for i in group]), [len(features[i]["input_ids"]) for i in group], pooling
+            )
+            for group in groups
+        ]
+    ).astype(np.float32)
 
 
 def words_from_windows(features: list[dict], vectors: list, sentences: list[list[str]]) -> list[np.ndarray]:

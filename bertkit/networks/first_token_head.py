@@ -40,7 +40,11 @@ def _first_token_layer_forward(self, hidden_states: torch.Tensor, attention_mask
     value = attention.value(hidden_states).view(batch, length, -1, head_size).transpose(1, 2)
     mask = attention_mask[:, :, :1, :] if attention_mask is not None and attention_mask.dim() == 4 else attention_mask
     context = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, dropout_p=attention.dropout.p if self.training else 0.0,
+        query,
+        key,
+        value,
+        attn_mask=mask,
+        dropout_p=attention.dropout.p if self.training else 0.0,
         scale=attention.scaling,
     )
     context = context.transpose(1, 2).reshape(batch, 1, -1)

@@ -99,8 +99,10 @@ def evaluation_loss(outputs, batch: dict, targets: dict):
     compute it. No class weights: the same number for `bertkit eval` as for the evaluations during
     training."""
     if "start_positions" in targets:
-        return (F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"]) +
-                F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])) / 2
+        return (
+            F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"])
+            + F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])
+        ) / 2
     return target_loss(outputs["logits"].float(), batch["labels"], targets["labels"])
 
 

@@ -46,21 +46,30 @@ class VocabTables:
     @classmethod
     def from_tokenizer(cls, tokenizer, whole_word: bool = False) -> "VocabTables":
         if tokenizer.mask_token_id is None:
-            raise BertkitError("this tokenizer has no mask token, so it cannot do masked-LM training",
-                               "use a BERT-family (masked LM) checkpoint")
+            raise BertkitError(
+                "this tokenizer has no mask token, so it cannot do masked-LM training",
+                "use a BERT-family (masked LM) checkpoint",
+            )
         size = len(tokenizer)
         special = torch.zeros(size, dtype=torch.bool)
         special[torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)] = True
         pieces = tokenizer.convert_ids_to_tokens(list(range(size)))
         continuation = torch.tensor([str(piece).startswith("##") for piece in pieces], dtype=torch.bool)
         if whole_word and not continuation.any():
-            raise BertkitError("--whole-word-masking needs a WordPiece vocabulary (## continuation pieces)",
-                               "leave out --whole-word-masking for this tokenizer")
+            raise BertkitError(
+                "--whole-word-masking needs a WordPiece vocabulary (## continuation pieces)",
+                "leave out --whole-word-masking for this tokenizer",
+            )
         return cls(special, continuation, torch.nonzero(~special).flatten(), int(tokenizer.mask_token_id))
 
 
-def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, rule: MaskRule, tables: VocabTables,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    rule: MaskRule,
+    tables: VocabTables,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(masked input ids, labels): labels hold the original id at chosen positions, -100 elsewhere.
     CPU tensors; the generator's draws depend only on the batch shape, never on the ids."""
     ids = input_ids
@@ -96,8 +105,9 @@ class MaskingCollator:
 
     def __call__(self, features: list[dict]) -> dict:
         batch = self.pad(features)
-        batch["input_ids"], batch["labels"] = mask_tokens(batch["input_ids"], batch["attention_mask"], self.rule,
-                                                          self.tables, self.generator)
+        batch["input_ids"], batch["labels"] = mask_tokens(
+            batch["input_ids"], batch["attention_mask"], self.rule, self.tables, self.generator
+        )
         return batch
 
 
@@ -142,8 +152,9 @@ class MaskedLMScorer(nn.Module):
         for row, length in enumerate(attention_mask.sum(1).tolist()):
             ids = input_ids[row, :length].cpu()
             generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes()) ^ self.seed)
-            row_masked, row_labels = mask_tokens(ids[None], torch.ones(1, length, dtype=torch.long), self.rule,
-                                                 self.tables, generator)
+            row_masked, row_labels = mask_tokens(
+                ids[None], torch.ones(1, length, dtype=torch.long), self.rule, self.tables, generator
+            )
             masked[row, :length] = row_masked[0].to(masked.device)
             labels[row, :length] = row_labels[0].to(labels.device)
         selected = labels != IGNORE
@@ -172,4 +183,3 @@ def carry_base_pooler(masked_lm, model_ref: str, display_name: str) -> str:
         return "none in the base model"
     base.pooler = pooler.to(next(masked_lm.parameters()).device)
     return "kept from the base model (not trained: no NSP)"
-

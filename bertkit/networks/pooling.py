@@ -42,11 +42,16 @@ class Pooling:
     def check_layers(self, num_layers: int) -> None:
         """Fail before any inference when the model has too few layers for this mode."""
         if self.mode.startswith("last4") and num_layers < 3:
-            raise BertkitError(f"--pooling {self.name} needs hidden states of 4 layers; the model has "
-                               f"{num_layers} layer(s) plus embeddings", "use layer:N, mean, max or cls")
+            raise BertkitError(
+                f"--pooling {self.name} needs hidden states of 4 layers; the model has "
+                f"{num_layers} layer(s) plus embeddings",
+                "use layer:N, mean, max or cls",
+            )
         if self.mode == "layer" and not -(num_layers + 1) <= self.layer <= num_layers:
-            raise BertkitError(f"--pooling {self.name}: the model has layers 0..{num_layers} (0 = embeddings)",
-                               f"use layer:0 .. layer:{num_layers}, or layer:-1 for the last")
+            raise BertkitError(
+                f"--pooling {self.name}: the model has layers 0..{num_layers} (0 = embeddings)",
+                f"use layer:0 .. layer:{num_layers}, or layer:-1 for the last",
+            )
 
 
 def parse_pooling(text: str | None, per_word: bool = False) -> Pooling:
@@ -60,8 +65,10 @@ def parse_pooling(text: str | None, per_word: bool = False) -> Pooling:
     else:
         raise BertkitError(f"unknown --pooling {text!r}", f"use one of {', '.join(MODES)} (e.g. layer:0)")
     if per_word and pooling.mode in TOKEN_POOLS:
-        raise BertkitError(f"--pooling {pooling.name} makes one vector per row, not per word",
-                           "with --per-word use layer:N, last4-concat or last4-sum (default: the last layer)")
+        raise BertkitError(
+            f"--pooling {pooling.name} makes one vector per row, not per word",
+            "with --per-word use layer:N, last4-concat or last4-sum (default: the last layer)",
+        )
     return pooling
 
 

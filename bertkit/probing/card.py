@@ -11,11 +11,14 @@ from bertkit.tasks.base import CardText
 # A row's vector from the encoder's hidden states, as bertkit.networks.pooling computes it for each
 # --pooling mode ("mask" is the attention mask, shaped to broadcast over the hidden size).
 _MEAN_OF = "({} * mask).sum(1) / mask.sum(1)"
-POOLING_CODE = {"cls": "hidden[-1][:, 0]", "mean": _MEAN_OF.format("hidden[-1]"),
-                "max": 'hidden[-1].masked_fill(mask == 0, float("-inf")).amax(1)',
-                "last4-concat": _MEAN_OF.format("torch.cat(hidden[-4:], -1)"),
-                "last4-sum": _MEAN_OF.format("sum(hidden[-4:])")}
-PROBE_SNIPPET = '''import torch
+POOLING_CODE = {
+    "cls": "hidden[-1][:, 0]",
+    "mean": _MEAN_OF.format("hidden[-1]"),
+    "max": 'hidden[-1].masked_fill(mask == 0, float("-inf")).amax(1)',
+    "last4-concat": _MEAN_OF.format("torch.cat(hidden[-4:], -1)"),
+    "last4-sum": _MEAN_OF.format("sum(hidden[-4:])"),
+}
+PROBE_SNIPPET = """import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
@@ -31,7 +34,7 @@ with torch.no_grad():
 mask = inputs["attention_mask"][..., None]
 vector = POOLED  # POOLING pooling, as at training time
 probabilities = (vector @ head["weight"].T + head["bias"]).softmax(-1)[0]
-print(labels[int(probabilities.argmax())], dict(zip(labels, probabilities.tolist())))'''
+print(labels[int(probabilities.argmax())], dict(zip(labels, probabilities.tolist())))"""
 
 
 def card_text(probe_meta: dict, task_text: CardText) -> CardText:
@@ -41,9 +44,16 @@ def card_text(probe_meta: dict, task_text: CardText) -> CardText:
     name = str(probe_meta.get("pooling") or "mean")
     layer = name.partition("layer:")[2]
     pooled = POOLING_CODE.get(name) or _MEAN_OF.format(f"hidden[{int(layer)}]")
-    snippet = (PROBE_SNIPPET.replace("INPUTS", ", ".join(f"${field}" for field in task_text.example))
-               .replace("POOLED", pooled).replace("POOLING", name)
-               .replace("HEAD", str(probe_meta.get("head") or PROBE_HEAD_FILE)))
-    return replace(task_text, pipeline=False, snippet=snippet,
-                   does=f"{task_text.does} with a logistic-regression probe (fitted by `bertkit probe`) on "
-                        f"frozen `{name}`-pooled vectors of its base model")
+    snippet = (
+        PROBE_SNIPPET.replace("INPUTS", ", ".join(f"${field}" for field in task_text.example))
+        .replace("POOLED", pooled)
+        .replace("POOLING", name)
+        .replace("HEAD", str(probe_meta.get("head") or PROBE_HEAD_FILE))
+    )
+    return replace(
+        task_text,
+        pipeline=False,
+        snippet=snippet,
+        does=f"{task_text.does} with a logistic-regression probe (fitted by `bertkit probe`) on "
+        f"frozen `{name}`-pooled vectors of its base model",
+    )

@@ -26,8 +26,9 @@ def fit_head(features: np.ndarray, labels: np.ndarray, num_labels: int, holdout:
     mean, std = features.mean(0), features.std(0)
     std[std < 1e-12] = 1.0  # a constant dimension carries nothing; keep it from dividing by zero
     scaled = (features - mean) / std
-    fit_rows, held_rows = train_test_split(np.arange(len(labels)), test_size=holdout, stratify=labels,
-                                           random_state=seed)
+    fit_rows, held_rows = train_test_split(
+        np.arange(len(labels)), test_size=holdout, stratify=labels, random_state=seed
+    )
     search, best_c, best_score = [], None, -math.inf
     for c in C_GRID:
         classifier = _fit(LogisticRegression, c, scaled[fit_rows], labels[fit_rows])
@@ -72,6 +73,9 @@ def check_holdout(labels: np.ndarray, holdout: float, names: list) -> None:
     held = math.ceil(holdout * len(labels))
     if counts.min() < 2 or held < len(names) or len(labels) - held < len(names):
         rare = names[int(counts.argmin())]
-        raise BertkitError(f"too few training rows to hold out {holdout:.0%} for choosing C ({len(labels)} rows, "
-                           f"label {rare!r} has {counts.min()})", "give at least 2 rows per label and enough rows "
-                           "that the held-out part has one per label, or change --holdout")
+        raise BertkitError(
+            f"too few training rows to hold out {holdout:.0%} for choosing C ({len(labels)} rows, "
+            f"label {rare!r} has {counts.min()})",
+            "give at least 2 rows per label and enough rows "
+            "that the held-out part has one per label, or change --holdout",
+        )

@@ -26,8 +26,15 @@ import numpy as np
 
 from bertkit.data import registry
 from bertkit.errors import BertkitError
-from bertkit.model_dir import (PROBE_HEAD_FILE, ModelMeta, check_inputs_kept, check_output_dir, data_record,
-                               save_model_dir, staged_output)
+from bertkit.model_dir import (
+    PROBE_HEAD_FILE,
+    ModelMeta,
+    check_inputs_kept,
+    check_output_dir,
+    data_record,
+    save_model_dir,
+    staged_output,
+)
 from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.options import INFERENCE_BATCH, check_batch_size, check_max_length
 from bertkit.probing.classifier import check_holdout, fit_head
@@ -113,14 +120,43 @@ class Head:
     fit_seconds: float
 
 
-def probe(task: str, data: str, output: str, model: str = DEFAULT_MODEL, eval_data: str | None = None,
-          data_dir: str | None = None, pooling: str | None = None, max_length: int | None = None,
-          batch_size: int = INFERENCE_BATCH, max_train_samples: int | None = None, max_eval_samples: int | None = None,
-          holdout: float = 0.1, seed: int = 42, precision: str = "auto", overwrite: bool = False,
-          task_options: dict | None = None) -> ProbeResult:
+def probe(
+    task: str,
+    data: str,
+    output: str,
+    model: str = DEFAULT_MODEL,
+    eval_data: str | None = None,
+    data_dir: str | None = None,
+    pooling: str | None = None,
+    max_length: int | None = None,
+    batch_size: int = INFERENCE_BATCH,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    holdout: float = 0.1,
+    seed: int = 42,
+    precision: str = "auto",
+    overwrite: bool = False,
+    task_options: dict | None = None,
+) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
-    args = ProbeArgs(task, data, output, model, eval_data, data_dir, pooling, max_length, batch_size,
-                     max_train_samples, max_eval_samples, holdout, seed, precision, overwrite, task_options)
+    args = ProbeArgs(
+        task,
+        data,
+        output,
+        model,
+        eval_data,
+        data_dir,
+        pooling,
+        max_length,
+        batch_size,
+        max_train_samples,
+        max_eval_samples,
+        holdout,
+        seed,
+        precision,
+        overwrite,
+        task_options,
+    )
     untrained, spec, output_path = check(args)
     read_data = read(args, untrained, output_path)
     adapter = read_data.task
@@ -137,12 +173,15 @@ def check(args: ProbeArgs):
 
     if not get_task_class(args.task).linear_probe:
         probed = [name for name in finetune_tasks() if get_task_class(name).linear_probe]
-        raise BertkitError(f"bertkit probe supports {', '.join(probed)}, not {args.task!r}",
-                           "token and span tasks need `bertkit finetune`")
+        raise BertkitError(
+            f"bertkit probe supports {', '.join(probed)}, not {args.task!r}",
+            "token and span tasks need `bertkit finetune`",
+        )
     spec = parse_pooling(args.pooling)
     if not 0 < args.holdout < 1:
-        raise BertkitError("--holdout must be between 0 and 1 (the share of training rows that chooses C)",
-                           "e.g. --holdout 0.1")
+        raise BertkitError(
+            "--holdout must be between 0 and 1 (the share of training rows that chooses C)", "e.g. --holdout 0.1"
+        )
     check_batch_size(args.batch_size, "bertkit probe")
     check_max_length(args.max_length, "bertkit probe")
     task_class = get_task_class(args.task)
@@ -157,14 +196,14 @@ def read(args: ProbeArgs, adapter, output_path: Path) -> ProbeData:
     train_source = registry.resolve(args.data, "train", args.data_dir, args.task)
     eval_source = registry.eval_source(args.data, args.eval_data, args.data_dir, args.task)
     check_inputs_kept(output_path, train_source, eval_source, args.model)
-    train_examples = adapter.read(train_source, TRAIN)[:args.max_train_samples or None]
+    train_examples = adapter.read(train_source, TRAIN)[: args.max_train_samples or None]
     adapter.check_probe_data(train_source, train_examples)
     adapter = adapter.with_learned(adapter.fit(train_examples))
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     check_holdout(labels, args.holdout, adapter.labels)
     eval_examples = []
     if eval_source is not None:
-        eval_examples = adapter.read(eval_source, EVAL)[:args.max_eval_samples or None]
+        eval_examples = adapter.read(eval_source, EVAL)[: args.max_eval_samples or None]
         adapter.check_eval_examples(eval_examples, eval_source)
     return ProbeData(adapter, train_source, eval_source, train_examples, eval_examples, labels)
 
@@ -178,8 +217,9 @@ def load(args: ProbeArgs, adapter, spec, read_data: ProbeData) -> Embedded:
     tokenizer = load_tokenizer(model_ref, args.model)
     embedding.check_encoder(model_ref, args.model, spec, adapter.max_length)
     train_features = adapter.preprocess(read_data.train_examples, tokenizer, train=False)
-    eval_features = (adapter.preprocess(read_data.eval_examples, tokenizer, train=False)
-                     if read_data.eval_examples else [])
+    eval_features = (
+        adapter.preprocess(read_data.eval_examples, tokenizer, train=False) if read_data.eval_examples else []
+    )
     engine = Engine(args.precision, seed=args.seed)
     encoder = embedding.load_encoder(model_ref, args.model)
     original = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
@@ -192,8 +232,9 @@ def embed(args: ProbeArgs, embedded: Embedded) -> Embedded:
     from bertkit.networks.embedding import run as run_network
 
     def vectors(features):
-        return np.stack(run_network(embedded.engine, embedded.network, features, args.batch_size,
-                                    embedded.tokenizer.pad_token_id))
+        return np.stack(
+            run_network(embedded.engine, embedded.network, features, args.batch_size, embedded.tokenizer.pad_token_id)
+        )
 
     started = time.perf_counter()
     embedded.x_train = vectors(embedded.train_features)
@@ -204,31 +245,48 @@ def embed(args: ProbeArgs, embedded: Embedded) -> Embedded:
 
 def run(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded) -> Head:
     """The head (C chosen by the task's main metric on the held-out rows) and its eval metrics."""
+
     def holdout_score(rows, probabilities) -> float:
         predictions = [{"probabilities": p, "truncated": False} for p in probabilities]  # as postprocess gives
         return adapter.metrics([read_data.train_examples[i] for i in rows], predictions)[adapter.main_metric]
 
     started = time.perf_counter()
-    weight, bias, best_c, search = fit_head(embedded.x_train, read_data.labels, len(adapter.labels), args.holdout,
-                                            args.seed, holdout_score)
+    weight, bias, best_c, search = fit_head(
+        embedded.x_train, read_data.labels, len(adapter.labels), args.holdout, args.seed, holdout_score
+    )
     fit_seconds = time.perf_counter() - started
     metrics = {}
     if embedded.x_eval is not None:
         outputs = {"logits": list(embedded.x_eval @ weight.T + bias)}
         predictions = adapter.postprocess(read_data.eval_examples, embedded.eval_features, outputs)
-        metrics = {k: (round(v, 6) if isinstance(v, float) else v)
-                   for k, v in adapter.metrics(read_data.eval_examples, predictions).items()}
+        metrics = {
+            k: (round(v, 6) if isinstance(v, float) else v)
+            for k, v in adapter.metrics(read_data.eval_examples, predictions).items()
+        }
     return Head(weight, bias, best_c, search, metrics, fit_seconds)
 
 
-def result_of(args: ProbeArgs, read_data: ProbeData, embedded: Embedded, head: Head, output_path: Path,
-              pooling: str) -> ProbeResult:
+def result_of(
+    args: ProbeArgs, read_data: ProbeData, embedded: Embedded, head: Head, output_path: Path, pooling: str
+) -> ProbeResult:
     rows = len(embedded.train_features) + len(embedded.eval_features)
-    seconds = {"embed_seconds": round(embedded.embed_seconds, 3), "fit_seconds": round(head.fit_seconds, 3),
-               "embedded_rows_per_s": round(rows / max(embedded.embed_seconds, 1e-9), 2)}
-    return ProbeResult(str(output_path), head.metrics, head.c, head.search, pooling, int(head.weight.shape[1]),
-                       len(read_data.train_examples), len(read_data.eval_examples), seconds,
-                       embedded.engine.runtime(args.precision))
+    seconds = {
+        "embed_seconds": round(embedded.embed_seconds, 3),
+        "fit_seconds": round(head.fit_seconds, 3),
+        "embedded_rows_per_s": round(rows / max(embedded.embed_seconds, 1e-9), 2),
+    }
+    return ProbeResult(
+        str(output_path),
+        head.metrics,
+        head.c,
+        head.search,
+        pooling,
+        int(head.weight.shape[1]),
+        len(read_data.train_examples),
+        len(read_data.eval_examples),
+        seconds,
+        embedded.engine.runtime(args.precision),
+    )
 
 
 def save(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded, head: Head, result: ProbeResult):
@@ -242,21 +300,48 @@ def save(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded, hea
             encoder = engine.unwrap(embedded.network).encoder.to(dtype)
             encoder.load_state_dict(embedded.original)
             save_model_dir(staging, encoder, embedded.tokenizer, meta_of(args, adapter, read_data, head, result))
-            save_file({"weight": head.weight.astype(np.float32), "bias": head.bias.astype(np.float32)},
-                      str(staging / PROBE_HEAD_FILE))
+            save_file(
+                {"weight": head.weight.astype(np.float32), "bias": head.bias.astype(np.float32)},
+                str(staging / PROBE_HEAD_FILE),
+            )
     engine.accelerator.wait_for_everyone()
 
 
 def meta_of(args: ProbeArgs, adapter, read_data: ProbeData, head: Head, result: ProbeResult) -> ModelMeta:
     """The directory's bertkit.json: the finetune contract plus the ``probe`` section."""
-    probe_section = {"head": PROBE_HEAD_FILE, "pooling": result.pooling, "C": head.c, "c_search": head.search,
-                     "holdout_share": args.holdout, "classifier": CLASSIFIER,
-                     "encoder": "frozen copy of the base model in this directory"}
-    data = data_record(read_data.train_source, read_data.eval_source, len(read_data.train_examples),
-                       len(read_data.eval_examples), name=args.data if registry.is_known(args.data) else None,
-                       data_dir=registry.data_dir(args.data_dir))
-    config = {"max_length": adapter.max_length, "batch_size": args.batch_size, "seed": args.seed,
-              "precision": args.precision, "max_train_samples": args.max_train_samples,
-              "max_eval_samples": args.max_eval_samples}
-    return ModelMeta(kind="probe", task=adapter.state(), base_model=args.model, metrics=head.metrics,
-                     throughput=result.seconds, probe=probe_section, data=data, config=config, runtime=result.runtime)
+    probe_section = {
+        "head": PROBE_HEAD_FILE,
+        "pooling": result.pooling,
+        "C": head.c,
+        "c_search": head.search,
+        "holdout_share": args.holdout,
+        "classifier": CLASSIFIER,
+        "encoder": "frozen copy of the base model in this directory",
+    }
+    data = data_record(
+        read_data.train_source,
+        read_data.eval_source,
+        len(read_data.train_examples),
+        len(read_data.eval_examples),
+        name=args.data if registry.is_known(args.data) else None,
+        data_dir=registry.data_dir(args.data_dir),
+    )
+    config = {
+        "max_length": adapter.max_length,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "precision": args.precision,
+        "max_train_samples": args.max_train_samples,
+        "max_eval_samples": args.max_eval_samples,
+    }
+    return ModelMeta(
+        kind="probe",
+        task=adapter.state(),
+        base_model=args.model,
+        metrics=head.metrics,
+        throughput=result.seconds,
+        probe=probe_section,
+        data=data,
+        config=config,
+        runtime=result.runtime,
+    )

@@ -36,8 +36,9 @@ def load_probe(model_dir: str, probe_meta: dict) -> ProbeNetwork:
 
     head_path = Path(model_dir) / probe_meta.get("head", PROBE_HEAD_FILE)
     if not head_path.is_file():
-        raise BertkitError(f"{model_dir} is a probe without its head ({head_path.name} is missing)",
-                           "run `bertkit probe` again")
+        raise BertkitError(
+            f"{model_dir} is a probe without its head ({head_path.name} is missing)", "run `bertkit probe` again"
+        )
     tensors = load_file(str(head_path))
     embedder = EmbeddingNetwork(load_encoder(str(model_dir), str(model_dir)), parse_pooling(probe_meta["pooling"]))
     return ProbeNetwork(embedder, tensors["weight"], tensors["bias"])

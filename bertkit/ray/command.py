@@ -13,8 +13,18 @@ from bertkit.ray.outputs import check_output, check_target, discard_partial, out
 COMMANDS = ("predict", "embed")
 
 
-def run(command: str, model_dir: str, input: str, output: str, *, address: str | None = None, actors: int = 2,
-        batch_size: int = 256, overwrite: bool = False, **options) -> dict:
+def run(
+    command: str,
+    model_dir: str,
+    input: str,
+    output: str,
+    *,
+    address: str | None = None,
+    actors: int = 2,
+    batch_size: int = 256,
+    overwrite: bool = False,
+    **options,
+) -> dict:
     """``bertkit predict|embed MODEL --input IN --output OUT --ray``: read ``input`` with Ray's
     readers (a file, a directory, a glob, local or a URL such as s3://...; Parquet, JSONL, CSV,
     TSV or text lines), predict or embed on ``actors`` actors, write a directory of Parquet files
@@ -52,10 +62,17 @@ def run(command: str, model_dir: str, input: str, output: str, *, address: str |
     finally:
         if started_ray:
             ray.shutdown()
-    return {"command": command, "rows": rows, "seconds": round(seconds, 3),
-            "rows_per_second": round(float(rows / seconds), 1) if seconds > 0 else None, "actors": actors,
-            "batch_size": batch_size, "input": input, "output": target,
-            "address": address or ("local" if started_ray else "existing")}
+    return {
+        "command": command,
+        "rows": rows,
+        "seconds": round(seconds, 3),
+        "rows_per_second": round(float(rows / seconds), 1) if seconds > 0 else None,
+        "actors": actors,
+        "batch_size": batch_size,
+        "input": input,
+        "output": target,
+        "address": address or ("local" if started_ray else "existing"),
+    }
 
 
 def _check_options(command: str, model_dir: str, options: dict) -> None:
@@ -68,10 +85,20 @@ def _check_options(command: str, model_dir: str, options: dict) -> None:
     else:
         from bertkit.api.embedder import Embedder
 
-        keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order", "text_column", "text_pair_column",
-                "id_column")
-        Embedder(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH),
-                 **{k: v for k, v in options.items() if k not in keys})
+        keys = (
+            "model_batch_size",
+            "num_cpus",
+            "num_gpus",
+            "preserve_order",
+            "text_column",
+            "text_pair_column",
+            "id_column",
+        )
+        Embedder(
+            model_dir,
+            batch_size=options.get("model_batch_size", INFERENCE_BATCH),
+            **{k: v for k, v in options.items() if k not in keys},
+        )
 
 
 def _user_error(exc: BaseException) -> BertkitError | None:

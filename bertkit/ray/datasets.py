@@ -17,9 +17,19 @@ def require_ray():
     return ray
 
 
-def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = INFERENCE_BATCH,
-                    num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
-                    _lines: bool = False, **predictor_options):
+def predict_dataset(
+    ds,
+    model_dir: str,
+    *,
+    actors: int = 2,
+    batch_size: int = 256,
+    model_batch_size: int = INFERENCE_BATCH,
+    num_cpus: float | None = None,
+    num_gpus: float = 0,
+    preserve_order: bool = True,
+    _lines: bool = False,
+    **predictor_options,
+):
     """``bertkit predict`` over a Ray Dataset: returns a lazy Dataset of prediction rows (see the
     module docstring for the columns). ``actors``: the size of the pool, each with a model loaded
     once; ``batch_size``: rows per Ray batch (one ``predict`` call); ``model_batch_size``: rows per
@@ -34,18 +44,38 @@ def predict_dataset(ds, model_dir: str, *, actors: int = 2, batch_size: int = 25
     options = {k: v for k, v in predictor_options.items() if v is not None}
     _configure(ds, preserve_order)
     ds = _in_batches(ds, batch_size)
-    return ds.map_batches(PredictActor, fn_constructor_kwargs={"model_dir": str(model_dir),
-                                                                "model_batch_size": model_batch_size,
-                                                                "lines": _lines, "options": options},
-                          compute=ray.data.ActorPoolStrategy(size=actors), batch_size=batch_size,
-                          batch_format="pyarrow", num_cpus=_actor_cpus(ray, actors, num_cpus),
-                          num_gpus=num_gpus or None)
+    return ds.map_batches(
+        PredictActor,
+        fn_constructor_kwargs={
+            "model_dir": str(model_dir),
+            "model_batch_size": model_batch_size,
+            "lines": _lines,
+            "options": options,
+        },
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        num_cpus=_actor_cpus(ray, actors, num_cpus),
+        num_gpus=num_gpus or None,
+    )
 
 
-def embed_dataset(ds, model: str, *, actors: int = 2, batch_size: int = 256, model_batch_size: int = INFERENCE_BATCH,
-                  text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-                  num_cpus: float | None = None, num_gpus: float = 0, preserve_order: bool = True,
-                  _lines: bool = False, **embedder_options):
+def embed_dataset(
+    ds,
+    model: str,
+    *,
+    actors: int = 2,
+    batch_size: int = 256,
+    model_batch_size: int = INFERENCE_BATCH,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    id_column: str | None = None,
+    num_cpus: float | None = None,
+    num_gpus: float = 0,
+    preserve_order: bool = True,
+    _lines: bool = False,
+    **embedder_options,
+):
     """``bertkit embed`` over a Ray Dataset: returns a lazy Dataset of ``id`` (when the input has
     an id column) and ``vector`` (fixed-size float32 list). Columns are found as ``embed`` finds
     them (text, sentence, ...; ``text_column`` etc. to name them). ``embedder_options`` go to
@@ -59,11 +89,20 @@ def embed_dataset(ds, model: str, *, actors: int = 2, batch_size: int = 256, mod
     Embedder(model, batch_size=model_batch_size, **embedder_options)  # checks the options
     _configure(ds, preserve_order)
     ds = _in_batches(ds, batch_size)
-    return ds.map_batches(EmbedActor, fn_constructor_kwargs={
-        "model": str(model), "columns": (text_column, text_pair_column, id_column), "lines": _lines,
-        "options": {**embedder_options, "batch_size": model_batch_size}},
-        compute=ray.data.ActorPoolStrategy(size=actors), batch_size=batch_size, batch_format="pyarrow",
-        num_cpus=_actor_cpus(ray, actors, num_cpus), num_gpus=num_gpus or None)
+    return ds.map_batches(
+        EmbedActor,
+        fn_constructor_kwargs={
+            "model": str(model),
+            "columns": (text_column, text_pair_column, id_column),
+            "lines": _lines,
+            "options": {**embedder_options, "batch_size": model_batch_size},
+        },
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        num_cpus=_actor_cpus(ray, actors, num_cpus),
+        num_gpus=num_gpus or None,
+    )
 
 
 def _actor_cpus(ray, actors: int, num_cpus: float | None) -> float:

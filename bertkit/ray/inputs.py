@@ -22,25 +22,30 @@ def input_paths(spec: str) -> tuple[list[str] | str, str]:
     import pyarrow.fs as pafs
 
     wildcards = [i for i, ch in enumerate(spec) if ch in "*?["]
-    prefix = spec[:spec.rfind("/", 0, wildcards[0]) + 1] if wildcards else spec  # the directory before them
+    prefix = spec[: spec.rfind("/", 0, wildcards[0]) + 1] if wildcards else spec  # the directory before them
     try:
         filesystem, base = pafs.FileSystem.from_uri(prefix)
     except Exception as exc:  # an unknown scheme, a missing filesystem library, bad credentials
-        raise BertkitError(f"cannot open --input {spec} ({exc})", "check the URL (s3://bucket/path, gs://...)") \
-            from None
+        raise BertkitError(
+            f"cannot open --input {spec} ({exc})", "check the URL (s3://bucket/path, gs://...)"
+        ) from None
     if wildcards:
         scheme, base = spec.split("://", 1)[0], base.rstrip("/")
-        pattern = f"{base}/{spec[len(prefix):]}"
-        selector = pafs.FileSelector(base, recursive="/" in spec[wildcards[0]:])  # a wildcard in a directory
+        pattern = f"{base}/{spec[len(prefix) :]}"
+        selector = pafs.FileSelector(base, recursive="/" in spec[wildcards[0] :])  # a wildcard in a directory
         try:
             listed = filesystem.get_file_info(selector)
         except FileNotFoundError:
             listed = []
         except OSError as exc:  # permissions, credentials, the network
             raise BertkitError(f"cannot list {prefix} ({exc})", "check the URL and your credentials") from None
-        found = sorted(info.path for info in listed
-                       if info.type == pafs.FileType.File and fnmatch.fnmatchcase(info.path, pattern)
-                       and info.path.count("/") == pattern.count("/"))  # `*` stays within one directory
+        found = sorted(
+            info.path
+            for info in listed
+            if info.type == pafs.FileType.File
+            and fnmatch.fnmatchcase(info.path, pattern)
+            and info.path.count("/") == pattern.count("/")
+        )  # `*` stays within one directory
         if not found:
             raise BertkitError(f"no file matches {spec}", "check the pattern (quote it so the shell leaves it alone)")
         return [f"{scheme}://{path}" for path in found], _format_of(spec, found)
@@ -60,8 +65,10 @@ def _format_of(spec: str, files: list) -> str:
     suffixes = sorted({Path(f).suffix.lower() for f in files} & set(INPUT_SUFFIXES))
     if len(suffixes) != 1:
         found = ", ".join(suffixes) if suffixes else "no data files"
-        raise BertkitError(f"--input {spec}: Ray reads one format at a time, found {found}",
-                           f"point at files of one format ({', '.join(INPUT_SUFFIXES)})")
+        raise BertkitError(
+            f"--input {spec}: Ray reads one format at a time, found {found}",
+            f"point at files of one format ({', '.join(INPUT_SUFFIXES)})",
+        )
     return suffixes[0]
 
 
@@ -74,6 +81,9 @@ def read_input(ray, paths, suffix: str):
     if suffix in (".csv", ".tsv"):
         import pyarrow.csv as pacsv
 
-        return data.read_csv(paths, parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
-                             file_extensions=[suffix[1:]])
+        return data.read_csv(
+            paths,
+            parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
+            file_extensions=[suffix[1:]],
+        )
     return data.read_text(paths, drop_empty_lines=True)

@@ -37,8 +37,9 @@ def output_filesystem(output: str):
         try:
             return pafs.FileSystem.from_uri(output)
         except Exception as exc:
-            raise BertkitError(f"cannot open --output {output} ({exc})", "check the URL (s3://bucket/path, ...)") \
-                from None
+            raise BertkitError(
+                f"cannot open --output {output} ({exc})", "check the URL (s3://bucket/path, ...)"
+            ) from None
     return pafs.LocalFileSystem(), str(Path(output).expanduser().resolve())
 
 
@@ -50,8 +51,9 @@ def check_target(filesystem, path: str, output: str, overwrite: bool) -> None:
         raise BertkitError(f"--output {output} is a file", "give a directory for the Parquet files")
     if info.type == pafs.FileType.Directory and filesystem.get_file_info(pafs.FileSelector(path, recursive=False)):
         if not overwrite:
-            raise BertkitError(f"--output {output} already exists and is not empty",
-                               "choose a new directory, or pass --overwrite")
+            raise BertkitError(
+                f"--output {output} already exists and is not empty", "choose a new directory, or pass --overwrite"
+            )
         filesystem.delete_dir_contents(path)
 
 
@@ -111,9 +113,10 @@ def check_output(output: str, overwrite: bool) -> str:
         raise BertkitError("--ray writes files: --output is required", "e.g. --output predictions/ (a directory)")
     suffix = Path(output.rstrip("/")).suffix.lower()
     if suffix in (".jsonl", ".json", ".csv", ".npy", ".npz", ".txt"):
-        raise BertkitError(f"--ray writes a directory of Parquet files, not {suffix}",
-                           "give a directory, e.g. --output predictions/ (read it back with pyarrow or "
-                           "ray.data.read_parquet)")
+        raise BertkitError(
+            f"--ray writes a directory of Parquet files, not {suffix}",
+            "give a directory, e.g. --output predictions/ (read it back with pyarrow or ray.data.read_parquet)",
+        )
     if is_url(output):
         return output
     filesystem, path = output_filesystem(output)

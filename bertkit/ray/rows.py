@@ -46,9 +46,19 @@ def arrow_table(rows: list[dict], fields: list[str], id_type=None):
 # Fields whose values are dicts or lists in some task's rows: JSON strings (string columns).
 NESTED = frozenset({"probabilities", "labels", "entities", "words", "tags", "n_best"})
 # The Arrow type of each prediction field any task writes (a field not named here is inferred).
-FIELD_TYPES = {"text": "string", "text_pair": "string", "label": "string", "score": "float64", "truncated": "bool",
-               "answer": "string", "start": "int64", "end": "int64", "null_score_diff": "float64",
-               "best_span_answer": "string", **{name: "string" for name in NESTED}}
+FIELD_TYPES = {
+    "text": "string",
+    "text_pair": "string",
+    "label": "string",
+    "score": "float64",
+    "truncated": "bool",
+    "answer": "string",
+    "start": "int64",
+    "end": "int64",
+    "null_score_diff": "float64",
+    "best_span_answer": "string",
+    **{name: "string" for name in NESTED},
+}
 
 
 def _cell(value):

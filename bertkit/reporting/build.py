@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertkit.model_dir import META_FILE, write_text
 from bertkit.errors import BertkitError
+from bertkit.model_dir import META_FILE, write_text
 from bertkit.reporting.card import model_card, write_card
 from bertkit.reporting.figures import FIGURE_NAMES, draw_breakdown, draw_training, pyplot
 from bertkit.reporting.html import report_html
@@ -60,8 +60,9 @@ def _draw(directory: Path, meta: dict, evaluations: dict) -> list[Path]:
     for name, report in evaluations.items():
         details = report.get("details") or {}
         if details.get("kind") in FIGURE_NAMES:
-            figures.append(draw_breakdown(details, out / f"{name}.{FIGURE_NAMES[details['kind']]}",
-                                          f"{report.get('data', name)}"))
+            figures.append(
+                draw_breakdown(details, out / f"{name}.{FIGURE_NAMES[details['kind']]}", f"{report.get('data', name)}")
+            )
     if meta.get("tune"):
         from bertkit.reporting.tune_figures import draw_tuning
 

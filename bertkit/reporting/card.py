@@ -25,8 +25,10 @@ TEMPLATE_FILE = Path(__file__).with_name("model_card_template.md")
 # Aliases resolve to a local copy; the card names the public checkpoint it is.
 BASE_MODEL_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 HUB_SPLITS = {"dev": "validation"}
-CAVEAT = ("Scores are on the evaluation data above; text from other domains, languages or time periods can score "
-          "much lower, and the model inherits the biases of its base model and training data.")
+CAVEAT = (
+    "Scores are on the evaluation data above; text from other domains, languages or time periods can score "
+    "much lower, and the model inherits the biases of its base model and training data."
+)
 
 
 @dataclass
@@ -56,28 +58,41 @@ def model_card(meta: dict, model_name: str, figures: list[str] = ()) -> str:
 def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
     text, values = card_text(meta, model_name)
     data = meta.get("data") or {}
-    metrics = {k: v for k, v in (meta.get("metrics") or {}).items() if isinstance(v, (int, float))
-               and not isinstance(v, bool)}
+    metrics = {
+        k: v for k, v in (meta.get("metrics") or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     base = meta.get("base_model")
     origin = f" from `{base_model_id(base) or public_name(base)}`" if base else ""
-    summary = [f"A {(text.title + ' model').lower() if text.title else 'model'} trained with "
-               f"[bertkit](https://pypi.org/project/bertkit/){origin}" + (f": it {text.does}." if text.does else ".")]
+    summary = [
+        f"A {(text.title + ' model').lower() if text.title else 'model'} trained with "
+        f"[bertkit](https://pypi.org/project/bertkit/){origin}" + (f": it {text.does}." if text.does else ".")
+    ]
     labels = meta["task"].get("labels") or []
     if labels:
         summary.append(f"Labels: {', '.join(f'`{label}`' for label in labels)}.")
     trained_on = data.get("name") or source_name(data.get("train"))
-    intended = (f"{text.title or 'Prediction'} of English text like its training data"
-                + (f" ({trained_on})" if trained_on else "") + ". Check it on your own data before relying on it.")
+    intended = (
+        f"{text.title or 'Prediction'} of English text like its training data"
+        + (f" ({trained_on})" if trained_on else "")
+        + ". Check it on your own data before relying on it."
+    )
     if text.snippet:
         usage = f"```python\n{Template(text.snippet).safe_substitute(values)}\n```\n\nor with bertkit: {text.cli}."
     else:
         usage = f"Use it with bertkit: {text.cli}."
     limitations = Template(text.limitations).safe_substitute(values)
     return CardData(
-        front_matter=front_matter(meta, model_name, text, metrics), model_name=model_name,
-        summary="\n".join(summary), intended_use=intended, usage=usage, training_data=_training_data(data),
-        training_procedure=_procedure(meta), evaluation=evaluation_section(meta, metrics, figures),
-        limitations="\n".join(filter(None, (limitations, CAVEAT))), versions=_versions(meta))
+        front_matter=front_matter(meta, model_name, text, metrics),
+        model_name=model_name,
+        summary="\n".join(summary),
+        intended_use=intended,
+        usage=usage,
+        training_data=_training_data(data),
+        training_procedure=_procedure(meta),
+        evaluation=evaluation_section(meta, metrics, figures),
+        limitations="\n".join(filter(None, (limitations, CAVEAT))),
+        versions=_versions(meta),
+    )
 
 
 def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
@@ -97,8 +112,9 @@ def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
         text = probe_card_text(meta["probe"], text)
     values = {option.name: option.default for option in task_class.options_declared}
     values.update(state.get("options") or {})
-    values.update(text.example, labels=state.get("labels") or [], max_length=state.get("max_length"),
-                  model_dir=model_name)
+    values.update(
+        text.example, labels=state.get("labels") or [], max_length=state.get("max_length"), model_dir=model_name
+    )
     return text, {name: _literal(value) for name, value in values.items() if value is not None}
 
 
@@ -116,11 +132,17 @@ def front_matter(meta: dict, model_name: str, text: CardText, metrics: dict) -> 
         yaml += ["datasets:", f"- {dataset_id}"]
     if metrics:
         yaml += ["metrics:"] + [f"- {name}" for name in metrics]
-        yaml += ["model-index:", f"- name: {_quote(model_name)}", "  results:", "  - task:",
-                 f"      type: {_quote(text.hub_task or task)}", f"      name: {_quote(text.title or task)}",
-                 "    dataset:",
-                 f"      name: {_quote(data.get('name') or public_name(data.get('eval') or 'eval data'))}",
-                 f"      type: {_quote(dataset_id or 'custom')}"]
+        yaml += [
+            "model-index:",
+            f"- name: {_quote(model_name)}",
+            "  results:",
+            "  - task:",
+            f"      type: {_quote(text.hub_task or task)}",
+            f"      name: {_quote(text.title or task)}",
+            "    dataset:",
+            f"      name: {_quote(data.get('name') or public_name(data.get('eval') or 'eval data'))}",
+            f"      type: {_quote(dataset_id or 'custom')}",
+        ]
         if dataset_config:
             yaml += [f"      config: {dataset_config}", "      split: validation"]
         yaml.append("    metrics:")
@@ -230,8 +252,9 @@ def signed_card(text: str) -> str:
     import hashlib
 
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return f"{text}\n<!-- bertkit card sha256:{digest}; once edited, bertkit writes its new cards to " \
-           f"{NEW_CARD_FILE} -->\n"
+    return (
+        f"{text}\n<!-- bertkit card sha256:{digest}; once edited, bertkit writes its new cards to {NEW_CARD_FILE} -->\n"
+    )
 
 
 def card_edited(path: Path) -> bool:
@@ -250,7 +273,12 @@ def write_card(directory: Path, text: str) -> tuple[Path, str | None]:
     write_text(target, signed_card(text))
     if state == "ours":
         return card, None
-    why = "has edits bertkit did not make" if state == "edited" else \
-        "was not written by this version of bertkit (your own card, or an older bertkit's)"
-    return target, (f"{card} {why}, so it was kept; the new card is {NEW_CARD_FILE} (merge it in, or delete "
-                    f"{CARD_FILE} to let bertkit write it there again)")
+    why = (
+        "has edits bertkit did not make"
+        if state == "edited"
+        else "was not written by this version of bertkit (your own card, or an older bertkit's)"
+    )
+    return target, (
+        f"{card} {why}, so it was kept; the new card is {NEW_CARD_FILE} (merge it in, or delete "
+        f"{CARD_FILE} to let bertkit write it there again)"
+    )

@@ -14,18 +14,30 @@ def evaluation_section(meta: dict, metrics: dict, figures) -> str:
         if repeated:  # --seeds or --folds: this model is the best of several runs; the mean is the honest number
             what, section, runs, this = repeated
             summary = section["summary"]
-            lines += [f"Trained {runs} times ({what}); this model is {this}'s, the best by {section['main_metric']} "
-                      "on its evaluation data, which flatters it: expect the mean.", "",
-                      "| metric | this model | mean ± std | min | max |", "|---|---|---|---|---|"]
-            lines += [f"| {name} | {value:.4f} | {summary[name]['mean']:.4f} ± {summary[name]['std']:.4f} | "
-                      f"{summary[name]['min']:.4f} | {summary[name]['max']:.4f} |" for name, value in metrics.items()
-                      if name in summary]
+            lines += [
+                f"Trained {runs} times ({what}); this model is {this}'s, the best by {section['main_metric']} "
+                "on its evaluation data, which flatters it: expect the mean.",
+                "",
+                "| metric | this model | mean ± std | min | max |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {name} | {value:.4f} | {summary[name]['mean']:.4f} ± {summary[name]['std']:.4f} | "
+                f"{summary[name]['min']:.4f} | {summary[name]['max']:.4f} |"
+                for name, value in metrics.items()
+                if name in summary
+            ]
         else:
-            lines += ["| metric | value |", "|---|---|"] + [f"| {name} | {value:.4f} |" for name, value in metrics.items()]
+            lines += ["| metric | value |", "|---|---|"] + [
+                f"| {name} | {value:.4f} |" for name, value in metrics.items()
+            ]
         if meta.get("tune"):
             tune = meta["tune"]
-            lines += ["", f"Hyperparameters found by `bertkit tune`: trial {tune['best_trial']} of "
-                          f"{len(tune['trials'])} ({tune['best_params']}), chosen on the dev data above."]
+            lines += [
+                "",
+                f"Hyperparameters found by `bertkit tune`: trial {tune['best_trial']} of "
+                f"{len(tune['trials'])} ({tune['best_params']}), chosen on the dev data above.",
+            ]
     else:
         lines = ["No evaluation data was given at training time."]
     for figure in figures:
@@ -37,10 +49,18 @@ def repeats(meta: dict) -> tuple | None:
     """(what, section, runs, which run this model is) after --seeds or --folds, else None."""
     if meta.get("seeds"):
         section = meta["seeds"]
-        return (f"seeds {', '.join(map(str, section['seeds']))}", section, len(section["seeds"]),
-                f"seed {section['chosen_seed']}")
+        return (
+            f"seeds {', '.join(map(str, section['seeds']))}",
+            section,
+            len(section["seeds"]),
+            f"seed {section['chosen_seed']}",
+        )
     if meta.get("folds"):
         section = meta["folds"]
-        return (f"{section['folds']}-fold cross-validation, out-of-fold predictions in {section['predictions_file']}",
-                section, section["folds"], f"fold {section['chosen_fold']}")
+        return (
+            f"{section['folds']}-fold cross-validation, out-of-fold predictions in {section['predictions_file']}",
+            section,
+            section["folds"],
+            f"fold {section['chosen_fold']}",
+        )
     return None

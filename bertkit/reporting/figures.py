@@ -19,8 +19,13 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 
-FIGURE_NAMES = {"confusion": "confusion_matrix.png", "per_type": "entities.png", "qa_buckets": "qa_breakdown.png",
-                "per_label": "per_label.png", "scatter": "scatter.png"}
+FIGURE_NAMES = {
+    "confusion": "confusion_matrix.png",
+    "per_type": "entities.png",
+    "qa_buckets": "qa_breakdown.png",
+    "per_label": "per_label.png",
+    "scatter": "scatter.png",
+}
 DPI = 110
 MAX_SCATTER_POINTS = 5000
 
@@ -74,8 +79,13 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
         metric_y = [r["metrics"][main_metric] for r in evals]
         metric_axis.set_xlabel("optimizer step")
     else:  # per-epoch history only: no learning rate recorded
-        loss_axis.plot([h["epoch"] for h in epochs], [h["train_loss"] for h in epochs], "o-", color="tab:blue",
-                       label="train loss (epoch mean)")
+        loss_axis.plot(
+            [h["epoch"] for h in epochs],
+            [h["train_loss"] for h in epochs],
+            "o-",
+            color="tab:blue",
+            label="train loss (epoch mean)",
+        )
         loss_axis.set_xlabel("epoch")
         scored = [h for h in epochs if main_metric in h.get("metrics", {})]
         metric_x = [h["epoch"] for h in scored]
@@ -86,8 +96,14 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     if metric_x:
         metric_axis.plot(metric_x, metric_y, "o-", color="tab:green")
         for x, y in zip(metric_x, metric_y):
-            metric_axis.annotate(f"{y:.3f}" if y <= 1 else f"{y:.1f}", (x, y), textcoords="offset points",
-                                 xytext=(0, 6), ha="center", fontsize=8)
+            metric_axis.annotate(
+                f"{y:.3f}" if y <= 1 else f"{y:.1f}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize=8,
+            )
         if meta.get("best_epoch") is not None and not train:
             metric_axis.axvline(meta["best_epoch"], color="grey", linestyle=":", label="saved (best)")
             metric_axis.legend(loc="lower right", fontsize=8)
@@ -127,8 +143,15 @@ def _confusion(details, target, title):
     image = axis.imshow(share, cmap="Blues", vmin=0, vmax=1)
     for i in range(len(labels)):
         for j in range(len(labels)):
-            axis.text(j, i, f"{int(matrix[i, j])}\n{100 * share[i, j]:.1f}%", ha="center", va="center",
-                      fontsize=9, color="white" if share[i, j] > 0.5 else "black")
+            axis.text(
+                j,
+                i,
+                f"{int(matrix[i, j])}\n{100 * share[i, j]:.1f}%",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if share[i, j] > 0.5 else "black",
+            )
     axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     axis.set_yticks(range(len(labels)), labels)
     axis.set_xlabel("predicted label")
@@ -162,8 +185,10 @@ def _entities(per_type, target, title):
 def _qa(details, target, title):
     plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for axis, key, xlabel in ((axes[0], "by_answer_length", "gold answer length (words)"),
-                              (axes[1], "by_first_word", "question's first word")):
+    for axis, key, xlabel in (
+        (axes[0], "by_answer_length", "gold answer length (words)"),
+        (axes[1], "by_first_word", "question's first word"),
+    ):
         buckets = details.get(key, {})
         names = list(buckets)
         x = range(len(names))
@@ -202,8 +227,11 @@ def _per_label(details, target, title):
 def _scatter(details, target, title):
     import numpy as np
 
-    pairs = [(g, p) for g, p in zip(details.get("gold", []), details.get("predicted", []))
-             if g is not None and p is not None and np.isfinite(g) and np.isfinite(p)]
+    pairs = [
+        (g, p)
+        for g, p in zip(details.get("gold", []), details.get("predicted", []))
+        if g is not None and p is not None and np.isfinite(g) and np.isfinite(p)
+    ]
     if not pairs:
         return None
     points = np.asarray(pairs, dtype=float)
@@ -229,8 +257,10 @@ def _scatter(details, target, title):
     def corr(key):
         return "n/a" if details.get(key) is None else f"{details[key]:.3f}"
 
-    lines = [f"{title}: predicted vs gold (n={total:,})",
-             f"Pearson r = {corr('pearson')}, Spearman \u03c1 = {corr('spearman')}"]
+    lines = [
+        f"{title}: predicted vs gold (n={total:,})",
+        f"Pearson r = {corr('pearson')}, Spearman \u03c1 = {corr('spearman')}",
+    ]
     if total > len(points):
         lines.append(f"{len(points):,} of {total:,} points drawn (fixed random subsample)")
     axis.set_title("\n".join(lines), fontsize=10)

@@ -17,8 +17,11 @@ def draw_tuning(section: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     figures = []
     complete = [(t["number"], t["value"]) for t in trials if t["state"] == "complete" and t["value"] is not None]
-    pruned = [(t["number"], list(t["evaluations"].values())[-1]) for t in trials
-              if t["state"] == "pruned" and t.get("evaluations")]
+    pruned = [
+        (t["number"], list(t["evaluations"].values())[-1])
+        for t in trials
+        if t["state"] == "pruned" and t.get("evaluations")
+    ]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     if complete:
         ax.scatter(*zip(*complete), label="complete", color="tab:blue")

@@ -32,11 +32,20 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_INPUTS = 256
 
 
-def create_app(predictor, max_request_bytes: int = MAX_REQUEST_BYTES, max_inputs: int = MAX_INPUTS,
-               max_batch_rows: int = INFERENCE_BATCH, max_wait_ms: float = 5.0) -> FastAPI:
+def create_app(
+    predictor,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    max_inputs: int = MAX_INPUTS,
+    max_batch_rows: int = INFERENCE_BATCH,
+    max_wait_ms: float = 5.0,
+) -> FastAPI:
     """The app: a micro-batcher over ``predictor``, JSON errors, an access log, and the three routes."""
-    limits = {"max_request_bytes": max_request_bytes, "max_inputs": max_inputs, "max_batch_rows": max_batch_rows,
-              "max_wait_ms": max_wait_ms}
+    limits = {
+        "max_request_bytes": max_request_bytes,
+        "max_inputs": max_inputs,
+        "max_batch_rows": max_batch_rows,
+        "max_wait_ms": max_wait_ms,
+    }
     batcher = MicroBatcher(predictor.predict, max_batch_rows, max_wait_ms / 1000)
 
     @asynccontextmanager
@@ -57,8 +66,10 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
-        hint = {404: "the routes are POST /predict, GET /health, GET /info",
-                405: f"{request.url.path} does not take {request.method}"}.get(exc.status_code)
+        hint = {
+            404: "the routes are POST /predict, GET /health, GET /info",
+            405: f"{request.url.path} does not take {request.method}",
+        }.get(exc.status_code)
         return _error(exc.status_code, str(exc.detail), hint)
 
     @app.exception_handler(Exception)
@@ -79,8 +90,16 @@ def add_access_log(app: FastAPI) -> None:
             # answer it too, then re-raise to uvicorn, which logs the traceback a second time)
             response = internal_error(request, exc)
         client = f"{request.client.host}:{request.client.port}" if request.client else "-"
-        log.info('%s "%s %s" %d rows=%d %.1f ms%s', client, request.method, request.url.path, response.status_code,
-                 request.state.rows, 1000 * (time.perf_counter() - started), request.state.note)
+        log.info(
+            '%s "%s %s" %d rows=%d %.1f ms%s',
+            client,
+            request.method,
+            request.url.path,
+            response.status_code,
+            request.state.rows,
+            1000 * (time.perf_counter() - started),
+            request.state.note,
+        )
         return response
 
 
@@ -114,15 +133,17 @@ async def read_body(request: Request, max_bytes: int) -> bytes | JSONResponse:
     """The request's body, or the answer that refuses it (too large, or the client went away)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        return _error(413, f"request body of {declared} bytes is over the limit of {max_bytes}",
-                      "send fewer inputs per request")
+        return _error(
+            413, f"request body of {declared} bytes is over the limit of {max_bytes}", "send fewer inputs per request"
+        )
     body = bytearray()
     try:
         async for chunk in request.stream():  # also bounds chunked bodies without a Content-Length
             body += chunk
             if len(body) > max_bytes:
-                return _error(413, f"request body is over the limit of {max_bytes} bytes",
-                              "send fewer inputs per request")
+                return _error(
+                    413, f"request body is over the limit of {max_bytes} bytes", "send fewer inputs per request"
+                )
     except ClientDisconnect:  # its access-log line says so: one line, no traceback
         request.state.note = f" (the client went away after {len(body)} bytes of its body)"
         return _error(400, "the client disconnected before the body was complete", None)
@@ -134,17 +155,24 @@ def parse_records(body: bytes, max_inputs: int) -> list | JSONResponse:
     try:
         payload = parse_json(body.decode("utf-8-sig"))  # a BOM tolerated, as in files
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return _error(400, f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
-                      'send e.g. {"inputs": [{"text": "..."}]}')
+        return _error(
+            400,
+            f"the body is not valid UTF-8 JSON ({getattr(exc, 'msg', None) or exc.reason})",
+            'send e.g. {"inputs": [{"text": "..."}]}',
+        )
     records = payload.get("inputs") if isinstance(payload, dict) and "inputs" in payload else payload
     if isinstance(records, (dict, str)):
         records = [records]
     if not isinstance(records, list):
-        return _error(422, f"expected an object, a string or a list of them, got {json_kind(records)}",
-                      'send e.g. {"inputs": [{"text": "..."}]}')
+        return _error(
+            422,
+            f"expected an object, a string or a list of them, got {json_kind(records)}",
+            'send e.g. {"inputs": [{"text": "..."}]}',
+        )
     if len(records) > max_inputs:
-        return _error(413, f"{len(records)} inputs in one request, the limit is {max_inputs}",
-                      "split them over several requests")
+        return _error(
+            413, f"{len(records)} inputs in one request, the limit is {max_inputs}", "split them over several requests"
+        )
     return records
 
 
@@ -180,9 +208,12 @@ def check_address(host: str, port: int) -> None:
 
         # socket.gaierror (an unknown name) and EADDRNOTAVAIL (not this machine's address) are the host's fault
         host_wrong = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
-        raise BertkitError(f"cannot listen on {host}:{port} ({exc.strerror or exc})",
-                           "give --host an address of this machine (127.0.0.1, 0.0.0.0 for every interface)"
-                           if host_wrong else "choose another --port, or stop what uses it") from exc
+        raise BertkitError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc})",
+            "give --host an address of this machine (127.0.0.1, 0.0.0.0 for every interface)"
+            if host_wrong
+            else "choose another --port, or stop what uses it",
+        ) from exc
 
 
 def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, **limits) -> None:
@@ -196,6 +227,8 @@ def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, 
         log.setLevel(logging.INFO)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    announce(f"serving {predictor.model_dir} ({predictor.task}, {predictor.backend}) on http://{host}:{port} "
-             "(POST /predict, GET /health, GET /info)")
+    announce(
+        f"serving {predictor.model_dir} ({predictor.task}, {predictor.backend}) on http://{host}:{port} "
+        "(POST /predict, GET /health, GET /info)"
+    )
     server.run()

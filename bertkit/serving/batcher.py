@@ -63,7 +63,7 @@ class MicroBatcher:
                 start = 0
                 for request, future in batch:
                     if not future.done():  # a client that went away cancelled its future
-                        future.set_result(results[start:start + len(request)])
+                        future.set_result(results[start : start + len(request)])
                     start += len(request)
             self.stats["requests"] += len(batch)
             self.stats["batches"] += 1

@@ -62,8 +62,10 @@ def load_plugins() -> None:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise BertkitError(f"{MODULES_ENV} names {module!r}, which cannot be imported ({exc})",
-                               f"fix {MODULES_ENV} or the module's location (PYTHONPATH)") from exc
+            raise BertkitError(
+                f"{MODULES_ENV} names {module!r}, which cannot be imported ({exc})",
+                f"fix {MODULES_ENV} or the module's location (PYTHONPATH)",
+            ) from exc
 
 
 def get_task_class(name: str):

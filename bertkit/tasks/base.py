@@ -123,8 +123,11 @@ class Task(ABC):
 
     def with_learned(self, learned: Learned) -> "Task":
         """A new task: this one as trained on what ``learned`` says (this one is left as it is)."""
-        task = type(self)(self.max_length, {**self.options, **learned.options},
-                          self.labels if learned.labels is None else learned.labels)
+        task = type(self)(
+            self.max_length,
+            {**self.options, **learned.options},
+            self.labels if learned.labels is None else learned.labels,
+        )
         task.learned = learned
         return task
 
@@ -159,8 +162,10 @@ class Task(ABC):
         checked once: every one must be the task's, and the result must fit this model."""
         given = {k: v for k, v in (given or {}).items() if v is not None}
         for key in sorted(set(given) - set(self.option_names)):
-            raise BertkitError(f"--{key.replace('_', '-')} does not apply to a {self.name} model",
-                               f"drop that option (see `bertkit {command} --help`)")
+            raise BertkitError(
+                f"--{key.replace('_', '-')} does not apply to a {self.name} model",
+                f"drop that option (see `bertkit {command} --help`)",
+            )
         task = self.with_options(given)
         task.check_options()
         return task
@@ -183,8 +188,11 @@ class Task(ABC):
     def model_kwargs(self) -> dict:
         if not self.labels:
             return {}
-        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)),
-                "label2id": {label: i for i, label in enumerate(self.labels)}}
+        return {
+            "num_labels": len(self.labels),
+            "id2label": dict(enumerate(self.labels)),
+            "label2id": {label: i for i, label in enumerate(self.labels)},
+        }
 
     @abstractmethod
     def preprocess(self, examples: list[dict], tokenizer, train: bool) -> Features:
@@ -279,5 +287,4 @@ def require_nonempty(examples: list[dict], fields: tuple, source: str) -> None:
     empty = [i for i, ex in enumerate(examples) if any(not visible(str(ex.get(f) or "")) for f in fields)]
     if empty:
         where = ", ".join(str(i + 1) for i in empty[:5]) + (", ..." if len(empty) > 5 else "")
-        raise BertkitError(f"{source}: {len(empty)} row(s) with empty text (rows {where})",
-                           "remove or fill those rows")
+        raise BertkitError(f"{source}: {len(empty)} row(s) with empty text (rows {where})", "remove or fill those rows")

@@ -25,22 +25,36 @@ TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("
 TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
 LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
 LABEL_KIND_OPTIONS = (
-    TaskOption("problem_type", str, f"{' | '.join(KINDS)}; default: the dataset's, or what the labels show (a "
-               "JSON list: multi-label; numbers that are not classes: an error asking for regression).",
-               ("finetune",)),
+    TaskOption(
+        "problem_type",
+        str,
+        f"{' | '.join(KINDS)}; default: the dataset's, or what the labels show (a "
+        "JSON list: multi-label; numbers that are not classes: an error asking for regression).",
+        ("finetune",),
+    ),
     TaskOption("label_columns", str, "multi-label: comma-separated 0/1 columns, one per label.", ("finetune",)),
-    TaskOption("scale_targets", bool, "regression: train on standardised targets (the saved head predicts the "
-               "original scale).", ("finetune",)),
+    TaskOption(
+        "scale_targets",
+        bool,
+        "regression: train on standardised targets (the saved head predicts the original scale).",
+        ("finetune",),
+    ),
     TaskOption("target_scaling", dict, "regression: the scaling in use while training (not a flag).", ()),
     TaskOption("scaled_targets", dict, "regression: the scaling training folded into the head (stored).", ()),
-    TaskOption("label_map", str, "Read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
-               ("finetune", "eval")),
-    TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).",
-               ("eval",)),
-    TaskOption("top_k", int, "cls/pair: give only the K most probable labels (multi-label: those of them over "
-               "the threshold).", ("predict",)),
-    TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (),
-               0.5),
+    TaskOption(
+        "label_map",
+        str,
+        "Read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
+        ("finetune", "eval"),
+    ),
+    TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).", ("eval",)),
+    TaskOption(
+        "top_k",
+        int,
+        "cls/pair: give only the K most probable labels (multi-label: those of them over the threshold).",
+        ("predict",),
+    ),
+    TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (), 0.5),
     TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
 )
 
@@ -69,8 +83,11 @@ class SingleSentenceTask(Task):
 
     @property
     def prediction_fields(self) -> dict:
-        return {**{f: f"the input {'second ' if f == 'text_pair' else ''}text" for f in self.text_fields},
-                **self.kind.prediction_fields, "truncated": "present (true) when the input was cut at --max-length"}
+        return {
+            **{f: f"the input {'second ' if f == 'text_pair' else ''}text" for f in self.text_fields},
+            **self.kind.prediction_fields,
+            "truncated": "present (true) when the input was cut at --max-length",
+        }
 
     names_outputs = property(lambda self: self.kind.names_outputs)
 
@@ -89,18 +106,26 @@ class SingleSentenceTask(Task):
         if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit)
             kind = self._training_kind(spec, records, chosen.get("label"))
             # what fit learns from: the layout (so eval/predict on the same kind of file just work)
-            seen = {"problem_type": kind.name, "dataset_labels": tuple(label_names) if label_names else None,
-                    "columns": {f"{field}_column": column for field, column in chosen.items()
-                                if isinstance(column, str)}}
+            seen = {
+                "problem_type": kind.name,
+                "dataset_labels": tuple(label_names) if label_names else None,
+                "columns": {f"{field}_column": column for field, column in chosen.items() if isinstance(column, str)},
+            }
         if len(self.text_fields) == 1 and chosen["text"] == "text":
             _refuse_second_texts(records, source.description)
         examples = []
         for row, record in enumerate(records, 1):
-            example = {field: text_value(record, column, row, source.description)
-                       for field, column in chosen.items() if field != "label"}
+            example = {
+                field: text_value(record, column, row, source.description)
+                for field, column in chosen.items()
+                if field != "label"
+            }
             if "label" in chosen:
-                value = ({c: record.get(c) for c in chosen["label"]} if isinstance(chosen["label"], list)
-                         else record.get(chosen["label"]))
+                value = (
+                    {c: record.get(c) for c in chosen["label"]}
+                    if isinstance(chosen["label"], list)
+                    else record.get(chosen["label"])
+                )
                 example["label"] = kind.read_label(value, row, source.description, label_names)
             examples.append(example)
         require_nonempty(examples, self.text_fields, source.description)
@@ -125,8 +150,9 @@ class SingleSentenceTask(Task):
             if explicit not in columns and purpose != TRAIN:
                 explicit = None  # the training layout need not match an eval/predict file: infer instead
             # eval and predict have no column flags: their hints must not name one
-            return pick_column(columns, explicit, candidates, role, flag if purpose == TRAIN else None, source,
-                               required)
+            return pick_column(
+                columns, explicit, candidates, role, flag if purpose == TRAIN else None, source, required
+            )
 
         pair = len(self.text_fields) == 2
         chosen = {"text": choose("text", PAIR_TEXT_CANDIDATES if pair else TEXT_CANDIDATES, "text", "--text-column")}
@@ -134,9 +160,11 @@ class SingleSentenceTask(Task):
             candidates = tuple(c for c in PAIR_CANDIDATES if c != chosen["text"])
             named = (spec_columns.get("text_pair"), self.options.get("text_pair_column"))
             if not any(c in columns for c in candidates + named):
-                raise BertkitError(f"{source}: a pair model needs two texts per row, found only {', '.join(columns)}",
-                                   "give two text columns (a tab between them in .txt)"
-                                   + (" or set --text-pair-column" if purpose == TRAIN else ""))
+                raise BertkitError(
+                    f"{source}: a pair model needs two texts per row, found only {', '.join(columns)}",
+                    "give two text columns (a tab between them in .txt)"
+                    + (" or set --text-pair-column" if purpose == TRAIN else ""),
+                )
             chosen["text_pair"] = choose("text_pair", candidates, "second text", "--text-pair-column")
         if purpose != PREDICT:
             if self.options.get("label_columns"):
@@ -153,8 +181,10 @@ class SingleSentenceTask(Task):
         reading tells the kind without keeping it: probing/command.py should pass them)."""
         name = seen_in(self.read(source, TRAIN) if examples is None else examples).get("problem_type", self.kind.name)
         if not make_kind(name, self.options, None).linear_probe:
-            raise BertkitError(f"bertkit probe fits one class per text; {source.description} is {name} "
-                               "data", f"use `bertkit finetune {self.name}` for it")
+            raise BertkitError(
+                f"bertkit probe fits one class per text; {source.description} is {name} data",
+                f"use `bertkit finetune {self.name}` for it",
+            )
 
     def fit(self, examples, seen=None):
         """The label names, the kind and layout read, a regression's scaling, the class weights and
@@ -166,12 +196,17 @@ class SingleSentenceTask(Task):
         kind = make_kind(options.get("problem_type"), options, None)  # it writes what it fits into ``options``
         kind.labels = kind.fit([ex["label"] for ex in examples], seen.get("dataset_labels"))
         targets = [kind.target_of(ex["label"]) for ex in examples]
-        weighed = weigh_classes(options, kind.class_counts(targets), kind.labels, kind.target == "multi_hot",
-                                len(targets))
+        weighed = weigh_classes(
+            options, kind.class_counts(targets), kind.labels, kind.target == "multi_hot", len(targets)
+        )
         bias = kind.head_bias(targets) if targets else None
         changes = {key: value for key, value in options.items() if self.options.get(key) != value}
-        return Learned(kind.labels, {**changes, **{key: None for key in self.options if key not in options}},
-                       None if bias is None else tuple(float(b) for b in bias), (weighed,) if weighed else ())
+        return Learned(
+            kind.labels,
+            {**changes, **{key: None for key in self.options if key not in options}},
+            None if bias is None else tuple(float(b) for b in bias),
+            (weighed,) if weighed else (),
+        )
 
     def check_eval_examples(self, examples, source):
         """Labels checked and mapped in place; what mapping them did travels with the examples (their
@@ -209,8 +244,11 @@ class SingleSentenceTask(Task):
         return self.reported(features, stats)
 
     def training_spec(self):
-        return TrainingSpec(loss=loss_spec(self.options, self.kind.target), head_bias=self.learned.head_bias,
-                            target_scaling=self.kind.target_scaling())
+        return TrainingSpec(
+            loss=loss_spec(self.options, self.kind.target),
+            head_bias=self.learned.head_bias,
+            target_scaling=self.kind.target_scaling(),
+        )
 
     def finished(self):
         changes = self.kind.finished_options()
@@ -222,8 +260,9 @@ class SingleSentenceTask(Task):
         full = [i for i, ids in enumerate(input_ids) if len(ids) >= self.max_length]
         if not full:
             return set()
-        lengths = tokenizer([texts[i] for i in full], [pairs[i] for i in full] if pairs else None,
-                            truncation=False, verbose=False)["input_ids"]
+        lengths = tokenizer(
+            [texts[i] for i in full], [pairs[i] for i in full] if pairs else None, truncation=False, verbose=False
+        )["input_ids"]
         return {i for i, ids in zip(full, lengths) if len(ids) > self.max_length}
 
     def postprocess(self, examples, features, outputs):
@@ -265,8 +304,11 @@ def _label_columns(value: str, columns: list, source: str) -> list:
     wanted = [c.strip() for c in value.split(",") if c.strip()]
     missing = [c for c in wanted if c not in columns]
     if missing or len(wanted) < 2:
-        raise BertkitError(f"{source}: --label-columns {value!r}: " + (f"no column {missing[0]!r}" if missing
-                           else "name at least two 0/1 columns"), f"columns found: {', '.join(columns)}")
+        raise BertkitError(
+            f"{source}: --label-columns {value!r}: "
+            + (f"no column {missing[0]!r}" if missing else "name at least two 0/1 columns"),
+            f"columns found: {', '.join(columns)}",
+        )
     return wanted
 
 
@@ -275,7 +317,9 @@ def _refuse_second_texts(records: list[dict], source: str) -> None:
     rows = [n for n, record in enumerate(records, 1) if str(record.get("text_pair") or "").strip()]
     if rows:
         where = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
-        raise BertkitError(f"{source}: {len(rows)} row(s) have a second text after a TAB (rows {where}), which a "
-                           "single-text (cls) model would ignore",
-                           "remove or replace the TABs to classify the whole line, or use a pair model "
-                           "(bertkit finetune pair) for two texts")
+        raise BertkitError(
+            f"{source}: {len(rows)} row(s) have a second text after a TAB (rows {where}), which a "
+            "single-text (cls) model would ignore",
+            "remove or replace the TABs to classify the whole line, or use a pair model "
+            "(bertkit finetune pair) for two texts",
+        )

@@ -48,8 +48,9 @@ class LabelKind:
     def check_options(self) -> None:
         for name in self.refuses:
             if self.options.get(name) not in (None, False):
-                raise BertkitError(f"--{name.replace('_', '-')} does not apply to a {self.name} model",
-                                   "drop that option")
+                raise BertkitError(
+                    f"--{name.replace('_', '-')} does not apply to a {self.name} model", "drop that option"
+                )
         if self.options.get("top_k") is not None and self.options["top_k"] < 1:
             raise BertkitError(f"--top-k must be >= 1, got {self.options['top_k']}", "e.g. --top-k 3")
 
@@ -70,8 +71,12 @@ class LabelKind:
 
     def model_kwargs(self) -> dict:
         labels = self.labels or []
-        return {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
-                "label2id": {label: i for i, label in enumerate(labels)}, "problem_type": self.problem_type}
+        return {
+            "num_labels": len(labels),
+            "id2label": dict(enumerate(labels)),
+            "label2id": {label: i for i, label in enumerate(labels)},
+            "problem_type": self.problem_type,
+        }
 
     def decode(self, logits) -> list[dict]:
         """One prediction per row from its logits (a float64 numpy array, rows x outputs)."""

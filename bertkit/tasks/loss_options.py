@@ -26,12 +26,19 @@ from bertkit.tasks.base import TaskOption
 from bertkit.tasks.training_spec import LossSpec
 
 LOSSES = ("cross-entropy", "focal")
-CLASS_WEIGHTS = TaskOption("class_weights", str, "auto (inverse frequency), none, or a JSON file {label: weight}.",
-                           ("finetune",))
-LOSS = TaskOption("loss", str, f"{' | '.join(LOSSES)} (focal: Lin et al. 2017, down-weights easy examples).",
-                  ("finetune",), "cross-entropy")
-FOCAL_GAMMA = TaskOption("focal_gamma", float, "Focusing parameter of --loss focal (0 = cross-entropy).",
-                         ("finetune",), 2.0)
+CLASS_WEIGHTS = TaskOption(
+    "class_weights", str, "auto (inverse frequency), none, or a JSON file {label: weight}.", ("finetune",)
+)
+LOSS = TaskOption(
+    "loss",
+    str,
+    f"{' | '.join(LOSSES)} (focal: Lin et al. 2017, down-weights easy examples).",
+    ("finetune",),
+    "cross-entropy",
+)
+FOCAL_GAMMA = TaskOption(
+    "focal_gamma", float, "Focusing parameter of --loss focal (0 = cross-entropy).", ("finetune",), 2.0
+)
 WEIGHT_VALUES = TaskOption("class_weight_values", list, "The class weights training used (stored).", ())
 LOSS_OPTIONS = (CLASS_WEIGHTS, LOSS, FOCAL_GAMMA, WEIGHT_VALUES)
 
@@ -44,15 +51,19 @@ def check_loss_options(options: dict, has_classes: bool) -> None:
     if options.get("focal_gamma") is not None and not 0 <= options["focal_gamma"] <= 10:
         raise BertkitError(f"--focal-gamma must be between 0 and 10, got {options['focal_gamma']}", "2 is usual")
     if weights not in (None, "none", "auto") and not Path(weights).expanduser().is_file():
-        raise BertkitError(f"--class-weights {weights}: not auto, none or an existing file",
-                           'give a JSON file like {"negative": 1.0, "positive": 2.5}')
+        raise BertkitError(
+            f"--class-weights {weights}: not auto, none or an existing file",
+            'give a JSON file like {"negative": 1.0, "positive": 2.5}',
+        )
     if not has_classes and (weights not in (None, "none") or loss != "cross-entropy"):
-        raise BertkitError("--class-weights and --loss focal apply to classes, and this is a regression model",
-                           "leave them out")
+        raise BertkitError(
+            "--class-weights and --loss focal apply to classes, and this is a regression model", "leave them out"
+        )
 
 
-def class_weights(options: dict, counts: np.ndarray | None, labels: list, multi_label: bool,
-                  examples: int) -> np.ndarray | None:
+def class_weights(
+    options: dict, counts: np.ndarray | None, labels: list, multi_label: bool, examples: int
+) -> np.ndarray | None:
     """The weights to train with (None: unweighted), from the training counts per label."""
     choice = options.get("class_weights")
     if choice in (None, "none") or counts is None:
@@ -71,13 +82,16 @@ def _from_file(path: Path, labels: list) -> np.ndarray:
     try:
         given = parse_json(read_text(path))
     except json.JSONDecodeError as exc:
-        raise BertkitError(f"--class-weights {path}: invalid JSON ({exc.msg})", 'e.g. {"negative": 1, "positive": 2.5}'
-                           ) from exc
+        raise BertkitError(
+            f"--class-weights {path}: invalid JSON ({exc.msg})", 'e.g. {"negative": 1, "positive": 2.5}'
+        ) from exc
     if not isinstance(given, dict) or set(given) != set(labels):
         named = sorted(given) if isinstance(given, dict) else []
-        raise BertkitError(f"--class-weights {path} must give a weight to exactly the model's labels "
-                           f"({', '.join(labels)}); it names {', '.join(named) or 'none'}",
-                           'a JSON object {label: weight}, one entry per label')
+        raise BertkitError(
+            f"--class-weights {path} must give a weight to exactly the model's labels "
+            f"({', '.join(labels)}); it names {', '.join(named) or 'none'}",
+            "a JSON object {label: weight}, one entry per label",
+        )
     values = [given[label] for label in labels]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values):
         raise BertkitError(f"--class-weights {path}: every weight must be a number >= 0", "e.g. 1.0 or 2.5")

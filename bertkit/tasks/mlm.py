@@ -46,21 +46,39 @@ class MaskedLMTask(Task):
     options_declared = (
         TaskOption("mask_rate", float, "Share of (non-special) tokens chosen for prediction.", ("pretrain",), 0.15),
         TaskOption("mask_token_share", float, "Of the chosen tokens: share replaced by [MASK].", ("pretrain",), 0.8),
-        TaskOption("random_token_share", float, "Of the chosen tokens: share replaced by a random token (the rest "
-                   "stay unchanged).", ("pretrain",), 0.1),
-        TaskOption("whole_word_masking", bool, "Choose all sub-words of a word together (WordPiece vocabularies).",
-                   ("pretrain",), False),
-        TaskOption("eval_share", float, "Share of documents held out when --eval-data is not given (0: none).",
-                   ("pretrain",), 0.1),
+        TaskOption(
+            "random_token_share",
+            float,
+            "Of the chosen tokens: share replaced by a random token (the rest stay unchanged).",
+            ("pretrain",),
+            0.1,
+        ),
+        TaskOption(
+            "whole_word_masking",
+            bool,
+            "Choose all sub-words of a word together (WordPiece vocabularies).",
+            ("pretrain",),
+            False,
+        ),
+        TaskOption(
+            "eval_share",
+            float,
+            "Share of documents held out when --eval-data is not given (0: none).",
+            ("pretrain",),
+            0.1,
+        ),
     )
     directory_kind = "pretrain"
     evaluate_before_training = True  # the report says how much pre-training changed the held-out loss
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
-        self.rule = MaskRule(self.options.get("mask_rate", 0.15), self.options.get("mask_token_share", 0.8),
-                             self.options.get("random_token_share", 0.1),
-                             bool(self.options.get("whole_word_masking", False))).validate()
+        self.rule = MaskRule(
+            self.options.get("mask_rate", 0.15),
+            self.options.get("mask_token_share", 0.8),
+            self.options.get("random_token_share", 0.1),
+            bool(self.options.get("whole_word_masking", False)),
+        ).validate()
 
     def check_predictable(self) -> None:
         raise _no_predict()
@@ -87,10 +105,18 @@ class MaskedLMTask(Task):
         field = next((name for name in TEXT_FIELDS if name in columns), None)
         if field is None:
             raise BertkitError(f"{source.description}: no text field (found {', '.join(columns)})", FORMAT_HINT)
-        documents = [{"lines": lines} for lines in
-                     ([line.strip() for line in readers.text_value(r, field, row, source.description).splitlines()
-                       if line.strip()] for row, r in enumerate(records, 1))
-                     if lines]
+        documents = [
+            {"lines": lines}
+            for lines in (
+                [
+                    line.strip()
+                    for line in readers.text_value(r, field, row, source.description).splitlines()
+                    if line.strip()
+                ]
+                for row, r in enumerate(records, 1)
+            )
+            if lines
+        ]
         if not documents:
             raise BertkitError(f"{source.description}: every '{field}' is empty", FORMAT_HINT)
         return documents
@@ -104,17 +130,18 @@ class MaskedLMTask(Task):
         with_types = "token_type_ids" in tokenizer.model_input_names
         features, cursor, tokens = [], 0, 0
         for index, document in enumerate(examples):
-            stream = [token for ids in encoded[cursor:cursor + len(document["lines"])] for token in ids]
+            stream = [token for ids in encoded[cursor : cursor + len(document["lines"])] for token in ids]
             cursor += len(document["lines"])
             tokens += len(stream)
             for start in range(0, len(stream), budget):
-                ids = prefix + stream[start:start + budget] + suffix
+                ids = prefix + stream[start : start + budget] + suffix
                 feature = {"input_ids": ids, "example_index": index}
                 if with_types:
                     feature["token_type_ids"] = [0] * len(ids)
                 features.append(feature)
-        return self.reported(features, {"documents": len(examples), "lines": len(lines), "tokens": tokens,
-                                        "blocks": len(features)})
+        return self.reported(
+            features, {"documents": len(examples), "lines": len(lines), "tokens": tokens, "blocks": len(features)}
+        )
 
     def split_held_out(self, examples, seed, where):
         share = float(self.options.get("eval_share", 0.1))
@@ -126,12 +153,17 @@ class MaskedLMTask(Task):
         return TrainingSpec(MASKED_LM, mask_rule=self.rule)
 
     def directory_sections(self, finished):
-        return {"pretraining": {
-            "objective": "masked LM",
-            "mask_rate": self.rule.rate, "mask_token_share": self.rule.mask_share,
-            "random_token_share": self.rule.random_share, "whole_word_masking": self.rule.whole_word,
-            "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
-            "pooler": finished.get("pooler")}}
+        return {
+            "pretraining": {
+                "objective": "masked LM",
+                "mask_rate": self.rule.rate,
+                "mask_token_share": self.rule.mask_share,
+                "random_token_share": self.rule.random_share,
+                "whole_word_masking": self.rule.whole_word,
+                "next_sentence_prediction": "not used (RoBERTa: dropping NSP matches or improves results)",
+                "pooler": finished.get("pooler"),
+            }
+        }
 
     def postprocess(self, examples, features, outputs):
         totals = np.zeros((len(examples), 3))
@@ -142,21 +174,27 @@ class MaskedLMTask(Task):
     def metrics(self, examples, predictions):
         loss_sum, count, correct = np.sum(predictions, axis=0) if predictions else (0.0, 0.0, 0.0)
         if count == 0:
-            raise BertkitError("the held-out text is too short: no token was chosen for masking",
-                               "give more held-out text (--eval-data) or a larger --eval-share")
+            raise BertkitError(
+                "the held-out text is too short: no token was chosen for masking",
+                "give more held-out text (--eval-data) or a larger --eval-share",
+            )
         loss = loss_sum / count
-        return {"loss": float(loss), "perplexity": float(math.exp(min(loss, 700.0))),
-                "accuracy": float(correct / count),
-                "masked_tokens": int(count)}
+        return {
+            "loss": float(loss),
+            "perplexity": float(math.exp(min(loss, 700.0))),
+            "accuracy": float(correct / count),
+            "masked_tokens": int(count),
+        }
 
     def format_prediction(self, example, prediction):
         raise _no_predict()
 
 
 def _no_predict() -> BertkitError:
-    return BertkitError("`bertkit predict` does not apply to a masked-LM checkpoint",
-                        "score held-out text with `bertkit eval DIR --data FILE`, or fine-tune it: "
-                        "`bertkit finetune cls --model DIR`")
+    return BertkitError(
+        "`bertkit predict` does not apply to a masked-LM checkpoint",
+        "score held-out text with `bertkit eval DIR --data FILE`, or fine-tune it: `bertkit finetune cls --model DIR`",
+    )
 
 
 def special_frame(tokenizer) -> tuple[list[int], list[int]]:
@@ -164,10 +202,10 @@ def special_frame(tokenizer) -> tuple[list[int], list[int]]:
     <s> / </s> for RoBERTa), read off an encoded probe word."""
     bare = tokenizer("a", add_special_tokens=False)["input_ids"]
     full = tokenizer("a")["input_ids"]
-    start = next((i for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), None)
+    start = next((i for i in range(len(full) - len(bare) + 1) if full[i : i + len(bare)] == bare), None)
     if start is None:
         raise BertkitError("cannot tell where this tokenizer puts its special tokens", "use a BERT-family checkpoint")
-    return full[:start], full[start + len(bare):]
+    return full[:start], full[start + len(bare) :]
 
 
 def split_documents(text: str) -> list[dict]:
@@ -187,9 +225,11 @@ def split_documents(text: str) -> list[dict]:
 def hold_out_documents(documents: list[dict], share: float, seed: int, where: str) -> tuple[list, list]:
     """(train, held-out): a seeded random ``share`` of whole documents, at least one, never all."""
     if len(documents) < 2:
-        raise BertkitError(f"{where} is one document (no blank lines), so none can be held out for evaluation",
-                           "separate documents with blank lines, pass --eval-data FILE, or --eval-share 0")
+        raise BertkitError(
+            f"{where} is one document (no blank lines), so none can be held out for evaluation",
+            "separate documents with blank lines, pass --eval-data FILE, or --eval-share 0",
+        )
     order = list(range(len(documents)))
     random.Random(seed).shuffle(order)
-    held = set(order[:min(len(documents) - 1, max(1, round(share * len(documents))))])
+    held = set(order[: min(len(documents) - 1, max(1, round(share * len(documents))))])
     return ([d for i, d in enumerate(documents) if i not in held], [d for i, d in enumerate(documents) if i in held])

@@ -33,8 +33,10 @@ class MultiLabel(LabelKind):
     problem_type = "multi_label_classification"
     main_metric = "micro_f1"
     target = "multi_hot"
-    prediction_fields = {"labels": "the labels at or above the threshold", "probabilities":
-                         "every label's probability, by name (the --top-k most probable, with --top-k)"}
+    prediction_fields = {
+        "labels": "the labels at or above the threshold",
+        "probabilities": "every label's probability, by name (the --top-k most probable, with --top-k)",
+    }
     metric_inputs_description = "0/1 lists, one entry per label"
     refuses = ("label_map", "scale_targets")
     tunes_while_training = True
@@ -48,8 +50,10 @@ class MultiLabel(LabelKind):
         if is_list_label(value):
             nested = next((v for v in value if isinstance(v, (list, tuple, dict)) or v is None), False)
             if nested is not False:  # a label is a name or a number, not a list of its own
-                raise BertkitError(f"{source}: row {row}: the labels {value!r} hold {nested!r}, which is not a label",
-                                   'give a flat list of label names or ids, e.g. ["joy", "love"]')
+                raise BertkitError(
+                    f"{source}: row {row}: the labels {value!r} hold {nested!r}, which is not a label",
+                    'give a flat list of label names or ids, e.g. ["joy", "love"]',
+                )
             parts = [normalise_label(v) for v in value]
         elif value is None:
             parts = []
@@ -72,8 +76,10 @@ class MultiLabel(LabelKind):
     def check_eval(self, labels, source):
         unseen = sorted({label for labelset in labels for label in labelset} - set(self.labels))
         if unseen:
-            raise BertkitError(f"{source}: label(s) never seen in training: {', '.join(unseen[:10])}",
-                               f"the model knows {', '.join(self.labels)}")
+            raise BertkitError(
+                f"{source}: label(s) never seen in training: {', '.join(unseen[:10])}",
+                f"the model knows {', '.join(self.labels)}",
+            )
         return labels
 
     def target_of(self, labelset):
@@ -101,13 +107,18 @@ class MultiLabel(LabelKind):
 
     def row(self, prediction):
         probabilities, top_k = prediction["probabilities"], self.options.get("top_k")
-        order = np.argsort(-probabilities, kind="stable")[:top_k or None]
-        return {"labels": [self.labels[i] for i in order if prediction["chosen"][i]],
-                "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in order}}
+        order = np.argsort(-probabilities, kind="stable")[: top_k or None]
+        return {
+            "labels": [self.labels[i] for i in order if prediction["chosen"][i]],
+            "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in order},
+        }
 
     def tune(self, gold, predictions):
-        tuned = tune_thresholds(self._matrix(gold), np.stack([p["probabilities"] for p in predictions]),
-                                per_label=bool(self.options.get("tune_per_label")))
+        tuned = tune_thresholds(
+            self._matrix(gold),
+            np.stack([p["probabilities"] for p in predictions]),
+            per_label=bool(self.options.get("tune_per_label")),
+        )
         if "thresholds" in tuned:
             return {"thresholds": [round(float(t), 4) for t in tuned["thresholds"]], "threshold": None}
         return {"threshold": round(float(tuned["threshold"]), 4), "thresholds": None}
@@ -143,5 +154,7 @@ def _flag(value, column: str, row, source) -> bool:
     text = str(value).strip().lower() if value is not None else ""
     if text in TRUE or text in FALSE:
         return text in TRUE
-    raise BertkitError(f"{source}: row {row}: label column {column!r} holds {str(value)[:20]!r}, not 0 or 1",
-                       "--label-columns names columns of 0/1 flags, one per label")
+    raise BertkitError(
+        f"{source}: row {row}: label column {column!r} holds {str(value)[:20]!r}, not 0 or 1",
+        "--label-columns names columns of 0/1 flags, one per label",
+    )

@@ -46,32 +46,49 @@ class QuestionAnsweringTask(Task):
     targets = {"start_positions": CLASS, "end_positions": CLASS}
     gold_fields, fold_group_field = ("answers",), "context"  # a context's questions stay in one fold
     options_declared = (
-        TaskOption("doc_stride", int, "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "
-                   "not the step between windows; default 128)."),
+        TaskOption(
+            "doc_stride",
+            int,
+            "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "
+            "not the step between windows; default 128).",
+        ),
         TaskOption("max_answer_length", int, "Longest answer in tokens.", default=30),
         TaskOption("n_best", int, "qa: also return the N best distinct answers.", ("predict",)),
-        TaskOption("max_query_length", int, "Questions are cut to this many tokens (64, at most half a window).",
-                   ()),
-        TaskOption("max_context", bool, "Read each token in the window where it has the most context (Google's "
-                   "rule).", ()),
-        TaskOption("null_threshold", float, "SQuAD v2: answer only when the best span beats [CLS] by this margin "
-                   "(tuned and stored by `bertkit eval`).", ()),
+        TaskOption("max_query_length", int, "Questions are cut to this many tokens (64, at most half a window).", ()),
+        TaskOption(
+            "max_context", bool, "Read each token in the window where it has the most context (Google's rule).", ()
+        ),
+        TaskOption(
+            "null_threshold",
+            float,
+            "SQuAD v2: answer only when the best span beats [CLS] by this margin (tuned and stored by `bertkit eval`).",
+            (),
+        ),
         TaskOption("unanswerable", bool, "The training data has unanswerable questions (stored).", ()),
-        TaskOption("strict", bool, "An answer_start that does not point at its text, or an answer missing from its "
-                   "context, is an error instead of being moved or skipped.", ()),
+        TaskOption(
+            "strict",
+            bool,
+            "An answer_start that does not point at its text, or an answer missing from its "
+            "context, is an error instead of being moved or skipped.",
+            (),
+        ),
     )
-    prediction_fields = {"id": "the question's id", "answer": "the answer text (empty: no answer)",
-                         "start": "its first character in the context", "end": "one past its last character",
-                         "score": "softmax(start) x softmax(end) over the context tokens of the answer's window "
-                                  "(independent of --n-best); for an empty answer (SQuAD v2), "
-                                  "sigmoid(null_score_diff - null_threshold), above 0.5",
-                         "n_best": "with --n-best: the best distinct answers, each with that score",
-                         "null_score_diff": "SQuAD v2 models: [CLS] score minus the best span's score (higher: more "
-                                            "likely no answer; the answer is empty when it exceeds the model's "
-                                            "null_threshold): the official script's na_prob; null when the context "
-                                            "has no span",
-                         "best_span_answer": "SQuAD v2 models: the best non-empty answer, even when the answer is "
-                                             "empty: what the official script's --na-prob-file search needs"}
+    prediction_fields = {
+        "id": "the question's id",
+        "answer": "the answer text (empty: no answer)",
+        "start": "its first character in the context",
+        "end": "one past its last character",
+        "score": "softmax(start) x softmax(end) over the context tokens of the answer's window "
+        "(independent of --n-best); for an empty answer (SQuAD v2), "
+        "sigmoid(null_score_diff - null_threshold), above 0.5",
+        "n_best": "with --n-best: the best distinct answers, each with that score",
+        "null_score_diff": "SQuAD v2 models: [CLS] score minus the best span's score (higher: more "
+        "likely no answer; the answer is empty when it exceeds the model's "
+        "null_threshold): the official script's na_prob; null when the context "
+        "has no span",
+        "best_span_answer": "SQuAD v2 models: the best non-empty answer, even when the answer is "
+        "empty: what the official script's --na-prob-file search needs",
+    }
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -95,8 +112,10 @@ class QuestionAnsweringTask(Task):
     def check_options(self) -> None:
         for key, lowest in (("doc_stride", 0), ("max_answer_length", 1), ("max_query_length", 1), ("n_best", 1)):
             if key in self.options and int(self.options[key]) < lowest:
-                raise BertkitError(f"--{key.replace('_', '-')} must be at least {lowest}, got {self.options[key]}",
-                                   f"use a value of {lowest} or more")
+                raise BertkitError(
+                    f"--{key.replace('_', '-')} must be at least {lowest}, got {self.options[key]}",
+                    f"use a value of {lowest} or more",
+                )
 
     # --- reading -------------------------------------------------------------------------------
     def read(self, source, purpose):
@@ -106,10 +125,12 @@ class QuestionAnsweringTask(Task):
             records = load_hub_records(source)
         except BertkitError as exc:
             spec = source.spec
-            raise BertkitError(f"{spec.name} {source.split} needs {spec.files.get(source.split)} in <data dir>/"
-                               f"{spec.name}/ (--data-dir or BERTKIT_DATA_DIR), and {exc.message}",
-                               "pass a file instead, e.g. split a local dev file by article with "
-                               "examples/split_squad_by_article.py and use --data/--eval-data FILE") from exc
+            raise BertkitError(
+                f"{spec.name} {source.split} needs {spec.files.get(source.split)} in <data dir>/"
+                f"{spec.name}/ (--data-dir or BERTKIT_DATA_DIR), and {exc.message}",
+                "pass a file instead, e.g. split a local dev file by article with "
+                "examples/split_squad_by_article.py and use --data/--eval-data FILE",
+            ) from exc
         return self.from_records(records, source, purpose, hub=True)
 
     def from_records(self, records, source, purpose, hub=False):
@@ -124,61 +145,100 @@ class QuestionAnsweringTask(Task):
         """Whether the model may answer "no answer": the training data has unanswerable questions."""
         usable = [ex for ex in examples if not ex.get("bad_start")]
         if not usable:
-            raise BertkitError("no training question has an answer_start that points at its answer text",
-                               "check the answer offsets (character positions in the context)")
+            raise BertkitError(
+                "no training question has an answer_start that points at its answer text",
+                "check the answer offsets (character positions in the context)",
+            )
         return Learned(options={"unanswerable": any(not ex["answers"] for ex in usable)})
 
     # --- features ------------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
         keep = [i for i, ex in enumerate(examples) if not (train and ex.get("bad_start"))]
         questions, cut = self._questions([examples[i]["question"] for i in keep], tokenizer)
-        encoded = tokenizer(questions, [examples[i]["context"] for i in keep], truncation="only_second",
-                            max_length=self.max_length, stride=self.doc_stride, return_overflowing_tokens=True,
-                            return_offsets_mapping=True)
+        encoded = tokenizer(
+            questions,
+            [examples[i]["context"] for i in keep],
+            truncation="only_second",
+            max_length=self.max_length,
+            stride=self.doc_stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
         features, outside = [], 0
-        for f, ids in enumerate(encoded["input_ids"]):
-            index = keep[encoded["overflow_to_sample_mapping"][f]]
-            context = examples[index]["context"]
-            offsets = [without_spaces(o, context) if s == 1 else None
-                       for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))]
-            context_tokens = [t for t, o in enumerate(offsets) if o is not None]
-            context_range = (context_tokens[0], context_tokens[-1] + 1) if context_tokens else (0, 0)
-            feature = {"input_ids": ids, "example_index": index, "offsets": offsets, "context_range": context_range}
-            if "token_type_ids" in encoded:
-                feature["token_type_ids"] = encoded["token_type_ids"][f]
-            answers = examples[index].get("answers")
-            if train or (answers is not None and all(a.get("start") is not None for a in answers[:1])):  # eval: loss
-                start, end = answer_tokens(offsets, answers[0]) if answers else (0, 0)
-                outside += train and bool(answers) and start == 0
-                feature["start_positions"], feature["end_positions"] = start, end
+        for f in range(len(encoded["input_ids"])):
+            feature = self._window(encoded, f, examples, keep[encoded["overflow_to_sample_mapping"][f]], train)
+            outside += (
+                train
+                and bool(examples[feature["example_index"]].get("answers"))
+                and feature.get("start_positions") == 0
+            )
             features.append(feature)
+        return self.reported(features, self._stats(examples, keep, features, cut, outside, train))
+
+    def _window(self, encoded, f: int, examples: list[dict], index: int, train: bool) -> dict:
+        """Window ``f`` of example ``index``: its ids, context offsets and, where known, answer tokens."""
+        context = examples[index]["context"]
+        offsets = [
+            without_spaces(o, context) if s == 1 else None
+            for o, s in zip(encoded["offset_mapping"][f], encoded.sequence_ids(f))
+        ]
+        context_tokens = [t for t, o in enumerate(offsets) if o is not None]
+        context_range = (context_tokens[0], context_tokens[-1] + 1) if context_tokens else (0, 0)
+        feature = {
+            "input_ids": encoded["input_ids"][f],
+            "example_index": index,
+            "offsets": offsets,
+            "context_range": context_range,
+        }
+        if "token_type_ids" in encoded:
+            feature["token_type_ids"] = encoded["token_type_ids"][f]
+        answers = examples[index].get("answers")
+        if train or (answers is not None and all(a.get("start") is not None for a in answers[:1])):  # eval: loss
+            start, end = answer_tokens(offsets, answers[0]) if answers else (0, 0)
+            feature["start_positions"], feature["end_positions"] = start, end
+        return feature
+
+    def _stats(self, examples, keep, features, cut: int, outside: int, train: bool) -> dict:
+        """What preprocessing did, with a notice for each thing the user should know."""
         windows = defaultdict(int)
         for feature in features:
             windows[feature["example_index"]] += 1
         windowed = sum(n > 1 for n in windows.values())
         repaired = sum(bool(ex.get("repaired_start")) for ex in examples)
-        stats = {"questions": len(keep), "features": len(features), "windowed_examples": windowed,
-                 "questions_truncated": cut, "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples),
-                 "repaired_answer_start": repaired}
+        stats = {
+            "questions": len(keep),
+            "features": len(features),
+            "windowed_examples": windowed,
+            "questions_truncated": cut,
+            "bad_answer_start": sum(bool(ex.get("bad_start")) for ex in examples),
+            "repaired_answer_start": repaired,
+        }
         notices = []
         if windowed:
-            notices.append(f"{windowed} of {len(keep)} question(s) with a context longer than --max-length were "
-                           "split into overlapping windows")
+            notices.append(
+                f"{windowed} of {len(keep)} question(s) with a context longer than --max-length were "
+                "split into overlapping windows"
+            )
         if cut:
-            notices.append(f"{cut} of {len(keep)} question(s) longer than {self.max_query_length} tokens were cut "
-                           "to that length")
+            notices.append(
+                f"{cut} of {len(keep)} question(s) longer than {self.max_query_length} tokens were cut to that length"
+            )
         if train:
             skipped = len(examples) - len(keep)
             stats.update(skipped_bad_answer_start=skipped, windows_without_answer=outside)
             if repaired:  # evaluation scores answer texts, so offsets only matter for training targets
-                notices.append(f"{repaired} of {len(examples)} question(s) had an answer_start that does not point "
-                               "at the answer text: moved to the nearest occurrence of that text in the context")
+                notices.append(
+                    f"{repaired} of {len(examples)} question(s) had an answer_start that does not point "
+                    "at the answer text: moved to the nearest occurrence of that text in the context"
+                )
             if skipped:
-                notices.append(f"{skipped} of {len(examples)} question(s) skipped: an answer text that does not "
-                               "occur in the context (bad answer_start, nothing to repair it with)")
+                notices.append(
+                    f"{skipped} of {len(examples)} question(s) skipped: an answer text that does not "
+                    "occur in the context (bad answer_start, nothing to repair it with)"
+                )
         if notices:
             stats["notices"] = notices
-        return self.reported(features, stats)
+        return stats
 
     def _questions(self, questions: list[str], tokenizer) -> tuple[list[str], int]:
         """Questions cut to max_query_length tokens; fails when the doc stride leaves no room."""
@@ -188,7 +248,7 @@ class QuestionAnsweringTask(Task):
         longest = 0
         for i, offsets in enumerate(encoded["offset_mapping"]):
             if len(offsets) > limit:
-                questions[i], cut = questions[i][:offsets[limit - 1][1]], cut + 1
+                questions[i], cut = questions[i][: offsets[limit - 1][1]], cut + 1
             longest = max(longest, min(len(offsets), limit))
         room = self.max_length - longest - tokenizer.num_special_tokens_to_add(pair=True)
         if self.doc_stride >= room:
@@ -196,7 +256,8 @@ class QuestionAnsweringTask(Task):
                 f"--doc-stride {self.doc_stride} is too large: with --max-length {self.max_length} and questions of "
                 f"up to {longest} tokens a window holds {max(room, 0)} context tokens, and the overlap between "
                 f"windows must be smaller than that",
-                f"use --doc-stride below {max(room, 1)} (e.g. {max(room // 3, 1)}) or a larger --max-length")
+                f"use --doc-stride below {max(room, 1)} (e.g. {max(room // 3, 1)}) or a larger --max-length",
+            )
         return questions, cut
 
     # --- decoding ------------------------------------------------------------------------------
@@ -207,18 +268,27 @@ class QuestionAnsweringTask(Task):
         key = (n_best, max_answer, use_max_context)
         if self._decoded is not None and self._decoded[0] is outputs and self._decoded[1] == key:
             return self._decoded[2]
-        windows = [{"start_logits": start, "end_logits": end, "offsets": feature["offsets"],
-                    "context_range": feature.get("context_range")}
-                   for feature, start, end in zip(features, outputs["start_logits"], outputs["end_logits"])]
+        windows = [
+            {
+                "start_logits": start,
+                "end_logits": end,
+                "offsets": feature["offsets"],
+                "context_range": feature.get("context_range"),
+            }
+            for feature, start, end in zip(features, outputs["start_logits"], outputs["end_logits"])
+        ]
         if n_best == 1 and not use_max_context:  # the common case: one exact search over all windows at once
-            decoded = decode_best_batched([ex["context"] for ex in examples], windows,
-                                          [f["example_index"] for f in features], max_answer)
+            decoded = decode_best_batched(
+                [ex["context"] for ex in examples], windows, [f["example_index"] for f in features], max_answer
+            )
         else:
             per_example = defaultdict(list)
             for feature, window in zip(features, windows):
                 per_example[feature["example_index"]].append(window)
-            decoded = [decode_question(ex["context"], per_example[i], max_answer, n_best, use_max_context)
-                       for i, ex in enumerate(examples)]
+            decoded = [
+                decode_question(ex["context"], per_example[i], max_answer, n_best, use_max_context)
+                for i, ex in enumerate(examples)
+            ]
         self._decoded = (outputs, key, decoded)
         return decoded
 
@@ -245,16 +315,23 @@ class QuestionAnsweringTask(Task):
         k = int(self.options.get("n_best", 1))
         predictions = []
         for decoding in self._decode(examples, features, outputs):
-            n_best = [{**stripped_answer(a.text, a.start), "score": round(a.probability, 6)}
-                      for a in decoding.n_best[:k]]
+            n_best = [
+                {**stripped_answer(a.text, a.start), "score": round(a.probability, 6)} for a in decoding.n_best[:k]
+            ]
             margin = decoding.null_score - decoding.best_span_score if decoding.best is not None else math.inf
             if decoding.best is None or (can_abstain and margin > threshold):
                 null_probability = 1.0 / (1.0 + math.exp(-min(margin - threshold, 700.0)))  # > 0.5 here
                 best = {"answer": "", "start": None, "end": None, "score": round(null_probability, 6)}
             else:
                 best = dict(n_best[0])
-            predictions.append({**best, "n_best": n_best, "null_margin": margin,
-                                "best_text": n_best[0]["answer"] if decoding.best is not None else ""})
+            predictions.append(
+                {
+                    **best,
+                    "n_best": n_best,
+                    "null_margin": margin,
+                    "best_text": n_best[0]["answer"] if decoding.best is not None else "",
+                }
+            )
         return predictions
 
     def metrics(self, examples, predictions):
@@ -273,10 +350,19 @@ class QuestionAnsweringTask(Task):
     metric_inputs_description = "SQuAD dicts (id + prediction_text / id + answers)"
 
     def metric_inputs(self, examples, predictions):
-        return ([{"id": str(ex["id"]), "prediction_text": p["answer"]} for ex, p in zip(examples, predictions)],
-                [{"id": str(ex["id"]), "answers": {"text": [a["text"] for a in ex["answers"]],
-                                                   "answer_start": [a["start"] for a in ex["answers"]]}}
-                 for ex in examples])
+        return (
+            [{"id": str(ex["id"]), "prediction_text": p["answer"]} for ex, p in zip(examples, predictions)],
+            [
+                {
+                    "id": str(ex["id"]),
+                    "answers": {
+                        "text": [a["text"] for a in ex["answers"]],
+                        "answer_start": [a["start"] for a in ex["answers"]],
+                    },
+                }
+                for ex in examples
+            ],
+        )
 
     def format_prediction(self, example, prediction):
         row = {"id": example["id"], **{k: prediction[k] for k in ("answer", "start", "end", "score")}}
@@ -292,8 +378,10 @@ class QuestionAnsweringTask(Task):
 
 
 def _null_margins_and_texts(predictions: list[dict]) -> tuple[dict, dict]:
-    return ({str(i): p["null_margin"] for i, p in enumerate(predictions)},
-            {str(i): p["best_text"] for i, p in enumerate(predictions)})
+    return (
+        {str(i): p["null_margin"] for i, p in enumerate(predictions)},
+        {str(i): p["best_text"] for i, p in enumerate(predictions)},
+    )
 
 
 def _golds(examples: list[dict]) -> dict:

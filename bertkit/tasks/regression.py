@@ -48,8 +48,9 @@ class Regression(LabelKind):
 
     def fit(self, labels, names):
         if len(set(labels)) < 2:
-            raise BertkitError(f"every training label is {labels[0]:g}: there is nothing to learn",
-                               "give rows with different scores")
+            raise BertkitError(
+                f"every training label is {labels[0]:g}: there is nothing to learn", "give rows with different scores"
+            )
         if self.options.get("scale_targets"):  # trained on (y - mean) / std; the saved head undoes it
             self.options[SCALING] = {"mean": float(np.mean(labels)), "std": float(np.std(labels)) or 1.0}
         return None  # one output, no label names

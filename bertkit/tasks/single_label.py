@@ -28,8 +28,11 @@ class SingleLabel(LabelKind):
     problem_type = "single_label_classification"
     main_metric = "accuracy"
     target = "class"
-    prediction_fields = {"label": "the most probable label's name", "score": "its probability",
-                         "probabilities": "every label's probability, by name"}
+    prediction_fields = {
+        "label": "the most probable label's name",
+        "score": "its probability",
+        "probabilities": "every label's probability, by name",
+    }
     metric_inputs_description = "label ids"
     linear_probe = True
     stratifies_folds = True
@@ -37,8 +40,10 @@ class SingleLabel(LabelKind):
 
     def read_label(self, value, row, source, names):
         if is_list_label(value):
-            raise BertkitError(f"{source}: row {row}: the label is a list ({value!r}), which is multi-label data",
-                               "add --problem-type multi-label")
+            raise BertkitError(
+                f"{source}: row {row}: the label is a list ({value!r}), which is multi-label data",
+                "add --problem-type multi-label",
+            )
         if value is None or str(value).strip() == "":
             raise BertkitError(f"{source}: a row has an empty label", "fill or drop rows without labels")
         text = normalise_label(value)
@@ -53,8 +58,9 @@ class SingleLabel(LabelKind):
     def fit(self, labels, names):
         values = set(labels)
         if len(values) < 2:
-            raise BertkitError(f"training data has only one label ({', '.join(values)})",
-                               "a classifier needs at least two")
+            raise BertkitError(
+                f"training data has only one label ({', '.join(values)})", "a classifier needs at least two"
+            )
         if names:
             return list(names)
         _refuse_continuous(values)
@@ -73,8 +79,9 @@ class SingleLabel(LabelKind):
 
     def scores(self, gold, predictions):
         ids = {label: i for i, label in enumerate(self.labels)}
-        scores = classification_scores([ids[g] for g in gold], [int(p["probabilities"].argmax()) for p in predictions],
-                                       len(self.labels))
+        scores = classification_scores(
+            [ids[g] for g in gold], [int(p["probabilities"].argmax()) for p in predictions], len(self.labels)
+        )
         if len(self.labels) == 2:
             scores["positive_label"] = self.labels[1]  # which class "f1" is about
         return scores
@@ -82,14 +89,21 @@ class SingleLabel(LabelKind):
     def row(self, prediction):
         probabilities = prediction["probabilities"]
         best = int(probabilities.argmax())
-        shown = np.argsort(-probabilities, kind="stable")[:self.options["top_k"]] if self.options.get("top_k") \
+        shown = (
+            np.argsort(-probabilities, kind="stable")[: self.options["top_k"]]
+            if self.options.get("top_k")
             else range(len(self.labels))
-        return {"label": self.labels[best], "score": round(float(probabilities[best]), 6),
-                "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in shown}}
+        )
+        return {
+            "label": self.labels[best],
+            "score": round(float(probabilities[best]), 6),
+            "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in shown},
+        }
 
     def breakdown(self, gold, predictions, metrics):
-        return confusion(self.labels, gold, [self.labels[int(np.asarray(p["probabilities"]).argmax())]
-                                             for p in predictions])
+        return confusion(
+            self.labels, gold, [self.labels[int(np.asarray(p["probabilities"]).argmax())] for p in predictions]
+        )
 
     def metric_inputs(self, gold, predictions):
         ids = {label: i for i, label in enumerate(self.labels)}
@@ -113,16 +127,22 @@ def map_label_ids(labels: list, known: list, source: str, label_map: str | None)
         if all(label in ids for label in set(labels)):
             mapping, how = ids, "as the ids of the model's labels"
         else:
-            raise BertkitError(f"{source}: label(s) never seen in training: {', '.join(seen[:10])}",
-                               f"the model knows {', '.join(known)}; map them with --label-map "
-                               f"{','.join(f'{s}={k}' for s, k in zip(seen[:2], known))}")
+            raise BertkitError(
+                f"{source}: label(s) never seen in training: {', '.join(seen[:10])}",
+                f"the model knows {', '.join(known)}; map them with --label-map "
+                f"{','.join(f'{s}={k}' for s, k in zip(seen[:2], known))}",
+            )
     unmapped = sorted(set(labels) - set(mapping) - set(known))
     if unmapped:
-        raise BertkitError(f"{source}: label(s) {', '.join(unmapped[:10])} are not in --label-map or the model's "
-                           f"labels ({', '.join(known)})", "add them to --label-map")
+        raise BertkitError(
+            f"{source}: label(s) {', '.join(unmapped[:10])} are not in --label-map or the model's "
+            f"labels ({', '.join(known)})",
+            "add them to --label-map",
+        )
     used = sorted(set(labels) & set(mapping), key=lambda label: known.index(mapping[label]))
-    return [mapping.get(label, label) for label in labels], \
-        f"{source}: labels read {how}: {', '.join(f'{label}={mapping[label]}' for label in used)}"
+    return [
+        mapping.get(label, label) for label in labels
+    ], f"{source}: labels read {how}: {', '.join(f'{label}={mapping[label]}' for label in used)}"
 
 
 def parse_label_map(text: str, known: list) -> dict:
@@ -131,8 +151,10 @@ def parse_label_map(text: str, known: list) -> dict:
     for item in filter(None, (part.strip() for part in text.split(","))):
         given, equals, name = item.partition("=")
         if not equals or not given.strip() or name.strip() not in known:
-            raise BertkitError(f"--label-map: {item!r} is not FILE_LABEL=MODEL_LABEL with a label the model knows",
-                               f"e.g. --label-map 0={known[0]},1={known[-1]}; the model knows {', '.join(known)}")
+            raise BertkitError(
+                f"--label-map: {item!r} is not FILE_LABEL=MODEL_LABEL with a label the model knows",
+                f"e.g. --label-map 0={known[0]},1={known[-1]}; the model knows {', '.join(known)}",
+            )
         mapping[normalise_label(given)] = name.strip()
     return mapping
 
@@ -160,6 +182,8 @@ def _refuse_continuous(values: set) -> None:
     looks_like_ids = min(numbers) >= 0 and max(numbers) + 1 <= 2 * len(numbers)
     if fractional or (len(numbers) > MAX_FREE_NUMERIC_CLASSES and not looks_like_ids):
         examples = ", ".join(f"{v:g}" for v in (fractional or sorted(numbers))[:3])
-        raise BertkitError(f"the labels look continuous ({len(numbers)} distinct numeric values, e.g. {examples}), "
-                           "not classes", "add --problem-type regression to predict the number, or point "
-                           "--label-column at the column with the classes")
+        raise BertkitError(
+            f"the labels look continuous ({len(numbers)} distinct numeric values, e.g. {examples}), not classes",
+            "add --problem-type regression to predict the number, or point "
+            "--label-column at the column with the classes",
+        )

@@ -47,12 +47,35 @@ TEXT_CANDIDATES = ("text", "sentence")
 BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
 TEXT_SUFFIXES = (".txt", ".conll", ".tsv", ".csv", ".bio", ".iob", ".iob2")  # never sniffed as JSON
 QA_FIELDS = {"paragraphs", "context", "qas", "answers"}
-CLASSIFICATION_FIELDS = {"sentence", "text", "label", "labels", "sentence1", "sentence2", "question", "question1",
-                         "question2",
-                         "premise", "hypothesis", "quality", "gold_label", "is_duplicate", "#1 string", "#2 string",
-                         "review", "content", "class", "target", "text_a", "text_b", "index"}
-FORMAT_HINT = "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) " \
-              "or JSON/JSONL records with 'tokens' and 'tags'"
+CLASSIFICATION_FIELDS = {
+    "sentence",
+    "text",
+    "label",
+    "labels",
+    "sentence1",
+    "sentence2",
+    "question",
+    "question1",
+    "question2",
+    "premise",
+    "hypothesis",
+    "quality",
+    "gold_label",
+    "is_duplicate",
+    "#1 string",
+    "#2 string",
+    "review",
+    "content",
+    "class",
+    "target",
+    "text_a",
+    "text_b",
+    "index",
+}
+FORMAT_HINT = (
+    "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) "
+    "or JSON/JSONL records with 'tokens' and 'tags'"
+)
 
 
 class TaggingTask(Task):
@@ -66,24 +89,34 @@ class TaggingTask(Task):
     targets = {"labels": TOKEN_CLASS}
     fold_group_field = "document"  # a CoNLL file's -DOCSTART- sections
     options_declared = (
-        TaskOption("doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a "
-                   "window)."),
-        TaskOption("strict", bool, "Score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
-                   "I-X that does not continue an X entity).", ("eval",)),
+        TaskOption(
+            "doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a window)."
+        ),
+        TaskOption(
+            "strict",
+            bool,
+            "Score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
+            "I-X that does not continue an X entity).",
+            ("eval",),
+        ),
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
         *LOSS_OPTIONS,
     )
-    prediction_fields = {"text": "the raw input sentence (absent for pre-tokenised input)",
-                         "words": "the input's words",
-                         "tags": "one tag per word: valid IOB2, or IOB1 when the input sentence's own tags are IOB1",
-                         "entities": "type, text and character offsets of each entity"}
+    prediction_fields = {
+        "text": "the raw input sentence (absent for pre-tokenised input)",
+        "words": "the input's words",
+        "tags": "one tag per word: valid IOB2, or IOB1 when the input sentence's own tags are IOB1",
+        "entities": "type, text and character offsets of each entity",
+    }
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         stride = self.options.get("doc_stride")
         if stride is not None and (not isinstance(stride, int) or stride < 0):
-            raise BertkitError(f"--doc-stride {stride} is invalid for ner", "give the number of words (>= 0) "
-                               "that consecutive windows of a long sentence share")
+            raise BertkitError(
+                f"--doc-stride {stride} is invalid for ner",
+                "give the number of words (>= 0) that consecutive windows of a long sentence share",
+            )
 
     # --- reading -------------------------------------------------------------------------
     def read(self, source: Source, purpose: str) -> list[dict]:
@@ -105,8 +138,11 @@ class TaggingTask(Task):
         examples = read_conll(path)
         spaced = sum(" " in value for ex in examples for value in ex["tokens"] + ex["tags"])
         if spaced * 2 > sum(len(ex["tokens"]) for ex in examples):
-            raise BertkitError(f"{where}: most 'tokens' contain spaces, so this looks like sentences with labels "
-                               "(classification data), not one word per line", FORMAT_HINT)
+            raise BertkitError(
+                f"{where}: most 'tokens' contain spaces, so this looks like sentences with labels "
+                "(classification data), not one word per line",
+                FORMAT_HINT,
+            )
         return self._gold(examples, where)
 
     def reads_whole(self, path) -> bool:
@@ -128,20 +164,28 @@ class TaggingTask(Task):
             examples = read_tagged_records(records, where, label_names, require_tags=purpose != PREDICT)
             return examples if purpose == PREDICT else self._gold(examples, where)
         if fields & QA_FIELDS:
-            raise BertkitError(f"{where}: this looks like question-answering (SQuAD) data "
-                               f"(fields: {', '.join(sorted(fields))}), not token tagging", FORMAT_HINT)
+            raise BertkitError(
+                f"{where}: this looks like question-answering (SQuAD) data "
+                f"(fields: {', '.join(sorted(fields))}), not token tagging",
+                FORMAT_HINT,
+            )
         if purpose != PREDICT:
             kind = "classification data, " if fields & CLASSIFICATION_FIELDS else ""
-            raise BertkitError(f"{where}: records have no 'tokens' field ({kind}fields: {', '.join(sorted(fields))})",
-                               FORMAT_HINT)
+            raise BertkitError(
+                f"{where}: records have no 'tokens' field ({kind}fields: {', '.join(sorted(fields))})", FORMAT_HINT
+            )
         if all(set(r) <= {"text", "text_pair"} for r in records):  # stdin lines: the line reader splits at a TAB
-            texts = ["\t".join(readers.text_value(r, k, row, where) for k in ("text", "text_pair")
-                                if r.get(k) is not None) for row, r in enumerate(records, 1)]
+            texts = [
+                "\t".join(readers.text_value(r, k, row, where) for k in ("text", "text_pair") if r.get(k) is not None)
+                for row, r in enumerate(records, 1)
+            ]
         else:
             column = next((c for c in TEXT_CANDIDATES if c in fields), None)
             if column is None:
-                raise BertkitError(f"{where}: no 'text' or 'tokens' field (fields: {', '.join(sorted(fields))})",
-                                   "give raw sentences under 'text', or words under 'tokens'")
+                raise BertkitError(
+                    f"{where}: no 'text' or 'tokens' field (fields: {', '.join(sorted(fields))})",
+                    "give raw sentences under 'text', or words under 'tokens'",
+                )
             texts = [readers.text_value(r, column, row, where) for row, r in enumerate(records, 1)]
         return _raw_examples(texts, where, "row")
 
@@ -163,8 +207,10 @@ class TaggingTask(Task):
         check_loss_options(self.options, has_classes=True)
         types = sorted(_types(examples))
         if not types:
-            raise BertkitError("the training data has no entities (every tag is O)",
-                               "tag entities with B-TYPE / I-TYPE, e.g. B-PER I-PER")
+            raise BertkitError(
+                "the training data has no entities (every tag is O)",
+                "tag entities with B-TYPE / I-TYPE, e.g. B-PER I-PER",
+            )
         # B- and I- of every type seen, even if a type only ever has one-word entities in training
         labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
         options = {**self.options, **({"input_scheme": seen["input_scheme"]} if seen.get("input_scheme") else {})}
@@ -179,8 +225,10 @@ class TaggingTask(Task):
         known = {label[2:] for label in self.labels if label != "O"}
         unseen = sorted(_types(examples) - known)
         if unseen:
-            raise BertkitError(f"{source.description}: entity type(s) never seen in training: {', '.join(unseen)}",
-                               f"the model knows {', '.join(sorted(known))}; map or drop the others")
+            raise BertkitError(
+                f"{source.description}: entity type(s) never seen in training: {', '.join(unseen)}",
+                f"the model knows {', '.join(sorted(known))}; map or drop the others",
+            )
 
     # --- features --------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
@@ -201,11 +249,18 @@ class TaggingTask(Task):
                         labels[position] = label_ids[tags[word]]
                     window["labels"] = labels
                 features.append(window)
-        stats = {"sentences": len(examples), "windowed_sentences": windowed, "features": len(features),
-                 "words_without_subwords": vanished, "words_cut": cut}
+        stats = {
+            "sentences": len(examples),
+            "windowed_sentences": windowed,
+            "features": len(features),
+            "words_without_subwords": vanished,
+            "words_cut": cut,
+        }
         if windowed:
-            stats["notices"] = [f"{windowed} of {len(examples)} sentence(s) longer than --max-length were "
-                                "split into overlapping windows"]
+            stats["notices"] = [
+                f"{windowed} of {len(examples)} sentence(s) longer than --max-length were "
+                "split into overlapping windows"
+            ]
         if seen_in(examples).get("input_scheme"):  # gold data as read: the scheme its file used
             stats["input_scheme"] = seen_in(examples)["input_scheme"]
         if train:
@@ -267,8 +322,9 @@ def _raw_examples(texts: list[str], where: str, unit: str, trailing: bool = Fals
     for number, text in enumerate(texts, 1):
         words, offsets = split_words(text)
         if not words:
-            raise BertkitError(f"{where}: {unit} {number} has no words",
-                               f"remove empty {unit}s; one sentence per {unit}")
+            raise BertkitError(
+                f"{where}: {unit} {number} has no words", f"remove empty {unit}s; one sentence per {unit}"
+            )
         examples.append({"tokens": words, "text": text, "offsets": offsets})
     if not examples:
         raise BertkitError(f"{where}: no sentences to tag", "give one sentence per line")
@@ -281,17 +337,25 @@ def _looks_like_conll(text: str) -> bool:
     if any(line.lstrip().startswith("-DOCSTART-") for line in lines):
         return True
     rows = [line.strip().split("\t") if "\t" in lines[0] else line.split() for line in lines]
-    return bool(rows) and len({len(row) for row in rows}) == 1 and len(rows[0]) >= 2 \
+    return (
+        bool(rows)
+        and len({len(row) for row in rows}) == 1
+        and len(rows[0]) >= 2
         and all(BIO_TAG.match(row[-1].strip()) for row in rows)
+    )
 
 
 def _reject_classification_header(text: str, suffix: str, where: str) -> None:
     """Fail clearly on a classification file (a CSV, or a header such as ``sentence<TAB>label``)."""
     first = next((line for line in text.split("\n") if line.strip()), "")
-    columns = [c.strip() for c in (first.split(",") if suffix == ".csv" else first.split("\t") if "\t" in first
-                                   else first.split())]
+    columns = [
+        c.strip()
+        for c in (first.split(",") if suffix == ".csv" else first.split("\t") if "\t" in first else first.split())
+    ]
     named = {c.lower() for c in columns} & CLASSIFICATION_FIELDS
     if suffix == ".csv" or (len(columns) >= 2 and named and not BIO_TAG.match(columns[-1])):
-        raise BertkitError(f"{where}: this looks like sentence-level (classification) data (first line: "
-                           f"{', '.join(columns)}), not token tagging",
-                           FORMAT_HINT + "; for sentence labels use `bertkit finetune cls`")
+        raise BertkitError(
+            f"{where}: this looks like sentence-level (classification) data (first line: "
+            f"{', '.join(columns)}), not token tagging",
+            FORMAT_HINT + "; for sentence labels use `bertkit finetune cls`",
+        )

@@ -33,8 +33,11 @@ class MaskRule:
         if not 0 < self.rate < 1:
             raise BertkitError(f"--mask-rate {self.rate} must be between 0 and 1", "BERT used 0.15")
         if self.mask_share < 0 or self.random_share < 0 or self.mask_share + self.random_share > 1:
-            raise BertkitError("--mask-token-share and --random-token-share must be >= 0 and add up to at most 1 "
-                               "(the rest of the chosen tokens stay unchanged)", "BERT used 0.8 and 0.1")
+            raise BertkitError(
+                "--mask-token-share and --random-token-share must be >= 0 and add up to at most 1 "
+                "(the rest of the chosen tokens stay unchanged)",
+                "BERT used 0.8 and 0.1",
+            )
         return self
 
 

@@ -115,8 +115,11 @@ def window_features(encoding: EncodedWords, max_length: int, overlap: int | None
                 first_tokens.append(len(positions))
             positions.extend(tokens)
         positions.extend(encoding.suffix)
-        feature = {"input_ids": [encoding.input_ids[p] for p in positions], "words": words,
-                   "first_tokens": first_tokens}
+        feature = {
+            "input_ids": [encoding.input_ids[p] for p in positions],
+            "words": words,
+            "first_tokens": first_tokens,
+        }
         if encoding.token_type_ids is not None:
             feature["token_type_ids"] = [encoding.token_type_ids[p] for p in positions]
         features.append(feature)

@@ -59,8 +59,24 @@ def test_cls_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     write_sentiment_csv(train, 96, seed=1)
     write_sentiment_csv(dev, 40, seed=2)
     out = tmp_path / "model"
-    code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 2, "--lr", "1e-3", "--batch-size", 16)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        2,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        16,
+    )
     assert code == 0, stderr
     assert "examples/s" in stdout and "padding" in stdout
 
@@ -109,8 +125,24 @@ def test_cls_learns_an_easy_rule(tmp_path, tiny_bert, run_cli):
     write_sentiment_csv(train, 256, seed=3)
     write_sentiment_csv(dev, 64, seed=4)
     out = tmp_path / "model"
-    code, _, stderr = run_cli("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                              "--output", out, "--epochs", 6, "--lr", "3e-3", "--batch-size", 16)
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        6,
+        "--lr",
+        "3e-3",
+        "--batch-size",
+        16,
+    )
     assert code == 0, stderr
     assert json.loads((out / "bertkit.json").read_text())["metrics"]["accuracy"] >= 0.9
 
@@ -120,12 +152,30 @@ def test_pair_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     write_pair_tsv(train, 64, seed=5)
     write_pair_tsv(dev, 24, seed=6)
     out = tmp_path / "pair"
-    code, _, stderr = run_cli("finetune", "pair", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                              "--output", out, "--epochs", 1, "--batch-size", 8)
+    code, _, stderr = run_cli(
+        "finetune",
+        "pair",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--batch-size",
+        8,
+    )
     assert code == 0, stderr
     meta = json.loads((out / "bertkit.json").read_text())
-    assert meta["task"]["options"] == {"text_column": "sentence1", "text_pair_column": "sentence2",
-                                       "label_column": "label", "problem_type": "single-label"}
+    assert meta["task"]["options"] == {
+        "text_column": "sentence1",
+        "text_pair_column": "sentence2",
+        "label_column": "label",
+        "problem_type": "single-label",
+    }
     assert meta["task"]["labels"] == ["different", "same"]
 
     pairs = [("the film was good", "the film was good"), ("bad plot", "great acting"), ("it was fine", "fine")]
@@ -158,8 +208,20 @@ def test_known_dataset_from_a_local_data_dir(tmp_path, tiny_bert, run_cli, monke
         rows = [f"{sentence(rng, rng.choice(POSITIVE if i % 2 else NEGATIVE))} \t{i % 2}" for i in range(n)]
         (root / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     out = tmp_path / "model"
-    code, _, stderr = run_cli("finetune", "cls", "--data", "sst2", "--data-dir", tmp_path / "data", "--model",
-                              tiny_bert, "--output", out, "--epochs", 1)
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        "sst2",
+        "--data-dir",
+        tmp_path / "data",
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+    )
     assert code == 0, stderr
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"]["labels"] == ["negative", "positive"] and meta["data"]["eval_examples"] == 12

@@ -8,20 +8,27 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 from test_cli_classification import write_sentiment_csv
 
 LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map", "--scale-targets"}
 LOSS_FLAGS = {"--class-weights", "--loss", "--focal-gamma"}
-TASK_FLAGS = {"--text-column", "--text-pair-column", "--label-column", "--doc-stride", "--max-answer-length",
-              *LABEL_KIND_FLAGS, *LOSS_FLAGS}
+TASK_FLAGS = {
+    "--text-column",
+    "--text-pair-column",
+    "--label-column",
+    "--doc-stride",
+    "--max-answer-length",
+    *LABEL_KIND_FLAGS,
+    *LOSS_FLAGS,
+}
 
 
 def bertkit(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80", "TERM": "dumb"}
-    return subprocess.run([sys.executable, "-m", "bertkit", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bertkit", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_subcommands_are_the_registry():
@@ -40,10 +47,15 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert result.returncode == 0, result.stderr
     help_text = result.stdout
     expected = {"--" + option.name.replace("_", "-") for option in get_task_class(task).options_for("finetune")}
-    assert expected == {"cls": {"--text-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
-                        "pair": {"--text-column", "--text-pair-column", "--label-column", *LABEL_KIND_FLAGS,
-                                 *LOSS_FLAGS},
-                        "ner": {"--doc-stride", *LOSS_FLAGS}, "qa": {"--doc-stride", "--max-answer-length"}}[task]
+    assert (
+        expected
+        == {
+            "cls": {"--text-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "pair": {"--text-column", "--text-pair-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "ner": {"--doc-stride", *LOSS_FLAGS},
+            "qa": {"--doc-stride", "--max-answer-length"},
+        }[task]
+    )
     shown = {flag for flag in TASK_FLAGS if f"{flag} " in help_text}
     assert shown == expected
     for shared in ("--data ", "--model ", "--epochs ", "--lr ", "--report-to ", "--overwrite "):
@@ -56,8 +68,16 @@ def test_task_help_shows_only_what_the_task_reads(task):
 
 
 def test_every_command_help_fits_80_columns():
-    for command in (["--help"], ["eval", "--help"], ["predict", "--help"], ["serve", "--help"],
-                    ["export", "onnx", "--help"], ["report", "--help"], ["push", "--help"], ["finetune", "--help"]):
+    for command in (
+        ["--help"],
+        ["eval", "--help"],
+        ["predict", "--help"],
+        ["serve", "--help"],
+        ["export", "onnx", "--help"],
+        ["report", "--help"],
+        ["push", "--help"],
+        ["finetune", "--help"],
+    ):
         result = bertkit(*command)
         assert result.returncode == 0, (command, result.stderr)
         assert max(len(line) for line in result.stdout.splitlines()) <= 80, command
@@ -65,35 +85,67 @@ def test_every_command_help_fits_80_columns():
 
 
 def test_help_imports_no_heavy_module():
-    code = ("import sys; sys.argv = ['bertkit', 'finetune', '--help']\n"
-            "import bertkit.cli\n"
-            "try:\n    bertkit.cli.main()\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('torch', 'transformers', 'accelerate', 'sklearn', 'fastapi', 'matplotlib')"
-            " if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys; sys.argv = ['bertkit', 'finetune', '--help']\n"
+        "import bertkit.cli\n"
+        "try:\n    bertkit.cli.main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'accelerate', 'sklearn', 'fastapi', 'matplotlib')"
+        " if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr
 
 
 def test_usage_errors_name_the_task_command(run_cli):
     from conftest import assert_user_error
 
-    assert_user_error(run_cli("finetune", "cls", "--text-pair-column", "b", "--data", "x.csv"),
-                      "No such option: --text-pair-column", "see `bertkit finetune cls --help`")
-    assert_user_error(run_cli("finetune", "ner", "--max-answer-length", "3", "--data", "x.txt"),
-                      "No such option: --max-answer-length", "bertkit finetune ner --help")
+    assert_user_error(
+        run_cli("finetune", "cls", "--text-pair-column", "b", "--data", "x.csv"),
+        "No such option: --text-pair-column",
+        "see `bertkit finetune cls --help`",
+    )
+    assert_user_error(
+        run_cli("finetune", "ner", "--max-answer-length", "3", "--data", "x.txt"),
+        "No such option: --max-answer-length",
+        "bertkit finetune ner --help",
+    )
     assert_user_error(run_cli("export", "onnx"), "Missing argument", "bertkit export onnx --help")
 
 
 def test_progress_off_a_terminal_is_one_line_per_epoch(tmp_path, tiny_bert, run_cli):
     write_sentiment_csv(tmp_path / "train.csv", 48, seed=1)
     write_sentiment_csv(tmp_path / "dev.csv", 16, seed=2)
-    code, _, stderr = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--eval-data",
-                              tmp_path / "dev.csv", "--model", tiny_bert, "--output", tmp_path / "m",
-                              "--epochs", 2, "--batch-size", 16, "--lr", "1e-3")
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--eval-data",
+        tmp_path / "dev.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "m",
+        "--epochs",
+        2,
+        "--batch-size",
+        16,
+        "--lr",
+        "1e-3",
+    )
     assert code == 0, stderr
     assert "\r" not in stderr
     lines = [line for line in stderr.splitlines() if line.startswith(("train:", "eval:"))]
     assert [line.split(" (")[0].split(",")[0] for line in lines] == [
-        "train: epoch 1: 3 batches", "eval: done", "train: epoch 2: 3 batches", "eval: done"]
+        "train: epoch 1: 3 batches",
+        "eval: done",
+        "train: epoch 2: 3 batches",
+        "eval: done",
+    ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from hostile import CLS_CSV
 
 CORPUS = "the film was good . the plot was bad .\n\nit was a great film .\njohn lives in paris .\n" * 4
@@ -62,12 +61,25 @@ def test_embed_probe_and_pretrain_print_precision_and_threads(files, tiny_bert, 
     code, _, err = run_cli("embed", tiny_bert, "--input", files / "in.txt", "--output", files / "v.npy")
     assert code == 0, err
     assert RUNTIME.search(err), err  # stderr: stdout may be the vectors (--output -)
-    code, out, err = run_cli("probe", "cls", "--data", files / "train.csv", "--model", tiny_bert, "--output",
-                             files / "probe")
+    code, out, err = run_cli(
+        "probe", "cls", "--data", files / "train.csv", "--model", tiny_bert, "--output", files / "probe"
+    )
     assert code == 0, err
     assert RUNTIME.search(out), out
-    code, out, err = run_cli("pretrain", "mlm", "--data", files / "corpus.txt", "--model", tiny_bert, "--output",
-                             files / "mlm", "--epochs", "1", "--threads", "1")
+    code, out, err = run_cli(
+        "pretrain",
+        "mlm",
+        "--data",
+        files / "corpus.txt",
+        "--model",
+        tiny_bert,
+        "--output",
+        files / "mlm",
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+    )
     assert code == 0, err
     assert RUNTIME.search(out) and "1 thread" in out, out
 
@@ -77,8 +89,22 @@ def test_the_epoch_loss_is_one_number_on_stdout_and_stderr(files, tiny_bert, run
     summary said 0.6920). Both are the mean over the epoch's batches, summed in fp32."""
     rows = CLS_CSV.splitlines()
     (files / "big.csv").write_text("\n".join([rows[0]] + rows[1:] * 8) + "\n")  # 128 rows: 32 batches of 4
-    code, out, err = run_cli("finetune", "cls", "--data", files / "big.csv", "--model", tiny_bert, "--output",
-                             files / "out", "--epochs", "2", "--batch-size", "4", "--precision", "bf16")
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        files / "big.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        files / "out",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "4",
+        "--precision",
+        "bf16",
+    )
     assert code == 0, err
     stderr_losses = re.findall(r"train: epoch (\d+): \d+ batches, loss ([\d.]+)", err)
     stdout_losses = re.findall(r"^epoch (\d+): train loss ([\d.]+)", out, re.MULTILINE)

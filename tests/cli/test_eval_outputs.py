@@ -9,7 +9,6 @@ import random
 
 import pytest
 from seqeval.metrics import f1_score as seqeval_f1
-
 from test_cli_classification import write_sentiment_csv
 from test_squad_v2_threshold import official_compute_exact, official_compute_f1
 
@@ -50,8 +49,14 @@ def models(tiny_bert, tmp_path_factory):
     config = TrainConfig(epochs=2, batch_size=8, lr=5e-4, max_length=32)
     for task in ("cls", "ner"):
         suffix = "csv" if task == "cls" else "txt"
-        api.finetune(task, str(root / f"{task}-train.{suffix}"), str(root / task), model=str(tiny_bert),
-                     eval_data=str(root / f"{task}-dev.{suffix}"), config=config)
+        api.finetune(
+            task,
+            str(root / f"{task}-train.{suffix}"),
+            str(root / task),
+            model=str(tiny_bert),
+            eval_data=str(root / f"{task}-dev.{suffix}"),
+            config=config,
+        )
     return root
 
 
@@ -90,7 +95,8 @@ def test_ner_predictions_file_scores_to_eval_f1_and_the_per_type_table(models, r
     for kind, scores in report["metrics"]["per_type"].items():
         line = next(line for line in stdout.splitlines() if line.split()[:1] == [kind])
         assert [float(x) for x in line.split()[1:4]] == pytest.approx(
-            [100 * scores["precision"], 100 * scores["recall"], 100 * scores["f1"]], abs=0.006)
+            [100 * scores["precision"], 100 * scores["recall"], 100 * scores["f1"]], abs=0.006
+        )
         assert int(line.split()[4]) == scores["support"]
 
 
@@ -132,7 +138,9 @@ def _mean_cross_entropy(model_dir, texts, gold) -> float:
     with torch.no_grad():
         for text, label in zip(texts, gold):
             logits = model(**tokenizer(text, return_tensors="pt")).logits.float()
-            losses.append(float(torch.nn.functional.cross_entropy(logits, torch.tensor([model.config.label2id[label]]))))
+            losses.append(
+                float(torch.nn.functional.cross_entropy(logits, torch.tensor([model.config.label2id[label]])))
+            )
     return sum(losses) / len(losses)
 
 
@@ -143,8 +151,9 @@ def test_eval_reports_the_evaluation_loss_the_model_gives_row_by_row(models):
 
     from bertkit import api
 
-    report = api.evaluate(str(models / "cls"), str(models / "cls-dev.csv"), precision="no",
-                          output=str(models / "cls-loss.json"))
+    report = api.evaluate(
+        str(models / "cls"), str(models / "cls-dev.csv"), precision="no", output=str(models / "cls-loss.json")
+    )
     with open(models / "cls-dev.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     expected = _mean_cross_entropy(str(models / "cls"), [r["text"] for r in rows], [r["label"] for r in rows])
@@ -159,8 +168,9 @@ def test_eval_loss_for_tagging_and_qa(models, trained):
     so their loss is reported."""
     from bertkit import api
 
-    ner = api.evaluate(str(models / "ner"), str(models / "ner-dev.txt"), precision="no",
-                       output=str(models / "ner-loss.json"))["metrics"]
+    ner = api.evaluate(
+        str(models / "ner"), str(models / "ner-dev.txt"), precision="no", output=str(models / "ner-loss.json")
+    )["metrics"]
     assert 0 < ner["loss"] < 1.9  # ln(7 tags) = 1.95: a model that guesses uniformly
     from hostile import QA_JSONL
 

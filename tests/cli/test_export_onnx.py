@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import assert_user_error
 from extras_models import train_tiny
 
@@ -25,10 +24,14 @@ def rows(stdout: str) -> list[dict]:
 
 def test_predict_onnx_before_export_is_one_line(cls_dir, run_cli, tmp_path):
     (tmp_path / "in.txt").write_text("a great film\n")
-    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "onnx"),
-                      "has no exported ONNX model", "bertkit export onnx")
-    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "tf"),
-                      "unknown --backend 'tf'")
+    assert_user_error(
+        run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "onnx"),
+        "has no exported ONNX model",
+        "bertkit export onnx",
+    )
+    assert_user_error(
+        run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "tf"), "unknown --backend 'tf'"
+    )
 
 
 def test_export_parity_and_same_predictions(cls_dir, run_cli, tmp_path):
@@ -74,18 +77,23 @@ def test_export_per_token_task(tmp_path, tiny_bert, run_cli):
 
 
 def test_export_needs_eval_data_or_data(tmp_path, tiny_bert, run_cli, capsys):
-    from bertkit import api
-    from bertkit.config import TrainConfig
     from test_cli_classification import write_sentiment_csv
 
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
     write_sentiment_csv(tmp_path / "train.csv", 32, seed=1)
-    api.finetune("cls", str(tmp_path / "train.csv"), str(tmp_path / "m"), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    api.finetune(
+        "cls",
+        str(tmp_path / "train.csv"),
+        str(tmp_path / "m"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
+    )
     capsys.readouterr()  # the training's own progress lines
     assert_user_error(run_cli("export", "onnx", tmp_path / "m"), "without evaluation data", "--data")
     assert not (tmp_path / "m" / "onnx").exists()
-    code, stdout, stderr = run_cli("export", "onnx", tmp_path / "m", "--data", tmp_path / "train.csv",
-                                   "--samples", 10)
+    code, stdout, stderr = run_cli("export", "onnx", tmp_path / "m", "--data", tmp_path / "train.csv", "--samples", 10)
     assert code == 0, stderr
     assert "parity on 10 examples" in stdout
     assert np.isfinite(json.loads((tmp_path / "m" / "onnx" / "export.json").read_text())["fp32"]["max_abs_diff"])
@@ -96,11 +104,13 @@ def test_export_parity_data_with_label_ids(cls_dir, run_cli, tmp_path):
     it (ids mapped to the model's labels), not a traceback."""
     labels = json.loads((cls_dir / "bertkit.json").read_text())["task"]["labels"]
     rows = [("a great great film", "pos"), ("the plot was awful", "neg"), ("very good acting", "pos")]
-    (tmp_path / "ids.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{labels.index(l)}\n" for t, l in rows))
+    (tmp_path / "ids.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{labels.index(lab)}\n" for t, lab in rows))
     code, stdout, stderr = run_cli("export", "onnx", cls_dir, "--data", tmp_path / "ids.tsv")
     assert code == 0, stderr
-    assert "parity on 3 examples" in stdout and json.loads((cls_dir / "onnx" / "export.json").read_text())[
-        "torch"]["value"] is not None
+    assert (
+        "parity on 3 examples" in stdout
+        and json.loads((cls_dir / "onnx" / "export.json").read_text())["torch"]["value"] is not None
+    )
 
 
 def test_an_export_cleans_up_after_a_killed_one(cls_dir, run_cli, tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import assert_user_error
 from extras_models import train_tiny
 
@@ -27,8 +26,11 @@ def tolerance(entry: dict) -> float:
 
 def test_predict_openvino_before_export_is_one_line(cls_dir, run_cli, tmp_path):
     (tmp_path / "in.txt").write_text("a great film\n")
-    assert_user_error(run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "openvino-int8"),
-                      "has no exported int8 OpenVINO model", "bertkit export openvino")
+    assert_user_error(
+        run_cli("predict", cls_dir, "--input", tmp_path / "in.txt", "--backend", "openvino-int8"),
+        "has no exported int8 OpenVINO model",
+        "bertkit export openvino",
+    )
 
 
 def test_export_parity_speed_and_same_predictions(cls_dir, run_cli, tmp_path):
@@ -38,14 +40,20 @@ def test_export_parity_speed_and_same_predictions(cls_dir, run_cli, tmp_path):
     assert code == 0, stderr
     report = json.loads((cls_dir / "openvino" / "export.json").read_text())
     assert sorted(p.name for p in (cls_dir / "openvino").iterdir()) == [
-        "export.json", "model.bin", "model.int8.bin", "model.int8.xml", "model.xml"]
+        "export.json",
+        "model.bin",
+        "model.int8.bin",
+        "model.int8.xml",
+        "model.xml",
+    ]
     assert report["parity_examples"] == 24 and report["torch"]["examples_per_second"] > 0
     fp32, int8 = report["fp32"], report["int8"]
     assert fp32["max_abs_diff"] < tolerance(fp32) and abs(fp32["delta"]) <= 1 / 24 + 1e-9
     assert 0 < int8["max_abs_diff"] < 0.1 and abs(int8["delta"]) <= 2 / 24 + 1e-9
     assert int8["computes_in"].startswith("int8") and "NNCF" in report["int8_method"]
-    assert fp32["speedup_vs_torch_fp32"] == pytest.approx(fp32["examples_per_second"] /
-                                                          report["torch"]["examples_per_second"], rel=0.01)
+    assert fp32["speedup_vs_torch_fp32"] == pytest.approx(
+        fp32["examples_per_second"] / report["torch"]["examples_per_second"], rel=0.01
+    )
     assert f"max abs logit diff {fp32['max_abs_diff']:.2e}" in stdout and "x torch fp32" in stdout
 
     texts = ["the plot was awful", "a great great film", "it was poor", "very good acting", "bad"]
@@ -68,14 +76,19 @@ def test_export_per_token_task_and_a_damaged_file(tmp_path, tiny_bert, run_cli):
     assert report["fp32"]["max_abs_diff"] < tolerance(report["fp32"]) and "int8" not in report
     (tmp_path / "in.txt").write_text("john lives in paris .\nmary works for google in berlin\n")
     torch_rows = api.predict(str(ner), str(tmp_path / "in.txt"), precision="no")
-    assert [r["tags"] for r in api.predict(str(ner), str(tmp_path / "in.txt"), backend="openvino")] == \
-        [r["tags"] for r in torch_rows]
+    assert [r["tags"] for r in api.predict(str(ner), str(tmp_path / "in.txt"), backend="openvino")] == [
+        r["tags"] for r in torch_rows
+    ]
     (ner / "openvino" / "model.bin").write_bytes(b"half a file")
-    assert_user_error(run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
-                      "cannot be loaded by OpenVINO", f"bertkit export openvino {ner}` again")
+    assert_user_error(
+        run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
+        "cannot be loaded by OpenVINO",
+        f"bertkit export openvino {ner}` again",
+    )
     (ner / "openvino" / "model.bin").unlink()  # OpenVINO says why on its message's last line
-    assert_user_error(run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
-                      "bin file cannot be found")
+    assert_user_error(
+        run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"), "bin file cannot be found"
+    )
 
 
 def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
@@ -95,8 +108,11 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
         (model / "openvino" / name).write_text("")
 
     def measured(torch: float, fp32: float, int8: float) -> None:
-        report = {"torch": {"examples_per_second": torch / 2, "auto_examples_per_second": torch},
-                  "fp32": {"examples_per_second": fp32}, "int8": {"examples_per_second": int8}}
+        report = {
+            "torch": {"examples_per_second": torch / 2, "auto_examples_per_second": torch},
+            "fp32": {"examples_per_second": fp32},
+            "int8": {"examples_per_second": int8},
+        }
         (model / "openvino" / "export.json").write_text(json.dumps(report))
 
     measured(100, 300, 500)
@@ -114,8 +130,9 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
     measured(400, 300, 600)
     (model / "onnx").mkdir()
     (model / "onnx" / "model.int8.onnx").write_text("")
-    (model / "onnx" / "export.json").write_text(json.dumps(
-        {"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": 200}}))
+    (model / "onnx" / "export.json").write_text(
+        json.dumps({"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": 200}})
+    )
     backend, why = fastest_backend(model)
     assert backend == "onnx-int8" and "2.00x" in why
 
@@ -137,7 +154,7 @@ from bertkit import api
 from bertkit.export.openvino import export_openvino
 export_openvino({str(model)!r}, int8=True)
 for backend in ("openvino", "openvino-int8", "openvino"):
-    rows = api.predict({str(model)!r}, {str(tmp_path / 'in.txt')!r}, backend=backend)
+    rows = api.predict({str(model)!r}, {str(tmp_path / "in.txt")!r}, backend=backend)
 del rows
 gc.collect()
 got = []
@@ -150,14 +167,20 @@ print(*got)
     assert done.stdout.split()[-1:] == ["delivered"]
 
 
-@pytest.mark.parametrize("damage", ["[1, 2]", '{"torch": "fast", "int8": {"examples_per_second": 900}}',
-                                    '{"torch": {"examples_per_second": "100"}, "int8": {"examples_per_second": 900}}',
-                                    '{"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": NaN}}',
-                                    '{"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": Infinity}}',
-                                    '{"torch": {"examples_per_second": -100}, "int8": {"examples_per_second": -900}}',
-                                    '{"torch": {"examples_per_second": 1' + "0" * 400 + '}, "int8": {"examples_per_second": 9}}',
-                                    '{"torch": {"examples_per_second": true}, "int8": {"examples_per_second": 900}}',
-                                    '{"torch": {"examples_per_second": 0}, "int8": "900"}'])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "[1, 2]",
+        '{"torch": "fast", "int8": {"examples_per_second": 900}}',
+        '{"torch": {"examples_per_second": "100"}, "int8": {"examples_per_second": 900}}',
+        '{"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": NaN}}',
+        '{"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": Infinity}}',
+        '{"torch": {"examples_per_second": -100}, "int8": {"examples_per_second": -900}}',
+        '{"torch": {"examples_per_second": 1' + "0" * 400 + '}, "int8": {"examples_per_second": 9}}',
+        '{"torch": {"examples_per_second": true}, "int8": {"examples_per_second": 900}}',
+        '{"torch": {"examples_per_second": 0}, "int8": "900"}',
+    ],
+)
 def test_auto_backend_passes_over_a_damaged_export_json(damage, cls_dir, tmp_path):
     """A damaged ONNX export.json is not ranked: auto keeps the OpenVINO export measured at 1.5x,
     with no traceback and no NaN or infinite speed-up chosen."""
@@ -170,11 +193,14 @@ def test_auto_backend_passes_over_a_damaged_export_json(damage, cls_dir, tmp_pat
     for directory, name in (("openvino", "model.int8.xml"), ("onnx", "model.int8.onnx")):
         (model / directory).mkdir()
         (model / directory / name).write_text("")
-    (model / "openvino" / "export.json").write_text(json.dumps(
-        {"torch": {"examples_per_second": 200}, "int8": {"examples_per_second": 300}}))
+    (model / "openvino" / "export.json").write_text(
+        json.dumps({"torch": {"examples_per_second": 200}, "int8": {"examples_per_second": 300}})
+    )
     (model / "onnx" / "export.json").write_text(damage)
-    assert fastest_backend(model) == ("openvino-int8", "fastest export: openvino-int8 at 1.50x torch, measured side "
-                                                       "by side (export.json)")
+    assert fastest_backend(model) == (
+        "openvino-int8",
+        "fastest export: openvino-int8 at 1.50x torch, measured side by side (export.json)",
+    )
 
 
 def test_exported_backends_get_the_thread_count(cls_dir):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import assert_user_error
 from extras_models import train_tiny
 
 pytest.importorskip("evaluate")
 
-AGREE = '''
+AGREE = """
 import datasets
 import evaluate
 
@@ -25,9 +24,9 @@ class Agree(evaluate.Metric):
     def _compute(self, predictions, references):
         return {"share": sum(p == r for p, r in zip(predictions, references)) / len(references),
                 "n": len(references), "note": "not a number: not reported"}
-'''
+"""
 
-ENTITY_COUNT = '''
+ENTITY_COUNT = """
 import datasets
 import evaluate
 
@@ -41,7 +40,7 @@ class EntityCount(evaluate.Metric):
     def _compute(self, predictions, references):
         return {"gold_b": sum(t.startswith("B-") for tags in references for t in tags),
                 "sentences": len(references)}
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +79,15 @@ def test_ner_metric_gets_tag_sequences(tmp_path, tiny_bert, run_cli):
 def test_bad_metrics_fail_in_one_line_before_work(cls_dir, run_cli, tmp_path, monkeypatch):
     assert_user_error(run_cli("eval", cls_dir, "--metric", tmp_path / "missing.py"), "no such file")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub name offline, not in the cache
-    assert_user_error(run_cli("eval", cls_dir, "--metric", "not-a-cached-metric-xyz"),
-                      "--metric not-a-cached-metric-xyz could not be loaded")
+    assert_user_error(
+        run_cli("eval", cls_dir, "--metric", "not-a-cached-metric-xyz"),
+        "--metric not-a-cached-metric-xyz could not be loaded",
+    )
     (tmp_path / "count.py").write_text(ENTITY_COUNT)  # tag sequences, given label ids
-    assert_user_error(run_cli("eval", cls_dir, "--metric", tmp_path / "count.py", "--output", tmp_path / "x.json"),
-                      "--metric count failed on cls predictions")
+    assert_user_error(
+        run_cli("eval", cls_dir, "--metric", tmp_path / "count.py", "--output", tmp_path / "x.json"),
+        "--metric count failed on cls predictions",
+    )
     assert not (tmp_path / "x.json").exists()
 
 
@@ -94,9 +97,14 @@ def test_default_eval_does_not_import_evaluate(cls_dir, tmp_path):
 
     from conftest import REPO
 
-    code = ("import sys; from bertkit import api; api.evaluate(sys.argv[1], output=sys.argv[2]); "
-            "assert 'evaluate' not in sys.modules, 'evaluate imported'")
-    result = subprocess.run([sys.executable, "-c", code, str(cls_dir), str(tmp_path / "m.json")],
-                            capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
-                                                                 "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; from bertkit import api; api.evaluate(sys.argv[1], output=sys.argv[2]); "
+        "assert 'evaluate' not in sys.modules, 'evaluate imported'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(cls_dir), str(tmp_path / "m.json")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -8,10 +8,10 @@ import statistics
 from collections import Counter
 
 import pytest
-
-from bertkit.data.folds import assign_folds
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
+
+from bertkit.data.folds import assign_folds
 
 
 def read_rows(path):
@@ -34,8 +34,26 @@ def test_three_folds_cover_every_example_once(tmp_path, tiny_bert, run_cli):
     train = tmp_path / "train.csv"
     rows = write_sentiment_csv(train, 48, seed=1)
     out = tmp_path / "model"
-    code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
-                                   "--epochs", 1, "--lr", "1e-3", "--batch-size", 8, "--max-length", 32, "--folds", 3)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        8,
+        "--max-length",
+        32,
+        "--folds",
+        3,
+    )
     assert code == 0, stderr
     oof = read_rows(out / "oof-predictions.jsonl")
     assert [row["row"] for row in oof] == list(range(1, 49))  # every example once, in data order
@@ -71,8 +89,24 @@ def test_ner_folds_keep_each_document_whole(tmp_path, tiny_bert, run_cli):
     train.write_text("\n\n".join(documents) + "\n")
     sentence_doc = [doc for doc in range(6) for _ in range(2 + doc % 3)]
     out = tmp_path / "model"
-    code, _, stderr = run_cli("finetune", "ner", "--data", train, "--model", tiny_bert, "--output", out,
-                              "--epochs", 1, "--batch-size", 8, "--max-length", 32, "--folds", 3)
+    code, _, stderr = run_cli(
+        "finetune",
+        "ner",
+        "--data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--batch-size",
+        8,
+        "--max-length",
+        32,
+        "--folds",
+        3,
+    )
     assert code == 0, stderr
     oof = read_rows(out / "oof-predictions.jsonl")
     assert [row["row"] for row in oof] == list(range(1, len(sentence_doc) + 1))
@@ -81,19 +115,24 @@ def test_ner_folds_keep_each_document_whole(tmp_path, tiny_bert, run_cli):
     assert all(row["gold_tags"] == ["B-PER", "O", "B-LOC", "O", "O"] for row in oof)
 
 
-@pytest.mark.parametrize("extra, fragment", [
-    (("--folds", 1), "--folds must be between 2 and 100"),
-    (("--folds", 10**20), "--folds must be between 2 and 100"),  # not a job list of 10**20 runs first
-    (("--folds", 2, "--seeds", 2), "one at a time"),
-    (("--folds", 2, "--eval-data", "{train}"), "--eval-data has no place"),
-    (("--folds", 2, "--max-eval-samples", 4), "--max-eval-samples does not apply with --folds"),
-    (("--folds", 100), "needs at least 100 examples"),
-])
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (("--folds", 1), "--folds must be between 2 and 100"),
+        (("--folds", 10**20), "--folds must be between 2 and 100"),  # not a job list of 10**20 runs first
+        (("--folds", 2, "--seeds", 2), "one at a time"),
+        (("--folds", 2, "--eval-data", "{train}"), "--eval-data has no place"),
+        (("--folds", 2, "--max-eval-samples", 4), "--max-eval-samples does not apply with --folds"),
+        (("--folds", 100), "needs at least 100 examples"),
+    ],
+)
 def test_fold_mistakes(tmp_path, tiny_bert, run_cli, extra, fragment):
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 20, seed=1)
     out = tmp_path / "model"
     args = [str(a).format(train=train) for a in extra]
-    assert_user_error(run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
-                              "--epochs", 1, *args), fragment)
+    assert_user_error(
+        run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out, "--epochs", 1, *args),
+        fragment,
+    )
     assert not out.exists() and not (tmp_path / "model.folds").exists()

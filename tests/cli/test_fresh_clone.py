@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, assert_user_error
 
 WORDS = {"1": ["good", "great", "fine"], "0": ["bad", "awful", "poor"]}
@@ -33,8 +32,12 @@ def make_recipe(target: str, **variables: str) -> list[list[str]]:
     """The commands `make TARGET` would run, without running them or installing anything."""
     venv = "/nonexistent-venv"
     settings = [f"{k}={v}" for k, v in {"VENV": venv, "BERTKIT": "bertkit", **variables}.items()]
-    result = subprocess.run(["make", "-n", "-s", "-C", str(REPO), target, "-o", f"{venv}/bin/bertkit", *settings],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["make", "-n", "-s", "-C", str(REPO), target, "-o", f"{venv}/bin/bertkit", *settings],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     text = result.stdout.replace("\\\n", " ")
     return [shlex.split(line) for line in text.splitlines() if line.strip()]
 
@@ -86,23 +89,38 @@ def test_readme_commands_without_output_work_in_a_fresh_clone(clone, tiny_bert, 
     assert code == 0, stderr
     assert len(stdout.strip().split("\n")) == 2
     # GLUE's test split has no labels: eval says so instead of asking for a label column.
-    assert_user_error(run_cli("eval", "runs/cls-sst2", "--split", "test"), "split 'test' has no labels",
-                      "bertkit predict")
+    assert_user_error(
+        run_cli("eval", "runs/cls-sst2", "--split", "test"), "split 'test' has no labels", "bertkit predict"
+    )
 
 
 def test_eval_finds_the_eval_file_recorded_at_training(tmp_path, tiny_bert, run_cli, monkeypatch):
     project = tmp_path / "project"
     project.mkdir()
-    lines = ["text,label"] + [f"the movie was {WORDS[str(i % 2)][i % 3]},{'pos' if i % 2 else 'neg'}"
-                              for i in range(24)]
+    lines = ["text,label"] + [
+        f"the movie was {WORDS[str(i % 2)][i % 3]},{'pos' if i % 2 else 'neg'}" for i in range(24)
+    ]
     (project / "train.csv").write_text("\n".join(lines) + "\n")
     (project / "dev.csv").write_text("\n".join(lines[:11]) + "\n")
     monkeypatch.chdir(project)  # relative paths at training time ...
-    code, _, stderr = run_cli("finetune", "cls", "--data", "train.csv", "--eval-data", "dev.csv", "--model",
-                              tiny_bert, "--output", tmp_path / "model", "--epochs", 1)
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        "train.csv",
+        "--eval-data",
+        "dev.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "model",
+        "--epochs",
+        1,
+    )
     assert code == 0, stderr
-    code, _, stderr = run_cli("finetune", "cls", "--data", "train.csv", "--model", tiny_bert,
-                              "--output", tmp_path / "no-eval", "--epochs", 1)
+    code, _, stderr = run_cli(
+        "finetune", "cls", "--data", "train.csv", "--model", tiny_bert, "--output", tmp_path / "no-eval", "--epochs", 1
+    )
     assert code == 0, stderr
 
     monkeypatch.chdir(tmp_path)  # ... and eval from somewhere else

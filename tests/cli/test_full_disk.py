@@ -21,8 +21,18 @@ def _one_error_line(result, *fragments) -> None:
 def test_finetune_on_a_full_disk_is_one_line_and_leaves_nothing(tiny_bert, tmp_path, small_disk, run_cli):
     write_sentiment(tmp_path / "train.csv", 32, seed=1)
     disk = small_disk(120)  # the tiny model's weights alone are 155 KB
-    result = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--model", tiny_bert, "--output",
-                     disk / "model", "--epochs", "1")
+    result = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        disk / "model",
+        "--epochs",
+        "1",
+    )
     _one_error_line(result, "no space left on device while writing", str(disk / "model"), "free some space")
     assert list(disk.iterdir()) == []
 
@@ -30,8 +40,22 @@ def test_finetune_on_a_full_disk_is_one_line_and_leaves_nothing(tiny_bert, tmp_p
 def test_a_checkpoint_that_does_not_fit_leaves_no_tmp(tiny_bert, tmp_path, small_disk, run_cli):
     write_sentiment(tmp_path / "train.csv", 32, seed=1)
     disk = small_disk(400)
-    result = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--model", tiny_bert, "--output",
-                     disk / "model", "--epochs", "1", "--save-every", "1", "--batch-size", "8")
+    result = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        disk / "model",
+        "--epochs",
+        "1",
+        "--save-every",
+        "1",
+        "--batch-size",
+        "8",
+    )
     _one_error_line(result, "no space left on device while writing", "step-")
     left = [p.name for p in (disk / "model.checkpoints").iterdir()]
     assert not (disk / "model").exists() and not [name for name in left if name.startswith(".step-")], left
@@ -58,8 +82,18 @@ def test_model_directories_follow_the_umask(tiny_bert, tmp_path, run_cli):
     write_sentiment(tmp_path / "train.csv", 16, seed=1)
     old = os.umask(0o022)
     try:
-        code, _, stderr = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--model", tiny_bert,
-                                  "--output", tmp_path / "model", "--epochs", "1")
+        code, _, stderr = run_cli(
+            "finetune",
+            "cls",
+            "--data",
+            tmp_path / "train.csv",
+            "--model",
+            tiny_bert,
+            "--output",
+            tmp_path / "model",
+            "--epochs",
+            "1",
+        )
     finally:
         os.umask(old)
     assert code == 0, stderr

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import DATA_DIR, assert_user_error, require_data
 
 from bertkit.data import readers
 from bertkit.data.registry import Source, resolve
@@ -15,7 +16,6 @@ from bertkit.metrics.classification import classification_scores
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
 from bertkit.tasks.classification import SentencePairTask, SingleSentenceTask
 from bertkit.tasks.single_label import normalise_label
-from conftest import DATA_DIR, assert_user_error, require_data
 
 
 def constant(label_id: int, n: int) -> list[dict]:
@@ -71,12 +71,28 @@ def test_qqp_ids_follow_the_registry_even_when_training_sees_one_id_first(tmp_pa
 def test_finetuned_mrpc_model_saves_glue_id2label(tmp_path, tiny_bert, run_cli):
     from transformers import AutoConfig
 
-    rows = [f"{i % 2}\t{i}\t{i + 100}\tjohn lives in paris .\t{'john' if i % 2 else 'mary'} lives in paris ."
-            for i in range(12)]
+    rows = [
+        f"{i % 2}\t{i}\t{i + 100}\tjohn lives in paris .\t{'john' if i % 2 else 'mary'} lives in paris ."
+        for i in range(12)
+    ]
     data = glue_dir(tmp_path, "mrpc", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", rows)
     out = tmp_path / "model"
-    code, stdout, stderr = run_cli("finetune", "pair", "--data", "mrpc", "--data-dir", data, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 1, "--batch-size", 4)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "pair",
+        "--data",
+        "mrpc",
+        "--data-dir",
+        data,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--batch-size",
+        4,
+    )
     assert code == 0, stderr
     assert AutoConfig.from_pretrained(out).id2label == {0: "not_equivalent", 1: "equivalent"}
     meta = json.loads((out / "bertkit.json").read_text())
@@ -84,9 +100,22 @@ def test_finetuned_mrpc_model_saves_glue_id2label(tmp_path, tiny_bert, run_cli):
     assert meta["metrics"]["positive_label"] == "equivalent" and "positive_label equivalent" in stdout
 
 
-@pytest.mark.parametrize("value, expected", [(1, "1"), ("1", "1"), (1.0, "1"), ("1.0", "1"), (" 01 ", "1"),
-                                             ("-2.00", "-2"), ("1e1", "10"), (0.5, "0.5"), ("pos", "pos"),
-                                             (True, "True"), ("12345678901234567891", "12345678901234567891")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1, "1"),
+        ("1", "1"),
+        (1.0, "1"),
+        ("1.0", "1"),
+        (" 01 ", "1"),
+        ("-2.00", "-2"),
+        ("1e1", "10"),
+        (0.5, "0.5"),
+        ("pos", "pos"),
+        (True, "True"),
+        ("12345678901234567891", "12345678901234567891"),
+    ],
+)
 def test_numeric_labels_are_normalised(value, expected):
     assert normalise_label(value) == expected
 
@@ -107,10 +136,13 @@ def test_one_and_one_point_zero_are_one_class_and_ints_sort_numerically():
     assert task.labels == ["neg", "pos"]  # strings: alphabetical, documented
 
 
-@pytest.mark.parametrize("labels, shown", [
-    ([4.2, 3.8, 0.0, 5.0, 1.5], "5 distinct numeric values, e.g. 1.5, 3.8, 4.2"),  # STS-B-like scores
-    ([str(1900 + i) for i in range(95)], "95 distinct numeric values, e.g. 1900, 1901, 1902"),  # years, not ids
-])
+@pytest.mark.parametrize(
+    "labels, shown",
+    [
+        ([4.2, 3.8, 0.0, 5.0, 1.5], "5 distinct numeric values, e.g. 1.5, 3.8, 4.2"),  # STS-B-like scores
+        ([str(1900 + i) for i in range(95)], "95 distinct numeric values, e.g. 1900, 1901, 1902"),  # years, not ids
+    ],
+)
 def test_continuous_labels_are_refused(labels, shown):
     records = [{"text": f"t{i}", "label": label} for i, label in enumerate(labels)]
     with pytest.raises(BertkitError, match="not classes") as info:
@@ -126,8 +158,9 @@ def test_many_integer_class_ids_are_still_classes():
 def test_continuous_labels_fail_on_the_command_line_before_any_model_work(tmp_path, run_cli):
     data = tmp_path / "sts.tsv"
     data.write_text("sentence1\tsentence2\tlabel\n" + "".join(f"a {i}\tb {i}\t{i / 7:.2f}\n" for i in range(40)))
-    result = run_cli("finetune", "pair", "--data", data, "--model", tmp_path / "never-loaded", "--output",
-                     tmp_path / "out")
+    result = run_cli(
+        "finetune", "pair", "--data", data, "--model", tmp_path / "never-loaded", "--output", tmp_path / "out"
+    )
     assert_user_error(result, "look continuous", "add --problem-type regression")
     assert not (tmp_path / "out").exists()
 
@@ -137,7 +170,8 @@ def test_text_after_a_tab_is_refused_for_a_single_text_model():
     with pytest.raises(BertkitError, match=r"in.txt: 2 row\(s\) have a second text after a TAB \(rows 2, 4\)"):
         SingleSentenceTask().from_records(records, Source("in.txt"), PREDICT)
     pair = SentencePairTask(labels=["different", "same"]).from_records(
-        [{"text": "a", "text_pair": "b"}], Source("in.txt"), PREDICT)
+        [{"text": "a", "text_pair": "b"}], Source("in.txt"), PREDICT
+    )
     assert pair == [{"text": "a", "text_pair": "b"}]
     # a pair model given single texts still fails
     with pytest.raises(BertkitError, match="a pair model needs two texts"):

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import SPECIALS, TINY_WORDS, assert_user_error
 
 VOCAB = SPECIALS + list(dict.fromkeys(TINY_WORDS)) + ["##s", "##ing", "##ed"]
@@ -21,8 +20,9 @@ def png_size(path) -> tuple[int, int]:
 
 
 def test_tokens_table_and_json(tiny_bert, run_cli):
-    code, stdout, stderr = run_cli("inspect", "tokens", tiny_bert, "--text", "John visited movies", "--text-pair",
-                                   "the acting", "--json")
+    code, stdout, stderr = run_cli(
+        "inspect", "tokens", tiny_bert, "--text", "John visited movies", "--text-pair", "the acting", "--json"
+    )
     assert code == 0, stderr
     rows = json.loads(stdout)["tokens"]
     pieces = ["[CLS]", "john", "visited", "movie", "##s", "[SEP]", "the", "acting", "[SEP]"]
@@ -43,8 +43,9 @@ def test_attention_json_is_the_models_own_weights(tiny_bert, tmp_path, run_cli):
     from transformers import AutoModel, AutoTokenizer
 
     text = "the movie was good"
-    code, stdout, stderr = run_cli("inspect", "attention", tiny_bert, "--text", text, "--layer", "-1", "--head", "1",
-                                   "--json")
+    code, stdout, stderr = run_cli(
+        "inspect", "attention", tiny_bert, "--text", text, "--layer", "-1", "--head", "1", "--json"
+    )
     assert code == 0, stderr
     result = json.loads(stdout)
     assert result["layer"] == 2 and result["heads"] == [1] and len(result["tokens"]) == 6
@@ -54,12 +55,26 @@ def test_attention_json_is_the_models_own_weights(tiny_bert, tmp_path, run_cli):
 
     model = AutoModel.from_pretrained(tiny_bert, attn_implementation="eager").eval()
     with torch.no_grad():
-        reference = model(**AutoTokenizer.from_pretrained(tiny_bert)(text, return_tensors="pt"),
-                          output_attentions=True).attentions[1][0, 1].numpy()
+        reference = (
+            model(**AutoTokenizer.from_pretrained(tiny_bert)(text, return_tensors="pt"), output_attentions=True)
+            .attentions[1][0, 1]
+            .numpy()
+        )
     np.testing.assert_allclose(weights[0], reference, atol=2e-6)
 
-    code, _, stderr = run_cli("inspect", "attention", tiny_bert, "--text", text, "--layer", "1", "--all-heads",
-                              "--json", "--output", tmp_path / "w.json")
+    code, _, stderr = run_cli(
+        "inspect",
+        "attention",
+        tiny_bert,
+        "--text",
+        text,
+        "--layer",
+        "1",
+        "--all-heads",
+        "--json",
+        "--output",
+        tmp_path / "w.json",
+    )
     assert code == 0, stderr
     assert np.array(json.loads((tmp_path / "w.json").read_text())["weights"]).shape == (2, 6, 6)
 
@@ -67,8 +82,17 @@ def test_attention_json_is_the_models_own_weights(tiny_bert, tmp_path, run_cli):
 def test_heatmap_files_have_the_expected_pixel_size(tiny_bert, tmp_path, run_cli):
     pytest.importorskip("matplotlib")
     # 9 tokens: a 4-inch (400 px at 100 dpi) square; 16 tokens: 1.5 + 0.25 * 16 = 5.5 inches.
-    code, _, stderr = run_cli("inspect", "attention", tiny_bert, "--text", "John visited movies", "--text-pair",
-                              "the acting", "--output", tmp_path / "one.png")
+    code, _, stderr = run_cli(
+        "inspect",
+        "attention",
+        tiny_bert,
+        "--text",
+        "John visited movies",
+        "--text-pair",
+        "the acting",
+        "--output",
+        tmp_path / "one.png",
+    )
     assert code == 0, stderr
     assert "layer 2, head 0, 9 tokens: 400x400 px" in stderr
     assert png_size(tmp_path / "one.png") == (400, 400)
@@ -77,29 +101,45 @@ def test_heatmap_files_have_the_expected_pixel_size(tiny_bert, tmp_path, run_cli
     assert code == 0, stderr
     assert png_size(tmp_path / "long.png") == (550, 550)
     # Every head of a layer: a grid of 4-inch cells, here 1 row x 2 columns (the tiny model has 2 heads).
-    code, _, stderr = run_cli("inspect", "attention", tiny_bert, "--text", "the movie", "--all-heads", "--output",
-                              tmp_path / "grid.png", "--dpi", "50")
+    code, _, stderr = run_cli(
+        "inspect",
+        "attention",
+        tiny_bert,
+        "--text",
+        "the movie",
+        "--all-heads",
+        "--output",
+        tmp_path / "grid.png",
+        "--dpi",
+        "50",
+    )
     assert code == 0, stderr
     assert png_size(tmp_path / "grid.png") == (400, 200)
 
 
 def test_missing_matplotlib_is_one_line_and_loads_nothing(tiny_bert, tmp_path, run_cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
-    assert_user_error(run_cli("inspect", "attention", tiny_bert, "--text", "the movie", "--output", tmp_path / "a.png"),
-                      "heatmaps need matplotlib", "bertkit[plots]")
+    assert_user_error(
+        run_cli("inspect", "attention", tiny_bert, "--text", "the movie", "--output", tmp_path / "a.png"),
+        "heatmaps need matplotlib",
+        "bertkit[plots]",
+    )
     code, stdout, _ = run_cli("inspect", "attention", tiny_bert, "--text", "the movie", "--json")
     assert code == 0 and json.loads(stdout)["heads"] == [0]  # the raw weights need no matplotlib
     assert not (tmp_path / "a.png").exists()
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--layer", "0"], "attention layers are 1..2"),
-    (["--layer", "3"], "attention layers are 1..2"),
-    (["--head", "2"], "heads 0..1"),
-    (["--output", "{tmp}/a.jpg"], "a figure needs one of .png"),
-    (["--output", "{tmp}/no/a.png"], "does not exist"),
-    (["--text", " "], "must not be empty"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--layer", "0"], "attention layers are 1..2"),
+        (["--layer", "3"], "attention layers are 1..2"),
+        (["--head", "2"], "heads 0..1"),
+        (["--output", "{tmp}/a.jpg"], "a figure needs one of .png"),
+        (["--output", "{tmp}/no/a.png"], "does not exist"),
+        (["--text", " "], "must not be empty"),
+    ],
+)
 def test_attention_user_errors(args, fragment, tiny_bert, tmp_path, run_cli):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     base = ["--text", "the movie"] if "--text" not in args else []
@@ -109,7 +149,8 @@ def test_attention_user_errors(args, fragment, tiny_bert, tmp_path, run_cli):
 
 
 def test_truncation_is_said(tiny_bert, run_cli):
-    code, stdout, stderr = run_cli("inspect", "tokens", tiny_bert, "--text", "the movie was very good", "--max-length",
-                                   "5", "--json")
+    code, stdout, stderr = run_cli(
+        "inspect", "tokens", tiny_bert, "--text", "the movie was very good", "--max-length", "5", "--json"
+    )
     assert code == 0
     assert len(json.loads(stdout)["tokens"]) == 5 and "truncated to --max-length 5" in stderr

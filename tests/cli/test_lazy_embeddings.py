@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
-
-from bertkit.engine.lazy_embeddings import LazyAdamW
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
+
+from bertkit.engine.lazy_embeddings import LazyAdamW
 
 BETAS, EPS, LR, DECAY = (0.9, 0.999), 1e-8, 0.01, 0.1
 
@@ -20,8 +19,14 @@ def _pair(rows_per_step):
     start, dense = torch.randn(6, 3), torch.randn(4)
     lazy_table, lazy_dense = start.clone().requires_grad_(), dense.clone().requires_grad_()
     current = {}
-    optimizer = LazyAdamW([{"params": [lazy_table, lazy_dense], "weight_decay": DECAY}], lazy_table,
-                          lambda: current["rows"], lr=LR, betas=BETAS, eps=EPS)
+    optimizer = LazyAdamW(
+        [{"params": [lazy_table, lazy_dense], "weight_decay": DECAY}],
+        lazy_table,
+        lambda: current["rows"],
+        lr=LR,
+        betas=BETAS,
+        eps=EPS,
+    )
     grads = []
     for step, rows in enumerate(rows_per_step):
         grad = torch.zeros(6, 3)
@@ -37,8 +42,9 @@ def _pair(rows_per_step):
 def test_rows_used_at_every_step_get_adamws_update():
     start, dense, grads, table, other, _ = _pair([None, None, None])
     reference = [start.clone().requires_grad_(), dense.clone().requires_grad_()]
-    adamw = torch.optim.AdamW([{"params": reference, "weight_decay": DECAY}], lr=LR, betas=BETAS, eps=EPS,
-                              foreach=False)
+    adamw = torch.optim.AdamW(
+        [{"params": reference, "weight_decay": DECAY}], lr=LR, betas=BETAS, eps=EPS, foreach=False
+    )
     for grad, grad_dense in grads:
         reference[0].grad, reference[1].grad = grad, grad_dense
         adamw.step()
@@ -58,7 +64,7 @@ def test_other_rows_keep_weight_and_moments_and_used_rows_follow_the_global_step
             weight *= 1 - LR * DECAY
             m = beta1 * m + (1 - beta1) * grad[row]
             v = beta2 * v + (1 - beta2) * grad[row] ** 2
-            weight -= LR / (1 - beta1 ** step) * m / ((v / (1 - beta2 ** step)).sqrt() + EPS)
+            weight -= LR / (1 - beta1**step) * m / ((v / (1 - beta2**step)).sqrt() + EPS)
         torch.testing.assert_close(table[row], weight, rtol=1e-6, atol=1e-7)
         torch.testing.assert_close(optimizer.state[optimizer.lazy]["exp_avg"][row], m, rtol=1e-6, atol=1e-8)
     assert torch.equal(table[[1, 3, 4]], start[[1, 3, 4]])  # never used: untouched
@@ -70,8 +76,24 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
 
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 48, seed=1)
-    base = ("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert, "--epochs", 2,
-            "--batch-size", 16, "--lr", "1e-3", "--precision", "bf16")
+    base = (
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        train,
+        "--model",
+        tiny_bert,
+        "--epochs",
+        2,
+        "--batch-size",
+        16,
+        "--lr",
+        "1e-3",
+        "--precision",
+        "bf16",
+    )
     code, stdout, stderr = run_cli(*base, "--output", tmp_path / "lazy", "--lazy-embeddings")
     assert code == 0, stderr
     assert json.loads((tmp_path / "lazy" / "bertkit.json").read_text())["config"]["lazy_embeddings"] is True
@@ -92,8 +114,23 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
 def test_lazy_embeddings_in_fp32_is_one_line(tmp_path, tiny_bert, run_cli):
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 16, seed=1)
-    result = run_cli("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert,
-                     "--output", tmp_path / "out", "--epochs", 1, "--precision", "no", "--lazy-embeddings")
+    result = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "out",
+        "--epochs",
+        1,
+        "--precision",
+        "no",
+        "--lazy-embeddings",
+    )
     assert_user_error(result, "--lazy-embeddings updates the rows of bf16 master weights", "--precision bf16")
     assert not (tmp_path / "out").exists()
 
@@ -106,9 +143,29 @@ def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, r
     write_sentiment_csv(train, 48, seed=1)
 
     def command(name):
-        return ("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert, "--epochs", 2,
-                "--batch-size", 8, "--lr", "1e-3", "--precision", "bf16", "--lazy-embeddings", "--save-every", 4,
-                "--output", tmp_path / name)
+        return (
+            "finetune",
+            "cls",
+            "--data",
+            train,
+            "--eval-data",
+            train,
+            "--model",
+            tiny_bert,
+            "--epochs",
+            2,
+            "--batch-size",
+            8,
+            "--lr",
+            "1e-3",
+            "--precision",
+            "bf16",
+            "--lazy-embeddings",
+            "--save-every",
+            4,
+            "--output",
+            tmp_path / name,
+        )
 
     code, _, stderr = run_cli(*command("reference"))
     assert code == 0, stderr

@@ -23,9 +23,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from safetensors.numpy import load_file
-
 from conftest import REPO, assert_user_error
+from safetensors.numpy import load_file
 from test_multiprocess import needs_gloo, write_sentiment
 
 LR, STEPS, WARMUP = 5e-3, 60, 6  # warmup: int(0.1 x 60)
@@ -33,10 +32,33 @@ LR, STEPS, WARMUP = 5e-3, 60, 6  # warmup: int(0.1 x 60)
 
 def command(root: Path, output: str, *extra, precision: str = "bf16") -> list[str]:
     """bf16 (bf16 weights, fp32 master weights in the optimizer) unless asked: the more state to restore."""
-    return ["finetune", "cls", "--data", str(root / "train.csv"), "--eval-data", str(root / "dev.csv"),
-            "--model", str(root / "tiny"), "--output", str(root / output), "--epochs", "3", "--batch-size", "8",
-            "--lr", str(LR), "--eval-every", "5", "--save-every", "10", "--log-every", "1", "--precision", precision,
-            *map(str, extra)]
+    return [
+        "finetune",
+        "cls",
+        "--data",
+        str(root / "train.csv"),
+        "--eval-data",
+        str(root / "dev.csv"),
+        "--model",
+        str(root / "tiny"),
+        "--output",
+        str(root / output),
+        "--epochs",
+        "3",
+        "--batch-size",
+        "8",
+        "--lr",
+        str(LR),
+        "--eval-every",
+        "5",
+        "--save-every",
+        "10",
+        "--log-every",
+        "1",
+        "--precision",
+        precision,
+        *map(str, extra),
+    ]
 
 
 def start(args: list[str], processes: int = 1, kill_at: str | None = None) -> subprocess.Popen:
@@ -48,11 +70,29 @@ def start(args: list[str], processes: int = 1, kill_at: str | None = None) -> su
     launcher = [sys.executable]
     if processes > 1:
         env["ACCELERATE_USE_CPU"] = "true"
-        launcher += ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                     "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                     "--main_process_port", str(_free_port())]
-    return subprocess.Popen([*launcher, "-m", "bertkit", *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        launcher += [
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(_free_port()),
+        ]
+    return subprocess.Popen(
+        [*launcher, "-m", "bertkit", *args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finish(process: subprocess.Popen, expect_ok: bool = True) -> tuple[int, str, str]:
@@ -126,8 +166,13 @@ def single(root) -> tuple[Path, str]:
     assert code == -signal.SIGKILL
     checkpoints = root / "killed.checkpoints"
     assert not (root / "killed").exists()  # no model directory: the run never finished
-    assert sorted(p.name for p in checkpoints.iterdir()) == [".step-40.tmp", "history.jsonl", "step-10", "step-20",
-                                                             "step-30"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        ".step-40.tmp",
+        "history.jsonl",
+        "step-10",
+        "step-20",
+        "step-30",
+    ]
     assert (checkpoints / ".step-40.tmp" / "model.safetensors").is_file()  # half-written at the kill
     code, stdout, err = run_here(command(root, "killed", "--resume"))
     assert code == 0, err
@@ -140,8 +185,9 @@ def test_killed_run_resumes_to_the_same_bytes(single):
     assert stdout.startswith(f"resumed from {root / 'killed.checkpoints' / 'step-30'}\n")  # not the half-written 40
     assert_same_tensors(full / "model.safetensors", resumed / "model.safetensors")
     # the best weights are restored at the end: the step-60 checkpoints hold the last weights
-    assert_same_tensors(root / "full.checkpoints/step-60/model.safetensors",
-                        root / "killed.checkpoints/step-60/model.safetensors")
+    assert_same_tensors(
+        root / "full.checkpoints/step-60/model.safetensors", root / "killed.checkpoints/step-60/model.safetensors"
+    )
     last, best = tensors(root / "full.checkpoints/step-60/model.safetensors"), tensors(full / "model.safetensors")
     shared = [k for k in best if k in last]
     assert len(shared) > 10 and any(last[k].tobytes() != best[k].tobytes() for k in shared)  # two different checks
@@ -154,7 +200,14 @@ def test_killed_run_resumes_to_the_same_bytes(single):
     assert 5 < a["best_step"] < STEPS and a["metrics"]["accuracy"] == 1.0
     assert b["resumed_from"].endswith("step-30") and a["resumed_from"] is None
     assert sorted(p.name for p in (root / "killed.checkpoints").iterdir()) == [
-        "history.jsonl", "step-10", "step-20", "step-30", "step-40", "step-50", "step-60"]  # the leftover is gone
+        "history.jsonl",
+        "step-10",
+        "step-20",
+        "step-30",
+        "step-40",
+        "step-50",
+        "step-60",
+    ]  # the leftover is gone
 
 
 def test_history_schema_and_numbers(single):
@@ -211,8 +264,10 @@ def test_ctrl_c_saves_at_the_step_and_resumes_exactly(root, run_cli, monkeypatch
     monkeypatch.setenv("BERTKIT_TEST_SIGNAL", "INT@step-13")
     code, stdout, stderr = run_cli(*args)
     assert code == 130 and stdout == "" and not (root / "inproc").exists()
-    assert (f"interrupted: stopped after step 13; checkpoint saved to {root / 'inproc.checkpoints' / 'step-13'}; "
-            f"to continue, run the same command with --resume") in stderr
+    assert (
+        f"interrupted: stopped after step 13; checkpoint saved to {root / 'inproc.checkpoints' / 'step-13'}; "
+        f"to continue, run the same command with --resume"
+    ) in stderr
     assert signal.getsignal(signal.SIGINT) is before  # bertkit's handler is gone again
     monkeypatch.delenv("BERTKIT_TEST_SIGNAL")
     code, stdout, stderr = run_cli(*args, "--resume")
@@ -259,8 +314,11 @@ def test_max_steps_overrides_epochs(root, run_cli):
     code, stdout, stderr = run_cli(*args)
     assert code == 0, stderr
     history = lines(root / "seven" / "history.jsonl")
-    assert [(h["type"], h["step"], h["epoch"]) for h in history] == [("train", 3, 0.15), ("train", 6, 0.3),
-                                                                    ("eval", 7, 0.35)]
+    assert [(h["type"], h["step"], h["epoch"]) for h in history] == [
+        ("train", 3, 0.15),
+        ("train", 6, 0.3),
+        ("eval", 7, 0.35),
+    ]
     assert history[0]["lr"] == pytest.approx(LR * (7 - 2) / 7) and history[1]["lr"] == pytest.approx(LR * 2 / 7)
     meta = json.loads((root / "seven" / "bertkit.json").read_text())
     assert meta["throughput"]["optimizer_steps"] == 7 and meta["throughput"]["examples"] == 56
@@ -291,8 +349,10 @@ def test_unreadable_newest_checkpoint_is_passed_over_and_the_run_still_ends_exac
     code, stdout, err = run_here(command(root, "cut", "--resume"))
     assert code == 0, err
     assert f"resumed from {checkpoints / f'step-{before}'}" in stdout
-    assert (f"checkpoint {newest.name} is unreadable (model.safetensors: truncated" in stdout
-            and f"resumed from step-{before} instead" in stdout)
+    assert (
+        f"checkpoint {newest.name} is unreadable (model.safetensors: truncated" in stdout
+        and f"resumed from step-{before} instead" in stdout
+    )
     assert_same_tensors(root / "full" / "model.safetensors", root / "cut" / "model.safetensors")
 
 
@@ -309,8 +369,9 @@ def test_explicit_unreadable_checkpoint_fails_naming_the_previous_one(single, ru
         _truncate(target / damage)
     before = {p: p.stat().st_mtime_ns for p in checkpoints.rglob("*")}
     args = command(root, f"bad-{damage.replace('.', '-')}", "--resume-from", target)
-    assert_user_error(run_cli(*args), f"checkpoint {target} cannot be read ({damage}",
-                      f"--resume-from {checkpoints / 'step-20'}")
+    assert_user_error(
+        run_cli(*args), f"checkpoint {target} cannot be read ({damage}", f"--resume-from {checkpoints / 'step-20'}"
+    )
     assert {p: p.stat().st_mtime_ns for p in checkpoints.rglob("*")} == before
     assert not (root / f"bad-{damage.replace('.', '-')}").exists()
 
@@ -320,6 +381,11 @@ def test_no_readable_checkpoint_is_one_line(single, run_cli):
     checkpoints = _copy_checkpoints(root, "allbad")
     for step in checkpoints.glob("step-*"):
         _truncate(step / "optimizer.pt")
-    assert_user_error(run_cli(*command(root, "allbad", "--resume")), "no checkpoint under", "can be read",
-                      "optimizer.pt: truncated", "--overwrite")
+    assert_user_error(
+        run_cli(*command(root, "allbad", "--resume")),
+        "no checkpoint under",
+        "can be read",
+        "optimizer.pt: truncated",
+        "--overwrite",
+    )
     assert not (root / "allbad").exists()

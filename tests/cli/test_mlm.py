@@ -9,7 +9,6 @@ import random
 import numpy as np
 import pytest
 import torch
-
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
 
@@ -116,8 +115,11 @@ def test_tables_from_a_wordpiece_tokenizer(tiny_bert):
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
     tables = VocabTables.from_tokenizer(tokenizer, whole_word=True)
     assert torch.nonzero(tables.special).flatten().tolist() == [0, 1, 2, 3, 4]  # PAD UNK CLS SEP MASK
-    assert tokenizer.convert_ids_to_tokens(torch.nonzero(tables.continuation).flatten().tolist()) == \
-        ["##s", "##ing", "##ed"]
+    assert tokenizer.convert_ids_to_tokens(torch.nonzero(tables.continuation).flatten().tolist()) == [
+        "##s",
+        "##ing",
+        "##ed",
+    ]
     assert tables.mask_id == tokenizer.mask_token_id and tables.random_ids.min().item() == 5
 
 
@@ -131,9 +133,11 @@ def test_packing_follows_lines_and_never_crosses_documents(tiny_bert):
     assert documents == [{"lines": ["the movie was good", "the plot was bad"]}, {"lines": ["john met mary"]}]
     blocks = MaskedLMTask(8).preprocess(documents, tokenizer, train=True)  # 6 text tokens per block
     pieces = [tokenizer.convert_ids_to_tokens(b["input_ids"]) for b in blocks]
-    assert pieces == [["[CLS]", "the", "movie", "was", "good", "the", "plot", "[SEP]"],
-                      ["[CLS]", "was", "bad", "[SEP]"],
-                      ["[CLS]", "john", "met", "mary", "[SEP]"]]
+    assert pieces == [
+        ["[CLS]", "the", "movie", "was", "good", "the", "plot", "[SEP]"],
+        ["[CLS]", "was", "bad", "[SEP]"],
+        ["[CLS]", "john", "met", "mary", "[SEP]"],
+    ]
     assert [b["example_index"] for b in blocks] == [0, 0, 1]
     assert all(b["token_type_ids"] == [0] * len(b["input_ids"]) for b in blocks)
 
@@ -172,8 +176,10 @@ def test_masked_positions_only_loss_equals_the_full_model_loss(tiny_bert):
     padded = MaskingCollator(tokenizer.pad_token_id, MaskRule(), tables, seed=0).pad(features)
     with torch.no_grad():
         together = scorer(padded["input_ids"], padded["attention_mask"])["mlm_stats"]
-        alone = [scorer(torch.tensor([f["input_ids"]]), torch.ones(1, len(f["input_ids"]), dtype=torch.long))
-                 ["mlm_stats"][0] for f in features]
+        alone = [
+            scorer(torch.tensor([f["input_ids"]]), torch.ones(1, len(f["input_ids"]), dtype=torch.long))["mlm_stats"][0]
+            for f in features
+        ]
     assert torch.allclose(together, torch.stack(alone), atol=1e-5)
     assert together[:2, 1].min() >= 1 and (together[:, 2] <= together[:, 1]).all()
     assert together[2].tolist() == [0.0, 0.0, 0.0]  # "bad acting": two tokens, neither chosen on this seed
@@ -182,8 +188,10 @@ def test_masked_positions_only_loss_equals_the_full_model_loss(tiny_bert):
 def write_corpus(path, documents: int, seed: int) -> None:
     rng = random.Random(seed)
     words = "the movie film plot story acting was very good great bad awful john mary paris london".split()
-    text = "\n\n".join("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12)))
-                                 for _ in range(rng.randint(2, 5))) for _ in range(documents))
+    text = "\n\n".join(
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) for _ in range(rng.randint(2, 5)))
+        for _ in range(documents)
+    )
     path.write_text(text + "\n")
 
 
@@ -192,9 +200,27 @@ def test_pretrain_then_finetune_from_the_output(tmp_path, tiny_bert, run_cli):
 
     write_corpus(tmp_path / "corpus.txt", 32, seed=1)
     out = tmp_path / "mlm"
-    code, stdout, stderr = run_cli("pretrain", "mlm", "--data", tmp_path / "corpus.txt", "--model", tiny_bert,
-                                   "--output", out, "--epochs", 6, "--max-length", 16, "--batch-size", 8,
-                                   "--lr", "5e-3", "--eval-share", "0.25", "--whole-word-masking")
+    code, stdout, stderr = run_cli(
+        "pretrain",
+        "mlm",
+        "--data",
+        tmp_path / "corpus.txt",
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        6,
+        "--max-length",
+        16,
+        "--batch-size",
+        8,
+        "--lr",
+        "5e-3",
+        "--eval-share",
+        "0.25",
+        "--whole-word-masking",
+    )
     assert code == 0, stderr
     assert "train: 24 documents" in stdout and "eval: 8 documents" in stdout and "before: held-out loss" in stdout
     meta = json.loads((out / "bertkit.json").read_text())
@@ -215,8 +241,20 @@ def test_pretrain_then_finetune_from_the_output(tmp_path, tiny_bert, run_cli):
 
     write_sentiment_csv(tmp_path / "train.csv", 48, seed=1)
     write_sentiment_csv(tmp_path / "dev.csv", 16, seed=2)
-    code, _, stderr = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--eval-data", tmp_path / "dev.csv",
-                              "--model", out, "--output", tmp_path / "cls", "--epochs", 1)
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--eval-data",
+        tmp_path / "dev.csv",
+        "--model",
+        out,
+        "--output",
+        tmp_path / "cls",
+        "--epochs",
+        1,
+    )
     assert code == 0, stderr
 
     # eval scores held-out text; predict has nothing to predict.
@@ -233,10 +271,13 @@ def test_pretrain_user_errors_write_nothing(tmp_path, tiny_bert, run_cli):
     (tmp_path / "one.txt").write_text("the movie was good\nthe plot was bad\n")
     base = ["pretrain", "mlm", "--model", tiny_bert, "--output", tmp_path / "out"]
     assert_user_error(run_cli(*base, "--data", tmp_path / "one.txt"), "one document", "--eval-data")
-    assert_user_error(run_cli(*base, "--data", tmp_path / "one.txt", "--eval-share", "0", "--mask-rate", "1.5"),
-                      "--mask-rate 1.5")
-    assert_user_error(run_cli(*base, "--data", tmp_path / "one.txt", "--eval-share", "0", "--mask-token-share", "0.95"),
-                      "add up to at most 1")
+    assert_user_error(
+        run_cli(*base, "--data", tmp_path / "one.txt", "--eval-share", "0", "--mask-rate", "1.5"), "--mask-rate 1.5"
+    )
+    assert_user_error(
+        run_cli(*base, "--data", tmp_path / "one.txt", "--eval-share", "0", "--mask-token-share", "0.95"),
+        "add up to at most 1",
+    )
     (tmp_path / "empty.jsonl").write_text('{"text": ""}\n')
     assert_user_error(run_cli(*base, "--data", tmp_path / "empty.jsonl", "--eval-share", "0"), "empty")
     assert_user_error(run_cli(*base, "--data", "sst2", "--eval-share", "0"), "for the 'cls' task")

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from extras_models import train_tiny
 from test_cli_classification import write_pair_tsv, write_sentiment_csv
 from test_mlm import write_corpus
@@ -28,8 +27,14 @@ def _finetuned(task: str, root: Path, tiny_bert: Path) -> Path:
     root.mkdir(parents=True)
     write_pair_tsv(root / "train.tsv", 48, seed=1)
     write_pair_tsv(root / "dev.tsv", 16, seed=2)
-    api.finetune("pair", str(root / "train.tsv"), str(root / "model"), model=str(tiny_bert),
-                 eval_data=str(root / "dev.tsv"), config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    api.finetune(
+        "pair",
+        str(root / "train.tsv"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_data=str(root / "dev.tsv"),
+        config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
+    )
     return root / "model"
 
 
@@ -43,8 +48,16 @@ def _probe(task: str, pooling: str, root: Path, tiny_bert: Path) -> Path:
     train, dev = root / f"train{suffix}", root / f"dev{suffix}"
     write(train, 40, seed=1)
     write(dev, 12, seed=2)
-    probe(task, str(train), str(root / "model"), model=str(tiny_bert), eval_data=str(dev), pooling=pooling,
-          holdout=0.25, precision="no")
+    probe(
+        task,
+        str(train),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_data=str(dev),
+        pooling=pooling,
+        holdout=0.25,
+        precision="no",
+    )
     build_report(root / "model")  # as `bertkit report` and `bertkit push` write it
     return root / "model"
 
@@ -60,12 +73,22 @@ def _label_kind(kind: str, root: Path, tiny_bert: Path) -> Path:
     root.mkdir(parents=True)
     if kind == "regression":
         write_scores_tsv(root / "train.tsv", 48, 1)
-        api.finetune("pair", str(root / "train.tsv"), str(root / "model"), model=str(tiny_bert),
-                     config=TrainConfig(epochs=1, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"}))
+        api.finetune(
+            "pair",
+            str(root / "train.tsv"),
+            str(root / "model"),
+            model=str(tiny_bert),
+            config=TrainConfig(epochs=1, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"}),
+        )
         return root / "model"
     write_emotions_jsonl(root / "train.jsonl", 48, 1)
-    api.finetune("cls", str(root / "train.jsonl"), str(root / "model"), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    api.finetune(
+        "cls",
+        str(root / "train.jsonl"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
+    )
     meta_file = root / "model" / "bertkit.json"
     meta = json.loads(meta_file.read_text())
     meta["task"]["options"]["thresholds"] = [0.0, 1.0, 0.5]  # anger always, fear never, joy at 0.5
@@ -81,8 +104,13 @@ def _mlm(root: Path, tiny_bert: Path) -> Path:
 
     root.mkdir(parents=True)
     write_corpus(root / "corpus.txt", 12, seed=1)
-    pretrain_mlm(str(root / "corpus.txt"), str(root / "model"), model=str(tiny_bert), eval_share=0.25,
-                 config=TrainConfig(epochs=1, lr=5e-3, batch_size=8, max_length=16))
+    pretrain_mlm(
+        str(root / "corpus.txt"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_share=0.25,
+        config=TrainConfig(epochs=1, lr=5e-3, batch_size=8, max_length=16),
+    )
     build_report(root / "model")
     return root / "model"
 
@@ -109,8 +137,9 @@ def _snippet(directory: Path) -> str:
 
 def _run_snippet(directory: Path, tmp_path: Path):
     """The snippet's printed answer (its last line, a Python literal unless it starts with a label)."""
-    result = subprocess.run([sys.executable, "-c", _snippet(directory)], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _snippet(directory)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.strip().splitlines()[-1]
 
@@ -200,8 +229,13 @@ def test_cards_show_no_local_path_and_no_missing_value(directories, tiny_bert):
     for kind, directory in directories.items():
         card = (directory / "README.md").read_text()
         meta = json.loads((directory / "bertkit.json").read_text())
-        local = {str(directory.parent), str(tiny_bert), str(Path.home()), meta["data"]["train"],
-                 meta["data"].get("eval_file")} - {None, ""}
+        local = {
+            str(directory.parent),
+            str(tiny_bert),
+            str(Path.home()),
+            meta["data"]["train"],
+            meta["data"].get("eval_file"),
+        } - {None, ""}
         assert not [path for path in local if path in card], kind
         prose = re.sub(r"```python\n.*?\n```", "", card, flags=re.S)  # code may well say `is not None`
         assert "None" not in prose and "$" not in card, kind
@@ -217,12 +251,23 @@ def test_probe_card_leaves_out_what_it_does_not_have(directories):
 def test_known_dataset_is_named_not_its_local_file():
     from bertkit.reporting.card import model_card
 
-    meta = {"task": {"task": "cls", "labels": ["negative", "positive"], "max_length": 64},
-            "base_model": "/home/someone/models/bert-tiny",
-            "data": {"name": "sst2", "train": "/data/glue/sst2/train.tsv", "eval": "/data/glue/sst2/dev.tsv",
-                     "eval_file": "/data/glue/sst2/dev.tsv", "train_examples": 10, "eval_examples": 5},
-            "config": {"lr": 1e-3, "resume": "/home/someone/runs/checkpoint-3"}, "metrics": {"accuracy": 0.5},
-            "throughput": {"train_seconds": None}, "versions": {"torch": None}, "bertkit_version": "0.1.0"}
+    meta = {
+        "task": {"task": "cls", "labels": ["negative", "positive"], "max_length": 64},
+        "base_model": "/home/someone/models/bert-tiny",
+        "data": {
+            "name": "sst2",
+            "train": "/data/glue/sst2/train.tsv",
+            "eval": "/data/glue/sst2/dev.tsv",
+            "eval_file": "/data/glue/sst2/dev.tsv",
+            "train_examples": 10,
+            "eval_examples": 5,
+        },
+        "config": {"lr": 1e-3, "resume": "/home/someone/runs/checkpoint-3"},
+        "metrics": {"accuracy": 0.5},
+        "throughput": {"train_seconds": None},
+        "versions": {"torch": None},
+        "bertkit_version": "0.1.0",
+    }
     card = model_card(meta, "demo")
     assert "/home/someone" not in card and "/data/glue" not in card and "None" not in card
     assert "- train: sst2 (train.tsv) (10 examples)" in card and "`bert-tiny`" in card
@@ -231,10 +276,16 @@ def test_known_dataset_is_named_not_its_local_file():
 
 # --- a task without card text ---------------------------------------------------------------------
 def _toy_meta(task: str) -> dict:
-    return {"task": {"task": task, "labels": None, "max_length": 32, "options": {}}, "base_model": "bert-base-cased",
-            "data": {"name": None, "train": "toy.jsonl", "eval": None, "train_examples": 3, "eval_examples": 0},
-            "config": {"lr": 1e-4}, "metrics": {"toy_score": 0.25}, "best_epoch": 1, "versions": {},
-            "bertkit_version": "0.1.0"}
+    return {
+        "task": {"task": task, "labels": None, "max_length": 32, "options": {}},
+        "base_model": "bert-base-cased",
+        "data": {"name": None, "train": "toy.jsonl", "eval": None, "train_examples": 3, "eval_examples": 0},
+        "config": {"lr": 1e-4},
+        "metrics": {"toy_score": 0.25},
+        "best_epoch": 1,
+        "versions": {},
+        "bertkit_version": "0.1.0",
+    }
 
 
 @pytest.mark.parametrize("registered", [True, False])

@@ -10,15 +10,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from test_cli_classification import write_sentiment_csv
 from test_mlm import write_corpus
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import (DATA_KEYS, META_FILE, META_KEYS, SCHEMA, atomic_file, load_meta, update_meta,
-                               upgrade_meta)
+from bertkit.model_dir import DATA_KEYS, META_FILE, META_KEYS, SCHEMA, atomic_file, load_meta, update_meta, upgrade_meta
 
-V1 = Path(__file__).resolve().parents[1] / "fixtures" / "model-dir-v1"  # written by `bertkit finetune cls` before schema 2
+V1 = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "model-dir-v1"
+)  # written by `bertkit finetune cls` before schema 2
 
 
 @pytest.fixture
@@ -73,8 +73,14 @@ def test_load_meta_upgrades_schema_1_in_memory(v1_dir):
 
 def test_schema_1_probe_and_pretrain_dicts_upgrade_to_their_kind():
     task = {"task": "mlm", "max_length": 16, "options": {}, "labels": None}
-    pretrain = upgrade_meta({"task": task, "pretraining": {"objective": "masked LM"}, "before": {"loss": 4.5},
-                             "data": {"train": "c.txt", "train_documents": 24, "eval_documents": 8}})
+    pretrain = upgrade_meta(
+        {
+            "task": task,
+            "pretraining": {"objective": "masked LM"},
+            "before": {"loss": 4.5},
+            "data": {"train": "c.txt", "train_documents": 24, "eval_documents": 8},
+        }
+    )
     assert pretrain["kind"] == "pretrain" and pretrain["before"] == {"loss": 4.5}
     assert pretrain["data"]["train_examples"] == 24 and pretrain["data"]["eval_examples"] == 8
     assert set(pretrain["data"]) == set(DATA_KEYS) and pretrain["history"] == [] and pretrain["config"] == {}
@@ -82,11 +88,14 @@ def test_schema_1_probe_and_pretrain_dicts_upgrade_to_their_kind():
     assert probe["kind"] == "probe" and list(probe) == list(META_KEYS)
 
 
-@pytest.mark.parametrize("content, message", [
-    ({"schema": SCHEMA + 1, "task": {"task": "cls"}}, f"schema {SCHEMA + 1}"),
-    (["not", "a", "dict"], "corrupt"),
-    ({"metrics": {}}, "corrupt"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ({"schema": SCHEMA + 1, "task": {"task": "cls"}}, f"schema {SCHEMA + 1}"),
+        (["not", "a", "dict"], "corrupt"),
+        ({"metrics": {}}, "corrupt"),
+    ],
+)
 def test_unreadable_meta_is_a_user_error(tmp_path, content, message):
     (tmp_path / META_FILE).write_text(json.dumps(content))
     with pytest.raises(BertkitError, match=message):
@@ -99,12 +108,42 @@ def test_finetune_probe_and_pretrain_write_one_key_set(tmp_path, tiny_bert, run_
     write_corpus(tmp_path / "corpus.txt", 8, seed=1)
     common = ["--model", tiny_bert, "--batch-size", 8]
     runs = {
-        "finetune": ["finetune", "cls", "--data", tmp_path / "train.csv", "--eval-data", tmp_path / "dev.csv",
-                     "--epochs", 1, "--max-length", 16],
-        "probe": ["probe", "cls", "--data", tmp_path / "train.csv", "--eval-data", tmp_path / "dev.csv",
-                  "--holdout", "0.25", "--max-length", 16],
-        "pretrain": ["pretrain", "mlm", "--data", tmp_path / "corpus.txt", "--eval-share", "0.25", "--epochs", 1,
-                     "--max-length", 16],
+        "finetune": [
+            "finetune",
+            "cls",
+            "--data",
+            tmp_path / "train.csv",
+            "--eval-data",
+            tmp_path / "dev.csv",
+            "--epochs",
+            1,
+            "--max-length",
+            16,
+        ],
+        "probe": [
+            "probe",
+            "cls",
+            "--data",
+            tmp_path / "train.csv",
+            "--eval-data",
+            tmp_path / "dev.csv",
+            "--holdout",
+            "0.25",
+            "--max-length",
+            16,
+        ],
+        "pretrain": [
+            "pretrain",
+            "mlm",
+            "--data",
+            tmp_path / "corpus.txt",
+            "--eval-share",
+            "0.25",
+            "--epochs",
+            1,
+            "--max-length",
+            16,
+        ],
     }
     written = {}
     for kind, args in runs.items():
@@ -120,8 +159,14 @@ def test_finetune_probe_and_pretrain_write_one_key_set(tmp_path, tiny_bert, run_
     assert written["finetune"]["data"]["eval_file"] == str((tmp_path / "dev.csv").resolve())
     assert written["probe"]["data"]["eval_file"] == str((tmp_path / "dev.csv").resolve())
     assert written["pretrain"]["data"] | {"train": None} == {
-        "name": None, "train": None, "data_dir": None, "eval": "2 held-out examples of the training data",
-        "eval_file": None, "train_examples": 6, "eval_examples": 2}
+        "name": None,
+        "train": None,
+        "data_dir": None,
+        "eval": "2 held-out examples of the training data",
+        "eval_file": None,
+        "train_examples": 6,
+        "eval_examples": 2,
+    }
     assert written["probe"]["probe"]["pooling"] and written["finetune"]["probe"] is None
     assert written["pretrain"]["before"] and written["finetune"]["before"] is None
 
@@ -167,5 +212,8 @@ def test_run_siblings_are_named_in_one_place():
     assert tracking.logging_dir is model_dir.logging_dir
     out = Path("/runs/model")
     assert [model_dir.checkpoint_root(out), model_dir.logging_dir(out), model_dir.trash_dir(out)] == [
-        Path("/runs/model.checkpoints"), Path("/runs/model.logs"), Path("/runs/.model.old")]
+        Path("/runs/model.checkpoints"),
+        Path("/runs/model.logs"),
+        Path("/runs/.model.old"),
+    ]
     assert model_dir.staging_prefix(out) == ".model.partial-"

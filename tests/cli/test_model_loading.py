@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, assert_user_error
 from tiny_models import POSITIONS, build_family
 
-TRAIN_CSV = "text,label\n" + "".join(f"the film was {w},{l}\n" for w, l in
-                                     [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4)
+TRAIN_CSV = "text,label\n" + "".join(
+    f"the film was {w},{lab}\n" for w, lab in [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,9 @@ def train_csv(tmp_path) -> Path:
 
 
 def finetune(run_cli, train, out, model, *extra):
-    return run_cli("finetune", "cls", "--data", train, "--model", model, "--output", out, "--epochs", 1,
-                   "--batch-size", 8, *extra)
+    return run_cli(
+        "finetune", "cls", "--data", train, "--model", model, "--output", out, "--epochs", 1, "--batch-size", 8, *extra
+    )
 
 
 def no_training(result, out):
@@ -54,21 +55,30 @@ def copy_model(source: Path, target: Path, skip=()) -> Path:
 
 def run_bertkit(args, env_extra, timeout=120):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")}
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]), BERTKIT_DEBUG="",
-               OMP_NUM_THREADS="1", **env_extra)
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
+        BERTKIT_DEBUG="",
+        OMP_NUM_THREADS="1",
+        **env_extra,
+    )
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bertkit", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "bertkit", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+    )
     return done, time.perf_counter() - started
 
 
 # --- the Hub ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("offline", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
-                         ids=["HF_HUB_OFFLINE", "unreachable-endpoint"])
+@pytest.mark.parametrize(
+    "offline",
+    [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
+    ids=["HF_HUB_OFFLINE", "unreachable-endpoint"],
+)
 def test_hub_name_fails_within_seconds_when_offline(offline, tmp_path, train_csv):
     out = tmp_path / "out"
-    done, seconds = run_bertkit(["finetune", "cls", "--data", train_csv, "--output", out],
-                                {"HF_HOME": str(tmp_path / "empty-cache"), **offline})
+    done, seconds = run_bertkit(
+        ["finetune", "cls", "--data", train_csv, "--output", out], {"HF_HOME": str(tmp_path / "empty-cache"), **offline}
+    )
     assert done.returncode == 2 and seconds < 10, (seconds, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --model bert-base-uncased"), done.stderr
@@ -84,9 +94,23 @@ def test_hub_name_in_the_local_cache_still_loads_offline(models, tmp_path, train
     (repo / "refs" / "main").write_text(commit)
     shutil.copytree(models["bert"], repo / "snapshots" / commit)
     out = tmp_path / "out"
-    done, _ = run_bertkit(["finetune", "cls", "--data", train_csv, "--model", "tiny-org/tiny-bert", "--output", out,
-                           "--epochs", 1, "--batch-size", 8],
-                          {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9"})
+    done, _ = run_bertkit(
+        [
+            "finetune",
+            "cls",
+            "--data",
+            train_csv,
+            "--model",
+            "tiny-org/tiny-bert",
+            "--output",
+            out,
+            "--epochs",
+            1,
+            "--batch-size",
+            8,
+        ],
+        {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9"},
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "bertkit.json").read_text())["base_model"] == "tiny-org/tiny-bert"
 
@@ -156,8 +180,13 @@ def roberta_cls(models, tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("roberta-cls")
     (root / "train.csv").write_text(TRAIN_CSV)
-    api.finetune("cls", str(root / "train.csv"), str(root / "model"), model=str(models["roberta"]),
-                 config=TrainConfig(epochs=1, batch_size=8))
+    api.finetune(
+        "cls",
+        str(root / "train.csv"),
+        str(root / "model"),
+        model=str(models["roberta"]),
+        config=TrainConfig(epochs=1, batch_size=8),
+    )
     return root / "model"
 
 
@@ -213,8 +242,15 @@ def test_missing_head_weights_are_refused_even_without_architectures(roberta_cls
 def test_xlnet_is_refused(tmp_path, train_csv, run_cli):
     from transformers import XLNetConfig, XLNetModel, XLNetTokenizer
 
-    vocab = [("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("<cls>", 0.0), ("<sep>", 0.0), ("<pad>", 0.0),
-             ("<mask>", 0.0)] + [(f"▁{w}", -2.0) for w in "the film was good bad great awful".split()]
+    vocab = [
+        ("<unk>", 0.0),
+        ("<s>", 0.0),
+        ("</s>", 0.0),
+        ("<cls>", 0.0),
+        ("<sep>", 0.0),
+        ("<pad>", 0.0),
+        ("<mask>", 0.0),
+    ] + [(f"▁{w}", -2.0) for w in "the film was good bad great awful".split()]
     model = tmp_path / "xlnet"
     XLNetModel(XLNetConfig(vocab_size=len(vocab), d_model=32, n_layer=1, n_head=2, d_inner=64)).save_pretrained(model)
     XLNetTokenizer(vocab=vocab).save_pretrained(model)
@@ -235,19 +271,30 @@ def test_left_padding_tokenizer_is_refused(models, tmp_path, train_csv, run_cli)
 
 
 @pytest.mark.parametrize("command", ["embed", "probe", "pretrain", "inspect"])
-def test_every_command_checks_max_length_against_the_same_position_limit(models, train_csv, tmp_path, run_cli,
-                                                                         command):
+def test_every_command_checks_max_length_against_the_same_position_limit(models, train_csv, tmp_path, run_cli, command):
     """RoBERTa's config says POSITIONS + 2 (its positions start after the padding index): finetune's
     one check refuses that length, and so does every other command that runs a model."""
     roberta, beyond = models["roberta"], POSITIONS + 2
     (tmp_path / "corpus.txt").write_text("the film was good\n\nthe plot was bad\n")
     (tmp_path / "rows.txt").write_text("the film was good\nthe plot was bad\n")
-    args = {"embed": ["embed", roberta, "--input", tmp_path / "rows.txt", "--output", tmp_path / "v.npy"],
-            "probe": ["probe", "cls", "--data", train_csv, "--model", roberta, "--output", tmp_path / "p"],
-            "pretrain": ["pretrain", "mlm", "--data", tmp_path / "corpus.txt", "--model", roberta, "--output",
-                         tmp_path / "m"],
-            "inspect": ["inspect", "attention", roberta, "--text", "the film", "--json", "--output",
-                        tmp_path / "a.json"]}[command]
-    assert_user_error(run_cli(*args, "--max-length", beyond), f"--max-length {beyond} is above the {POSITIONS} "
-                      "positions", f"use --max-length {POSITIONS} or less")
+    args = {
+        "embed": ["embed", roberta, "--input", tmp_path / "rows.txt", "--output", tmp_path / "v.npy"],
+        "probe": ["probe", "cls", "--data", train_csv, "--model", roberta, "--output", tmp_path / "p"],
+        "pretrain": [
+            "pretrain",
+            "mlm",
+            "--data",
+            tmp_path / "corpus.txt",
+            "--model",
+            roberta,
+            "--output",
+            tmp_path / "m",
+        ],
+        "inspect": ["inspect", "attention", roberta, "--text", "the film", "--json", "--output", tmp_path / "a.json"],
+    }[command]
+    assert_user_error(
+        run_cli(*args, "--max-length", beyond),
+        f"--max-length {beyond} is above the {POSITIONS} positions",
+        f"use --max-length {POSITIONS} or less",
+    )
     assert not any((tmp_path / name).exists() for name in ("v.npy", "p", "m", "a.json"))

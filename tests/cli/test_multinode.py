@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from test_multiprocess import Launched, _free_port, _gloo_available, launch, needs_gloo, write_sentiment
 
@@ -43,14 +42,38 @@ def launch_machines(workdir: Path, *args, timeout: int = 300) -> list[Launched]:
     env.pop("BERTKIT_DEBUG", None)
     machines = []
     for rank in (0, 1):
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "2",
-                   "--num_processes", "2", "--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
-                   "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--tee", "3", "--log_dir", str(workdir / f"logs-machine{rank}"), "-m", "bertkit", *map(str, args)]
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_machines",
+            "2",
+            "--num_processes",
+            "2",
+            "--machine_rank",
+            str(rank),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            str(port),
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--tee",
+            "3",
+            "--log_dir",
+            str(workdir / f"logs-machine{rank}"),
+            "-m",
+            "bertkit",
+            *map(str, args),
+        ]
         # files, not pipes: a launcher blocked on a full pipe would stall the other
         with open(workdir / f"machine{rank}.out", "w") as out, open(workdir / f"machine{rank}.err", "w") as err:
-            machines.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err,
-                                             start_new_session=True))
+            machines.append(
+                subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True)
+            )
     deadline = time.monotonic() + timeout
     try:
         codes = [machine.wait(timeout=max(deadline - time.monotonic(), 1)) for machine in machines]
@@ -63,8 +86,11 @@ def launch_machines(workdir: Path, *args, timeout: int = 300) -> list[Launched]:
                 machine.wait()
 
     def logs(rank: int) -> str:
-        return "\n".join(f"--- machine {rank} launcher {kind} (last 4000 characters) ---\n"
-                         + (workdir / f"machine{rank}.{kind}").read_text()[-4000:] for kind in ("out", "err"))
+        return "\n".join(
+            f"--- machine {rank} launcher {kind} (last 4000 characters) ---\n"
+            + (workdir / f"machine{rank}.{kind}").read_text()[-4000:]
+            for kind in ("out", "err")
+        )
 
     report = "\n".join(logs(rank) for rank in (0, 1))
     assert codes is not None, f"the two machines did not finish within {timeout} s\n{report}"
@@ -73,9 +99,13 @@ def launch_machines(workdir: Path, *args, timeout: int = 300) -> list[Launched]:
     for rank in (0, 1):
         rank_dirs = {int(d.name): d for d in (workdir / f"logs-machine{rank}").glob("*/attempt_0/*")}
         assert sorted(rank_dirs) == [0], f"machine {rank}: expected one local process, found {sorted(rank_dirs)}"
-        launched.append(Launched((workdir / f"machine{rank}.out").read_text(),
-                                 {0: (rank_dirs[0] / "stdout.log").read_text()},
-                                 {0: (rank_dirs[0] / "stderr.log").read_text()}))
+        launched.append(
+            Launched(
+                (workdir / f"machine{rank}.out").read_text(),
+                {0: (rank_dirs[0] / "stdout.log").read_text()},
+                {0: (rank_dirs[0] / "stderr.log").read_text()},
+            )
+        )
     return launched
 
 
@@ -101,9 +131,28 @@ def two_runs(tiny_bert, tmp_path_factory):
     root = tmp_path_factory.mktemp("multinode")
     write_sentiment(root / "train.csv", 37, seed=1)
     write_sentiment(root / "dev.csv", 29, seed=2)
-    args = ["finetune", "cls", "--data", root / "train.csv", "--eval-data", root / "dev.csv", "--model", tiny_bert,
-            "--epochs", 4, "--batch-size", 8, "--eval-batch-size", 8, "--lr", "3e-2", "--log-every", 1,
-            "--precision", "no"]  # the "it learned" bound was set in fp32; bf16 CPUs would train in bf16
+    args = [
+        "finetune",
+        "cls",
+        "--data",
+        root / "train.csv",
+        "--eval-data",
+        root / "dev.csv",
+        "--model",
+        tiny_bert,
+        "--epochs",
+        4,
+        "--batch-size",
+        8,
+        "--eval-batch-size",
+        8,
+        "--lr",
+        "3e-2",
+        "--log-every",
+        1,
+        "--precision",
+        "no",
+    ]  # the "it learned" bound was set in fp32; bf16 CPUs would train in bf16
     machines = launch_machines(root, *args, "--output", root / "two-machines")
     one_machine = launch(root, *args, "--output", root / "one-machine")
     return root, machines, one_machine

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 from extras_models import write_conll
 
@@ -37,9 +36,19 @@ needs_gloo = pytest.mark.skipif(not _gloo_available(), reason="torch.distributed
 SENTIMENT = {"pos": ["good", "great", "fine"], "neg": ["bad", "awful", "poor"]}
 FILLER = "the movie film plot story acting it was very this".split()
 PREDICT_TEXTS = [  # lengths differ, so the length-sorted batches reorder them
-    "good", "the film was bad", "it was a very good movie and the acting was great", "poor plot",
-    "this story was awful", "fine", "the acting was very very poor and the plot was bad", "great film",
-    "it was not good", "the movie", "bad bad bad", "a fine story with a great actor", "awful",
+    "good",
+    "the film was bad",
+    "it was a very good movie and the acting was great",
+    "poor plot",
+    "this story was awful",
+    "fine",
+    "the acting was very very poor and the plot was bad",
+    "great film",
+    "it was not good",
+    "the movie",
+    "bad bad bad",
+    "a fine story with a great actor",
+    "awful",
 ]
 PLACES = ["paris", "london", "berlin", "france"]  # the places this test was written with
 
@@ -58,21 +67,52 @@ def launch(workdir: Path, *args, launcher: str = "accelerate", timeout: int = 18
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("BERTKIT_DEBUG", None)
     if launcher == "accelerate":
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_port", str(_free_port()), "--tee", "3", "--log_dir", str(logs)]
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(_free_port()),
+            "--tee",
+            "3",
+            "--log_dir",
+            str(logs),
+        ]
         env["ACCELERATE_USE_CPU"] = "true"
     else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                   "--master_port", str(_free_port()), "--tee", "3", "--log_dir", str(logs)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(_free_port()),
+            "--tee",
+            "3",
+            "--log_dir",
+            str(logs),
+        ]
         env.pop("ACCELERATE_USE_CPU", None)
     command += ["-m", "bertkit", *map(str, args)]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     rank_dirs = {int(d.name): d for d in logs.glob("*/attempt_0/*")}
     assert sorted(rank_dirs) == [0, 1], f"expected two processes, found {sorted(rank_dirs)}"
-    return Launched(done.stdout, {r: (d / "stdout.log").read_text() for r, d in rank_dirs.items()},
-                    {r: (d / "stderr.log").read_text() for r, d in rank_dirs.items()})
+    return Launched(
+        done.stdout,
+        {r: (d / "stdout.log").read_text() for r, d in rank_dirs.items()},
+        {r: (d / "stderr.log").read_text() for r, d in rank_dirs.items()},
+    )
 
 
 def assert_only_rank0_spoke(run: Launched) -> None:
@@ -111,9 +151,29 @@ def cls_run(tiny_bert, tmp_path_factory):
     root = tmp_path_factory.mktemp("mp-cls")
     write_sentiment(root / "train.csv", 37, seed=1)
     write_sentiment(root / "dev.csv", 29, seed=2)
-    run = launch(root, "finetune", "cls", "--data", root / "train.csv", "--eval-data", root / "dev.csv",
-                 "--model", tiny_bert, "--output", root / "model", "--epochs", 2, "--batch-size", 8,
-                 "--eval-batch-size", 8, "--grad-accum", 2, "--lr", "5e-3")
+    run = launch(
+        root,
+        "finetune",
+        "cls",
+        "--data",
+        root / "train.csv",
+        "--eval-data",
+        root / "dev.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        root / "model",
+        "--epochs",
+        2,
+        "--batch-size",
+        8,
+        "--eval-batch-size",
+        8,
+        "--grad-accum",
+        2,
+        "--lr",
+        "5e-3",
+    )
     return root, run
 
 
@@ -134,8 +194,9 @@ def test_finetune_in_two_processes_uses_every_example_once(cls_run, run_cli):
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".")) == []  # no staging left over
 
     # the evaluation run inside 2-process training scored what one process scores on the saved model
-    code, stdout, stderr = run_cli("eval", root / "model", "--data", root / "dev.csv", "--batch-size", 8,
-                                   "--output", root / "eval-1.json")
+    code, stdout, stderr = run_cli(
+        "eval", root / "model", "--data", root / "dev.csv", "--batch-size", 8, "--output", root / "eval-1.json"
+    )
     assert code == 0, stderr
     one = json.loads((root / "eval-1.json").read_text())
     assert one["examples"] == 29 and one["metrics"] == meta["metrics"]
@@ -163,26 +224,41 @@ def test_ner_eval_and_predict_file_in_two_processes_match_one_process(tiny_bert,
     write_conll(tmp_path / "train.txt", 40, seed=3, places=PLACES)
     write_conll(tmp_path / "dev.txt", 29, seed=4, places=PLACES)
     model = tmp_path / "ner"
-    api.finetune("ner", str(tmp_path / "train.txt"), str(model), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, batch_size=8))
+    api.finetune(
+        "ner", str(tmp_path / "train.txt"), str(model), model=str(tiny_bert), config=TrainConfig(epochs=1, batch_size=8)
+    )
 
-    run = launch(tmp_path, "eval", model, "--data", tmp_path / "dev.txt", "--batch-size", 8,
-                 "--output", tmp_path / "eval-2.json")
+    run = launch(
+        tmp_path, "eval", model, "--data", tmp_path / "dev.txt", "--batch-size", 8, "--output", tmp_path / "eval-2.json"
+    )
     assert_only_rank0_spoke(run)
     assert run.out[0].count("written to") == 1
-    code, _, stderr = run_cli("eval", model, "--data", tmp_path / "dev.txt", "--batch-size", 8,
-                              "--output", tmp_path / "eval-1.json")
+    code, _, stderr = run_cli(
+        "eval", model, "--data", tmp_path / "dev.txt", "--batch-size", 8, "--output", tmp_path / "eval-1.json"
+    )
     assert code == 0, stderr
     two, one = (json.loads((tmp_path / f"eval-{n}.json").read_text()) for n in (2, 1))
     assert two["examples"] == one["examples"] == 29
     assert two["metrics"] == one["metrics"] and 0 < two["metrics"]["token_accuracy"] < 1
 
-    texts = [" ".join(word for word, _ in (line.split() for line in block.splitlines()))
-             for block in (tmp_path / "dev.txt").read_text().strip().split("\n\n")][:13]
+    texts = [
+        " ".join(word for word, _ in (line.split() for line in block.splitlines()))
+        for block in (tmp_path / "dev.txt").read_text().strip().split("\n\n")
+    ][:13]
     texts[3] = "john lives in paris and mary lives in london and obama works for google in berlin ."
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
-    run = launch(tmp_path, "predict", model, "--input", tmp_path / "in.txt", "--batch-size", 4,
-                 "--output", tmp_path / "pred-2.jsonl", launcher="torchrun")
+    run = launch(
+        tmp_path,
+        "predict",
+        model,
+        "--input",
+        tmp_path / "in.txt",
+        "--batch-size",
+        4,
+        "--output",
+        tmp_path / "pred-2.jsonl",
+        launcher="torchrun",
+    )
     assert_only_rank0_spoke(run)
     assert run.out[0] == "" and run.err[0].count("13 predictions written") == 1
     code, stdout, stderr = run_cli("predict", model, "--input", tmp_path / "in.txt", "--batch-size", 4)
@@ -219,15 +295,22 @@ def small_cls_model(tiny_bert, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("cls-model")
     write_sentiment(root / "data.csv", 12, seed=5)
-    api.finetune("cls", str(root / "data.csv"), str(root / "model"), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, batch_size=8))
+    api.finetune(
+        "cls",
+        str(root / "data.csv"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, batch_size=8),
+    )
     return root / "model", root / "data.csv"
 
 
 def _features(lengths: list[int]) -> list[dict]:
     # ids 5.. are ordinary words of the tiny vocab; 2 and 3 are [CLS] and [SEP]
-    return [{"input_ids": [2] + [5 + (i + k) % 50 for k in range(n - 2)] + [3], "token_type_ids": [0] * n,
-             "labels": i % 2} for i, n in enumerate(lengths)]
+    return [
+        {"input_ids": [2] + [5 + (i + k) % 50 for k in range(n - 2)] + [3], "token_type_ids": [0] * n, "labels": i % 2}
+        for i, n in enumerate(lengths)
+    ]
 
 
 def test_fit_counts_fractional_epochs_and_accumulation(tiny_bert):
@@ -239,8 +322,9 @@ def test_fit_counts_fractional_epochs_and_accumulation(tiny_bert):
     model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
     # 40 rows of 6 tokens at batch 8: 5 batches, 3 optimizer steps an epoch with --grad-accum 2;
     # 1.5 epochs = ceil(4.5) = 5 steps: epoch 1 (5 batches, 40 rows), then 2 steps = 4 batches = 32 rows
-    _, report = Engine("no").fit(model, _features([6] * 40), TrainConfig(epochs=1.5, batch_size=8, grad_accum=2,
-                                                                         lr=1e-3), pad_token_id=0)
+    _, report = Engine("no").fit(
+        model, _features([6] * 40), TrainConfig(epochs=1.5, batch_size=8, grad_accum=2, lr=1e-3), pad_token_id=0
+    )
     assert (report.optimizer_steps, report.examples, report.real_tokens, report.padded_tokens) == (5, 72, 432, 432)
     assert [h["epoch"] for h in report.history] == [1, 1.5]
 
@@ -255,13 +339,18 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     from transformers import AutoModelForSequenceClassification
 
     from bertkit import api
-    from bertkit.engine.batching import Collator
     from bertkit.config import TrainConfig
     from bertkit.engine import Engine
+    from bertkit.engine.batching import Collator
 
     _, data = small_cls_model
-    result = api.finetune("cls", str(data), str(tmp_path / "bf16"), model=str(tiny_bert),
-                          config=TrainConfig(epochs=1, batch_size=8, precision="bf16"))
+    result = api.finetune(
+        "cls",
+        str(data),
+        str(tmp_path / "bf16"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, batch_size=8, precision="bf16"),
+    )
     assert result.throughput["examples"] == 12
     rows = api.predict(str(tmp_path / "bf16"), str(data), precision="no")  # fp32 after bf16 in one process
     assert len(rows) == 12

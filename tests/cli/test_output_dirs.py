@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, assert_user_error
 
 ROWS = [("the film was good", "pos"), ("the film was bad", "neg"), ("a great movie", "pos"), ("awful plot", "neg")]
-TRAIN_CSV = "text,label\n" + "".join(f"{t},{l}\n" for t, l in ROWS * 4)
+TRAIN_CSV = "text,label\n" + "".join(f"{t},{lab}\n" for t, lab in ROWS * 4)
 
 
 @pytest.fixture
@@ -33,8 +32,7 @@ def tree(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_missing_parents_are_created_and_the_default_output_works(tmp_path, tiny_bert, train_csv, run_cli,
-                                                                   monkeypatch):
+def test_missing_parents_are_created_and_the_default_output_works(tmp_path, tiny_bert, train_csv, run_cli, monkeypatch):
     out = tmp_path / "runs" / "deep" / "model"
     code, stdout, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out)
     assert code == 0, stderr
@@ -54,8 +52,11 @@ def test_output_under_a_file_or_being_a_file_is_refused_before_reading_data(tmp_
     (tmp_path / "notes.txt").write_text("mine")
     before = tree(tmp_path)
     missing = tmp_path / "no-such.csv"  # the data is never looked at: the output check comes first
-    assert_user_error(finetune(run_cli, missing, tiny_bert, "--output", tmp_path / "notes.txt" / "a" / "model"),
-                      "is under a file", "notes.txt")
+    assert_user_error(
+        finetune(run_cli, missing, tiny_bert, "--output", tmp_path / "notes.txt" / "a" / "model"),
+        "is under a file",
+        "notes.txt",
+    )
     assert_user_error(finetune(run_cli, missing, tiny_bert, "--output", tmp_path / "notes.txt"), "is a file")
     assert tree(tmp_path) == before
 
@@ -64,8 +65,10 @@ def test_output_that_contains_the_working_directory_is_refused(tmp_path, tiny_be
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
     before = tree(tmp_path)
-    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", tmp_path, "--overwrite"),
-                      "current directory or one of its parents")
+    assert_user_error(
+        finetune(run_cli, train_csv, tiny_bert, "--output", tmp_path, "--overwrite"),
+        "current directory or one of its parents",
+    )
     assert tree(tmp_path) == before
 
 
@@ -78,8 +81,11 @@ def test_unwritable_place_fails_before_training(tmp_path, tiny_bert, train_csv, 
 
     monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", read_only)
     monkeypatch.setattr("bertkit.engine.core.Engine.fit", lambda *a, **k: pytest.fail("training started"))
-    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", tmp_path / "new" / "model"),
-                      f"cannot write in {tmp_path} (Permission denied)", "writable location")
+    assert_user_error(
+        finetune(run_cli, train_csv, tiny_bert, "--output", tmp_path / "new" / "model"),
+        f"cannot write in {tmp_path} (Permission denied)",
+        "writable location",
+    )
     assert not (tmp_path / "new").exists()
 
 
@@ -100,15 +106,18 @@ def test_overwrite_never_replaces_a_directory_of_user_files(tmp_path, tiny_bert,
     (project / "train.csv").write_text(TRAIN_CSV)
     (project / "notes.md").write_text("my notes")
     before = tree(tmp_path)
-    assert_user_error(finetune(run_cli, project / "train.csv", tiny_bert, "--output", project, "--overwrite"),
-                      "holds files bertkit did not write (notes.md, train.csv", "new directory")
-    assert_user_error(finetune(run_cli, project / "train.csv", tiny_bert, "--output", project),
-                      "not empty", "--overwrite")
+    assert_user_error(
+        finetune(run_cli, project / "train.csv", tiny_bert, "--output", project, "--overwrite"),
+        "holds files bertkit did not write (notes.md, train.csv",
+        "new directory",
+    )
+    assert_user_error(
+        finetune(run_cli, project / "train.csv", tiny_bert, "--output", project), "not empty", "--overwrite"
+    )
     assert tree(tmp_path) == before
 
 
-def test_overwrite_replaces_a_bertkit_directory_and_an_empty_one_is_used_as_is(tmp_path, tiny_bert, train_csv,
-                                                                                run_cli):
+def test_overwrite_replaces_a_bertkit_directory_and_an_empty_one_is_used_as_is(tmp_path, tiny_bert, train_csv, run_cli):
     out = tmp_path / "model"
     out.mkdir()  # empty: no --overwrite needed
     code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out, "--seed", 1)
@@ -125,16 +134,22 @@ def test_overwrite_replaces_a_bertkit_directory_and_an_empty_one_is_used_as_is(t
     inside = out / "train.csv"
     inside.write_text(TRAIN_CSV)
     before = tree(tmp_path)
-    assert_user_error(finetune(run_cli, inside, tiny_bert, "--output", out, "--overwrite"),
-                      "holds files bertkit did not write (train.csv)", "move them out")
+    assert_user_error(
+        finetune(run_cli, inside, tiny_bert, "--output", out, "--overwrite"),
+        "holds files bertkit did not write (train.csv)",
+        "move them out",
+    )
     assert tree(tmp_path) == before
     inside.unlink()
     (out / "notes.txt").write_text("my notes")
     card = out / "README.md"
     card.write_text(card.read_text().replace("#", "## my edit\n#", 1))
     before = tree(tmp_path)
-    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite"),
-                      "holds files bertkit did not write (README.md (edited), notes.txt)", "move them out")
+    assert_user_error(
+        finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite"),
+        "holds files bertkit did not write (README.md (edited), notes.txt)",
+        "move them out",
+    )
     assert tree(tmp_path) == before
     (out / "notes.txt").unlink()
     card.unlink()  # without the user's files, --overwrite replaces the model directory
@@ -158,8 +173,8 @@ def test_stale_staging_siblings_are_removed_and_live_ones_kept(tmp_path):
 
 
 def test_old_copy_is_removed_or_put_back(tmp_path):
-    from bertkit.model_dir import check_output_dir
     from bertkit.errors import BertkitError
+    from bertkit.model_dir import check_output_dir
 
     out, old = tmp_path / "model", tmp_path / ".model.old"
     for directory in (out, old):
@@ -180,10 +195,12 @@ def test_a_killed_save_is_cleaned_on_the_next_run(tmp_path):
     from bertkit.model_dir import check_output_dir
 
     out = tmp_path / "model"
-    script = ("import os, sys; from pathlib import Path; from bertkit.model_dir import staged_output\n"
-              "with staged_output(Path(sys.argv[1])) as staging:\n"
-              "    (staging / 'config.json').write_text('{}')\n"
-              "    os.kill(os.getpid(), 9)\n")
+    script = (
+        "import os, sys; from pathlib import Path; from bertkit.model_dir import staged_output\n"
+        "with staged_output(Path(sys.argv[1])) as staging:\n"
+        "    (staging / 'config.json').write_text('{}')\n"
+        "    os.kill(os.getpid(), 9)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", script, str(out)], env=env, capture_output=True)
     assert result.returncode == -9, result.stderr
@@ -198,8 +215,10 @@ def fake_model(tmp_path):
     """A directory with only bertkit.json: enough for every check that must run before the model loads."""
     model = tmp_path / "model"
     model.mkdir()
-    meta = {"task": {"task": "cls", "max_length": 32, "options": {}, "labels": ["neg", "pos"]},
-            "data": {"name": None, "eval_file": None}}
+    meta = {
+        "task": {"task": "cls", "max_length": 32, "options": {}, "labels": ["neg", "pos"]},
+        "data": {"name": None, "eval_file": None},
+    }
     (model / "bertkit.json").write_text(json.dumps(meta))
     (tmp_path / "dev.csv").write_text(TRAIN_CSV)
     (tmp_path / "in.txt").write_text("the film was good\n")
@@ -214,16 +233,17 @@ def test_eval_and_predict_outputs_are_checked_before_inference(tmp_path, fake_mo
     args = ["--data", tmp_path / "dev.csv"] if command == "eval" else ["--input", tmp_path / "in.txt"]
     (tmp_path / "a-file").write_text("x")
     before = tree(tmp_path)
-    cases = [(tmp_path / "missing" / "out.json", ("does not exist", f"mkdir -p {tmp_path / 'missing'}")),
-             (tmp_path, ("is a directory",)),
-             (tmp_path / "a-file" / "out.json", ("is under a file",))]
+    cases = [
+        (tmp_path / "missing" / "out.json", ("does not exist", f"mkdir -p {tmp_path / 'missing'}")),
+        (tmp_path, ("is a directory",)),
+        (tmp_path / "a-file" / "out.json", ("is under a file",)),
+    ]
     for output, fragments in cases:
         assert_user_error(run_cli(command, fake_model, *args, "--output", output), *fragments)
     assert tree(tmp_path) == before
 
 
-def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_path, fake_model, run_cli,
-                                                                         monkeypatch):
+def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_path, fake_model, run_cli, monkeypatch):
     import bertkit.model_dir.files as checkpoint
 
     def read_only(*args, **kwargs):
@@ -233,8 +253,10 @@ def test_eval_default_output_in_an_unwritable_model_directory_fails_first(tmp_pa
     # evaluation first: importing it binds whatever bertkit.inference holds at that moment
     for place in ("bertkit.api.evaluation.load_for_inference", "bertkit.inference.load_for_inference"):
         monkeypatch.setattr(place, lambda *a: pytest.fail("the model was loaded"))
-    assert_user_error(run_cli("eval", fake_model, "--data", tmp_path / "dev.csv"),
-                      f"the metrics file {fake_model / 'eval-dev.json'}: cannot write in {fake_model}")
+    assert_user_error(
+        run_cli("eval", fake_model, "--data", tmp_path / "dev.csv"),
+        f"the metrics file {fake_model / 'eval-dev.json'}: cannot write in {fake_model}",
+    )
 
 
 def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path, monkeypatch):
@@ -258,8 +280,7 @@ def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path,
     assert [p.name for p in output.iterdir()] == ["old.txt"]
 
 
-def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(tmp_path, tiny_bert, train_csv,
-                                                                                  run_cli):
+def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(tmp_path, tiny_bert, train_csv, run_cli):
     """A loss that turns NaN (here: an absurd learning rate) would have saved NaN weights over a good
     model with --overwrite; it stops at the next log or evaluation point instead."""
     out = tmp_path / "model"
@@ -269,8 +290,12 @@ def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(t
     code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "1e30")
     last = stderr.strip().splitlines()[-1]  # after the epoch's progress line
     assert code == 2 and "Traceback" not in stderr, stderr
-    assert last.startswith("error: training diverged: the mean training loss was nan by step ") and \
-        "(hint: lower --lr (it is 1e+30)" in last, stderr
+    assert (
+        last.startswith("error: training diverged: the mean training loss was nan by step ")
+        and "(hint: lower --lr (it is 1e+30)" in last
+    ), stderr
     assert tree(tmp_path) == before
-    assert_user_error(finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "inf"),
-                      "--lr must be a finite number, got inf")
+    assert_user_error(
+        finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "inf"),
+        "--lr must be a finite number, got inf",
+    )

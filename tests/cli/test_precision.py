@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from conftest import assert_user_error
+from test_cli_classification import write_sentiment_csv
 
 from bertkit.engine import precision, threads
 from bertkit.engine.master_weights import MasterWeights
-from conftest import assert_user_error
-from test_cli_classification import write_sentiment_csv
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -39,12 +39,15 @@ def test_cpu_flags_read_from_cpuinfo(tmp_path):
     assert precision.cpu_flags(tmp_path / "missing") == set()
 
 
-@pytest.mark.parametrize("flags, expected", [
-    ({"avx512f", "avx512_bf16"}, "bf16"),
-    ({"amx_bf16", "amx_tile"}, "bf16"),
-    ({"avx512f", "avx2"}, "no"),  # AVX-512 without the bf16 extension: emulated, slower than fp32
-    (set(), "no"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ({"avx512f", "avx512_bf16"}, "bf16"),
+        ({"amx_bf16", "amx_tile"}, "bf16"),
+        ({"avx512f", "avx2"}, "no"),  # AVX-512 without the bf16 extension: emulated, slower than fp32
+        (set(), "no"),
+    ],
+)
 def test_auto_on_cpu_follows_the_flags(flags, expected):
     chosen, reason = precision.resolve("auto", "cpu", flags)
     assert chosen == expected and reason.startswith("auto: ")
@@ -104,8 +107,8 @@ def test_master_weights_keep_updates_that_bf16_would_lose():
         assert model.weight.grad is None and master.gradient("weight").dtype == torch.float32
         optimizer.step()
         master.publish()
-    # 1.0 - 100 x 1e-4 = 0.99 (up to fp32 rounding of 100 steps); a bf16 weight could not move at all (its spacing at 1.0 is
-    # 2^-7 = 0.0078 > 1e-4); the published bf16 weight is 0.99 rounded: 253 x 2^-8 = 0.98828125.
+    # 1.0 - 100 x 1e-4 = 0.99 (up to fp32 rounding of 100 steps); a bf16 weight could not move at all (its
+    # spacing at 1.0 is 2^-7 = 0.0078 > 1e-4); the published bf16 weight is 0.99 rounded: 253 x 2^-8 = 0.98828125.
     assert master.master("weight").item() == pytest.approx(0.99, abs=1e-5)
     assert model.weight.item() == 0.98828125
     assert master.state_dict(model)["weight"].item() == pytest.approx(0.99, abs=1e-5)
@@ -151,8 +154,24 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     write_sentiment_csv(dev, 16, seed=2)
     monkeypatch.setattr(precision, "cpu_flags", lambda *a: {"avx512f", "avx512_bf16"})
     out = tmp_path / "model"
-    code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 1, "--batch-size", 16, "--threads", 1)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--batch-size",
+        16,
+        "--threads",
+        1,
+    )
     assert code == 0, stderr
     reason = "GPU has native bf16" if torch.cuda.is_available() else "CPU has avx512_bf16"  # the GPU decides there
     assert f"precision: bf16 (auto: {reason}), 1 thread" in stdout
@@ -173,8 +192,10 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     assert code == 0, stderr
     assert "precision: bf16 (asked for)" in stderr and len(stdout.splitlines()) == 16
     assert_user_error(run_cli("predict", out, "--input", dev, "--threads", 0), "--threads must be between 1 and")
-    assert_user_error(run_cli("embed", out, "--input", dev, "--output", tmp_path / "v.npy", "--threads", -1),
-                      "--threads must be between 1 and")
+    assert_user_error(
+        run_cli("embed", out, "--input", dev, "--output", tmp_path / "v.npy", "--threads", -1),
+        "--threads must be between 1 and",
+    )
 
 
 def test_freeze_embeddings_keeps_the_word_embeddings(tmp_path, tiny_bert, run_cli):
@@ -183,15 +204,33 @@ def test_freeze_embeddings_keeps_the_word_embeddings(tmp_path, tiny_bert, run_cl
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 32, seed=1)
     out = tmp_path / "frozen"
-    code, _, stderr = run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
-                              "--epochs", 1, "--batch-size", 16, "--lr", "1e-2", "--freeze-embeddings",
-                              "--save-memory", "--threads", 1)
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--batch-size",
+        16,
+        "--lr",
+        "1e-2",
+        "--freeze-embeddings",
+        "--save-memory",
+        "--threads",
+        1,
+    )
     assert code == 0, stderr
     base, tuned = load_file(str(tiny_bert / "model.safetensors")), load_file(str(out / "model.safetensors"))
     name = "embeddings.word_embeddings.weight"
     assert torch.equal(tuned[f"bert.{name}"], base[name])  # frozen: bit for bit the pretrained matrix
     # at lr 1e-2 everything trained moved, e.g. the position embeddings
-    assert not torch.equal(tuned["bert.embeddings.position_embeddings.weight"],
-                           base["embeddings.position_embeddings.weight"])
+    assert not torch.equal(
+        tuned["bert.embeddings.position_embeddings.weight"], base["embeddings.position_embeddings.weight"]
+    )
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["config"]["freeze_embeddings"] is True and meta["config"]["save_memory"] is True

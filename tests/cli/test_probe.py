@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import assert_user_error
 from test_cli_classification import write_pair_tsv, write_sentiment_csv
 
@@ -25,8 +24,22 @@ def test_probe_then_eval_and_predict(tmp_path, tiny_bert, run_cli):
     write_sentiment_csv(train, 160, seed=1)
     write_sentiment_csv(dev, 40, seed=2)
     out = tmp_path / "probe"
-    code, stdout, stderr = run_cli("probe", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--pooling", "mean", "--holdout", "0.25")
+    code, stdout, stderr = run_cli(
+        "probe",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--pooling",
+        "mean",
+        "--holdout",
+        "0.25",
+    )
     assert code == 0, stderr
     assert "held-out score by C (25% of training rows): 0.001:" in stdout and "saved to" in stdout
 
@@ -40,7 +53,9 @@ def test_probe_then_eval_and_predict(tmp_path, tiny_bert, run_cli):
     assert meta["metrics"]["accuracy"] >= 0.9 and meta["data"]["train_examples"] == 160
 
     # eval scores the saved directory through the shared path and agrees with the probe's own report.
-    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "metrics.json", "--precision", "no")
+    code, stdout, stderr = run_cli(
+        "eval", out, "--data", dev, "--output", tmp_path / "metrics.json", "--precision", "no"
+    )
     assert code == 0, stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["examples"] == 40
@@ -74,8 +89,9 @@ def test_pair_probe_with_cls_pooling(tmp_path, tiny_bert, run_cli):
     write_pair_tsv(train, 60, seed=5)
     write_pair_tsv(dev, 20, seed=6)
     out = tmp_path / "pair"
-    code, stdout, stderr = run_cli("probe", "pair", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--pooling", "cls")
+    code, stdout, stderr = run_cli(
+        "probe", "pair", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out, "--pooling", "cls"
+    )
     assert code == 0, stderr
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"]["labels"] == ["different", "same"] and meta["probe"]["pooling"] == "cls"

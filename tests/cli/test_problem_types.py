@@ -10,7 +10,6 @@ import random
 
 import numpy as np
 import pytest
-
 from conftest import assert_user_error
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE
 
@@ -24,8 +23,10 @@ def write_scores_tsv(path, n: int, seed: int) -> None:
     for _ in range(n):
         first, second = rng.choice(POSITIVE + NEGATIVE), rng.choice(POSITIVE + NEGATIVE)
         score = 5.0 if first == second else 2.5 if (first in POSITIVE) == (second in POSITIVE) else 0.0
-        lines.append(f"{' '.join(rng.sample(FILLER, 3))} {first}\t{' '.join(rng.sample(FILLER, 3))} {second}\t"
-                     f"{score + rng.choice([-0.2, 0.0, 0.2]) if 0 < score < 5 else score:.2f}")
+        lines.append(
+            f"{' '.join(rng.sample(FILLER, 3))} {first}\t{' '.join(rng.sample(FILLER, 3))} {second}\t"
+            f"{score + rng.choice([-0.2, 0.0, 0.2]) if 0 < score < 5 else score:.2f}"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -50,8 +51,14 @@ def regression_model(tiny_bert, tmp_path_factory):
     write_scores_tsv(root / "train.tsv", 96, 1)
     write_scores_tsv(root / "dev.tsv", 32, 2)
     config = TrainConfig(epochs=2, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"})
-    api.finetune("pair", str(root / "train.tsv"), str(root / "model"), model=str(tiny_bert),
-                 eval_data=str(root / "dev.tsv"), config=config)
+    api.finetune(
+        "pair",
+        str(root / "train.tsv"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_data=str(root / "dev.tsv"),
+        config=config,
+    )
     return root
 
 
@@ -63,15 +70,22 @@ def multi_label_model(tiny_bert, tmp_path_factory):
     root = tmp_path_factory.mktemp("multi-label")
     write_emotions_jsonl(root / "train.jsonl", 96, 1)
     write_emotions_jsonl(root / "dev.jsonl", 32, 2)
-    api.finetune("cls", str(root / "train.jsonl"), str(root / "model"), model=str(tiny_bert),
-                          eval_data=str(root / "dev.jsonl"), config=TrainConfig(epochs=2, lr=1e-3, batch_size=16))
+    api.finetune(
+        "cls",
+        str(root / "train.jsonl"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_data=str(root / "dev.jsonl"),
+        config=TrainConfig(epochs=2, lr=1e-3, batch_size=16),
+    )
     return root
 
 
 def test_continuous_labels_ask_for_regression(tmp_path, tiny_bert, run_cli):
     write_scores_tsv(tmp_path / "train.tsv", 40, 1)
-    result = run_cli("finetune", "pair", "--data", tmp_path / "train.tsv", "--model", tiny_bert,
-                     "--output", tmp_path / "out")
+    result = run_cli(
+        "finetune", "pair", "--data", tmp_path / "train.tsv", "--model", tiny_bert, "--output", tmp_path / "out"
+    )
     assert_user_error(result, "look continuous", "--problem-type regression")
     assert not (tmp_path / "out").exists()
 
@@ -99,11 +113,27 @@ def test_regression_saves_plain_transformers_and_predicts_numbers(regression_mod
 
 def test_regression_refuses_what_applies_to_classes(regression_model, run_cli):
     model = regression_model / "model"
-    assert_user_error(run_cli("predict", model, "--input", regression_model / "dev.tsv", "--top-k", "2"),
-                      "--top-k does not apply to a regression model")
-    assert_user_error(run_cli("finetune", "pair", "--data", regression_model / "train.tsv", "--model", model,
-                              "--problem-type", "regression", "--class-weights", "auto",
-                              "--output", regression_model / "again"), "regression")
+    assert_user_error(
+        run_cli("predict", model, "--input", regression_model / "dev.tsv", "--top-k", "2"),
+        "--top-k does not apply to a regression model",
+    )
+    assert_user_error(
+        run_cli(
+            "finetune",
+            "pair",
+            "--data",
+            regression_model / "train.tsv",
+            "--model",
+            model,
+            "--problem-type",
+            "regression",
+            "--class-weights",
+            "auto",
+            "--output",
+            regression_model / "again",
+        ),
+        "regression",
+    )
 
 
 def test_a_json_list_of_labels_is_multi_label(multi_label_model, run_cli):
@@ -123,8 +153,9 @@ def test_a_json_list_of_labels_is_multi_label(multi_label_model, run_cli):
     for row in rows[:8]:
         assert set(row["probabilities"]) == {"anger", "fear", "joy"}
         cut = meta["task"]["options"]["threshold"]  # tuned by finetune on its dev data
-        assert row["labels"] == [name for name, p in sorted(row["probabilities"].items(), key=lambda kv: -kv[1])
-                                 if p >= cut]
+        assert row["labels"] == [
+            name for name, p in sorted(row["probabilities"].items(), key=lambda kv: -kv[1]) if p >= cut
+        ]
         expected = {s["label"]: s["score"] for s in classifier(row["text"], top_k=None)}  # sigmoid: problem_type
         assert row["probabilities"] == pytest.approx(expected, abs=5e-5)
     code, out, err = run_cli("predict", model, "--input", multi_label_model / "dev.jsonl", "--top-k", "1")
@@ -165,36 +196,102 @@ def test_label_columns_and_joined_labels(tmp_path, tiny_bert, run_cli):
         writer.writerow(["text", *sorted(EMOTIONS)])
         for row in rows:
             writer.writerow([row["text"], *(int(name in row["labels"]) for name in sorted(EMOTIONS))])
-    code, out, err = run_cli("finetune", "cls", "--data", tmp_path / "flags.csv", "--model", tiny_bert, "--output",
-                             tmp_path / "flags", "--epochs", "1", "--label-columns", "anger,fear,joy")
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "flags.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "flags",
+        "--epochs",
+        "1",
+        "--label-columns",
+        "anger,fear,joy",
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "flags" / "bertkit.json").read_text())["task"]["labels"] == ["anger", "fear", "joy"]
     joined = tmp_path / "joined.tsv"
     joined.write_text("text\tlabel\n" + "".join(f"{r['text']}\t{'|'.join(r['labels'])}\n" for r in rows))
-    code, out, err = run_cli("finetune", "cls", "--data", joined, "--model", tiny_bert, "--output", tmp_path / "j",
-                             "--epochs", "1", "--problem-type", "multi-label")
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        joined,
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "j",
+        "--epochs",
+        "1",
+        "--problem-type",
+        "multi-label",
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "j" / "bertkit.json").read_text())["task"]["labels"] == ["anger", "fear", "joy"]
-    assert_user_error(run_cli("finetune", "cls", "--data", tmp_path / "flags.csv", "--model", tiny_bert,
-                              "--output", tmp_path / "x", "--label-columns", "anger,nope"), "no column 'nope'")
+    assert_user_error(
+        run_cli(
+            "finetune",
+            "cls",
+            "--data",
+            tmp_path / "flags.csv",
+            "--model",
+            tiny_bert,
+            "--output",
+            tmp_path / "x",
+            "--label-columns",
+            "anger,nope",
+        ),
+        "no column 'nope'",
+    )
 
 
 def test_class_weights_auto_are_shown_stored_and_change_the_loss(tmp_path, tiny_bert, run_cli):
-    lines = ["text,label"] + [f"{w} film,{'pos' if w in POSITIVE else 'neg'}"
-                              for w in (POSITIVE * 6 + NEGATIVE * 2)]  # 18 pos, 6 neg
+    lines = ["text,label"] + [
+        f"{w} film,{'pos' if w in POSITIVE else 'neg'}" for w in (POSITIVE * 6 + NEGATIVE * 2)
+    ]  # 18 pos, 6 neg
     (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
     losses = {}
     for weights in ("none", "auto"):
-        code, out, err = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--model", tiny_bert,
-                                 "--output", tmp_path / weights, "--epochs", "1", "--class-weights", weights)
+        code, out, err = run_cli(
+            "finetune",
+            "cls",
+            "--data",
+            tmp_path / "train.csv",
+            "--model",
+            tiny_bert,
+            "--output",
+            tmp_path / weights,
+            "--epochs",
+            "1",
+            "--class-weights",
+            weights,
+        )
         assert code == 0, err
         losses[weights] = json.loads((tmp_path / weights / "bertkit.json").read_text())["history"][0]["train_loss"]
     options = json.loads((tmp_path / "auto" / "bertkit.json").read_text())["task"]["options"]
-    assert options["class_weight_values"] == pytest.approx([24 / (2 * 6), 24 / (2 * 18)], abs=1e-6)  # neg 2.0, pos 0.667: N / (C n_c)
+    assert options["class_weight_values"] == pytest.approx(
+        [24 / (2 * 6), 24 / (2 * 18)], abs=1e-6
+    )  # neg 2.0, pos 0.667: N / (C n_c)
     assert "class weights (inverse frequency): neg 2, pos 0.667" in out + err
     assert losses["auto"] != losses["none"]
-    code, out, err = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--model", tiny_bert, "--output",
-                             tmp_path / "focal", "--epochs", "1", "--loss", "focal", "--focal-gamma", "2")
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "focal",
+        "--epochs",
+        "1",
+        "--loss",
+        "focal",
+        "--focal-gamma",
+        "2",
+    )
     assert code == 0, err
 
 
@@ -206,12 +303,24 @@ def test_eval_file_with_label_ids_is_mapped_and_said(tmp_path, tiny_bert, run_cl
     code, out, err = run_cli("eval", model, "--data", tmp_path / "ids.csv", "--output", tmp_path / "m.json")
     assert code == 0, err
     assert "labels read as the ids of the model's labels: 0=neg, 1=pos" in out + err
-    (tmp_path / "named.csv").write_text("text,label\n" + "\n".join(
-        f"{w} film,{'good' if w in POSITIVE else 'bad'}" for w in POSITIVE + NEGATIVE) + "\n")
-    assert_user_error(run_cli("eval", model, "--data", tmp_path / "named.csv", "--output", tmp_path / "n.json"),
-                      "never seen in training: bad, good", "--label-map")
-    code, out, err = run_cli("eval", model, "--data", tmp_path / "named.csv", "--output", tmp_path / "n.json",
-                             "--label-map", "bad=neg,good=pos")
+    (tmp_path / "named.csv").write_text(
+        "text,label\n" + "\n".join(f"{w} film,{'good' if w in POSITIVE else 'bad'}" for w in POSITIVE + NEGATIVE) + "\n"
+    )
+    assert_user_error(
+        run_cli("eval", model, "--data", tmp_path / "named.csv", "--output", tmp_path / "n.json"),
+        "never seen in training: bad, good",
+        "--label-map",
+    )
+    code, out, err = run_cli(
+        "eval",
+        model,
+        "--data",
+        tmp_path / "named.csv",
+        "--output",
+        tmp_path / "n.json",
+        "--label-map",
+        "bad=neg,good=pos",
+    )
     assert code == 0 and "as --label-map says: bad=neg, good=pos" in out + err, err
     same = json.loads((tmp_path / "m.json").read_text())["metrics"]["accuracy"]
     assert json.loads((tmp_path / "n.json").read_text())["metrics"]["accuracy"] == same
@@ -220,9 +329,22 @@ def test_eval_file_with_label_ids_is_mapped_and_said(tmp_path, tiny_bert, run_cl
 def test_finetune_stores_the_threshold_tuned_on_its_whole_dev_data(multi_label_model, tmp_path, tiny_bert, run_cli):
     options = json.loads((multi_label_model / "model" / "bertkit.json").read_text())["task"]["options"]
     assert 0 < options["threshold"] < 1  # tuned by finetune on dev.jsonl, all of it
-    code, out, err = run_cli("finetune", "cls", "--data", multi_label_model / "train.jsonl", "--eval-data",
-                             multi_label_model / "dev.jsonl", "--max-eval-samples", "10", "--model", tiny_bert,
-                             "--output", tmp_path / "partial", "--epochs", "1")
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        multi_label_model / "train.jsonl",
+        "--eval-data",
+        multi_label_model / "dev.jsonl",
+        "--max-eval-samples",
+        "10",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "partial",
+        "--epochs",
+        "1",
+    )
     assert code == 0 and "was NOT stored" in out, out + err
     assert "threshold" not in json.loads((tmp_path / "partial" / "bertkit.json").read_text())["task"]["options"]
 
@@ -236,36 +358,81 @@ def test_each_kind_draws_its_figure(regression_model, multi_label_model):
 
 
 def test_finetune_maps_eval_labels_given_by_id(tmp_path, tiny_bert, run_cli):
-    (tmp_path / "train.csv").write_text("text,label\n" + "".join(
-        f"{w} film,{'pos' if w in POSITIVE else 'neg'}\n" for w in (POSITIVE + NEGATIVE) * 4))
-    (tmp_path / "dev.csv").write_text("text,label\n" + "".join(
-        f"{w} film,{1 if w in POSITIVE else 0}\n" for w in POSITIVE + NEGATIVE))
-    code, out, err = run_cli("finetune", "cls", "--data", tmp_path / "train.csv", "--eval-data", tmp_path / "dev.csv",
-                             "--model", tiny_bert, "--output", tmp_path / "out", "--epochs", "1")
+    (tmp_path / "train.csv").write_text(
+        "text,label\n" + "".join(f"{w} film,{'pos' if w in POSITIVE else 'neg'}\n" for w in (POSITIVE + NEGATIVE) * 4)
+    )
+    (tmp_path / "dev.csv").write_text(
+        "text,label\n" + "".join(f"{w} film,{1 if w in POSITIVE else 0}\n" for w in POSITIVE + NEGATIVE)
+    )
+    code, out, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "train.csv",
+        "--eval-data",
+        tmp_path / "dev.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "out",
+        "--epochs",
+        "1",
+    )
     assert code == 0 and "labels read as the ids of the model's labels: 0=neg, 1=pos" in out + err, out + err
 
 
 def test_scaled_targets_are_folded_into_the_saved_head(tmp_path, tiny_bert, run_cli, regression_model):
     from transformers import pipeline
 
-    code, out, err = run_cli("finetune", "pair", "--data", regression_model / "train.tsv", "--model", tiny_bert,
-                             "--output", tmp_path / "scaled", "--epochs", "1", "--problem-type", "regression",
-                             "--scale-targets")
+    code, out, err = run_cli(
+        "finetune",
+        "pair",
+        "--data",
+        regression_model / "train.tsv",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "scaled",
+        "--epochs",
+        "1",
+        "--problem-type",
+        "regression",
+        "--scale-targets",
+    )
     assert code == 0, err
     options = json.loads((tmp_path / "scaled" / "bertkit.json").read_text())["task"]["options"]
     assert "target_scaling" not in options and options["scaled_targets"]["std"] > 1  # scores 0-5: std about 2
-    code, out, err = run_cli("predict", tmp_path / "scaled", "--input", regression_model / "dev.tsv", "--precision", "no")
+    code, out, err = run_cli(
+        "predict", tmp_path / "scaled", "--input", regression_model / "dev.tsv", "--precision", "no"
+    )
     rows = [json.loads(line) for line in out.splitlines()]
     mean = options["scaled_targets"]["mean"]
     assert abs(np.mean([r["score"] for r in rows]) - mean) < 1.5  # the original scale, not z-scores near 0
     scorer = pipeline("text-classification", model=str(tmp_path / "scaled"), function_to_apply="none")
     for row in rows[:4]:
-        assert row["score"] == pytest.approx(scorer({"text": row["text"], "text_pair": row["text_pair"]})["score"],
-                                             abs=5e-5)
-    assert_user_error(run_cli("finetune", "cls", "--data", regression_model / "train.tsv", "--model", tiny_bert,
-                              "--output", tmp_path / "x", "--scale-targets", "--text-column", "sentence1",
-                              "--label-column", "score", "--problem-type", "single-label"),
-                      "--scale-targets does not apply")
+        assert row["score"] == pytest.approx(
+            scorer({"text": row["text"], "text_pair": row["text_pair"]})["score"], abs=5e-5
+        )
+    assert_user_error(
+        run_cli(
+            "finetune",
+            "cls",
+            "--data",
+            regression_model / "train.tsv",
+            "--model",
+            tiny_bert,
+            "--output",
+            tmp_path / "x",
+            "--scale-targets",
+            "--text-column",
+            "sentence1",
+            "--label-column",
+            "score",
+            "--problem-type",
+            "single-label",
+        ),
+        "--scale-targets does not apply",
+    )
 
 
 def test_stsb_and_goemotions_read_as_their_kind_from_the_original_files(run_cli):
@@ -298,8 +465,22 @@ def test_ner_class_weights_count_first_sub_words_only(tmp_path, tiny_bert, run_c
     from hostile import NER_CONLL
 
     (tmp_path / "train.txt").write_text(NER_CONLL)
-    code, out, err = run_cli("finetune", "ner", "--data", tmp_path / "train.txt", "--model", tiny_bert, "--output",
-                             tmp_path / "ner", "--epochs", "1", "--class-weights", "auto", "--loss", "focal")
+    code, out, err = run_cli(
+        "finetune",
+        "ner",
+        "--data",
+        tmp_path / "train.txt",
+        "--model",
+        tiny_bert,
+        "--output",
+        tmp_path / "ner",
+        "--epochs",
+        "1",
+        "--class-weights",
+        "auto",
+        "--loss",
+        "focal",
+    )
     assert code == 0, err
     meta = json.loads((tmp_path / "ner" / "bertkit.json").read_text())
     tags = [line.split()[-1] for line in NER_CONLL.splitlines() if line.strip() and not line.startswith("-DOCSTART-")]

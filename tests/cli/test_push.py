@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_user_error
 from extras_models import train_tiny
 
@@ -19,8 +18,11 @@ def test_push_offline_is_one_line(cls_dir, run_cli, monkeypatch):
     hub.hub_reachable.cache_clear()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     try:
-        assert_user_error(run_cli("push", cls_dir, "--repo", "someone/tiny-sentiment"),
-                          "the Hugging Face Hub is unreachable", "nothing was pushed")
+        assert_user_error(
+            run_cli("push", cls_dir, "--repo", "someone/tiny-sentiment"),
+            "the Hugging Face Hub is unreachable",
+            "nothing was pushed",
+        )
     finally:
         hub.hub_reachable.cache_clear()
 

@@ -7,12 +7,16 @@ import json
 
 import numpy as np
 import pytest
+from test_qa_task import LONG_CONTEXT, make_squad, write_json
+from test_squad_v2_threshold import (
+    official_apply_no_ans_threshold,
+    official_compute_exact,
+    official_compute_f1,
+    official_find_best_thresh,
+)
 
 from bertkit.metrics.squad import normalize_answer
 from bertkit.tasks.qa import QuestionAnsweringTask
-from test_qa_task import LONG_CONTEXT, make_squad, write_json
-from test_squad_v2_threshold import (official_apply_no_ans_threshold, official_compute_exact,
-                                     official_compute_f1, official_find_best_thresh)
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +28,10 @@ def tokenizer(tiny_bert):
 
 def random_outputs(features, seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    return {name: [(rng.normal(size=len(f["input_ids"])) * 3).astype(np.float32) for f in features]
-            for name in ("start_logits", "end_logits")}
+    return {
+        name: [(rng.normal(size=len(f["input_ids"])) * 3).astype(np.float32) for f in features]
+        for name in ("start_logits", "end_logits")
+    }
 
 
 def questions(n: int, seed: int) -> list[dict]:
@@ -34,7 +40,7 @@ def questions(n: int, seed: int) -> list[dict]:
     examples = []
     for i in range(n):
         start = int(rng.integers(0, len(words) - 30))
-        context = " ".join(words[start:start + int(rng.integers(8, 30))])
+        context = " ".join(words[start : start + int(rng.integers(8, 30))])
         answer = context.split()[1]
         answers = [] if i % 3 == 0 else [{"text": answer, "start": context.index(" " + answer) + 1}]
         examples.append({"id": f"q{i}", "question": "who lives in paris ?", "context": context, "answers": answers})
@@ -56,7 +62,7 @@ def test_the_top_answers_score_is_the_same_for_n_best_1_3_20(tokenizer):
     for a, b, c in zip(one, three, twenty):
         assert (a["answer"], a["score"]) == (b["answer"], b["score"]) == (c["answer"], c["score"])
         assert b["n_best"][0]["score"] == b["score"] == c["n_best"][0]["score"]
-        assert [x["score"] for x in b["n_best"]] == [x["score"] for x in c["n_best"][:len(b["n_best"])]]
+        assert [x["score"] for x in b["n_best"]] == [x["score"] for x in c["n_best"][: len(b["n_best"])]]
 
 
 def official_v2_from_rows(golds: dict, rows: list[dict], na_prob_thresh: float) -> dict:
@@ -74,8 +80,9 @@ def official_v2_from_rows(golds: dict, rows: list[dict], na_prob_thresh: float) 
     for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
         at_threshold = official_apply_no_ans_threshold(raw, na_probs, qid_to_has_ans, na_prob_thresh)
         out[name] = 100.0 * sum(at_threshold.values()) / len(at_threshold)
-        out[f"best_{name}"], out[f"best_{name}_thresh"] = official_find_best_thresh(preds, raw, na_probs,
-                                                                                   qid_to_has_ans)
+        out[f"best_{name}"], out[f"best_{name}_thresh"] = official_find_best_thresh(
+            preds, raw, na_probs, qid_to_has_ans
+        )
     return out
 
 
@@ -102,12 +109,31 @@ def test_cli_predict_rows_reproduce_evals_v2_report(tmp_path, tiny_bert, run_cli
     train = write_json(tmp_path / "train.json", make_squad(12, seed=4, v2=True))
     dev = write_json(tmp_path / "dev.json", make_squad(6, seed=5, v2=True))
     out = tmp_path / "qa2"
-    code, _, stderr = run_cli("finetune", "qa", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                              "--output", out, "--epochs", 1, "--lr", "1e-3", "--batch-size", 16, "--max-length", 64)
+    code, _, stderr = run_cli(
+        "finetune",
+        "qa",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        16,
+        "--max-length",
+        64,
+    )
     assert code == 0, stderr
     # fp32: in bf16 eval's and predict's different batches round the no-answer scores differently
-    code, _, stderr = run_cli("eval", out, "--data", dev, "--no-store-threshold", "--output", tmp_path / "e.json",
-                              "--precision", "no")
+    code, _, stderr = run_cli(
+        "eval", out, "--data", dev, "--no-store-threshold", "--output", tmp_path / "e.json", "--precision", "no"
+    )
     assert code == 0, stderr
     ours = json.loads((tmp_path / "e.json").read_text())["metrics"]
     rows_by_n_best = {}
@@ -121,13 +147,19 @@ def test_cli_predict_rows_reproduce_evals_v2_report(tmp_path, tiny_bert, run_cli
         assert [(r["answer"], r["score"]) for r in rows_by_n_best[n_best]] == [(r["answer"], r["score"]) for r in rows]
 
     squad = json.loads((tmp_path / "dev.json").read_text())
-    golds = {qa["id"]: [a["text"] for a in qa["answers"]]
-             for article in squad["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+    golds = {
+        qa["id"]: [a["text"] for a in qa["answers"]]
+        for article in squad["data"]
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    }
     threshold = json.loads((out / "bertkit.json").read_text())["task"]["options"].get("null_threshold", 0.0)
     official = official_v2_from_rows(golds, rows, threshold)
     for key in ("exact", "f1", "best_exact", "best_f1"):
         assert ours[key] == pytest.approx(official[key], abs=1e-6), key
     for key in ("best_exact_thresh", "best_f1_thresh"):  # bertkit moves an all-"" threshold below every diff
         # (eval's report rounds to 6 decimals)
-        assert ours[key] == pytest.approx(official[key], abs=1e-6) or \
-            ours[key] <= min(r["null_score_diff"] for r in rows) + 1e-6
+        assert (
+            ours[key] == pytest.approx(official[key], abs=1e-6)
+            or ours[key] <= min(r["null_score_diff"] for r in rows) + 1e-6
+        )

@@ -28,17 +28,23 @@ def make_paragraph(rng: random.Random, index: int, sentences: int = 3, impossibl
         name = rng.choice(NAMES)
         filler = " ".join(rng.sample(FILLER, 3))
         prefix = " ".join(parts) + (" " if parts else "")
-        qas.append({"id": f"p{index}-q{s}", "question": f"who lives in {city} ?",
-                    "answers": [{"text": name, "answer_start": len(prefix) + len(filler) + 3}]})
+        qas.append(
+            {
+                "id": f"p{index}-q{s}",
+                "question": f"who lives in {city} ?",
+                "answers": [{"text": name, "answer_start": len(prefix) + len(filler) + 3}],
+            }
+        )
         parts.append(f"{filler} , {name} lives in {city} .")
     context = " ".join(parts)
     if impossible:
         unused = next(c for c in CITIES if c not in cities)
-        qas.append({"id": f"p{index}-none", "question": f"who lives in {unused} ?", "answers": [],
-                    "is_impossible": True})
+        qas.append(
+            {"id": f"p{index}-none", "question": f"who lives in {unused} ?", "answers": [], "is_impossible": True}
+        )
     for qa in qas:
         for answer in qa["answers"]:
-            assert context[answer["answer_start"]:answer["answer_start"] + len(answer["text"])] == answer["text"]
+            assert context[answer["answer_start"] : answer["answer_start"] + len(answer["text"])] == answer["text"]
     return {"context": context, "qas": qas}
 
 
@@ -65,8 +71,12 @@ LONG_ANSWER_AT = LONG_CONTEXT.index("mary met obama")
 
 
 def long_example() -> dict:
-    return {"id": "long", "question": "who met obama ?", "context": LONG_CONTEXT,
-            "answers": [{"text": "mary", "start": LONG_ANSWER_AT}]}
+    return {
+        "id": "long",
+        "question": "who met obama ?",
+        "context": LONG_CONTEXT,
+        "answers": [{"text": "mary", "start": LONG_ANSWER_AT}],
+    }
 
 
 # --- features ---------------------------------------------------------------------------------------
@@ -77,18 +87,18 @@ def test_question_first_then_context_windows_that_overlap_by_doc_stride(tokenize
     assert len(features) > 3 and task.stats["windowed_examples"] == 1
     for feature in features:
         ids = feature["input_ids"]
-        assert ids[:len(question_ids) + 2] == [tokenizer.cls_token_id, *question_ids, tokenizer.sep_token_id]
-        assert feature["token_type_ids"][:len(question_ids) + 2] == [0] * (len(question_ids) + 2)
+        assert ids[: len(question_ids) + 2] == [tokenizer.cls_token_id, *question_ids, tokenizer.sep_token_id]
+        assert feature["token_type_ids"][: len(question_ids) + 2] == [0] * (len(question_ids) + 2)
         assert ids[-1] == tokenizer.sep_token_id and len(ids) <= 32
         assert tokenizer.pad_token_id not in ids  # no padding here: the engine pads per batch
-        assert all(o is None for o in feature["offsets"][:len(question_ids) + 2]) and feature["offsets"][-1] is None
+        assert all(o is None for o in feature["offsets"][: len(question_ids) + 2]) and feature["offsets"][-1] is None
         assert feature["example_index"] == 0
     contexts = [[o for o in f["offsets"] if o is not None] for f in features]
     for previous, current in zip(contexts, contexts[1:]):
         assert previous[-8:] == current[:8]  # exactly doc_stride tokens of overlap
         assert previous[-9] not in current
     covered = sorted({o for c in contexts for o in c})
-    assert LONG_CONTEXT[covered[0][0]:covered[-1][1]] == LONG_CONTEXT.rstrip()
+    assert LONG_CONTEXT[covered[0][0] : covered[-1][1]] == LONG_CONTEXT.rstrip()
 
 
 def test_targets_land_on_the_answer_or_cls_when_outside(tokenizer):
@@ -99,7 +109,7 @@ def test_targets_land_on_the_answer_or_cls_when_outside(tokenizer):
     assert inside and outside
     for f in inside:
         start, end = f["offsets"][f["start_positions"]], f["offsets"][f["end_positions"]]
-        assert LONG_CONTEXT[start[0]:end[1]] == "mary" and f["end_positions"] >= f["start_positions"]
+        assert LONG_CONTEXT[start[0] : end[1]] == "mary" and f["end_positions"] >= f["start_positions"]
     for f in outside:
         assert f["end_positions"] == 0
         window = [o for o in f["offsets"] if o is not None]
@@ -159,7 +169,7 @@ def test_postprocess_finds_the_span_in_the_right_window_with_char_offsets_and_n_
     features = task.preprocess(examples, tokenizer, train=False)
     outputs = fake_outputs(features, {0: (LONG_ANSWER_AT, LONG_ANSWER_AT + 14)})  # "mary met obama"
     (prediction,) = task.postprocess(examples, features, outputs)
-    assert prediction["answer"] == "mary met obama" == LONG_CONTEXT[prediction["start"]:prediction["end"]]
+    assert prediction["answer"] == "mary met obama" == LONG_CONTEXT[prediction["start"] : prediction["end"]]
     assert len(prediction["n_best"]) == 3 and len({a["answer"] for a in prediction["n_best"]}) == 3
     scores = [a["score"] for a in prediction["n_best"]]
     assert scores == sorted(scores, reverse=True) and 0 < prediction["score"] <= 1
@@ -170,9 +180,10 @@ def test_postprocess_finds_the_span_in_the_right_window_with_char_offsets_and_n_
 
 def test_tune_sets_the_null_threshold_that_predict_uses(tokenizer):
     context = "john lives in paris . mary lives in london ."
-    examples = [{"id": "a", "question": "who lives in paris ?", "context": context,
-                 "answers": [{"text": "john", "start": 0}]},
-                {"id": "b", "question": "who lives in berlin ?", "context": context, "answers": []}]
+    examples = [
+        {"id": "a", "question": "who lives in paris ?", "context": context, "answers": [{"text": "john", "start": 0}]},
+        {"id": "b", "question": "who lives in berlin ?", "context": context, "answers": []},
+    ]
     task = QuestionAnsweringTask(64)
     task.fit_labels(examples)
     features = task.preprocess(examples, tokenizer, train=False)
@@ -197,14 +208,37 @@ def test_qa_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     train = write_json(tmp_path / "train.json", make_squad(24, seed=1))
     dev = write_json(tmp_path / "dev.json", make_squad(8, seed=2))
     out = tmp_path / "qa"
-    code, stdout, stderr = run_cli("finetune", "qa", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 2, "--lr", "1e-3", "--batch-size", 16,
-                                   "--max-length", 24, "--doc-stride", 6)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "qa",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        2,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        16,
+        "--max-length",
+        24,
+        "--doc-stride",
+        6,
+    )
     assert code == 0, stderr
     assert "train: 72 examples" in stdout and "f1" in stdout and "split into overlapping windows" in stdout
     meta = json.loads((out / "bertkit.json").read_text())
-    assert meta["task"] == {"task": "qa", "max_length": 24, "labels": None,
-                            "options": {"doc_stride": 6, "unanswerable": False}}
+    assert meta["task"] == {
+        "task": "qa",
+        "max_length": 24,
+        "labels": None,
+        "options": {"doc_stride": 6, "unanswerable": False},
+    }
     assert meta["preprocessing"]["train"]["windowed_examples"] > 0
     assert meta["preprocessing"]["train_features"] > 72
     assert 0.0 <= meta["metrics"]["f1"] <= 100.0 and "exact_match" in meta["metrics"]
@@ -213,21 +247,24 @@ def test_qa_finetune_eval_predict(tmp_path, tiny_bert, run_cli):
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "metrics.json")
     assert code == 0, stderr
     report = json.loads((tmp_path / "metrics.json").read_text())
-    assert report["examples"] == 24 and report["tuned"] == {} and set(report["metrics"]) == {"exact_match", "f1", "loss"}
+    assert (
+        report["examples"] == 24 and report["tuned"] == {} and set(report["metrics"]) == {"exact_match", "f1", "loss"}
+    )
 
-    questions = [{"question": "who lives in paris ?", "context": "the city is great , john lives in paris ."},
-                 {"id": "x", "question": "who lives in london ?",
-                  "context": " ".join(["mary lives in london ."] * 12)}]  # several windows
+    questions = [
+        {"question": "who lives in paris ?", "context": "the city is great , john lives in paris ."},
+        {"id": "x", "question": "who lives in london ?", "context": " ".join(["mary lives in london ."] * 12)},
+    ]  # several windows
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
     code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "in.jsonl", "--n-best", 3)
     assert code == 0, stderr
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert [r["id"] for r in rows] == ["q1", "x"]
     for row, question in zip(rows, questions):
-        assert row["answer"] == question["context"][row["start"]:row["end"]] != ""
+        assert row["answer"] == question["context"][row["start"] : row["end"]] != ""
         assert 0 < row["score"] <= 1 and row["n_best"][0]["answer"] == row["answer"]
         assert 1 <= len(row["n_best"]) <= 3 and len({a["answer"] for a in row["n_best"]}) == len(row["n_best"])
-        assert all(question["context"][a["start"]:a["end"]] == a["answer"] for a in row["n_best"])
+        assert all(question["context"][a["start"] : a["end"]] == a["answer"] for a in row["n_best"])
     code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "in.jsonl")
     assert code == 0, stderr
     assert "n_best" not in json.loads(stdout.splitlines()[0])
@@ -239,8 +276,24 @@ def test_qa_v2_eval_tunes_and_stores_the_null_threshold(tmp_path, tiny_bert, run
     train = write_json(tmp_path / "train.json", make_squad(16, seed=4, v2=True))
     dev = write_json(tmp_path / "dev.json", make_squad(6, seed=5, v2=True))
     out = tmp_path / "qa2"
-    code, _, stderr = run_cli("finetune", "qa", "--data", train, "--model", tiny_bert, "--output", out,
-                              "--epochs", 1, "--lr", "1e-3", "--batch-size", 16, "--max-length", 64)
+    code, _, stderr = run_cli(
+        "finetune",
+        "qa",
+        "--data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        16,
+        "--max-length",
+        64,
+    )
     assert code == 0, stderr
     # Trained without evaluation data: dev.json is not known to be the model's dev data, so the tuned
     # threshold is reported but stored only when asked.
@@ -276,17 +329,38 @@ def test_known_squad_without_a_local_train_file_is_a_clear_error(tmp_path, tiny_
     (tmp_path / "squad").mkdir()
     write_json(tmp_path / "squad" / "dev-v1.1.json", make_squad(2, seed=1))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "BERTKIT_DATA_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "bertkit", "finetune", "qa", "--data", "squad", "--model",
-                           str(tiny_bert), "--output", str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "finetune",
+            "qa",
+            "--data",
+            "squad",
+            "--model",
+            str(tiny_bert),
+            "--output",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "squad train needs train-v1.1.json in <data dir>/squad/" in done.stderr
     assert "split_squad_by_article.py" in done.stderr
 
 
-@pytest.mark.parametrize("options, message", [({"doc_stride": -1}, "--doc-stride must be at least 0"),
-                                              ({"max_answer_length": 0}, "--max-answer-length must be at least 1"),
-                                              ({"n_best": 0}, "--n-best must be at least 1")])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"doc_stride": -1}, "--doc-stride must be at least 0"),
+        ({"max_answer_length": 0}, "--max-answer-length must be at least 1"),
+        ({"n_best": 0}, "--n-best must be at least 1"),
+    ],
+)
 def test_bad_options_fail_before_any_work(options, message):
     with pytest.raises(BertkitError, match=message):
         QuestionAnsweringTask(384, options)

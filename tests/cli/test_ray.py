@@ -15,10 +15,10 @@ pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install '
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from conftest import assert_user_error
 
 from bertkit import api
 from bertkit.errors import BertkitError
-from conftest import assert_user_error
 
 WORDS = "the a movie film plot was very good great bad awful poor it this acting story not".split()
 ROWS = 53  # not a multiple of the Ray batch size
@@ -29,8 +29,9 @@ def cluster(tmp_path_factory):
     """A 2-CPU local cluster on 127.0.0.1, shut down after this module."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
-             log_to_driver=False)
+    ray.init(
+        num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False
+    )
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
@@ -40,8 +41,10 @@ def cluster(tmp_path_factory):
 def rows():
     """53 rows with ids; texts from 2 to 90 words, so some are cut at the model's 64 tokens."""
     rng = random.Random(0)
-    return [{"id": i, "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 90 if i % 4 == 0 else 20)))}
-            for i in range(ROWS)]
+    return [
+        {"id": i, "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 90 if i % 4 == 0 else 20)))}
+        for i in range(ROWS)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +98,18 @@ def test_run_starts_its_own_cluster_and_a_bad_row_is_one_error(trained, rows, tm
     bad[13]["text"] = ""
     source = tmp_path / "bad.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in bad))
-    script = ("import sys\nfrom bertkit.errors import BertkitError\nfrom bertkit.ray import run\n"
-              "try:\n    run('predict', sys.argv[1], sys.argv[2], sys.argv[3], actors=1, batch_size=8)\n"
-              "except BertkitError as exc:\n    print(f'error: {exc}', file=sys.stderr)\n    sys.exit(2)\n")
-    done = subprocess.run([sys.executable, "-c", script, str(trained("cls")), str(source), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=180, check=False)
+    script = (
+        "import sys\nfrom bertkit.errors import BertkitError\nfrom bertkit.ray import run\n"
+        "try:\n    run('predict', sys.argv[1], sys.argv[2], sys.argv[3], actors=1, batch_size=8)\n"
+        "except BertkitError as exc:\n    print(f'error: {exc}', file=sys.stderr)\n    sys.exit(2)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(trained("cls")), str(source), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: Ray batch of ") and "empty text" in last and "(hint: " in last, last
@@ -113,26 +123,54 @@ def test_cli_ray_flag_writes_what_predict_writes(trained, files, tmp_path):
     import subprocess
 
     model, output = trained("cls"), tmp_path / "predictions"
-    done = subprocess.run([sys.executable, "-m", "bertkit", "predict", str(model), "--input", files["glob"],
-                           "--output", str(output), "--ray", "--actors", "2", "--batch-size", "4"],
-                          capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "predict",
+            str(model),
+            "--input",
+            files["glob"],
+            "--output",
+            str(output),
+            "--ray",
+            "--actors",
+            "2",
+            "--batch-size",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{ROWS} predictions written to {output}" in done.stderr and "on 2 Ray actor(s)" in done.stderr
     table = pa.concat_tables(pq.read_table(part) for part in sorted(output.iterdir()))
     assert_same_predictions(table.to_pylist(), api.predict(str(model), files["glob"]))
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--resume"], "--resume does not apply"),
-    (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--chunk-rows", "5"], "--chunk-rows"),
-    (["embed", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--per-word"], "--per-word"),
-    (["predict", "{model}", "--input", "{jsonl}", "--ray-address", "auto"], "--ray-address needs --ray"),
-    (["embed", "{model}", "--input", "{jsonl}", "--output", "{out}.npy", "--actors", "4"], "--actors needs --ray"),
-    (["predict", "{model}", "--input", "{jsonl}", "--ray"], "--output is required"),
-    (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}.jsonl", "--ray"], "directory of Parquet"),
-    (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--actors", "0"], "--actors must"),
-    (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--n-best", "2"], "does not apply"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (
+            ["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--resume"],
+            "--resume does not apply",
+        ),
+        (
+            ["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--chunk-rows", "5"],
+            "--chunk-rows",
+        ),
+        (["embed", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--per-word"], "--per-word"),
+        (["predict", "{model}", "--input", "{jsonl}", "--ray-address", "auto"], "--ray-address needs --ray"),
+        (["embed", "{model}", "--input", "{jsonl}", "--output", "{out}.npy", "--actors", "4"], "--actors needs --ray"),
+        (["predict", "{model}", "--input", "{jsonl}", "--ray"], "--output is required"),
+        (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}.jsonl", "--ray"], "directory of Parquet"),
+        (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--actors", "0"], "--actors must"),
+        (["predict", "{model}", "--input", "{jsonl}", "--output", "{out}", "--ray", "--n-best", "2"], "does not apply"),
+    ],
+)
 def test_cli_ray_mistakes_are_one_line_before_any_cluster(run_cli, trained, files, tmp_path, args, fragment):
     values = {"model": trained("cls"), "jsonl": files["jsonl"], "out": tmp_path / "out"}
     started = ray.is_initialized()

@@ -6,20 +6,17 @@ from __future__ import annotations
 import base64
 import io
 import json
-
 import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import REPO, assert_user_error
 from extras_models import train_tiny
 
 pytest.importorskip("matplotlib")
 from PIL import Image  # noqa: E402  (matplotlib depends on pillow)
-
 
 
 # --- breakdowns on hand-made predictions ---------------------------------------------------------
@@ -45,7 +42,8 @@ def test_qa_buckets_by_answer_length_and_first_word():
         "1": {"count": 1, "exact_match": 100.0, "f1": 100.0},
         "3": {"count": 1, "exact_match": 0.0, "f1": 50.0},
         "4-5": {"count": 1, "exact_match": 0.0, "f1": 0.0},  # "the big red old house": 5 words
-        "none": {"count": 1, "exact_match": 100.0, "f1": 100.0}}
+        "none": {"count": 1, "exact_match": 100.0, "f1": 100.0},
+    }
     assert result["by_first_word"]["who"] == {"count": 2, "exact_match": 100.0, "f1": 100.0}
     assert result["by_first_word"]["where"]["f1"] == 50.0 and result["by_first_word"]["other"]["count"] == 1
 
@@ -53,8 +51,10 @@ def test_qa_buckets_by_answer_length_and_first_word():
 def test_step_history_survives_a_cut_last_line(tmp_path):
     from bertkit.reporting.figures import draw_training, read_step_history
 
-    rows = [{"type": "train", "step": s, "epoch": s / 10, "loss": 1 / s, "lr": 1e-3 * s / 10, "grad_norm": 1.0}
-            for s in range(1, 11)] + [{"type": "eval", "step": 10, "epoch": 1.0, "metrics": {"accuracy": 0.75}}]
+    rows = [
+        {"type": "train", "step": s, "epoch": s / 10, "loss": 1 / s, "lr": 1e-3 * s / 10, "grad_norm": 1.0}
+        for s in range(1, 11)
+    ] + [{"type": "eval", "step": 10, "epoch": 1.0, "metrics": {"accuracy": 0.75}}]
     (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"type": "tra')
     assert len(read_step_history(tmp_path)) == 11
     target = draw_training({"history": []}, tmp_path, "accuracy", tmp_path / "training.png")
@@ -122,10 +122,16 @@ def test_cls_directory_has_card_figures_and_report(cls_dir):
 def test_card_names_the_public_base_model_and_dataset():
     from bertkit.reporting.card import model_card
 
-    meta = {"task": {"task": "cls", "labels": ["negative", "positive"], "max_length": 128}, "base_model": "minilm",
-            "data": {"name": "sst2", "train": "sst2 train", "eval": "sst2 dev"}, "config": {"lr": 5e-5},
-            "metrics": {"accuracy": 0.8956, "f1": 0.9, "positive_label": "positive"}, "best_epoch": 1,
-            "versions": {"torch": "2.13.0"}, "bertkit_version": "0.1.0"}
+    meta = {
+        "task": {"task": "cls", "labels": ["negative", "positive"], "max_length": 128},
+        "base_model": "minilm",
+        "data": {"name": "sst2", "train": "sst2 train", "eval": "sst2 dev"},
+        "config": {"lr": 5e-5},
+        "metrics": {"accuracy": 0.8956, "f1": 0.9, "positive_label": "positive"},
+        "best_epoch": 1,
+        "versions": {"torch": "2.13.0"},
+        "bertkit_version": "0.1.0",
+    }
     yaml = _front_matter(model_card(meta, "demo-sst2"))
     assert yaml["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert yaml["datasets"] == ["nyu-mll/glue"] and yaml["metrics"] == ["accuracy", "f1"]
@@ -146,7 +152,10 @@ def test_eval_adds_its_figure_and_report_redraws(cls_dir, run_cli, tmp_path):
     code, stdout, stderr = run_cli("report", work)
     assert code == 0, stderr
     assert sorted(p.name for p in (work / "figures").iterdir()) == [
-        "confusion_matrix.png", "eval-train.confusion_matrix.png", "training.png"]
+        "confusion_matrix.png",
+        "eval-train.confusion_matrix.png",
+        "training.png",
+    ]
     assert "model card:" in stdout and (work / "README.md").is_file()
     html = (work / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3 and "<th>eval-train</th>" in html
@@ -178,13 +187,21 @@ def test_report_html_in_headless_chromium(cls_dir, tmp_path):
     (runs/test-artifacts/report-screenshot.png). Skipped without a Chromium on PATH: PyPI has no
     installable headless Chromium (playwright's browser download is not a PyPI package); the
     images are then still decoded above with PIL."""
-    browser = next((shutil.which(n) for n in ("chromium-headless-shell", "chromium", "google-chrome",
-                                              "chrome-headless-shell") if shutil.which(n)), None)
+    browser = next(
+        (
+            shutil.which(n)
+            for n in ("chromium-headless-shell", "chromium", "google-chrome", "chrome-headless-shell")
+            if shutil.which(n)
+        ),
+        None,
+    )
     if browser is None:
         pytest.skip("no headless Chromium on PATH (e.g. apt-get install chromium-headless-shell)")
     page = tmp_path / "report.html"
-    probe = ("<script>window.addEventListener('load', () => { document.title = 'IMAGES ' + JSON.stringify("
-             "[...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight])); });</script>")
+    probe = (
+        "<script>window.addEventListener('load', () => { document.title = 'IMAGES ' + JSON.stringify("
+        "[...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight])); });</script>"
+    )
     page.write_text((cls_dir / "report.html").read_text().replace("</body>", probe + "</body>"))
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
     dom = subprocess.run(flags + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
@@ -195,6 +212,10 @@ def test_report_html_in_headless_chromium(cls_dir, tmp_path):
     artifacts = REPO / "runs" / "test-artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     shot = artifacts / "report-screenshot.png"
-    subprocess.run(flags + ["--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, timeout=120, cwd=tmp_path)
+    subprocess.run(
+        flags + ["--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert _looks_drawn(shot)

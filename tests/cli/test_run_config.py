@@ -7,7 +7,6 @@ import json
 
 import pytest
 import yaml
-
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_split
 
@@ -20,9 +19,30 @@ def data(tmp_path):
 def test_config_yaml_round_trips_and_replays_the_run(tmp_path, tiny_bert, run_cli, data):
     train, dev = data
     first = tmp_path / "first"
-    code, _, err = run_cli("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output",
-                           first, "--epochs", 1, "--lr", "1e-3", "--batch-size", 8, "--seed", 7, "--max-length", 32,
-                           "--text-column", "text")
+    code, _, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        first,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        8,
+        "--seed",
+        7,
+        "--max-length",
+        32,
+        "--text-column",
+        "text",
+    )
     assert code == 0, err
     written = yaml.safe_load((first / "config.yaml").read_text())
     assert written["task"] == "cls" and written["lr"] == 1e-3 and written["seed"] == 7 and written["batch_size"] == 8
@@ -36,15 +56,30 @@ def test_config_yaml_round_trips_and_replays_the_run(tmp_path, tiny_bert, run_cl
     assert code == 0, err
     replayed = yaml.safe_load((second / "config.yaml").read_text())
     assert replayed == {**written, "output": str(second.resolve())}
-    assert json.loads((second / "bertkit.json").read_text())["metrics"] == \
-        json.loads((first / "bertkit.json").read_text())["metrics"]  # the same run: the same numbers
+    assert (
+        json.loads((second / "bertkit.json").read_text())["metrics"]
+        == json.loads((first / "bertkit.json").read_text())["metrics"]
+    )  # the same run: the same numbers
 
 
 def test_flags_override_the_file_and_json_is_read_too(tmp_path, tiny_bert, run_cli, data):
     train, dev = data
     config = tmp_path / "run.json"
-    config.write_text(json.dumps({"task": "cls", "data": str(train), "--eval-data": str(dev), "model": str(tiny_bert),
-                                  "epochs": 1, "lr": 1e-3, "batch-size": 8, "max_length": 32, "seed": 3}))
+    config.write_text(
+        json.dumps(
+            {
+                "task": "cls",
+                "data": str(train),
+                "--eval-data": str(dev),
+                "model": str(tiny_bert),
+                "epochs": 1,
+                "lr": 1e-3,
+                "batch-size": 8,
+                "max_length": 32,
+                "seed": 3,
+            }
+        )
+    )
     out = tmp_path / "model"
     code, _, err = run_cli("finetune", "cls", "--config", config, "--output", out, "--seed", 5)
     assert code == 0, err
@@ -53,15 +88,18 @@ def test_flags_override_the_file_and_json_is_read_too(tmp_path, tiny_bert, run_c
     assert json.loads((out / "bertkit.json").read_text())["config"]["seed"] == 5
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("task: cls\nlr: [1, 2]\n", "options take one value"),
-    ("task: cls\nlearning_rate: 1e-3\n", "learning_rate is not an option of cls"),
-    ("task: ner\nlr: 1e-3\n", "is for task 'ner', not 'cls'"),
-    ("- lr\n- 3\n", "holds a list, not a mapping"),
-    ("task: cls\nlr: [unclosed\n", "is not valid YAML"),
-    ("task: cls\nmax-length: 32\nmax_length: 64\n", "sets 'max_length' twice"),
-    ("task: cls\nepochs: many\n", "epochs"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("task: cls\nlr: [1, 2]\n", "options take one value"),
+        ("task: cls\nlearning_rate: 1e-3\n", "learning_rate is not an option of cls"),
+        ("task: ner\nlr: 1e-3\n", "is for task 'ner', not 'cls'"),
+        ("- lr\n- 3\n", "holds a list, not a mapping"),
+        ("task: cls\nlr: [unclosed\n", "is not valid YAML"),
+        ("task: cls\nmax-length: 32\nmax_length: 64\n", "sets 'max_length' twice"),
+        ("task: cls\nepochs: many\n", "epochs"),
+    ],
+)
 def test_a_bad_config_file_is_one_line(tmp_path, run_cli, text, fragment):
     config = tmp_path / "run.yaml"
     config.write_text(text)

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import yaml
-
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_split
 
@@ -18,8 +17,27 @@ def data(tmp_path):
 
 
 def finetune_args(train, dev, tiny_bert, out, *extra):
-    return ("finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out,
-            "--epochs", 1, "--lr", "1e-3", "--batch-size", 8, "--max-length", 32, *extra)
+    return (
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        8,
+        "--max-length",
+        32,
+        *extra,
+    )
 
 
 def test_two_seeds_give_two_runs_their_spread_and_the_best_model(tmp_path, tiny_bert, run_cli, data):
@@ -68,13 +86,16 @@ def test_keep_all_keeps_the_other_seeds_models(tmp_path, tiny_bert, run_cli, dat
     assert "the others' in" in stdout
 
 
-@pytest.mark.parametrize("extra, fragment", [
-    (("--seeds", "abc"), "neither a count nor a list"),
-    (("--seeds", "1,1"), "distinct"),
-    (("--seeds", "0"), "between 1 and 100"),
-    (("--keep-all",), "--keep-all applies only with --seeds or --folds"),
-    (("--seeds", "2", "--resume"), "--resume continues one run"),
-])
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (("--seeds", "abc"), "neither a count nor a list"),
+        (("--seeds", "1,1"), "distinct"),
+        (("--seeds", "0"), "between 1 and 100"),
+        (("--keep-all",), "--keep-all applies only with --seeds or --folds"),
+        (("--seeds", "2", "--resume"), "--resume continues one run"),
+    ],
+)
 def test_seed_mistakes_are_one_line_before_training(tmp_path, tiny_bert, run_cli, data, extra, fragment):
     out = tmp_path / "model"
     assert_user_error(run_cli(*finetune_args(*data, tiny_bert, out, *extra)), fragment)
@@ -84,8 +105,10 @@ def test_seed_mistakes_are_one_line_before_training(tmp_path, tiny_bert, run_cli
 def test_seeds_need_evaluation_data(tmp_path, tiny_bert, run_cli, data):
     train, _ = data
     out = tmp_path / "model"
-    assert_user_error(run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out,
-                              "--seeds", 2), "there is none")
+    assert_user_error(
+        run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", out, "--seeds", 2),
+        "there is none",
+    )
     assert not out.exists()
 
 
@@ -100,15 +123,30 @@ def test_seeds_train_side_by_side_when_threads_leave_cores_and_match_single_runs
         pytest.skip("one usable core: the seeds run one after another")
     train, dev = data
     config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=32)
-    together = api.finetune_seeds("cls", str(train), str(tmp_path / "together"), [7, 8], config=config,
-                                  model=str(tiny_bert), eval_data=str(dev), threads=1)
+    together = api.finetune_seeds(
+        "cls",
+        str(train),
+        str(tmp_path / "together"),
+        [7, 8],
+        config=config,
+        model=str(tiny_bert),
+        eval_data=str(dev),
+        threads=1,
+    )
     section = json.loads((tmp_path / "together" / "bertkit.json").read_text())["seeds"]
     assert section["parallel"] == 2 and [run["seed"] for run in together.runs] == [7, 8]
     import dataclasses
 
     for run in together.runs:
-        alone = api.finetune("cls", str(train), str(tmp_path / f"alone-{run['seed']}"), model=str(tiny_bert),
-                             eval_data=str(dev), threads=1, config=dataclasses.replace(config, seed=run["seed"]))
+        alone = api.finetune(
+            "cls",
+            str(train),
+            str(tmp_path / f"alone-{run['seed']}"),
+            model=str(tiny_bert),
+            eval_data=str(dev),
+            threads=1,
+            config=dataclasses.replace(config, seed=run["seed"]),
+        )
         assert run["metrics"] == alone.metrics and run["train_loss"] == alone.history[-1]["train_loss"]
 
 

@@ -10,15 +10,15 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from benchmarks.serve_load import run_load, summary  # noqa: E402
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE, write_sentiment_csv  # noqa: E402
+
+from benchmarks.serve_load import run_load, summary  # noqa: E402
 
 STARTUP_S = 180  # torch + transformers imports on 2 busy cores
 
@@ -36,8 +36,13 @@ def cls_model(tmp_path_factory, tiny_bert):
 
     root = tmp_path_factory.mktemp("serve")
     write_sentiment_csv(root / "train.csv", 64, seed=1)
-    api.finetune("cls", str(root / "train.csv"), str(root / "model"), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, lr=1e-3, batch_size=16))
+    api.finetune(
+        "cls",
+        str(root / "train.csv"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
+    )
     return root / "model"
 
 
@@ -49,10 +54,29 @@ def served(cls_model, tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     log = tmp_path_factory.mktemp("serve-log") / "console.txt"
     console = log.open("w")
-    process = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", str(cls_model), "--port", str(port),
-                                "--max-inputs", "8", "--max-request-bytes", "4000", "--batch-size", "32",
-                                "--max-wait-ms", "10"],
-                               env=env, stdout=console, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "serve",
+            str(cls_model),
+            "--port",
+            str(port),
+            "--max-inputs",
+            "8",
+            "--max-request-bytes",
+            "4000",
+            "--batch-size",
+            "32",
+            "--max-wait-ms",
+            "10",
+        ],
+        env=env,
+        stdout=console,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + STARTUP_S
     while True:
@@ -85,8 +109,11 @@ def expected_rows(model_dir, texts, tmp_path):
 
 def same_row(got: dict, want: dict) -> bool:
     """Same label and text; probabilities equal up to float noise of a differently padded batch."""
-    return (got["text"] == want["text"] and got["label"] == want["label"]
-            and all(abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items()))
+    return (
+        got["text"] == want["text"]
+        and got["label"] == want["label"]
+        and all(abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items())
+    )
 
 
 def test_health_and_info(server):
@@ -111,24 +138,27 @@ def test_predict_one_and_many_match_bertkit_predict(server, cls_model, tmp_path)
     assert all(same_row(r, want[r["text"]]) for r in many + inputs)
 
 
-@pytest.mark.parametrize("body, status, fragment", [
-    (b"{not json", 400, "not valid UTF-8 JSON"),
-    (b"\xff\xfe", 400, "not valid UTF-8 JSON"),
-    (json.dumps({"review_txt": "good"}).encode(), 422, "missing text column"),
-    (json.dumps({"text": ""}).encode(), 422, "empty text"),
-    (json.dumps({"text": "\u200b\u00ad"}).encode(), 422, "empty text"),  # nothing visible: nothing to score
-    (json.dumps([]).encode(), 422, "no inputs"),
-    (json.dumps(42).encode(), 422, "expected an object"),
-    (json.dumps([1, 2]).encode(), 422, "input 1 is a number"),
-    (json.dumps(["good"] * 9).encode(), 413, "9 inputs in one request, the limit is 8"),
-    (json.dumps(["good " * 1000]).encode(), 413, "over the limit of 4000"),
-    (b"[" * 1900, 400, "nested too deeply"),  # Python's parser gives up at 1,000 levels
-    (b'{"text": "good \\ud800 film"}', 422, "row 1: field 'text' holds an unpaired UTF-16 surrogate"),
-    (json.dumps({"text": {"a": 1}}).encode(), 422, "row 1: field 'text' is an object, not a string"),
-    (json.dumps([{"text": "good"}, {"text": ["x"]}]).encode(), 422, "row 2: field 'text' is a list"),
-    (json.dumps({"text": True}).encode(), 422, "field 'text' is true/false"),
-    (b'{"te\\ud800xt": "good"}', 422, "missing text column (found columns: te\\ud800xt)"),  # quoted, not a 500
-])
+@pytest.mark.parametrize(
+    "body, status, fragment",
+    [
+        (b"{not json", 400, "not valid UTF-8 JSON"),
+        (b"\xff\xfe", 400, "not valid UTF-8 JSON"),
+        (json.dumps({"review_txt": "good"}).encode(), 422, "missing text column"),
+        (json.dumps({"text": ""}).encode(), 422, "empty text"),
+        (json.dumps({"text": "\u200b\u00ad"}).encode(), 422, "empty text"),  # nothing visible: nothing to score
+        (json.dumps([]).encode(), 422, "no inputs"),
+        (json.dumps(42).encode(), 422, "expected an object"),
+        (json.dumps([1, 2]).encode(), 422, "input 1 is a number"),
+        (json.dumps(["good"] * 9).encode(), 413, "9 inputs in one request, the limit is 8"),
+        (json.dumps(["good " * 1000]).encode(), 413, "over the limit of 4000"),
+        (b"[" * 1900, 400, "nested too deeply"),  # Python's parser gives up at 1,000 levels
+        (b'{"text": "good \\ud800 film"}', 422, "row 1: field 'text' holds an unpaired UTF-16 surrogate"),
+        (json.dumps({"text": {"a": 1}}).encode(), 422, "row 1: field 'text' is an object, not a string"),
+        (json.dumps([{"text": "good"}, {"text": ["x"]}]).encode(), 422, "row 2: field 'text' is a list"),
+        (json.dumps({"text": True}).encode(), 422, "field 'text' is true/false"),
+        (b'{"te\\ud800xt": "good"}', 422, "missing text column (found columns: te\\ud800xt)"),  # quoted, not a 500
+    ],
+)
 def test_bad_requests_get_clear_4xx(server, body, status, fragment):
     response = httpx.post(server + "/predict", content=body, headers={"content-type": "application/json"})
     assert response.status_code == status, response.text
@@ -191,8 +221,9 @@ def test_concurrent_load_every_answer_checked(server, cls_model, tmp_path):
     import random
 
     rng = random.Random(3)
-    texts = sorted({" ".join(rng.sample(FILLER, rng.randint(1, 6)) + [rng.choice(POSITIVE + NEGATIVE)])
-                    for _ in range(60)})
+    texts = sorted(
+        {" ".join(rng.sample(FILLER, rng.randint(1, 6)) + [rng.choice(POSITIVE + NEGATIVE)]) for _ in range(60)}
+    )
     want = expected_rows(cls_model, texts, tmp_path)
     before = httpx.get(server + "/health").json()
     result = run_load(server, texts, clients=8, requests=50, max_inputs=3)

@@ -8,10 +8,10 @@ import json
 
 import numpy as np
 import pytest
+from test_qa_task import fake_outputs, make_squad, write_json
 
 from bertkit.metrics.squad import f1, normalize_answer, squad_v2_scores
 from bertkit.tasks.qa import QuestionAnsweringTask
-from test_qa_task import fake_outputs, make_squad, write_json
 
 
 # The official SQuAD v2.0 evaluate script's functions, verbatim apart from formatting.
@@ -83,13 +83,23 @@ def test_v2_report_by_hand():
     # EM: q1 1, q2 1, q3 0, q4 0 -> 50. F1: 1 + 1 + 2/3 ([whale] vs [blue whale]) + 0 -> 2.667 / 4.
     # Best threshold (sweep of diffs upward, all "" first = q2 + q4 = 2): F1 -3: 3, -2: 3.667, -1: 2.667,
     # 2: 1.667 -> best F1 at -2.0 = 91.667; EM -3: 3, -2: 3 (no gain), -1: 2 -> best EM at -3.0 = 75.
-    assert scores == pytest.approx({
-        "exact": 50.0, "f1": 100 * (2 + 2 / 3) / 4, "total": 4,
-        "HasAns_exact": 50.0, "HasAns_f1": 100 * (1 + 2 / 3) / 2, "HasAns_total": 2,
-        "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2,
-        "best_exact": 75.0, "best_exact_thresh": -3.0, "best_f1": 100 * (3 + 2 / 3) / 4,
-        "best_f1_thresh": -2.0,
-    })
+    assert scores == pytest.approx(
+        {
+            "exact": 50.0,
+            "f1": 100 * (2 + 2 / 3) / 4,
+            "total": 4,
+            "HasAns_exact": 50.0,
+            "HasAns_f1": 100 * (1 + 2 / 3) / 2,
+            "HasAns_total": 2,
+            "NoAns_exact": 50.0,
+            "NoAns_f1": 50.0,
+            "NoAns_total": 2,
+            "best_exact": 75.0,
+            "best_exact_thresh": -3.0,
+            "best_f1": 100 * (3 + 2 / 3) / 4,
+            "best_f1_thresh": -2.0,
+        }
+    )
 
 
 def test_v2_report_matches_the_official_script_on_random_cases():
@@ -97,8 +107,10 @@ def test_v2_report_matches_the_official_script_on_random_cases():
     for _ in range(100):
         n = int(rng.integers(1, 9))
         # "." and "the" normalise to nothing: the corner where the scripts' rules matter.
-        golds = {f"q{i}": ([] if rng.random() < 0.4 else ["red dog", "the dog", "."][: int(rng.integers(1, 4))])
-                 for i in range(n)}
+        golds = {
+            f"q{i}": ([] if rng.random() < 0.4 else ["red dog", "the dog", "."][: int(rng.integers(1, 4))])
+            for i in range(n)
+        }
         golds.update({q: ["."] for q in list(golds)[:1] if rng.random() < 0.2})
         texts = {q: str(rng.choice(["red dog", "dog", "cat", "a red dog .", "the", "."])) for q in golds}
         diffs = {q: float(d) for q, d in zip(golds, rng.permutation(n) - n / 2)}  # no ties
@@ -133,9 +145,10 @@ CONTEXT = "john lives in paris . mary lives in london ."
 
 
 def two_questions(tokenizer, stored: float | None):
-    examples = [{"id": "a", "question": "who lives in paris ?", "context": CONTEXT,
-                 "answers": [{"text": "john", "start": 0}]},
-                {"id": "b", "question": "who lives in berlin ?", "context": CONTEXT, "answers": []}]
+    examples = [
+        {"id": "a", "question": "who lives in paris ?", "context": CONTEXT, "answers": [{"text": "john", "start": 0}]},
+        {"id": "b", "question": "who lives in berlin ?", "context": CONTEXT, "answers": []},
+    ]
     task = QuestionAnsweringTask(64, {"null_threshold": stored} if stored is not None else None)
     task.fit_labels(examples)
     features = task.preprocess(examples, tokenizer, train=False)
@@ -157,10 +170,23 @@ def test_exact_and_f1_use_the_stored_threshold_best_uses_the_tuned_one(tokenizer
     scores = task.metrics(examples, task.postprocess(examples, features, outputs))
     # At the stored 10.0 both answer: a "john" (right), b "mary" (should be ""): 50 / 50.
     # At the best threshold (-9.0: answer a only) everything is right.
-    assert scores == pytest.approx({"exact": 50.0, "f1": 50.0, "total": 2, "HasAns_exact": 100.0, "HasAns_f1": 100.0,
-                                    "HasAns_total": 1, "NoAns_exact": 0.0, "NoAns_f1": 0.0, "NoAns_total": 1,
-                                    "best_exact": 100.0, "best_exact_thresh": -9.0, "best_f1": 100.0,
-                                    "best_f1_thresh": -9.0})
+    assert scores == pytest.approx(
+        {
+            "exact": 50.0,
+            "f1": 50.0,
+            "total": 2,
+            "HasAns_exact": 100.0,
+            "HasAns_f1": 100.0,
+            "HasAns_total": 1,
+            "NoAns_exact": 0.0,
+            "NoAns_f1": 0.0,
+            "NoAns_total": 1,
+            "best_exact": 100.0,
+            "best_exact_thresh": -9.0,
+            "best_f1": 100.0,
+            "best_f1_thresh": -9.0,
+        }
+    )
     task, examples, features, outputs = two_questions(tokenizer, stored=-10.0)  # abstains on both
     assert task.metrics(examples, task.postprocess(examples, features, outputs))["f1"] == 50.0
 
@@ -174,8 +200,26 @@ def test_eval_stores_the_threshold_only_from_a_full_evaluation_of_the_dev_data(t
     dev = write_json(tmp_path / "dev.json", make_squad(6, seed=5, v2=True))
     other = write_json(tmp_path / "other.json", make_squad(3, seed=6, v2=True))
     out = tmp_path / "qa2"
-    code, _, stderr = run_cli("finetune", "qa", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                              "--output", out, "--epochs", 1, "--lr", "1e-3", "--batch-size", 16, "--max-length", 64)
+    code, _, stderr = run_cli(
+        "finetune",
+        "qa",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        16,
+        "--max-length",
+        64,
+    )
     assert code == 0, stderr
     assert stored_threshold(out) is None
 
@@ -206,16 +250,19 @@ def test_eval_stores_the_threshold_only_from_a_full_evaluation_of_the_dev_data(t
     assert code == 0, stderr
     again = json.loads((tmp_path / "again.json").read_text())
     assert again["metrics"]["f1"] == pytest.approx(first["metrics"]["best_f1"], abs=1e-6)
-    assert again["metrics"]["exact"] == pytest.approx(first["metrics"]["best_exact"], abs=1e-6) or \
-        first["metrics"]["best_exact_thresh"] != first["metrics"]["best_f1_thresh"]
+    assert (
+        again["metrics"]["exact"] == pytest.approx(first["metrics"]["best_exact"], abs=1e-6)
+        or first["metrics"]["best_exact_thresh"] != first["metrics"]["best_f1_thresh"]
+    )
 
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--no-store-threshold", "--output", tmp_path / "n.json")
     assert code == 0, stderr
     assert "NOT stored: storing was turned off (--no-store-threshold)" in stdout
 
     # An explicit opt-in stores from partial data, and says so.
-    code, stdout, stderr = run_cli("eval", out, "--data", dev, "--max-eval-samples", 5, "--store-threshold",
-                                   "--output", tmp_path / "p2.json")
+    code, stdout, stderr = run_cli(
+        "eval", out, "--data", dev, "--max-eval-samples", 5, "--store-threshold", "--output", tmp_path / "p2.json"
+    )
     assert code == 0, stderr
     assert "stored as asked, although only 5 of 21 examples were evaluated" in stdout
     assert stored_threshold(out) == json.loads((tmp_path / "p2.json").read_text())["tuned"]["null_threshold"]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_user_error
 
 WORDS = "good bad film movie great awful plot acting fine boring the a was very not".split()
@@ -47,8 +46,20 @@ def test_streamed_predictions_equal_in_memory_and_are_byte_stable(trained, tmp_p
     model, source = trained("cls"), write_rows(tmp_path / "in.jsonl")
     in_memory = api.predict(str(model), str(source), batch_size=16, precision="no")
     for name, chunk in (("a.jsonl", 100), ("b.jsonl", 100), ("c.jsonl", 333)):
-        code, _, err = run_cli("predict", model, "--input", source, "--output", tmp_path / name, "--chunk-rows", chunk,
-                               "--batch-size", 16, "--precision", "no")
+        code, _, err = run_cli(
+            "predict",
+            model,
+            "--input",
+            source,
+            "--output",
+            tmp_path / name,
+            "--chunk-rows",
+            chunk,
+            "--batch-size",
+            16,
+            "--precision",
+            "no",
+        )
         assert code == 0, err
     streamed = read_jsonl(tmp_path / "a.jsonl")
     assert len(streamed) == len(in_memory) == ROWS
@@ -79,7 +90,8 @@ def test_parquet_shards_in_parquet_out_keep_ids_texts_and_fields(trained, tmp_pa
     expected = read_jsonl(tmp_path / "p.jsonl")
     got = table.to_pylist()
     assert [r["id"] for r in got] == [r["id"] for r in expected] and [r["label"] for r in got] == [
-        r["label"] for r in expected]
+        r["label"] for r in expected
+    ]
     assert np.allclose([r["score"] for r in got], [r["score"] for r in expected], atol=1e-5)
 
 
@@ -91,8 +103,9 @@ def test_streamed_embeddings_equal_in_memory_in_every_format(tiny_bert, tmp_path
     assert code == 0, err
     whole = np.load(tmp_path / "all.npz")
     for name in ("v.npy", "v.parquet", "v.jsonl"):
-        code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / name, "--chunk-rows", 200,
-                               "--precision", "no")
+        code, _, err = run_cli(
+            "embed", tiny_bert, "--input", source, "--output", tmp_path / name, "--chunk-rows", 200, "--precision", "no"
+        )
         assert code == 0, err
     vectors = np.load(tmp_path / "v.npy")
     assert vectors.shape == whole["vectors"].shape and np.allclose(vectors, whole["vectors"], atol=1e-5)
@@ -100,8 +113,9 @@ def test_streamed_embeddings_equal_in_memory_in_every_format(tiny_bert, tmp_path
     assert table.column("id").to_pylist() == list(whole["ids"])
     assert np.allclose(np.array(table.column("vector").to_pylist(), dtype=np.float32), vectors, atol=1e-6)
     lines = read_jsonl(tmp_path / "v.jsonl")
-    assert [r["id"] for r in lines] == list(whole["ids"]) and np.allclose([r["vector"] for r in lines], vectors,
-                                                                          atol=1e-5)
+    assert [r["id"] for r in lines] == list(whole["ids"]) and np.allclose(
+        [r["vector"] for r in lines], vectors, atol=1e-5
+    )
 
 
 def test_in_memory_embed_reads_parquet_shards_as_the_stream_does(tiny_bert, tmp_path, run_cli):
@@ -112,15 +126,24 @@ def test_in_memory_embed_reads_parquet_shards_as_the_stream_does(tiny_bert, tmp_
     rows = read_jsonl(write_rows(tmp_path / "in.jsonl", rows=57))
     (tmp_path / "shards").mkdir()
     for n, start in enumerate(range(0, 57, 20)):
-        pq.write_table(pa.Table.from_pylist(rows[start:start + 20]), tmp_path / "shards" / f"part-{n}.parquet")
+        pq.write_table(pa.Table.from_pylist(rows[start : start + 20]), tmp_path / "shards" / f"part-{n}.parquet")
     for name, source in (("jsonl.npz", tmp_path / "in.jsonl"), ("shards.npz", tmp_path / "shards" / "*.parquet")):
         code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / name, "--precision", "no")
         assert code == 0, err
     want, got = np.load(tmp_path / "jsonl.npz"), np.load(tmp_path / "shards.npz")
     assert list(got["ids"]) == [row["id"] for row in rows] == list(want["ids"])
     np.testing.assert_allclose(got["vectors"], want["vectors"], atol=1e-6)
-    code, _, err = run_cli("embed", tiny_bert, "--input", tmp_path / "shards", "--output", tmp_path / "words.npz",
-                           "--per-word", "--precision", "no")
+    code, _, err = run_cli(
+        "embed",
+        tiny_bert,
+        "--input",
+        tmp_path / "shards",
+        "--output",
+        tmp_path / "words.npz",
+        "--per-word",
+        "--precision",
+        "no",
+    )
     assert code == 0, err
     assert list(np.load(tmp_path / "words.npz")["ids"]) == [row["id"] for row in rows]
 
@@ -143,8 +166,7 @@ def _kill_after_parts(command: list[str], output: Path, parts: int) -> None:
 
 
 @pytest.mark.parametrize("command, suffix", [("predict", ".jsonl"), ("embed", ".npy"), ("predict", ".parquet")])
-def test_sigkill_at_a_random_chunk_then_resume_gives_the_identical_file(command, suffix, trained, tiny_bert,
-                                                                        tmp_path):
+def test_sigkill_at_a_random_chunk_then_resume_gives_the_identical_file(command, suffix, trained, tiny_bert, tmp_path):
     model = trained("cls") if command == "predict" else tiny_bert
     source = write_rows(tmp_path / "in.jsonl", 1200)
     whole, resumed = tmp_path / f"whole{suffix}", tmp_path / f"resumed{suffix}"
@@ -153,8 +175,9 @@ def test_sigkill_at_a_random_chunk_then_resume_gives_the_identical_file(command,
     at = random.Random().randint(1, 15)  # of 20 chunks
     _kill_after_parts(bertkit_cmd(*base, "--output", resumed), resumed, at)
     assert not resumed.exists()  # never half a file
-    done = subprocess.run(bertkit_cmd(*base, "--output", resumed, "--resume"), env=env(), capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        bertkit_cmd(*base, "--output", resumed, "--resume"), env=env(), capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "resumed after" in done.stderr, done.stderr
     assert resumed.read_bytes() == whole.read_bytes(), f"killed after {at} chunks"
@@ -164,13 +187,25 @@ def test_sigkill_at_a_random_chunk_then_resume_gives_the_identical_file(command,
 def test_resume_refuses_what_would_not_match(trained, tmp_path, run_cli):
     model, source = trained("cls"), write_rows(tmp_path / "in.jsonl", 300)
     output = tmp_path / "out.jsonl"
-    _kill_after_parts(bertkit_cmd("predict", model, "--input", source, "--output", output, "--chunk-rows", 20,
-                                  "--batch-size", 4), output, 2)
-    assert_user_error(run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 50,
-                              "--batch-size", 4, "--resume"), "chunk_rows", "differ")
+    _kill_after_parts(
+        bertkit_cmd("predict", model, "--input", source, "--output", output, "--chunk-rows", 20, "--batch-size", 4),
+        output,
+        2,
+    )
+    assert_user_error(
+        run_cli(
+            "predict", model, "--input", source, "--output", output, "--chunk-rows", 50, "--batch-size", 4, "--resume"
+        ),
+        "chunk_rows",
+        "differ",
+    )
     write_rows(source, 301)
-    assert_user_error(run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 20,
-                              "--batch-size", 4, "--resume"), "the input changed")
+    assert_user_error(
+        run_cli(
+            "predict", model, "--input", source, "--output", output, "--chunk-rows", 20, "--batch-size", 4, "--resume"
+        ),
+        "the input changed",
+    )
     assert_user_error(run_cli("predict", model, "--input", "-", "--resume"), "--resume")
     code, _, err = run_cli("predict", model, "--input", source, "--output", output, "--chunk-rows", 20)
     assert code == 0 and "discarded" in err, err  # without --resume: a fresh run, as before
@@ -180,18 +215,23 @@ def test_resume_refuses_what_would_not_match(trained, tmp_path, run_cli):
 def test_a_pipe_into_head_gets_its_rows_while_the_input_is_still_coming(trained, tmp_path):
     """stdin from a producer that never ends: only streaming can answer, and the run stops quietly."""
     producer = tmp_path / "producer.py"
-    producer.write_text("import itertools, json, os, sys, time\n"
-                        "try:\n"
-                        "    for i in itertools.count():\n"
-                        "        print(json.dumps({'id': i, 'text': 'a good film'}), flush=i % 50 == 0)\n"
-                        "        time.sleep(0.0005)\n"
-                        "except BrokenPipeError:\n"
-                        "    os._exit(0)\n")
-    pipeline = (f"{sys.executable} {producer} | "
-                f"{' '.join(bertkit_cmd('predict', trained('cls'), '--input', '-', '--chunk-rows', 100))} | head -n 5")
+    producer.write_text(
+        "import itertools, json, os, sys, time\n"
+        "try:\n"
+        "    for i in itertools.count():\n"
+        "        print(json.dumps({'id': i, 'text': 'a good film'}), flush=i % 50 == 0)\n"
+        "        time.sleep(0.0005)\n"
+        "except BrokenPipeError:\n"
+        "    os._exit(0)\n"
+    )
+    pipeline = (
+        f"{sys.executable} {producer} | "
+        f"{' '.join(bertkit_cmd('predict', trained('cls'), '--input', '-', '--chunk-rows', 100))} | head -n 5"
+    )
     started = time.monotonic()
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], env=env(), capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", pipeline], env=env(), capture_output=True, text=True, timeout=120
+    )
     lines = done.stdout.splitlines()
     assert [json.loads(line)["id"] for line in lines] == [0, 1, 2, 3, 4], done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -266,8 +306,18 @@ def test_one_embed_reads_its_input_once(tiny_bert, tmp_path, run_cli, monkeypatc
     source = write_rows(tmp_path / "in.jsonl", 300)
     for output in ("v.npy", "v.npz"):  # streamed, and built in memory (the stream collected)
         opened = count_opens(monkeypatch, source)
-        code, _, err = run_cli("embed", tiny_bert, "--input", source, "--output", tmp_path / output, "--chunk-rows", 70,
-                               "--precision", "no")  # fp32: the two are compared below
+        code, _, err = run_cli(
+            "embed",
+            tiny_bert,
+            "--input",
+            source,
+            "--output",
+            tmp_path / output,
+            "--chunk-rows",
+            70,
+            "--precision",
+            "no",
+        )  # fp32: the two are compared below
         assert code == 0, err
         assert opened == {source.resolve(): 1}, output
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), np.load(tmp_path / "v.npz")["vectors"], atol=1e-6)

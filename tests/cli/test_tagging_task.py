@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import assert_user_error
 
 from bertkit.data.registry import DATASETS, Source
-from conftest import assert_user_error
 from bertkit.errors import BertkitError
 from bertkit.tasks.tagging import TaggingTask
 from bertkit.tasks.word_windows import owners, plan_windows
@@ -21,8 +21,12 @@ PEOPLE = [["john"], ["mary"], ["obama"], ["john", "obama"]]
 PLACES = [["paris"], ["london"], ["france"], ["germany"], ["berlin"]]
 ORGS = [["google"], ["google", "company"]]
 TEMPLATES = [  # "films" and "filmed" split into sub-words in the tiny vocab
-    "{PER} lives in {LOC} .", "{PER} works for {ORG} .", "{PER} visited {LOC} and {LOC} .",
-    "the {ORG} met {PER} in {LOC} .", "{PER} films in {LOC} with {PER} .", "{ORG} filmed the city of {LOC} .",
+    "{PER} lives in {LOC} .",
+    "{PER} works for {ORG} .",
+    "{PER} visited {LOC} and {LOC} .",
+    "the {ORG} met {PER} in {LOC} .",
+    "{PER} films in {LOC} with {PER} .",
+    "{ORG} filmed the city of {LOC} .",
 ]
 
 
@@ -67,15 +71,27 @@ def tokenizer(tiny_bert):
 # --- label alignment and windows -------------------------------------------------------------
 def test_labels_go_to_the_first_subword_only(tokenizer):
     task = TaggingTask(128, labels=LABELS)
-    example = {"tokens": ["John", "films", "in", "Paris", "\u00ad", "filmed"],
-               "tags": ["B-PER", "O", "O", "B-LOC", "O", "B-ORG"]}
+    example = {
+        "tokens": ["John", "films", "in", "Paris", "\u00ad", "filmed"],
+        "tags": ["B-PER", "O", "O", "B-LOC", "O", "B-ORG"],
+    }
     [feature] = task.preprocess([example], tokenizer, train=True)
     tokens = tokenizer.convert_ids_to_tokens(feature["input_ids"])
     # a soft hyphen alone has no sub-word in BERT's tokenizer: it becomes [UNK] and still gets a tag
     assert tokens == ["[CLS]", "john", "film", "##s", "in", "paris", "[UNK]", "film", "##ed", "[SEP]"]
     ids = {label: i for i, label in enumerate(LABELS)}
-    assert feature["labels"] == [-100, ids["B-PER"], ids["O"], -100, ids["O"], ids["B-LOC"], ids["O"],
-                                 ids["B-ORG"], -100, -100]
+    assert feature["labels"] == [
+        -100,
+        ids["B-PER"],
+        ids["O"],
+        -100,
+        ids["O"],
+        ids["B-LOC"],
+        ids["O"],
+        ids["B-ORG"],
+        -100,
+        -100,
+    ]
     assert feature["first_tokens"] == [1, 2, 4, 5, 6, 7] and feature["words"] == list(range(6))
     assert task.stats["words_without_subwords"] == 1 and task.stats["windowed_sentences"] == 0
 
@@ -102,10 +118,35 @@ def test_window_plan_and_owners():
 
 def test_long_sentence_is_split_into_windows_not_truncated(tokenizer):
     task = TaggingTask(12, options={"doc_stride": 3}, labels=LABELS)
-    words = ("john visited paris and london with mary and obama , then met the google company in "
-             "berlin , france and germany . johnsssssssssssss").split()
-    tags = ["B-PER", "O", "B-LOC", "O", "B-LOC", "O", "B-PER", "O", "B-PER", "O", "O", "O", "O", "B-ORG", "I-ORG",
-            "O", "B-LOC", "O", "B-LOC", "O", "B-LOC", "O", "B-PER"]
+    words = (
+        "john visited paris and london with mary and obama , then met the google company in "
+        "berlin , france and germany . johnsssssssssssss"
+    ).split()
+    tags = [
+        "B-PER",
+        "O",
+        "B-LOC",
+        "O",
+        "B-LOC",
+        "O",
+        "B-PER",
+        "O",
+        "B-PER",
+        "O",
+        "O",
+        "O",
+        "O",
+        "B-ORG",
+        "I-ORG",
+        "O",
+        "B-LOC",
+        "O",
+        "B-LOC",
+        "O",
+        "B-LOC",
+        "O",
+        "B-PER",
+    ]
     short = {"tokens": ["mary", "lives", "in", "paris"], "tags": ["B-PER", "O", "O", "B-LOC"]}
     examples = [short, {"tokens": words, "tags": tags}]
     features = task.preprocess(examples, tokenizer, train=True)
@@ -117,16 +158,21 @@ def test_long_sentence_is_split_into_windows_not_truncated(tokenizer):
     assert sum(label != -100 for f in features for label in f["labels"]) == len(words) + 4
 
     # inference: every word gets exactly one tag, from the window that owns it
-    outputs = {"logits": [np.random.default_rng(i).normal(size=(len(f["input_ids"]), len(LABELS)))
-                          for i, f in enumerate(features)]}
+    outputs = {
+        "logits": [
+            np.random.default_rng(i).normal(size=(len(f["input_ids"]), len(LABELS))) for i, f in enumerate(features)
+        ]
+    }
     predictions = task.postprocess(examples, features, outputs)
     assert [len(p) for p in predictions] == [4, len(words)] and all(t in LABELS for p in predictions for t in p)
 
 
 def test_reads_iob1_and_hub_ids(tmp_path):
     path = tmp_path / "eng.train"
-    path.write_text("-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n\n"
-                    "Paris NNP I-NP I-LOC\nLondon NNP I-NP B-LOC\n")
+    path.write_text(
+        "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n\n"
+        "Paris NNP I-NP I-LOC\nLondon NNP I-NP B-LOC\n"
+    )
     task = TaggingTask()
     examples = task.read(Source(str(path), path=path), "train")
     assert [ex["tags"] for ex in examples] == [["B-ORG", "O", "B-MISC"], ["B-LOC", "B-LOC"]]
@@ -145,8 +191,24 @@ def test_ner_finetune_eval_predict(tmp_path, tiny_bert, run_cli, monkeypatch):
     write_conll(train, sentences(160, seed=1))
     write_conll(dev, sentences(40, seed=2))
     out = tmp_path / "ner"
-    code, stdout, stderr = run_cli("finetune", "ner", "--data", train, "--eval-data", dev, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 8, "--lr", "5e-3", "--batch-size", 16)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "ner",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        8,
+        "--lr",
+        "5e-3",
+        "--batch-size",
+        16,
+    )
     assert code == 0, stderr
     assert "f1" in stdout and "examples/s" in stdout
     meta = json.loads((out / "bertkit.json").read_text())
@@ -181,8 +243,10 @@ def test_ner_finetune_eval_predict(tmp_path, tiny_bert, run_cli, monkeypatch):
     for row in rows:
         assert len(row["tags"]) == len(row["words"])
         for entity in row["entities"]:
-            assert entity["text"] == row["text"][entity["start"]:entity["end"]]
-    assert {"type": "LOC", "text": "Paris"}.items() <= next(e for e in rows[0]["entities"] if e["text"] == "Paris").items()
+            assert entity["text"] == row["text"][entity["start"] : entity["end"]]
+    assert {"type": "LOC", "text": "Paris"}.items() <= next(
+        e for e in rows[0]["entities"] if e["text"] == "Paris"
+    ).items()
 
     # pre-tokenised JSONL, and a CoNLL file (gold tags ignored), give one row per sentence
     (tmp_path / "in.jsonl").write_text(json.dumps({"tokens": ["mary", "works", "for", "google"]}) + "\n")
@@ -210,8 +274,24 @@ def test_tab_file_with_other_types_and_windows(tmp_path, tiny_bert, run_cli):
     train = tmp_path / "people.tsv"
     write_conll(train, data, sep="\t", rename=rename)
     out = tmp_path / "tab"
-    code, stdout, stderr = run_cli("finetune", "ner", "--data", train, "--eval-data", train, "--model", tiny_bert,
-                                   "--output", out, "--epochs", 1, "--max-length", 16, "--batch-size", 8)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "ner",
+        "--data",
+        train,
+        "--eval-data",
+        train,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--max-length",
+        16,
+        "--batch-size",
+        8,
+    )
     assert code == 0, stderr
     meta = json.loads((out / "bertkit.json").read_text())
     assert "B-person" in meta["task"]["labels"] and "I-organisation" in meta["task"]["labels"]
@@ -236,8 +316,13 @@ def ner_model(tiny_bert, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("ner-model")
     write_conll(root / "train.txt", sentences(40, seed=4))
-    api.finetune("ner", str(root / "train.txt"), str(root / "model"), model=str(tiny_bert),
-                 config=TrainConfig(epochs=1, batch_size=8))
+    api.finetune(
+        "ner",
+        str(root / "train.txt"),
+        str(root / "model"),
+        model=str(tiny_bert),
+        config=TrainConfig(epochs=1, batch_size=8),
+    )
     return root / "model"
 
 
@@ -245,16 +330,22 @@ def ner_model(tiny_bert, tmp_path_factory):
     "name, content, fragments",
     [
         ("cols.txt", "john B-PER\nlives O\nin x O\nparis B-LOC\n", ("cols.txt:3: 3 columns",)),
-        ("empty.jsonl", '{"tokens": ["john"], "tags": ["B-PER"]}\n{"tokens": [], "tags": []}\n',
-         ("record 1 has an empty token list",)),
+        (
+            "empty.jsonl",
+            '{"tokens": ["john"], "tags": ["B-PER"]}\n{"tokens": [], "tags": []}\n',
+            ("record 1 has an empty token list",),
+        ),
         ("bioes.txt", "john S-PER\nlives O\n", ("tag 'S-PER' is not O, B-TYPE or I-TYPE",)),
         ("types.txt", "john PER\nlives O\n", ("sentence 1, token 1: tag 'PER'",)),
         ("no-entities.txt", "john O\nlives O\n", ("no entities",)),
         ("sst.tsv", "sentence\tlabel\nthe film was good\t1\n", ("classification", "finetune cls")),
         ("cola.tsv", "gj04\t1\t\tOur friends won't buy this analysis.\n", ("classification",)),
         ("train.csv", "text,label\ngood film,pos\n", ("classification",)),
-        ("squad.json", json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": []}]}]}),
-         ("question-answering",)),
+        (
+            "squad.json",
+            json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": []}]}]}),
+            ("question-answering",),
+        ),
         ("cls.jsonl", '{"text": "good film", "label": "pos"}\n', ("no 'tokens' field", "classification")),
     ],
 )
@@ -280,7 +371,9 @@ def test_bad_eval_and_predict_input(tmp_path, ner_model, run_cli):
     assert_user_error(run_cli("eval", ner_model, "--data", glue), "classification")
     blank = tmp_path / "blank.txt"
     blank.write_text("john lives in paris\n   \nmary too\n")
-    assert_user_error(run_cli("predict", ner_model, "--input", blank), "row 2 has no words")  # text lines stream as rows
+    assert_user_error(
+        run_cli("predict", ner_model, "--input", blank), "row 2 has no words"
+    )  # text lines stream as rows
     bracket = tmp_path / "reuters.txt"  # a .txt of raw text is never mistaken for JSON
     bracket.write_text("[Reuters] john lives in paris\n")
     code, stdout, stderr = run_cli("predict", ner_model, "--input", bracket)

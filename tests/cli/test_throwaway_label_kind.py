@@ -47,8 +47,22 @@ def test_a_kind_defined_outside_bertkit_trains_scores_and_predicts(registered, r
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{text},{label}\n" for text, label in rows))
     model = tmp_path / "model"
-    code, _, err = run_cli("finetune", "cls", "--data", data, "--model", tiny_bert, "--output", model,
-                           "--problem-type", "abstaining", "--epochs", "1", "--batch-size", "8")
+    code, _, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        data,
+        "--model",
+        tiny_bert,
+        "--output",
+        model,
+        "--problem-type",
+        "abstaining",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+    )
     assert code == 0, err
     meta = json.loads((model / "bertkit.json").read_text())
     assert meta["task"]["options"]["problem_type"] == "abstaining"
@@ -68,10 +82,18 @@ def test_a_kind_defined_outside_bertkit_trains_scores_and_predicts(registered, r
 def test_no_product_file_names_a_kind_but_its_own_module_and_the_registry():
     """What a new kind would touch: the files that name today's kinds outside their own modules."""
     kinds = ("single-label", "multi-label", "regression")
-    own = {"bertkit/tasks/single_label.py", "bertkit/tasks/multi_label.py", "bertkit/tasks/regression.py",
-           "bertkit/tasks/label_kinds.py"}
-    listed = subprocess.run(["git", "grep", "-l", "-e", f'"{kinds[0]}"', "-e", f'"{kinds[1]}"', "-e",
-                             f'"{kinds[2]}"', "--", "bertkit"], cwd=REPO, capture_output=True, text=True)
+    own = {
+        "bertkit/tasks/single_label.py",
+        "bertkit/tasks/multi_label.py",
+        "bertkit/tasks/regression.py",
+        "bertkit/tasks/label_kinds.py",
+    }
+    listed = subprocess.run(
+        ["git", "grep", "-l", "-e", f'"{kinds[0]}"', "-e", f'"{kinds[1]}"', "-e", f'"{kinds[2]}"', "--", "bertkit"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     naming = set(listed.stdout.split()) - own
     # the dataset registry says which kind a known dataset is: a fact about that data, not code of the kind
     assert naming == {"bertkit/data/registry.py"}, naming

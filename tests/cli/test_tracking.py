@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import assert_user_error
 from extras_models import train_tiny
 
 
 def test_parse_report_to():
-    from bertkit.errors import BertkitError
     from bertkit.engine.tracking import parse_report_to
+    from bertkit.errors import BertkitError
 
     assert parse_report_to(None) == [] and parse_report_to("none") == []
     with pytest.raises(BertkitError, match="unknown --report-to 'tensorbored'"):
@@ -25,8 +24,12 @@ def test_missing_tracker_package_fails_before_any_work(run_cli, tmp_path, monkey
     import bertkit.engine.tracking as tracking
 
     monkeypatch.setattr(tracking, "_installed", lambda package: package != "wandb")
-    assert_user_error(run_cli("finetune", "cls", "--data", tmp_path / "missing.csv", "--output", tmp_path / "m",
-                              "--report-to", "wandb"), "--report-to wandb needs the wandb package")
+    assert_user_error(
+        run_cli(
+            "finetune", "cls", "--data", tmp_path / "missing.csv", "--output", tmp_path / "m", "--report-to", "wandb"
+        ),
+        "--report-to wandb needs the wandb package",
+    )
 
 
 def test_tensorboard_event_file_has_loss_lr_and_eval(tmp_path, tiny_bert):

@@ -24,8 +24,21 @@ def data(tmp_path):
 
 
 def tune_args(train, dev, tiny_bert, out, *extra):
-    return ("tune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out,
-            "--max-length", 32, *extra)
+    return (
+        "tune",
+        "cls",
+        "--data",
+        train,
+        "--eval-data",
+        dev,
+        "--model",
+        tiny_bert,
+        "--output",
+        out,
+        "--max-length",
+        32,
+        *extra,
+    )
 
 
 def study_trials(out, name=None):
@@ -43,14 +56,18 @@ def test_three_trials_the_best_model_and_a_fixed_flag(tmp_path, tiny_bert, run_c
     assert code == 0, stderr
     trials = study_trials(out)
     assert [t.state.name for t in trials] == ["COMPLETE"] * 3
-    assert all("epochs" not in t.params and {"lr", "batch_size", "warmup_ratio", "weight_decay"} <= set(t.params)
-               for t in trials)  # --epochs given: fixed, not searched
+    assert all(
+        "epochs" not in t.params and {"lr", "batch_size", "warmup_ratio", "weight_decay"} <= set(t.params)
+        for t in trials
+    )  # --epochs given: fixed, not searched
     best = max(trials, key=lambda t: t.value)
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["tune"]["best_trial"] == best.number and meta["config"]["epochs"] == 1
     assert meta["config"]["lr"] == pytest.approx(best.params["lr"]) and meta["metrics"]["accuracy"] == best.value
     assert [t["number"] for t in meta["tune"]["trials"]] == [0, 1, 2]
-    assert (out / "figures" / "tune_trials.png").is_file() and "Hyperparameter search" in (out / "report.html").read_text()
+    assert (out / "figures" / "tune_trials.png").is_file() and "Hyperparameter search" in (
+        out / "report.html"
+    ).read_text()
     assert list((tmp_path / "best.tune").glob("trial-*")) == []  # the best moved to --output, the others deleted
     import yaml  # its config.yaml replays the best trial into --output, not into its trial folder
 
@@ -70,11 +87,21 @@ def test_max_steps_takes_epochs_out_of_the_search(tmp_path, tiny_bert, run_cli, 
 
 def test_a_killed_search_resumes_and_the_count_continues(tmp_path, tiny_bert, data):
     out = tmp_path / "model"
-    command = [sys.executable, "-m", "bertkit", *map(str, tune_args(*data, tiny_bert, out, "--trials", 3,
-                                                                      "--epochs", 2))]
+    command = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        *map(str, tune_args(*data, tiny_bert, out, "--trials", 3, "--epochs", 2)),
+    ]
     # the process kills itself as trial 1 starts (watching the study from here raced fast trials)
-    killed = subprocess.run(command, env={**env(), "BERTKIT_TEST_SIGNAL": "KILL@trial-1"}, capture_output=True,
-                            text=True, timeout=300, check=False)
+    killed = subprocess.run(
+        command,
+        env={**env(), "BERTKIT_TEST_SIGNAL": "KILL@trial-1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert [t.state.name for t in study_trials(out)] == ["COMPLETE", "RUNNING"]
     done = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=300, check=False)
@@ -87,10 +114,16 @@ def test_a_killed_search_resumes_and_the_count_continues(tmp_path, tiny_bert, da
 
 def test_two_processes_sharing_one_study_finish_the_budget_together(tmp_path, tiny_bert, data):
     out = tmp_path / "shared"
-    command = [sys.executable, "-m", "bertkit", *map(str, tune_args(*data, tiny_bert, out, "--trials", 4,
-                                                                      "--epochs", 1))]
-    processes = [subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        *map(str, tune_args(*data, tiny_bert, out, "--trials", 4, "--epochs", 1)),
+    ]
+    processes = [
+        subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=300) for p in processes]
     assert [p.returncode for p in processes] == [0, 0], [err[-2000:] for _, err in outputs]
     trials = study_trials(out)
@@ -98,8 +131,10 @@ def test_two_processes_sharing_one_study_finish_the_budget_together(tmp_path, ti
     ran = sorted(int(stdout.split("this process ran ")[1].split()[0]) for stdout, _ in outputs)
     assert sum(ran) == 4
     meta = json.loads((out / "bertkit.json").read_text())
-    assert meta["tune"]["best_trial"] == max((t for t in trials if t.state.name == "COMPLETE"),
-                                             key=lambda t: t.value).number
+    assert (
+        meta["tune"]["best_trial"]
+        == max((t for t in trials if t.state.name == "COMPLETE"), key=lambda t: t.value).number
+    )
 
 
 def test_a_pruned_trial_leaves_nothing(tmp_path, tiny_bert, data):
@@ -114,17 +149,27 @@ def test_a_pruned_trial_leaves_nothing(tmp_path, tiny_bert, data):
         raise optuna.TrialPruned()
 
     with pytest.raises(optuna.TrialPruned):
-        api.finetune("cls", str(train), str(tmp_path / "m"), model=str(tiny_bert), eval_data=str(dev),
-                     config=TrainConfig(epochs=2, batch_size=8, max_length=32), on_evaluation=prune)
+        api.finetune(
+            "cls",
+            str(train),
+            str(tmp_path / "m"),
+            model=str(tiny_bert),
+            eval_data=str(dev),
+            config=TrainConfig(epochs=2, batch_size=8, max_length=32),
+            on_evaluation=prune,
+        )
     assert calls == [(1, "accuracy")] and sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "train.csv"]
 
 
-@pytest.mark.parametrize("space, fragment", [
-    ("lr: {low: 1e-3, high: 1e-5}\n", "low < high"),
-    ("learning_rate: [1e-5]\n", "not a hyperparameter bertkit tune can search"),
-    ("lr: {low: 0, high: 1e-3, log: true}\n", "must start above 0"),
-    ("- lr\n", "not a mapping"),
-])
+@pytest.mark.parametrize(
+    "space, fragment",
+    [
+        ("lr: {low: 1e-3, high: 1e-5}\n", "low < high"),
+        ("learning_rate: [1e-5]\n", "not a hyperparameter bertkit tune can search"),
+        ("lr: {low: 0, high: 1e-3, log: true}\n", "must start above 0"),
+        ("- lr\n", "not a mapping"),
+    ],
+)
 def test_space_mistakes_are_one_line_before_any_trial(tmp_path, tiny_bert, run_cli, data, space, fragment):
     path = tmp_path / "space.yaml"
     path.write_text(space)
@@ -138,7 +183,8 @@ def test_other_mistakes(tmp_path, tiny_bert, run_cli, data, monkeypatch):
     out = tmp_path / "model"
     assert_user_error(run_cli("tune", "cls", "--data", train, "--model", tiny_bert, "--output", out), "there is none")
     assert_user_error(run_cli(*tune_args(*data, tiny_bert, out, "--trials", 0)), "--trials must be >= 1")
-    assert_user_error(run_cli(*tune_args(*data, tiny_bert, out, "--storage", "nosuchdb://x/y")),
-                      "cannot open the study")
+    assert_user_error(
+        run_cli(*tune_args(*data, tiny_bert, out, "--storage", "nosuchdb://x/y")), "cannot open the study"
+    )
     monkeypatch.setitem(sys.modules, "optuna", None)
     assert_user_error(run_cli(*tune_args(*data, tiny_bert, out)), "Optuna is not installed", "bertkit[tune]")

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from hostile import CLS_CSV, Context
 
 TEXTS = "the film was good\nthe plot was bad\n"
@@ -26,11 +25,27 @@ def test_written_files_follow_the_umask(tiny_bert, tmp_path, run_cli):
     (tmp_path / "in.txt").write_text(TEXTS)
     old = os.umask(0o002)
     try:
-        runs = [("probe", "cls", "--data", tmp_path / "t.csv", "--model", tiny_bert, "--output", tmp_path / "probe"),
-                ("embed", tiny_bert, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"),
-                ("finetune", "cls", "--data", tmp_path / "t.csv", "--model", tiny_bert, "--output", tmp_path / "m",
-                 "--epochs", "1", "--save-every", "1", "--batch-size", "8"),
-                ("eval", tmp_path / "m", "--data", tmp_path / "t.csv", "--output", tmp_path / "metrics.json")]
+        runs = [
+            ("probe", "cls", "--data", tmp_path / "t.csv", "--model", tiny_bert, "--output", tmp_path / "probe"),
+            ("embed", tiny_bert, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"),
+            (
+                "finetune",
+                "cls",
+                "--data",
+                tmp_path / "t.csv",
+                "--model",
+                tiny_bert,
+                "--output",
+                tmp_path / "m",
+                "--epochs",
+                "1",
+                "--save-every",
+                "1",
+                "--batch-size",
+                "8",
+            ),
+            ("eval", tmp_path / "m", "--data", tmp_path / "t.csv", "--output", tmp_path / "metrics.json"),
+        ]
         for args in runs:
             code, _, err = run_cli(*args)
             assert code == 0, err
@@ -47,8 +62,22 @@ def test_finetune_full_disk_says_so_once_and_leaves_nothing(tiny_bert, tmp_path,
     disk = small_disk(3072)
     stats = os.statvfs(disk)
     (disk / "filler.bin").write_bytes(b"\0" * (stats.f_bavail * stats.f_frsize - 100 * 1024))
-    code, _, err = run_cli("finetune", "cls", "--data", tmp_path / "t.csv", "--model", tiny_bert, "--output",
-                           disk / "m", "--epochs", "1", "--save-every", "1", "--batch-size", "8")
+    code, _, err = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        tmp_path / "t.csv",
+        "--model",
+        tiny_bert,
+        "--output",
+        disk / "m",
+        "--epochs",
+        "1",
+        "--save-every",
+        "1",
+        "--batch-size",
+        "8",
+    )
     assert code == 2 and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: no space left on device while writing") and "(hint: " in last, err
@@ -73,18 +102,34 @@ def test_eval_of_a_read_only_model_dir_writes_only_its_output(trained, tmp_path,
 
 
 FULL_DISK_AFTER_PROGRESS = {  # these print their progress (stderr) before the write that fails
-    "eval": lambda c, disk: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV), "--output",
-                             disk / "m.json"],
-    "predict": lambda c, disk: ["predict", c.trained("cls"), "--input", c.file("in.txt", TEXTS * 200), "--output",
-                                disk / "p.jsonl"],
-    "pretrain": lambda c, disk: ["pretrain", "mlm", "--data", c.file("corpus.txt", CORPUS), "--model", c.tiny,
-                                 "--output", disk / "m", "--epochs", "1"],
+    "eval": lambda c, disk: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV), "--output", disk / "m.json"],
+    "predict": lambda c, disk: [
+        "predict",
+        c.trained("cls"),
+        "--input",
+        c.file("in.txt", TEXTS * 200),
+        "--output",
+        disk / "p.jsonl",
+    ],
+    "pretrain": lambda c, disk: [
+        "pretrain",
+        "mlm",
+        "--data",
+        c.file("corpus.txt", CORPUS),
+        "--model",
+        c.tiny,
+        "--output",
+        disk / "m",
+        "--epochs",
+        "1",
+    ],
 }
 
 
 @pytest.mark.parametrize("command", sorted(FULL_DISK_AFTER_PROGRESS))
-def test_full_disk_after_the_work_ends_in_one_error_line_and_leaves_nothing(command, tmp_path, tiny_bert, trained,
-                                                                          run_cli, monkeypatch, small_disk):
+def test_full_disk_after_the_work_ends_in_one_error_line_and_leaves_nothing(
+    command, tmp_path, tiny_bert, trained, run_cli, monkeypatch, small_disk
+):
     disk = small_disk(64)
     (disk / "filler.bin").write_bytes(b"\0" * (os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize))  # full
     code, _, err = run_cli(*FULL_DISK_AFTER_PROGRESS[command](Context(tmp_path, tiny_bert, trained, monkeypatch), disk))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_user_error
 
-GOOD_CSV = "text,label\n" + "".join(f"the film was {w},{l}\n" for w, l in
-                                     [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4)
+GOOD_CSV = "text,label\n" + "".join(
+    f"the film was {w},{lab}\n" for w, lab in [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4
+)
 
 
 @pytest.fixture
@@ -32,7 +32,10 @@ def finetune(run_cli, data, out, model, *extra):
         ("text,verdict\nthe film,pos\nbad,neg\n", ("missing label column", "--label-column")),
         ("text,label\nthe film,pos\n  ,neg\nok,pos\n,neg\n", ("2 row(s) with empty text (rows 2, 4)",)),
         # nothing a tokenizer keeps: a zero-width space, a soft hyphen with a NUL, a control character
-        ("text,label\n\u200b,pos\nfine,neg\n\u00ad\u0000,pos\n\u0007,neg\n", ("3 row(s) with empty text (rows 1, 3, 4)",)),
+        (
+            "text,label\n\u200b,pos\nfine,neg\n\u00ad\u0000,pos\n\u0007,neg\n",
+            ("3 row(s) with empty text (rows 1, 3, 4)",),
+        ),
         ("text,label\na,b,c\n", ("3 fields where the header has 2",)),
     ],
 )
@@ -54,8 +57,9 @@ def test_unreadable_encoding(tmp_path, tiny_bert, run_cli):
 def test_unknown_dataset_and_bad_model(tmp_path, tiny_bert, good_csv, run_cli):
     assert_user_error(finetune(run_cli, "sst3", tmp_path / "o", tiny_bert), "not a known dataset", "sst2")
     assert_user_error(finetune(run_cli, good_csv, tmp_path / "o", tmp_path / "nowhere"), "no such directory")
-    assert_user_error(finetune(run_cli, good_csv, tmp_path / "o", "no-such-org/no-such-model"),
-                      "could be loaded", "minilm")
+    assert_user_error(
+        finetune(run_cli, good_csv, tmp_path / "o", "no-such-org/no-such-model"), "could be loaded", "minilm"
+    )
     assert_user_error(run_cli("finetune", "pair", "--data", "sst2", "--output", tmp_path / "o"), "'cls' task")
     assert not (tmp_path / "o").exists()
 
@@ -64,8 +68,9 @@ def test_eval_label_never_seen_in_training(tmp_path, tiny_bert, good_csv, run_cl
     dev = tmp_path / "dev.csv"
     dev.write_text("text,label\nthe film,pos\nmeh,neutral\nugh,angry\n")
     out = tmp_path / "out"
-    assert_user_error(finetune(run_cli, good_csv, out, tiny_bert, "--eval-data", dev),
-                      "never seen in training: angry, neutral")
+    assert_user_error(
+        finetune(run_cli, good_csv, out, tiny_bert, "--eval-data", dev), "never seen in training: angry, neutral"
+    )
     assert not out.exists()
 
 
@@ -89,11 +94,25 @@ def test_debug_env_shows_the_traceback(tmp_path, tiny_bert, run_cli, monkeypatch
 
     monkeypatch.setenv("BERTKIT_DEBUG", "1")
     with pytest.raises(BertkitError):
-        from bertkit import cli
         import sys
 
-        monkeypatch.setattr(sys, "argv", ["bertkit", "finetune", "cls", "--data", str(tmp_path / "x.csv"),
-                                          "--model", str(tiny_bert), "--output", str(tmp_path / "o")])
+        from bertkit import cli
+
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            [
+                "bertkit",
+                "finetune",
+                "cls",
+                "--data",
+                str(tmp_path / "x.csv"),
+                "--model",
+                str(tiny_bert),
+                "--output",
+                str(tmp_path / "o"),
+            ],
+        )
         cli.main()
 
 

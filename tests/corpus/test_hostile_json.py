@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from hostile import QA_RECORD, Case, Context, jsonl, run_case
 
 BIG_INT = "9" * 5000  # over sys.get_int_max_str_digits() (4300)
@@ -36,40 +35,115 @@ def serve(c: Context, *extra) -> list:
 
 CASES = [
     # --- JSON that Python reads but is not JSON, or not a value bertkit can write back -------------
-    Case("predict-cls-id-nan", lambda c: predict(c, "cls", raw_jsonl(c, '{"text": "good", "id": NaN}')),
-         ("in.jsonl:1", "NaN is not a JSON value")),
-    Case("predict-cls-text-infinity", lambda c: predict(c, "cls", raw_jsonl(c, '{"text": Infinity}')),
-         ("Infinity is not a JSON value",)),
-    Case("predict-cls-id-overflows", lambda c: predict(c, "cls", raw_jsonl(c, '{"text": "good", "id": 1e999}')),
-         ("1e999 is out of range",)),
-    Case("predict-cls-id-5000-digits", lambda c: predict(c, "cls", raw_jsonl(c, f'{{"text": "a", "id": {BIG_INT}}}')),
-         ("in.jsonl:1", "too many digits")),
-    Case("predict-pair-json-nan", lambda c: predict(c, "pair", c.file("in.json", '[{"text": "a", "text_pair": NaN}]')),
-         ("in.json", "NaN is not a JSON value")),
-    Case("predict-qa-squad-json-big-int", lambda c: predict(c, "qa", c.file("in.json", json.dumps(
-        {"data": [{**QA_RECORD, "id": 1}]}).replace('"id": 1', f'"id": {BIG_INT}'))), ("too many digits",)),
-    Case("predict-ner-id-nan", lambda c: predict(c, "ner", raw_jsonl(c, '{"tokens": ["john"], "id": NaN}')),
-         ("NaN is not a JSON value",)),
+    Case(
+        "predict-cls-id-nan",
+        lambda c: predict(c, "cls", raw_jsonl(c, '{"text": "good", "id": NaN}')),
+        ("in.jsonl:1", "NaN is not a JSON value"),
+    ),
+    Case(
+        "predict-cls-text-infinity",
+        lambda c: predict(c, "cls", raw_jsonl(c, '{"text": Infinity}')),
+        ("Infinity is not a JSON value",),
+    ),
+    Case(
+        "predict-cls-id-overflows",
+        lambda c: predict(c, "cls", raw_jsonl(c, '{"text": "good", "id": 1e999}')),
+        ("1e999 is out of range",),
+    ),
+    Case(
+        "predict-cls-id-5000-digits",
+        lambda c: predict(c, "cls", raw_jsonl(c, f'{{"text": "a", "id": {BIG_INT}}}')),
+        ("in.jsonl:1", "too many digits"),
+    ),
+    Case(
+        "predict-pair-json-nan",
+        lambda c: predict(c, "pair", c.file("in.json", '[{"text": "a", "text_pair": NaN}]')),
+        ("in.json", "NaN is not a JSON value"),
+    ),
+    Case(
+        "predict-qa-squad-json-big-int",
+        lambda c: predict(
+            c,
+            "qa",
+            c.file("in.json", json.dumps({"data": [{**QA_RECORD, "id": 1}]}).replace('"id": 1', f'"id": {BIG_INT}')),
+        ),
+        ("too many digits",),
+    ),
+    Case(
+        "predict-ner-id-nan",
+        lambda c: predict(c, "ner", raw_jsonl(c, '{"tokens": ["john"], "id": NaN}')),
+        ("NaN is not a JSON value",),
+    ),
     Case("embed-jsonl-nan", lambda c: embed(c, raw_jsonl(c, '{"text": NaN}')), ("NaN is not a JSON value",)),
-    Case("finetune-cls-label-nan", lambda c: c.finetune("cls", ("t.jsonl", '{"text": "good", "label": NaN}\n' * 8)),
-         ("NaN is not a JSON value",)),
-    Case("pretrain-jsonl-big-int", lambda c: ["pretrain", "mlm", "--data", raw_jsonl(c, f'{{"text": {BIG_INT}}}'),
-                                              "--model", c.tiny, "--output", c.tmp / "mlm"], ("too many digits",)),
+    Case(
+        "finetune-cls-label-nan",
+        lambda c: c.finetune("cls", ("t.jsonl", '{"text": "good", "label": NaN}\n' * 8)),
+        ("NaN is not a JSON value",),
+    ),
+    Case(
+        "pretrain-jsonl-big-int",
+        lambda c: [
+            "pretrain",
+            "mlm",
+            "--data",
+            raw_jsonl(c, f'{{"text": {BIG_INT}}}'),
+            "--model",
+            c.tiny,
+            "--output",
+            c.tmp / "mlm",
+        ],
+        ("too many digits",),
+    ),
     # --- an unpaired surrogate where no text_value call looks: NER's pre-split words -----------------
-    Case("predict-ner-token-surrogate", lambda c: predict(c, "ner", raw_jsonl(c, '{"tokens": ["john", "\\ud800"]}')),
-         ("record 0: token 1 holds an unpaired UTF-16 surrogate",)),
-    Case("predict-ner-token-low-surrogate-row-2", lambda c: predict(c, "ner", c.file("in.jsonl", jsonl(
-        {"tokens": ["john"]}) + '{"tokens": ["\\udfff paris"]}\n')), ("record 1: token 0",)),
-    Case("finetune-ner-token-surrogate", lambda c: c.finetune("ner", ("t.jsonl", jsonl(
-        *[{"tokens": ["john"], "tags": ["B-PER"]}] * 4) + '{"tokens": ["\\ud83d"], "tags": ["O"]}\n')),
-        ("record 4: token 0 holds an unpaired UTF-16 surrogate",)),
-    Case("predict-ner-words-with-surrogate-id", lambda c: predict(c, "ner", raw_jsonl(
-        c, '{"tokens": ["john"], "id": "\\ud800"}')), ("field 'id'", "surrogate")),
+    Case(
+        "predict-ner-token-surrogate",
+        lambda c: predict(c, "ner", raw_jsonl(c, '{"tokens": ["john", "\\ud800"]}')),
+        ("record 0: token 1 holds an unpaired UTF-16 surrogate",),
+    ),
+    Case(
+        "predict-ner-token-low-surrogate-row-2",
+        lambda c: predict(
+            c, "ner", c.file("in.jsonl", jsonl({"tokens": ["john"]}) + '{"tokens": ["\\udfff paris"]}\n')
+        ),
+        ("record 1: token 0",),
+    ),
+    Case(
+        "finetune-ner-token-surrogate",
+        lambda c: c.finetune(
+            "ner",
+            (
+                "t.jsonl",
+                jsonl(*[{"tokens": ["john"], "tags": ["B-PER"]}] * 4) + '{"tokens": ["\\ud83d"], "tags": ["O"]}\n',
+            ),
+        ),
+        ("record 4: token 0 holds an unpaired UTF-16 surrogate",),
+    ),
+    Case(
+        "predict-ner-words-with-surrogate-id",
+        lambda c: predict(c, "ner", raw_jsonl(c, '{"tokens": ["john"], "id": "\\ud800"}')),
+        ("field 'id'", "surrogate"),
+    ),
     # --- QA answers given as JSON inside a CSV cell ---------------------------------------------------
-    Case("eval-qa-csv-answers-nested-too-deep", lambda c: ["eval", c.trained("qa"), "--data", c.file(
-        "dev.csv", 'question,context,answers\nwho ?,john .,' + "[" * 5000 + "\n")], ("question q1", "nested too deeply")),
-    Case("eval-qa-csv-answers-not-json", lambda c: ["eval", c.trained("qa"), "--data", c.file(
-        "dev.csv", 'question,context,answers\nwho ?,john .,"{bad"\n')], ("question q1: answers are not valid JSON",)),
+    Case(
+        "eval-qa-csv-answers-nested-too-deep",
+        lambda c: [
+            "eval",
+            c.trained("qa"),
+            "--data",
+            c.file("dev.csv", "question,context,answers\nwho ?,john .," + "[" * 5000 + "\n"),
+        ],
+        ("question q1", "nested too deeply"),
+    ),
+    Case(
+        "eval-qa-csv-answers-not-json",
+        lambda c: [
+            "eval",
+            c.trained("qa"),
+            "--data",
+            c.file("dev.csv", 'question,context,answers\nwho ?,john .,"{bad"\n'),
+        ],
+        ("question q1: answers are not valid JSON",),
+    ),
     # --- serve: limits that would let it start and then hang or lie; each fails before serving ------
     Case("serve-max-wait-infinite", lambda c: serve(c, "--max-wait-ms", "inf"), ("--max-wait-ms", "inf")),
     Case("serve-max-wait-nan", lambda c: serve(c, "--max-wait-ms", "nan"), ("--max-wait-ms", "nan")),
@@ -83,8 +157,9 @@ def test_case_ids_are_unique():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_hostile_json_fails_in_one_line_and_writes_nothing(case, tmp_path, tiny_bert, trained, run_cli, monkeypatch,
-                                                         capsys):
+def test_hostile_json_fails_in_one_line_and_writes_nothing(
+    case, tmp_path, tiny_bert, trained, run_cli, monkeypatch, capsys
+):
     def never_serve(*args, **kwargs):  # a case that got this far would listen forever
         raise AssertionError(f"{case.id} reached the server")
 
@@ -92,4 +167,3 @@ def test_hostile_json_fails_in_one_line_and_writes_nothing(case, tmp_path, tiny_
     work = tmp_path / "case"
     work.mkdir()
     run_case(case, Context(work, tiny_bert, trained, monkeypatch), run_cli, capsys)
-

@@ -15,14 +15,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DATA_DIR, REPO, minilm_or_skip, require_data
 
 pytestmark = pytest.mark.learning
 
 SIZES = "sst2_train=48,sst2_eval=48,predict_n=48,startup_repeats=2,matmul_seconds=0.4"
-HEADER = ("| workload | side | ex/s | tokens/s | padding | peak RSS | metric | ratio vs hf_best_bf16 | ratio vs bertkit "
-          "| MFU | time (s) | note |")
+HEADER = (
+    "| workload | side | ex/s | tokens/s | padding | peak RSS | metric | ratio vs hf_best_bf16 | ratio vs bertkit "
+    "| MFU | time (s) | note |"
+)
 
 
 def _positive(value) -> bool:
@@ -33,9 +34,26 @@ def test_quick_benchmarks_report(tmp_path):
     require_data("sst2", "train.tsv")
     require_data("sst2", "dev.tsv")
     minilm_or_skip()
-    cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--only", "sst2,eval,startup", "--sides",
-           "bertkit,hf_best_bf16", "--repeats", "2", "--set", SIZES, "--out-dir", str(tmp_path), "--name", "t",
-           "--no-print"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        "run",
+        "--quick",
+        "--only",
+        "sst2,eval,startup",
+        "--sides",
+        "bertkit,hf_best_bf16",
+        "--repeats",
+        "2",
+        "--set",
+        SIZES,
+        "--out-dir",
+        str(tmp_path),
+        "--name",
+        "t",
+        "--no-print",
+    ]
     env = dict(os.environ, BERTKIT_DATA_DIR=str(DATA_DIR))
     env.setdefault("OMP_NUM_THREADS", "1")  # robust on a busy machine: 2 threads there took twice as long
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -53,8 +71,13 @@ def test_quick_benchmarks_report(tmp_path):
 
     rows = {(r["workload"], r["side"]): r for r in report["rows"]}
     assert not [r for r in report["rows"] if "error" in r]
-    assert set(rows) >= {("sst2", "bertkit"), ("sst2", "hf_best_bf16"), ("eval", "bertkit"),
-                         ("eval", "pipeline_bf16_bs64"), ("startup", "bertkit --help")}
+    assert set(rows) >= {
+        ("sst2", "bertkit"),
+        ("sst2", "hf_best_bf16"),
+        ("eval", "bertkit"),
+        ("eval", "pipeline_bf16_bs64"),
+        ("startup", "bertkit --help"),
+    }
     for (workload, side), row in rows.items():
         assert _positive(row["ratio_vs_bertkit"]), row
         if workload != "startup":
@@ -72,7 +95,8 @@ def test_quick_benchmarks_report(tmp_path):
         assert row["rounds"] == 2 and row["examples_per_s"] == pytest.approx(statistics.median(speeds))
         # bertkit's auto precision is bf16 on a CPU with native bf16, fp32 elsewhere
         assert row["precision"] == rounds[0]["precision"] and row["mfu_peak"] == (
-            "bf16" if row["precision"] == "bf16" else "fp32")
+            "bf16" if row["precision"] == "bf16" else "fp32"
+        )
         assert row["mfu_peak_gflops"] == pytest.approx(peaks[row["mfu_peak"]])
         assert 0 < row["mfu"] == pytest.approx(row["gflops_per_s"] / peaks[row["mfu_peak"]], rel=1e-6)
         assert 0 <= row["padding_share"] < 1 and _positive(row["tokens_per_s"])

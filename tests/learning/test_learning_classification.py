@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
 pytestmark = pytest.mark.learning

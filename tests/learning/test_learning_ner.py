@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import minilm_or_skip, require_data
 
 pytestmark = pytest.mark.learning
@@ -26,9 +25,13 @@ def test_minilm_learns_conll2003(tmp_path):
     assert result.train_examples == 2000 and result.preprocessing["train"]["input_scheme"] == "IOB2"
     report = api.evaluate(str(tmp_path / "ner"), str(valid), max_eval_samples=1000)
     metrics = report["metrics"]
-    print("CoNLL-2003 valid[:1000]", {k: v for k, v in metrics.items() if k != "per_type"},
-          {k: round(v["f1"], 3) for k, v in metrics["per_type"].items()}, result.throughput,
-          f"{time.perf_counter() - started:.0f}s")
+    print(
+        "CoNLL-2003 valid[:1000]",
+        {k: v for k, v in metrics.items() if k != "per_type"},
+        {k: round(v["f1"], 3) for k, v in metrics["per_type"].items()},
+        result.throughput,
+        f"{time.perf_counter() - started:.0f}s",
+    )
     assert report["examples"] == 1000
     assert set(metrics["per_type"]) == {"LOC", "MISC", "ORG", "PER"}
     assert metrics["f1"] >= 0.5

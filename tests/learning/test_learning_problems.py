@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
 pytestmark = pytest.mark.learning
@@ -26,9 +25,15 @@ def _untrained_head_pearson(rows: list[dict]) -> float:
     predicted = []
     with torch.no_grad():
         for start in range(0, len(rows), 128):
-            batch = rows[start:start + 128]
-            inputs = tokenizer([r["text"] for r in batch], [r["text_pair"] for r in batch], padding=True,
-                               truncation=True, max_length=128, return_tensors="pt")
+            batch = rows[start : start + 128]
+            inputs = tokenizer(
+                [r["text"] for r in batch],
+                [r["text_pair"] for r in batch],
+                padding=True,
+                truncation=True,
+                max_length=128,
+                return_tensors="pt",
+            )
             predicted += model(**inputs).logits[:, 0].tolist()
     return regression_scores([r["label"] for r in rows], predicted)["pearson"]
 
@@ -43,10 +48,8 @@ def test_minilm_learns_stsb_regression(tmp_path):
     minilm_or_skip()
     # standardised targets and lr 1e-4: measured Pearson 0.778 / Spearman 0.779 at these settings;
     # the BERT-recipe default (unscaled, lr 5e-5, 3 epochs) reached 0.662 / 0.690 in the same budget
-    config = TrainConfig(epochs=2, lr=1e-4, batch_size=32, max_train_samples=2000,
-                         task_options={"scale_targets": True})
-    result = api.finetune("pair", "stsb", str(tmp_path / "stsb"), model="minilm", data_dir=str(DATA_DIR),
-                          config=config)
+    config = TrainConfig(epochs=2, lr=1e-4, batch_size=32, max_train_samples=2000, task_options={"scale_targets": True})
+    result = api.finetune("pair", "stsb", str(tmp_path / "stsb"), model="minilm", data_dir=str(DATA_DIR), config=config)
     print("STS-B dev", result.metrics, result.throughput)
     assert result.eval_examples == 1500 and result.train_examples == 2000
     task = get_task_class("pair")(128, {"problem_type": "regression"})
@@ -69,8 +72,9 @@ def test_minilm_learns_goemotions_multi_label(tmp_path):
     # measured at these settings: micro-F1 0.400 (the always-neutral baseline: 0.286); without the
     # prior-initialised head bias every comment got the same probabilities (0.286 exactly)
     config = TrainConfig(epochs=2, lr=5e-5, batch_size=32, max_train_samples=4000, max_eval_samples=2000)
-    result = api.finetune("cls", "goemotions", str(tmp_path / "go"), model="minilm", data_dir=str(DATA_DIR),
-                          config=config)
+    result = api.finetune(
+        "cls", "goemotions", str(tmp_path / "go"), model="minilm", data_dir=str(DATA_DIR), config=config
+    )
     print("GoEmotions dev", {k: v for k, v in result.metrics.items() if k != "per_label"}, result.throughput)
     # baselines on the same 2,000 dev comments: nothing predicted (micro-F1 0), and every comment
     # given the most frequent label (neutral)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import minilm_or_skip, require_data
 
 pytestmark = pytest.mark.learning
@@ -29,15 +28,38 @@ pytestmark = pytest.mark.learning
 def test_minilm_learns_squad_on_held_out_articles(tmp_path, run_cli):
     minilm_or_skip()
     articles = json.loads(require_data("squad", "dev-v1.1.json").read_text())["data"]
-    train = [{"id": qa["id"], "question": qa["question"], "context": p["context"], "answers": qa["answers"]}
-             for a in articles[:38] for p in a["paragraphs"] for qa in p["qas"]][::4][:1200]
+    train = [
+        {"id": qa["id"], "question": qa["question"], "context": p["context"], "answers": qa["answers"]}
+        for a in articles[:38]
+        for p in a["paragraphs"]
+        for qa in p["qas"]
+    ][::4][:1200]
     (tmp_path / "train.json").write_text(json.dumps(train))
     (tmp_path / "heldout.json").write_text(json.dumps({"version": "1.1", "data": articles[-2:]}))
 
     out = tmp_path / "qa"
-    code, stdout, stderr = run_cli("finetune", "qa", "--data", tmp_path / "train.json", "--eval-data",
-                                   tmp_path / "heldout.json", "--model", "minilm", "--output", out, "--epochs", 1,
-                                   "--lr", "2e-4", "--batch-size", 16, "--max-length", 256, "--doc-stride", 64)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "qa",
+        "--data",
+        tmp_path / "train.json",
+        "--eval-data",
+        tmp_path / "heldout.json",
+        "--model",
+        "minilm",
+        "--output",
+        out,
+        "--epochs",
+        1,
+        "--lr",
+        "2e-4",
+        "--batch-size",
+        16,
+        "--max-length",
+        256,
+        "--doc-stride",
+        64,
+    )
     assert code == 0, stderr
     print(stdout)
     meta = json.loads((out / "bertkit.json").read_text())

@@ -30,8 +30,7 @@ def test_fewer_examples_than_ranks_left_repeats_and_flags_it():
     batches = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]  # 4 ranks: one full round, then 2 examples
     lengths = [4] * 8 + [2, 6]
     shards = [shard_batches(batches, lengths, 4, rank) for rank in range(4)]
-    assert shards == [([[0, 1], [9]], False), ([[2, 3], [8]], False),
-                      ([[4, 5], [9]], True), ([[6, 7], [8]], True)]
+    assert shards == [([[0, 1], [9]], False), ([[2, 3], [8]], False), ([[4, 5], [9]], True), ([[6, 7], [8]], True)]
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
@@ -60,8 +59,10 @@ def test_sorted_batches_longest_first_and_complete():
 # --- Collator ------------------------------------------------------------------------------------
 def _rows(targets: list[dict]) -> list[dict]:
     """Two features of 4 and 2 tokens, plus the given target values."""
-    return [{"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 1, 1], "example_id": 0, **targets[0]},
-            {"input_ids": [2, 3], "token_type_ids": [0, 0], "example_id": 1, **targets[1]}]
+    return [
+        {"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 1, 1], "example_id": 0, **targets[0]},
+        {"input_ids": [2, 3], "token_type_ids": [0, 0], "example_id": 1, **targets[1]},
+    ]
 
 
 def test_inputs_pad_to_the_longest_row_with_the_mask():
@@ -97,8 +98,9 @@ def test_multi_hot_targets_are_float32_and_not_padded_to_the_tokens():
 
 def test_several_targets_and_absent_ones():
     targets = {"start_positions": "class", "end_positions": "class"}
-    batch = Collator(0, targets)(_rows([{"start_positions": 1, "end_positions": 2},
-                                        {"start_positions": 0, "end_positions": 0}]))
+    batch = Collator(0, targets)(
+        _rows([{"start_positions": 1, "end_positions": 2}, {"start_positions": 0, "end_positions": 0}])
+    )
     assert batch["start_positions"].tolist() == [1, 0] and batch["end_positions"].tolist() == [2, 0]
     assert "labels" not in Collator(0, {"labels": "float"})(_rows([{}, {}]))  # prediction: no targets yet
 

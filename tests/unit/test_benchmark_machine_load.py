@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
+from conftest import REPO  # noqa: F401  (puts the repository on sys.path for `benchmarks`)
 
 from benchmarks import machine_load, report
-from conftest import REPO  # noqa: F401  (puts the repository on sys.path for `benchmarks`)
 
 
 def _stat(tmp_path, name: str, user: int, system: int, steal: int):
@@ -32,8 +32,14 @@ def test_others_are_the_machine_minus_our_own_cpu_time(tmp_path):
     # all of the machine's time was ours: quiet, although our own load was two full cores
     quiet = {**end, "jiffies": machine_load._jiffies(_stat(tmp_path, "c", 1800, 200, 0)), "own_cpu_seconds": 18.0}
     assert machine_load.others(start, quiet, tick=0.01) == {"others_cores": 0.0, "steal_cores": 0.0, "busy": False}
-    line = report.machine_load_line({**quiet, "load_average_start": [1.9], "load_average_end": [2.0],
-                                     **machine_load.others(start, quiet, tick=0.01)})
+    line = report.machine_load_line(
+        {
+            **quiet,
+            "load_average_start": [1.9],
+            "load_average_end": [2.0],
+            **machine_load.others(start, quiet, tick=0.01),
+        }
+    )
     assert "0.00 cores" in line and "busy" not in line
 
 
@@ -49,7 +55,9 @@ def test_a_process_burning_a_core_shows_as_others_and_our_own_work_does_not():
     while time.perf_counter() < deadline:  # our own busy second: not someone else's
         pass
     mine = machine_load.others(start, machine_load.snapshot())
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"])
+    burner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"]
+    )
     try:
         start = machine_load.snapshot()
         time.sleep(1.2)

@@ -53,19 +53,14 @@ def test_docstart_without_blank_line_still_ends_the_sentence(tmp_path):
 
 def test_any_number_of_middle_columns(tmp_path):
     text = "John x y z B-PER\nran x y z O\n"
-    assert read_conll(write(tmp_path, text)) == [
-        {"tokens": ["John", "ran"], "tags": ["B-PER", "O"]}
-    ]
+    assert read_conll(write(tmp_path, text)) == [{"tokens": ["John", "ran"], "tags": ["B-PER", "O"]}]
 
 
 def test_two_column_tab_file_with_other_entity_types(tmp_path):
     # Tab-separated, so a token may contain a space.
     text = "Ada\tB-person\nLovelace\tI-person\nvisited\tO\nNew York\tB-location\n"
     assert read_conll(write(tmp_path, text)) == [
-        {
-            "tokens": ["Ada", "Lovelace", "visited", "New York"],
-            "tags": ["B-person", "I-person", "O", "B-location"],
-        }
+        {"tokens": ["Ada", "Lovelace", "visited", "New York"], "tags": ["B-person", "I-person", "O", "B-location"]}
     ]
 
 
@@ -114,10 +109,7 @@ def test_one_column_file_needs_require_tags_false(tmp_path):
     with pytest.raises(BertkitError) as excinfo:
         read_conll(path)
     assert_user_error(excinfo, f"{path}:1", "one column")
-    assert read_conll(path, require_tags=False) == [
-        {"tokens": ["Hello", "world"]},
-        {"tokens": ["again"]},
-    ]
+    assert read_conll(path, require_tags=False) == [{"tokens": ["Hello", "world"]}, {"tokens": ["again"]}]
 
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -125,9 +117,7 @@ LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 def test_records_with_string_tags():
     records = [{"tokens": ["Ada", "wins"], "tags": ["B-PER", "O"], "id": "7"}]
-    assert read_tagged_records(records, "train.jsonl") == [
-        {"tokens": ["Ada", "wins"], "tags": ["B-PER", "O"]}
-    ]
+    assert read_tagged_records(records, "train.jsonl") == [{"tokens": ["Ada", "wins"], "tags": ["B-PER", "O"]}]
 
 
 def test_records_with_hf_integer_ner_tags():
@@ -173,9 +163,7 @@ def test_untagged_records_only_when_tags_not_required():
     with pytest.raises(BertkitError) as excinfo:
         read_tagged_records(records, "predict.jsonl")
     assert_user_error(excinfo, "record 0", "no 'tags'")
-    assert read_tagged_records(records, "predict.jsonl", require_tags=False) == [
-        {"tokens": ["Hello", "Rome"]}
-    ]
+    assert read_tagged_records(records, "predict.jsonl", require_tags=False) == [{"tokens": ["Hello", "Rome"]}]
 
 
 def test_tokens_must_be_a_list_not_a_string():

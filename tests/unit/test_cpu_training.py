@@ -7,12 +7,12 @@ import math
 
 import pytest
 import torch
+from tiny_models import FAMILIES, build_family
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-from bertkit.engine.cpu_kernels import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
 from bertkit.engine import parameter_groups
+from bertkit.engine.cpu_kernels import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
 from bertkit.engine.master_weights import MasterWeights
-from tiny_models import FAMILIES, build_family
 
 
 def test_keep_threshold_by_hand():
@@ -65,7 +65,8 @@ def test_kernels_train_a_step_like_the_stock_model(tiny_bert):
     for fast in (False, True):
         torch.manual_seed(0)
         model = AutoModelForSequenceClassification.from_pretrained(
-            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        ).train()
         if fast:
             CpuTrainingKernels(model).apply()
         ids = torch.randint(5, 30, (4, 7))
@@ -80,16 +81,17 @@ EMBEDDING = "bert.embeddings.word_embeddings.weight"
 
 def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, list, MasterWeights]:
     torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2,
-                                                               hidden_dropout_prob=0.0,
-                                                               attention_probs_dropout_prob=0.0).train()
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    ).train()
     master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=sparse)
     optimizer = torch.optim.AdamW(master.groups, lr=1e-2)
     embedding_grads, norms = [], []
     for step in batches:
         for ids in step:  # several micro-batches: accumulated in fp32
-            model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.zeros(len(ids), dtype=torch.long)
-                  ).loss.backward()
+            model(
+                input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.zeros(len(ids), dtype=torch.long)
+            ).loss.backward()
             master.accumulate()
         embedding_grads.append(master.gradient(EMBEDDING).clone())
         norms.append(float(master.clip_(0.5)))  # clipped: the rows scaled must be the dense path's
@@ -100,8 +102,11 @@ def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, list, MasterWe
 
 def test_sparse_embedding_gradients_equal_the_dense_ones(tiny_bert):
     # step 2 uses other tokens than step 1: the rows step 1 wrote must be zero again
-    batches = [[torch.tensor([[2, 5, 6, 5, 3]]), torch.tensor([[2, 7, 5, 3, 0]])],
-               [torch.tensor([[2, 9, 10, 3, 0]])], [torch.tensor([[2, 5, 11, 3, 0]])]]
+    batches = [
+        [torch.tensor([[2, 5, 6, 5, 3]]), torch.tensor([[2, 7, 5, 3, 0]])],
+        [torch.tensor([[2, 9, 10, 3, 0]])],
+        [torch.tensor([[2, 5, 11, 3, 0]])],
+    ]
     dense_grads, dense_norms, dense = _train(tiny_bert, False, batches)
     sparse_grads, sparse_norms, sparse = _train(tiny_bert, True, batches)
     assert sparse_norms == pytest.approx(dense_norms, rel=1e-2) and max(dense_norms) > 0.5
@@ -154,16 +159,18 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert):
 def test_kernels_on_every_family_keep_outputs_and_undo(family, tmp_path):
     """BERT, RoBERTa and ELECTRA get the fast attention; every family gets FastDropout; evaluation
     outputs are unchanged and undo() gives the model back as it was."""
-    model = AutoModelForSequenceClassification.from_pretrained(str(build_family(family, tmp_path / family)),
-                                                               num_labels=2).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(build_family(family, tmp_path / family)), num_labels=2
+    ).eval()
     before_attention = model.config._attn_implementation
     ids = torch.randint(5, 20, (2, 7))
     with torch.no_grad():
         before = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
         kernels = CpuTrainingKernels(model)
         kernels.apply()
-        assert (model.config._attn_implementation == ATTENTION) == (model.config.model_type in ("bert", "roberta",
-                                                                                                  "electra"))
+        assert (model.config._attn_implementation == ATTENTION) == (
+            model.config.model_type in ("bert", "roberta", "electra")
+        )
         assert any(type(m) is FastDropout for m in model.modules())
         during = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
         kernels.undo()

@@ -34,7 +34,7 @@ def _questions(n_questions: int = 40, seed: int = 0):
         n_question, window, stride = int(rng.integers(3, 12)), int(rng.integers(16, 64)), 8
         first = 0
         while True:
-            part = spans[first: first + window]
+            part = spans[first : first + window]
             offsets = [None] * (1 + n_question + 1) + part + [None] * int(rng.integers(1, 6))
             features.append({"example_id": f"q{q}", "offset_mapping": offsets, "question": q})
             # float32 as a model gives them: both decoders then add the same float32 pairs
@@ -47,10 +47,12 @@ def _questions(n_questions: int = 40, seed: int = 0):
 
 
 def _bertkit(examples, features, starts, ends):
-    windows = [{"start_logits": s, "end_logits": e, "offsets": f["offset_mapping"]}
-               for f, s, e in zip(features, starts, ends)]
-    return decode_best_batched([ex["context"] for ex in examples], windows, [f["question"] for f in features],
-                               MAX_ANSWER), windows
+    windows = [
+        {"start_logits": s, "end_logits": e, "offsets": f["offset_mapping"]} for f, s, e in zip(features, starts, ends)
+    ]
+    return decode_best_batched(
+        [ex["context"] for ex in examples], windows, [f["question"] for f in features], MAX_ANSWER
+    ), windows
 
 
 def test_exhaustive_loop_gives_the_same_answers():

@@ -16,14 +16,16 @@ ALPHA, BETA, GAMMA, DELTA = (0, 5), (6, 10), (11, 16), (17, 22)
 
 
 def window(start_logits, end_logits, offsets):
-    return {"start_logits": np.array(start_logits, dtype=float),
-            "end_logits": np.array(end_logits, dtype=float), "offsets": offsets}
+    return {
+        "start_logits": np.array(start_logits, dtype=float),
+        "end_logits": np.array(end_logits, dtype=float),
+        "offsets": offsets,
+    }
 
 
 def test_best_span_can_come_from_the_second_window():
     # Window A best: alpha..beta = 1 + 1 = 2. Window B best: delta..delta = 3 + 2 = 5.
-    a = window([0, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0],
-               [None, None, None, ALPHA, BETA, GAMMA, None])
+    a = window([0, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0], [None, None, None, ALPHA, BETA, GAMMA, None])
     b = window([0, 0, 0, 0, 3, 0], [0, 0, 0, 0, 2, 0], [None, None, None, GAMMA, DELTA, None])
     result = decode_question(CONTEXT, [a, b])
     assert (result.best.text, result.best.start, result.best.end) == ("delta", 17, 22)
@@ -70,15 +72,15 @@ def test_n_best_drops_repeated_texts_and_probabilities_sum_to_one():
     a = window([0, -10, 2, 0], [0, -10, 1, 0], [None, BETA, GAMMA, None])
     b = window([0, 1, 0.5, 0], [0, 1, 0, 0], [None, GAMMA, DELTA, None])
     result = decode_question(CONTEXT, [a, b], n_best=3)
-    assert [(x.text, x.score) for x in result.n_best] == [
-        ("gamma", 3.0), ("gamma delta", 1.0), ("delta", 0.5)]
+    assert [(x.text, x.score) for x in result.n_best] == [("gamma", 3.0), ("gamma delta", 1.0), ("delta", 0.5)]
     # Each answer's probability is softmax(start) x softmax(end) over its own window's context
     # tokens, not a softmax over the answers returned:
     # gamma (A): starts [-10, 2], ends [-10, 1] -> 1/(1+e^-12) x 1/(1+e^-11) = 0.999977.
     # gamma delta (B): starts [1, 0.5], ends [1, 0] -> 1/(1+e^-0.5) x 1/(1+e) = 0.622459 x 0.268941.
     # delta (B): 1/(1+e^0.5) x 1/(1+e) = 0.377541 x 0.268941.
     assert [x.probability for x in result.n_best] == pytest.approx(
-        [0.999977, 0.622459 * 0.268941, 0.377541 * 0.268941], abs=1e-6)
+        [0.999977, 0.622459 * 0.268941, 0.377541 * 0.268941], abs=1e-6
+    )
     assert result.best is result.n_best[0]
     # Asking for more than exists returns every distinct text once (5 of them here).
     assert len(decode_question(CONTEXT, [a, b], n_best=50).n_best) == 5
@@ -93,7 +95,7 @@ def test_char_offsets_map_back_into_the_context():
     best = result.best
     assert (best.text, best.start, best.end) == ("world-wide", 7, 17)
     for answer in result.n_best:
-        assert answer.text == context[answer.start:answer.end]
+        assert answer.text == context[answer.start : answer.end]
 
 
 def test_no_legal_span_gives_no_answer():
@@ -151,6 +153,7 @@ def test_max_context_restricts_where_answers_start():
 
 # ---- brute-force cross-check --------------------------------------------------------------
 
+
 def _random_question(rng: np.random.Generator):
     """A context of sub-word tokens cut into overlapping windows, Google-BERT style."""
     words = [str(rng.choice(["ab", "cd", "ef", "ghi", "x"])) for _ in range(rng.integers(1, 12))]
@@ -158,8 +161,7 @@ def _random_question(rng: np.random.Generator):
     tokens, cursor = [], 0
     for word in words:
         cut = int(rng.integers(1, len(word) + 1))  # word split into 1 or 2 sub-words
-        tokens += [(cursor, cursor + cut)] + ([(cursor + cut, cursor + len(word))]
-                                              if cut < len(word) else [])
+        tokens += [(cursor, cursor + cut)] + ([(cursor + cut, cursor + len(word))] if cut < len(word) else [])
         cursor += len(word) + 1
     span_length = int(rng.integers(1, 7))
     stride = int(rng.integers(1, span_length + 1))
@@ -174,10 +176,10 @@ def _random_question(rng: np.random.Generator):
     windows = []
     for start, length in spans:
         n_question, n_pad = int(rng.integers(1, 4)), int(rng.integers(0, 3))
-        offsets = ([None] * (n_question + 2) + tokens[start:start + length] + [None]
-                   + [None] * n_pad)
-        windows.append(window(rng.normal(size=len(offsets)).astype(dtype),
-                              rng.normal(size=len(offsets)).astype(dtype), offsets))
+        offsets = [None] * (n_question + 2) + tokens[start : start + length] + [None] + [None] * n_pad
+        windows.append(
+            window(rng.normal(size=len(offsets)).astype(dtype), rng.normal(size=len(offsets)).astype(dtype), offsets)
+        )
         windows[-1]["doc_span"] = (start, length, n_question + 2)
     return context, windows
 
@@ -205,11 +207,10 @@ def _brute_force(context, windows, max_answer_length, n_best, use_max_context):
                 if offsets[i] is None or offsets[j] is None:
                     continue
                 start, _, first_context = spans[w]
-                if use_max_context and not _google_is_max_context(
-                        spans, w, start + i - first_context):
+                if use_max_context and not _google_is_max_context(spans, w, start + i - first_context):
                     continue
                 score = float(win["start_logits"][i]) + float(win["end_logits"][j])
-                candidates.append((score, context[offsets[i][0]:offsets[j][1]]))
+                candidates.append((score, context[offsets[i][0] : offsets[j][1]]))
     candidates.sort(key=lambda c: -c[0])
     best, seen = [], set()
     for score, text in candidates:
@@ -232,7 +233,7 @@ def test_decode_question_matches_brute_force_on_random_layouts():
         assert result.best_span_score == expected[0][1]
         for answer in result.n_best:
             assert 0 < answer.probability <= 1
-            assert answer.text == context[answer.start:answer.end]
+            assert answer.text == context[answer.start : answer.end]
 
 
 def test_many_windows_repeating_one_answer_force_a_wider_fetch():
@@ -265,10 +266,13 @@ def test_batched_best_span_matches_the_per_question_decoder():
         word_offsets = [(m.start(), m.end()) for m in re.finditer(r"\S+", context)]
         mine = []
         for start in range(0, 40, 25):  # overlapping windows over the words
-            chunk = word_offsets[start:start + 30]
+            chunk = word_offsets[start : start + 30]
             offsets = [None, None, None] + chunk + [None]  # [CLS] question [SEP] ... [SEP]
-            window = {"start_logits": rng.normal(size=len(offsets)) * 3,
-                      "end_logits": rng.normal(size=len(offsets)) * 3, "offsets": offsets}
+            window = {
+                "start_logits": rng.normal(size=len(offsets)) * 3,
+                "end_logits": rng.normal(size=len(offsets)) * 3,
+                "offsets": offsets,
+            }
             mine.append(window)
             windows.append(window)
             owner.append(q)
@@ -289,5 +293,6 @@ def test_an_answers_probability_does_not_depend_on_n_best():
         by_n_best = [decode_question(context, windows, 5, n) for n in (1, 3, 20)]
         assert len({(d.best.text, d.best.probability) for d in by_n_best}) == 1
         shared = by_n_best[1].n_best
-        assert [(a.text, a.probability) for a in by_n_best[2].n_best[:len(shared)]] == \
-            [(a.text, a.probability) for a in shared]
+        assert [(a.text, a.probability) for a in by_n_best[2].n_best[: len(shared)]] == [
+            (a.text, a.probability) for a in shared
+        ]

@@ -13,7 +13,6 @@ import random
 
 import numpy as np
 import pytest
-
 from tiny_models import FAMILIES, build_family
 
 TASKS = ("cls", "pair", "ner", "qa")
@@ -22,8 +21,12 @@ BYTE_LEVEL = ("roberta", "modernbert")
 NAMES, CITIES, ORGS = ["John", "Mary", "Obama", "Anna"], ["Paris", "London", "Berlin", "Rome"], ["Google", "Acme"]
 POSITIVE, NEGATIVE = ["good", "great", "fine"], ["bad", "awful", "poor"]
 FILLER = "the movie film plot story acting it was very this".split()
-HEAD = {"cls": "AutoModelForSequenceClassification", "pair": "AutoModelForSequenceClassification",
-        "ner": "AutoModelForTokenClassification", "qa": "AutoModelForQuestionAnswering"}
+HEAD = {
+    "cls": "AutoModelForSequenceClassification",
+    "pair": "AutoModelForSequenceClassification",
+    "ner": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+}
 
 
 @pytest.fixture(scope="session")
@@ -41,10 +44,13 @@ def _sentence(rng, word):
 
 def _ner_sentence(rng):
     name, city, org = rng.choice(NAMES), rng.choice(CITIES), rng.choice(ORGS)
-    pattern = rng.choice([[(name, "B-PER"), ("lives", "O"), ("in", "O"), (city, "B-LOC"), (".", "O")],
-                          [(name, "B-PER"), ("works", "O"), ("for", "O"), (org, "B-ORG"), ("in", "O"), (city, "B-LOC"),
-                           (".", "O")],
-                          [("the", "O"), ("company", "O"), (org, "B-ORG"), ("is", "O"), ("in", "O"), (city, "B-LOC")]])
+    pattern = rng.choice(
+        [
+            [(name, "B-PER"), ("lives", "O"), ("in", "O"), (city, "B-LOC"), (".", "O")],
+            [(name, "B-PER"), ("works", "O"), ("for", "O"), (org, "B-ORG"), ("in", "O"), (city, "B-LOC"), (".", "O")],
+            [("the", "O"), ("company", "O"), (org, "B-ORG"), ("is", "O"), ("in", "O"), (city, "B-LOC")],
+        ]
+    )
     return pattern
 
 
@@ -52,8 +58,16 @@ def _qa_paragraph(rng, index):
     name, city, other = rng.choice(NAMES), *rng.sample(CITIES, 2)
     context = f"the company is good .  {name} lives in {city} . {rng.choice(NAMES)} visited {other} ."
     start = context.index(f" {name} lives") + 1
-    return {"context": context, "qas": [{"id": f"q{index}", "question": f"who lives in {city} ?",
-                                          "answers": [{"text": name, "answer_start": start}]}]}
+    return {
+        "context": context,
+        "qas": [
+            {
+                "id": f"q{index}",
+                "question": f"who lives in {city} ?",
+                "answers": [{"text": name, "answer_start": start}],
+            }
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +92,16 @@ def task_data(tmp_path_factory) -> dict:
     for part, n in (("train", 32), ("dev", 12)):
         blocks = ["\n".join(f"{w} {t}" for w, t in _ner_sentence(rng)) for _ in range(n)]
         (root / f"ner-{part}.txt").write_text("\n\n".join(blocks) + "\n")
-    (root / "ner-predict.txt").write_text("John works for Google in Paris .\nAnna  lives in Rome\n"
-                                          "the company Acme is in Berlin .\n")
+    (root / "ner-predict.txt").write_text(
+        "John works for Google in Paris .\nAnna  lives in Rome\nthe company Acme is in Berlin .\n"
+    )
     for part, n in (("train", 24), ("dev", 8)):
         squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [_qa_paragraph(rng, i) for i in range(n)]}]}
         (root / f"qa-{part}.json").write_text(json.dumps(squad))
-    predict = [{"id": f"p{i}", "question": f"who lives in {city} ?",
-                "context": f"{name} lives in {city} .  it is good ."} for i, (name, city) in enumerate(zip(NAMES, CITIES))]
+    predict = [
+        {"id": f"p{i}", "question": f"who lives in {city} ?", "context": f"{name} lives in {city} .  it is good ."}
+        for i, (name, city) in enumerate(zip(NAMES, CITIES))
+    ]
     (root / "qa-predict.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predict))
     counts = {"cls": 3, "pair": 2, "ner": 3, "qa": 4}
     ext = {"cls": "tsv", "pair": "tsv", "ner": "txt", "qa": "json"}
@@ -122,12 +139,13 @@ def test_family_runs_every_task_end_to_end(family, task, family_dirs, task_data,
     rows = api.predict(str(out), str(predict_file), precision="no")  # fp32: compared with plain transformers below
     assert len(rows) == predict_rows
     from bertkit.tasks import task_from_state  # every row keeps to the schema the saved task declares
+
     fields = task_from_state(meta["task"]).prediction_fields
     assert all(set(row) <= set(fields) for row in rows), rows[0]
     labels = meta["task"]["labels"]
     plain = getattr(transformers, HEAD[task]).from_pretrained(out)  # plain transformers loads the directory
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-    assert type(plain).__name__.endswith(HEAD[task][len("AutoModel"):])
+    assert type(plain).__name__.endswith(HEAD[task][len("AutoModel") :])
     assert ("token_type_ids" in tokenizer("a b")) == (family in WITH_SEGMENTS)
     if task in ("cls", "pair"):
         _check_classification(rows, labels, plain, tokenizer, task)
@@ -154,13 +172,16 @@ def _check_classification(rows, labels, plain, tokenizer, task):
 def _check_tagging(rows, labels, plain):
     assert labels == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
     assert plain.config.num_labels == 7
-    expected_words = [["John", "works", "for", "Google", "in", "Paris", "."], ["Anna", "lives", "in", "Rome"],
-                      ["the", "company", "Acme", "is", "in", "Berlin", "."]]
+    expected_words = [
+        ["John", "works", "for", "Google", "in", "Paris", "."],
+        ["Anna", "lives", "in", "Rome"],
+        ["the", "company", "Acme", "is", "in", "Berlin", "."],
+    ]
     assert [row["words"] for row in rows] == expected_words
     for row in rows:
         assert len(row["tags"]) == len(row["words"]) and set(row["tags"]) <= set(labels)
         for entity in row["entities"]:
-            assert row["text"][entity["start"]:entity["end"]] == entity["text"]
+            assert row["text"][entity["start"] : entity["end"]] == entity["text"]
 
 
 def _check_answers(rows, predict_file):
@@ -168,7 +189,7 @@ def _check_answers(rows, predict_file):
     assert [row["id"] for row in rows] == list(contexts)
     for row in rows:
         assert row["answer"] and row["answer"] == row["answer"].strip()  # no space taken from a neighbour token
-        assert contexts[row["id"]][row["start"]:row["end"]] == row["answer"]
+        assert contexts[row["id"]][row["start"] : row["end"]] == row["answer"]
         assert 0 < row["score"] <= 1
 
 
@@ -189,21 +210,42 @@ def test_byte_level_bpe_encodes_pre_split_words_like_running_text(family, family
     raw = AutoTokenizer.from_pretrained(family_dirs[family])
     # the bug: without a prefix space each pre-split word is encoded as if it continued a word
     # ("is" and "it" are merged before the bare "visited" chain gets a chance)
-    assert raw.convert_ids_to_tokens(raw(WORDS, is_split_into_words=True, add_special_tokens=False)["input_ids"]) == \
-        ["John", "v", "is", "it", "e", "d", "Par", "is", "and", "met", "Anna", "."]
+    assert raw.convert_ids_to_tokens(raw(WORDS, is_split_into_words=True, add_special_tokens=False)["input_ids"]) == [
+        "John",
+        "v",
+        "is",
+        "it",
+        "e",
+        "d",
+        "Par",
+        "is",
+        "and",
+        "met",
+        "Anna",
+        ".",
+    ]
 
     tokenizer = _bertkit_tokenizer(family_dirs[family])
     split = tokenizer(WORDS, is_split_into_words=True)
     assert split["input_ids"] == tokenizer(" ".join(WORDS))["input_ids"]
-    assert tokenizer.convert_ids_to_tokens(split["input_ids"])[1:-1] == \
-        ["ĠJohn", "Ġvisited", "ĠParis", "Ġand", "Ġmet", "ĠAnna", "Ġ."]
+    assert tokenizer.convert_ids_to_tokens(split["input_ids"])[1:-1] == [
+        "ĠJohn",
+        "Ġvisited",
+        "ĠParis",
+        "Ġand",
+        "Ġmet",
+        "ĠAnna",
+        "Ġ.",
+    ]
     assert split.word_ids()[1:-1] == list(range(len(WORDS)))
     # the setting travels with the saved model: plain transformers reloads the same behaviour
     tokenizer.save_pretrained(tmp_path)
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
     assert reloaded(WORDS, is_split_into_words=True)["input_ids"] == split["input_ids"]
-    assert reloaded(" ".join(WORDS), return_offsets_mapping=True)["offset_mapping"] == \
-        tokenizer(" ".join(WORDS), return_offsets_mapping=True)["offset_mapping"]
+    assert (
+        reloaded(" ".join(WORDS), return_offsets_mapping=True)["offset_mapping"]
+        == tokenizer(" ".join(WORDS), return_offsets_mapping=True)["offset_mapping"]
+    )
 
 
 @pytest.mark.parametrize("family", ("bert", "albert", "deberta-v2"))
@@ -217,8 +259,17 @@ def test_other_tokenizers_are_left_unchanged(family, family_dirs):
         ids = tokenizer(text, is_split_into_words=split)["input_ids"]
         assert ids == raw(text, is_split_into_words=split)["input_ids"]
     if family == "bert":
-        assert tokenizer.convert_ids_to_tokens(tokenizer(WORDS, is_split_into_words=True)["input_ids"]) == \
-            ["[CLS]", "john", "visited", "paris", "and", "met", "anna", ".", "[SEP]"]
+        assert tokenizer.convert_ids_to_tokens(tokenizer(WORDS, is_split_into_words=True)["input_ids"]) == [
+            "[CLS]",
+            "john",
+            "visited",
+            "paris",
+            "and",
+            "met",
+            "anna",
+            ".",
+            "[SEP]",
+        ]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -240,8 +291,12 @@ def test_qa_offsets_cover_the_answer_exactly(family, family_dirs):
 
     tokenizer = _bertkit_tokenizer(family_dirs[family])
     context = "the company is good .  Mary lives in Paris . John visited Rome ."
-    example = {"id": "x", "question": "who visited Rome ?", "context": context,
-               "answers": [{"text": "John visited", "start": context.index("John")}]}
+    example = {
+        "id": "x",
+        "question": "who visited Rome ?",
+        "context": context,
+        "answers": [{"text": "John visited", "start": context.index("John")}],
+    }
     task = QuestionAnsweringTask(32, {"doc_stride": 4})
     features = task.preprocess([example], tokenizer, train=True)
     assert ("token_type_ids" in features[0]) == (family in WITH_SEGMENTS)
@@ -252,7 +307,7 @@ def test_qa_offsets_cover_the_answer_exactly(family, family_dirs):
         assert context[start:end] == "John visited"
     for feature in features:  # no context token's span starts or ends on a space
         for offset in filter(None, feature["offsets"]):
-            piece = context[offset[0]:offset[1]]
+            piece = context[offset[0] : offset[1]]
             assert piece == piece.strip()
 
 

@@ -65,11 +65,14 @@ def test_auto_weights_by_hand(tmp_path):
         class_weights({"class_weights": str(given)}, np.array([4, 2]), ["a", "b"], False, 6)
 
 
-@pytest.mark.parametrize("options, fragment", [
-    ({"loss": "hinge"}, "unknown --loss"),
-    ({"loss": "focal", "focal_gamma": -1.0}, "--focal-gamma"),
-    ({"class_weights": "nope.json"}, "not auto, none or an existing file"),
-])
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        ({"loss": "hinge"}, "unknown --loss"),
+        ({"loss": "focal", "focal_gamma": -1.0}, "--focal-gamma"),
+        ({"class_weights": "nope.json"}, "not auto, none or an existing file"),
+    ],
+)
 def test_loss_options_refused_before_any_data(options, fragment):
     with pytest.raises(BertkitError, match=fragment):
         check_loss_options(options, has_classes=True)
@@ -108,8 +111,7 @@ def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_be
     fp32, and in bf16 the gradients come back to the bf16 weights."""
     from transformers import AutoModelForSequenceClassification
 
-    from bertkit.networks.losses import TrainingLoss
-    from bertkit.networks.losses import loss_network
+    from bertkit.networks.losses import TrainingLoss, loss_network
 
     labels = 1 if problem == "regression" else 3
     torch.manual_seed(0)
@@ -119,11 +121,15 @@ def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_be
     wrapped = loss_network(model, {}, target)
     assert isinstance(wrapped, TrainingLoss) and loss_network(model, {}, "class") is model
     ids = torch.randint(5, 60, (4, 7))
-    targets = torch.tensor([0.5, 3.25, 1.0, 4.75]) if labels == 1 else torch.tensor(
-        [[1.0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])
+    targets = (
+        torch.tensor([0.5, 3.25, 1.0, 4.75])
+        if labels == 1
+        else torch.tensor([[1.0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])
+    )
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     assert wrapped(labels=targets, **inputs).loss.item() == pytest.approx(
-        model(labels=targets, **inputs).loss.item(), rel=1e-6)
+        model(labels=targets, **inputs).loss.item(), rel=1e-6
+    )
     model.to(torch.bfloat16)
     loss = wrapped(labels=targets, **inputs).loss
     assert loss.dtype == torch.float32

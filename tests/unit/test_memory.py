@@ -19,12 +19,17 @@ def _loss_and_grads(model, batch, seed):
 def test_checkpointed_attention_is_exact_with_dropout(tiny_bert):
     from transformers import BertForQuestionAnswering
 
-    model = BertForQuestionAnswering.from_pretrained(tiny_bert, attention_probs_dropout_prob=0.3,
-                                                     hidden_dropout_prob=0.3)
+    model = BertForQuestionAnswering.from_pretrained(
+        tiny_bert, attention_probs_dropout_prob=0.3, hidden_dropout_prob=0.3
+    )
     model.train()
     ids = torch.randint(5, 60, (4, 24))
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-             "start_positions": torch.tensor([1, 2, 3, 4]), "end_positions": torch.tensor([5, 6, 7, 8])}
+    batch = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "start_positions": torch.tensor([1, 2, 3, 4]),
+        "end_positions": torch.tensor([5, 6, 7, 8]),
+    }
     plain_loss, plain_grads = _loss_and_grads(model, batch, seed=7)
     other_seed_loss, _ = _loss_and_grads(model, batch, seed=8)
     assert other_seed_loss != plain_loss  # dropout is really on, so the masks matter

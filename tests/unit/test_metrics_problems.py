@@ -8,10 +8,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import DATA_DIR
 
 from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
 from bertkit.metrics.regression import regression_scores
-from conftest import DATA_DIR
 
 
 def test_regression_by_hand():
@@ -50,8 +50,9 @@ def test_pearson_is_the_sts_benchmarks_own_scorer(tmp_path):
     rng = np.random.default_rng(1)
     predicted = [g + rng.normal(0, 1.0) for g in gold]
     (tmp_path / "system.txt").write_text("".join(f"{p:.6f}\n" for p in predicted))
-    printed = subprocess.run(["perl", str(script), str(gold_file), str(tmp_path / "system.txt")],
-                             capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run(
+        ["perl", str(script), str(gold_file), str(tmp_path / "system.txt")], capture_output=True, text=True, check=True
+    ).stdout
     assert printed.startswith("Pearson: ")
     ours = regression_scores(gold, [round(p, 6) for p in predicted])["pearson"]
     assert round(ours, 5) == pytest.approx(float(printed.split()[1]), abs=1e-5)
@@ -73,8 +74,12 @@ def test_multi_label_by_hand():
     assert scores["micro_f1"] == pytest.approx(2 / 3) and scores["macro_f1"] == pytest.approx(5 / 9)
     assert scores["weighted_f1"] == pytest.approx(2 / 3) and scores["subset_accuracy"] == pytest.approx(1 / 4)
     assert scores["example_f1"] == pytest.approx(3 / 4) and scores["hamming_loss"] == pytest.approx(3 / 12)
-    assert scores["per_label"]["b"] == {"precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3, abs=1e-6),
-                                        "support": 2}
+    assert scores["per_label"]["b"] == {
+        "precision": 1.0,
+        "recall": 0.5,
+        "f1": pytest.approx(2 / 3, abs=1e-6),
+        "support": 2,
+    }
     assert scores["per_label"]["c"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
 
 
@@ -102,5 +107,7 @@ def test_thresholds_decide_and_tune():
     per_label = tune_thresholds(gold, probabilities, per_label=True)
     assert per_label["thresholds"] == [0.5, 0.3] and per_label["micro_f1"] == 1.0
     # a label without gold positives keeps 0.5
-    assert tune_thresholds(np.array([[1, 0], [0, 0]]), np.array([[0.7, 0.9], [0.1, 0.8]]),
-                           per_label=True)["thresholds"][1] == 0.5
+    assert (
+        tune_thresholds(np.array([[1, 0], [0, 0]]), np.array([[0.7, 0.9], [0.1, 0.8]]), per_label=True)["thresholds"][1]
+        == 0.5
+    )

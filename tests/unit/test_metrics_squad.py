@@ -10,21 +10,28 @@ import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError
-from bertkit.metrics.squad import (best_null_threshold, exact_match, f1, f1_v1, normalize_answer,
-                                   squad_scores, squad_v2_scores)
+from bertkit.metrics.squad import (
+    best_null_threshold,
+    exact_match,
+    f1,
+    f1_v1,
+    normalize_answer,
+    squad_scores,
+    squad_v2_scores,
+)
 
 
 # The official SQuAD v1.1 evaluate script's functions, verbatim apart from formatting.
 def official_normalize_answer(s):
     def remove_articles(text):
-        return re.sub(r'\b(a|an|the)\b', ' ', text)
+        return re.sub(r"\b(a|an|the)\b", " ", text)
 
     def white_space_fix(text):
-        return ' '.join(text.split())
+        return " ".join(text.split())
 
     def remove_punc(text):
         exclude = set(string.punctuation)
-        return ''.join(ch for ch in text if ch not in exclude)
+        return "".join(ch for ch in text if ch not in exclude)
 
     return white_space_fix(remove_articles(remove_punc(s.lower())))
 
@@ -42,7 +49,7 @@ def official_f1_score(prediction, ground_truth):
 
 
 def official_exact_match_score(prediction, ground_truth):
-    return (official_normalize_answer(prediction) == official_normalize_answer(ground_truth))
+    return official_normalize_answer(prediction) == official_normalize_answer(ground_truth)
 
 
 def official_metric_max_over_ground_truths(metric_fn, prediction, ground_truths):
@@ -57,30 +64,46 @@ def official_evaluate(dataset, predictions):
     """evaluate-v1.1.py's evaluate(), verbatim apart from printing."""
     f1 = exact_match = total = 0
     for article in dataset:
-        for paragraph in article['paragraphs']:
-            for qa in paragraph['qas']:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
                 total += 1
-                if qa['id'] not in predictions:
+                if qa["id"] not in predictions:
                     continue
-                ground_truths = list(map(lambda x: x['text'], qa['answers']))
-                prediction = predictions[qa['id']]
+                ground_truths = list(map(lambda x: x["text"], qa["answers"]))
+                prediction = predictions[qa["id"]]
                 exact_match += official_metric_max_over_ground_truths(
-                    official_exact_match_score, prediction, ground_truths)
-                f1 += official_metric_max_over_ground_truths(
-                    official_f1_score, prediction, ground_truths)
+                    official_exact_match_score, prediction, ground_truths
+                )
+                f1 += official_metric_max_over_ground_truths(official_f1_score, prediction, ground_truths)
     exact_match = 100.0 * exact_match / total
     f1 = 100.0 * f1 / total
-    return {'exact_match': exact_match, 'f1': f1}
+    return {"exact_match": exact_match, "f1": f1}
 
 
 def as_dataset(golds):
-    return [{"paragraphs": [{"qas": [{"id": q, "answers": [{"text": t} for t in texts]}
-                                     for q, texts in golds.items()]}]}]
+    return [
+        {"paragraphs": [{"qas": [{"id": q, "answers": [{"text": t} for t in texts]} for q, texts in golds.items()]}]}
+    ]
 
 
-TRICKY = ["The Eiffel Tower!", "eiffel   tower", "An apple a day", "the-end", "Theater",
-          "Denver Broncos", "the Broncos", "in 1990 and 1991", "1990", "U.S.A.", "usa",
-          "dog dog cat", "dog cat cat", "l'état", "banana", "A  B\tC\nthe"]
+TRICKY = [
+    "The Eiffel Tower!",
+    "eiffel   tower",
+    "An apple a day",
+    "the-end",
+    "Theater",
+    "Denver Broncos",
+    "the Broncos",
+    "in 1990 and 1991",
+    "1990",
+    "U.S.A.",
+    "usa",
+    "dog dog cat",
+    "dog cat cat",
+    "l'état",
+    "banana",
+    "A  B\tC\nthe",
+]
 
 
 def test_normalize_answer_cases():
@@ -135,11 +158,19 @@ def test_squad_scores_v2_reports_has_and_no_answer_parts():
     # d: has an answer, but "the" normalises to nothing, so (as in the v2 script) it is scored
     #    against "" and "cat" gets 0/0.
     scores = squad_v2_scores(predictions, golds)
-    assert scores == pytest.approx({
-        "exact": 50.0, "f1": 50.0, "total": 4,
-        "HasAns_exact": 50.0, "HasAns_f1": 50.0, "HasAns_total": 2,
-        "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2,
-    })
+    assert scores == pytest.approx(
+        {
+            "exact": 50.0,
+            "f1": 50.0,
+            "total": 4,
+            "HasAns_exact": 50.0,
+            "HasAns_f1": 50.0,
+            "HasAns_total": 2,
+            "NoAns_exact": 50.0,
+            "NoAns_f1": 50.0,
+            "NoAns_total": 2,
+        }
+    )
     with pytest.raises(BertkitError, match="'b' has no gold answer, which SQuAD v1.1 cannot score"):
         squad_scores(predictions, golds)  # the v1.1 script fails on max([]) there
 
@@ -168,11 +199,19 @@ def test_v2_drops_golds_that_normalise_to_nothing():
     # q1 "." vs ["Denver Broncos"]: EM 0; F1: pred has no tokens, gold has -> int(False) = 0.
     # q2 "the" vs [""]: EM 1, F1 1 (both empty). q3 "cat": 1, 1. q4 "" vs [""]: 1, 1.
     scores = squad_v2_scores(predictions, golds)
-    assert scores == pytest.approx({
-        "exact": 75.0, "f1": 75.0, "total": 4,
-        "HasAns_exact": 200 / 3, "HasAns_f1": 200 / 3, "HasAns_total": 3,
-        "NoAns_exact": 100.0, "NoAns_f1": 100.0, "NoAns_total": 1,
-    })
+    assert scores == pytest.approx(
+        {
+            "exact": 75.0,
+            "f1": 75.0,
+            "total": 4,
+            "HasAns_exact": 200 / 3,
+            "HasAns_f1": 200 / 3,
+            "HasAns_total": 3,
+            "NoAns_exact": 100.0,
+            "NoAns_f1": 100.0,
+            "NoAns_total": 1,
+        }
+    )
 
 
 def test_v11_matches_the_official_script_on_random_cases():

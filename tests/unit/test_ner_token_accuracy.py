@@ -69,8 +69,14 @@ def test_iob1_gold_counts_the_predictions_in_iob1():
 def test_iob2_to_iob1_inverts_the_conversion():
     for sentence in IOB1_GOLD:
         assert iob2_to_iob1(iob1_to_iob2(sentence)) == sentence
-    assert iob2_to_iob1(["B-PER", "B-LOC", "I-LOC", "B-LOC", "O", "B-LOC"]) == \
-        ["I-PER", "I-LOC", "I-LOC", "B-LOC", "O", "I-LOC"]
+    assert iob2_to_iob1(["B-PER", "B-LOC", "I-LOC", "B-LOC", "O", "B-LOC"]) == [
+        "I-PER",
+        "I-LOC",
+        "I-LOC",
+        "B-LOC",
+        "O",
+        "I-LOC",
+    ]
 
 
 def write_conll(path: Path, tags: list[list[str]], extra: list[list[str]] | None = None) -> Path:
@@ -108,8 +114,11 @@ def test_eval_accuracy_equals_conlleval_on_the_gold_file_and_predicts_rows(tmp_p
     rows = [task.format_prediction(ex, raw) for ex, raw in zip(predict_examples, RAW)]
     written = [row["tags"] for row in rows]
     assert conlleval_accuracy(gold, written) == accuracy
-    assert [[e["text"] for e in row["entities"]] for row in rows] == [["John Smith", "Paris"], ["Acme Corp board"],
-                                                                       ["Berlin", "Bonn"]]
+    assert [[e["text"] for e in row["entities"]] for row in rows] == [
+        ["John Smith", "Paris"],
+        ["Acme Corp board"],
+        ["Berlin", "Bonn"],
+    ]
     real = run_conlleval(tmp_path, gold, written)
     if real is not None:
         assert real == pytest.approx(accuracy, abs=5e-5)  # conlleval prints 2 decimals of a percentage
@@ -120,5 +129,6 @@ def test_predict_on_untagged_input_writes_iob2(tmp_path):
     plain = tmp_path / "plain.jsonl"
     plain.write_text("".join(json.dumps({"tokens": words}) + "\n" for words in WORDS))
     examples = task.read(Source(str(plain), path=plain), PREDICT)
-    assert [task.format_prediction(ex, raw)["tags"] for ex, raw in zip(examples, RAW)] == \
-        [repair_bio(tags) for tags in RAW]
+    assert [task.format_prediction(ex, raw)["tags"] for ex, raw in zip(examples, RAW)] == [
+        repair_bio(tags) for tags in RAW
+    ]

@@ -11,21 +11,23 @@ from bertkit.networks.pooling import Pooling, combine_windows, parse_pooling, po
 
 # Two rows of three tokens, dim 2; the second row's last token is padding with a huge value that
 # would show up in any mean or max that let padding in. Layer k = BASE + 10k, k = 0 (embeddings)..4.
-BASE = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
-                     [[-1.0, 0.0], [2.0, -3.0], [100.0, 100.0]]])
+BASE = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [[-1.0, 0.0], [2.0, -3.0], [100.0, 100.0]]])
 HIDDEN = tuple(BASE + 10 * k for k in range(5))
 MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("cls", [[41, 42], [39, 40]]),                          # last layer, first token
-    ("mean", [[43, 44], [40.5, 38.5]]),                     # (39+42)/2, (40+37)/2: padding excluded
-    ("max", [[45, 46], [42, 40]]),                          # 140 (padding) never wins
-    ("last4-sum", [[112, 116], [102, 94]]),                 # 4 * mean(base) + 10+20+30+40
-    ("last4-concat", [[13, 14, 23, 24, 33, 34, 43, 44], [10.5, 8.5, 20.5, 18.5, 30.5, 28.5, 40.5, 38.5]]),
-    ("layer:0", [[3, 4], [0.5, -1.5]]),                     # the embeddings
-    ("layer:-2", [[33, 34], [30.5, 28.5]]),                 # layer 3 of 4
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("cls", [[41, 42], [39, 40]]),  # last layer, first token
+        ("mean", [[43, 44], [40.5, 38.5]]),  # (39+42)/2, (40+37)/2: padding excluded
+        ("max", [[45, 46], [42, 40]]),  # 140 (padding) never wins
+        ("last4-sum", [[112, 116], [102, 94]]),  # 4 * mean(base) + 10+20+30+40
+        ("last4-concat", [[13, 14, 23, 24, 33, 34, 43, 44], [10.5, 8.5, 20.5, 18.5, 30.5, 28.5, 40.5, 38.5]]),
+        ("layer:0", [[3, 4], [0.5, -1.5]]),  # the embeddings
+        ("layer:-2", [[33, 34], [30.5, 28.5]]),  # layer 3 of 4
+    ],
+)
 def test_every_mode_by_hand(mode, expected):
     assert pool(HIDDEN, MASK, parse_pooling(mode)).tolist() == expected
 

@@ -9,7 +9,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from test_long_runs import assert_same_tensors, finish, run_here, start
 from test_mlm import write_corpus
 
@@ -42,17 +41,53 @@ def test_pretrain_offers_every_training_option_finetune_has():
     repeats = {"--seeds", "--folds", "--keep-all"}
     assert finetune - cls_only - repeats <= pretrain, sorted(finetune - cls_only - repeats - pretrain)
     assert "--config" in pretrain
-    for option in ("--resume", "--resume-from", "--save-every", "--keep-checkpoints", "--max-steps", "--eval-every",
-                   "--threads", "--report-to", "--patience", "--freeze-embeddings", "--save-memory"):
+    for option in (
+        "--resume",
+        "--resume-from",
+        "--save-every",
+        "--keep-checkpoints",
+        "--max-steps",
+        "--eval-every",
+        "--threads",
+        "--report-to",
+        "--patience",
+        "--freeze-embeddings",
+        "--save-memory",
+    ):
         assert option in pretrain
     assert {"--mask-rate", "--whole-word-masking", "--eval-share"} <= pretrain - finetune
 
 
 def command(root: Path, output: str, *extra) -> list[str]:
-    return ["pretrain", "mlm", "--data", str(root / "corpus.txt"), "--model", str(root / "tiny"), "--output",
-            str(root / output), "--max-steps", str(STEPS), "--max-length", "16", "--batch-size", "8", "--lr", "5e-3",
-            "--eval-every", "4", "--save-every", "2", "--log-every", "1", "--eval-share", "0.25", "--precision",
-            PRECISION, *map(str, extra)]
+    return [
+        "pretrain",
+        "mlm",
+        "--data",
+        str(root / "corpus.txt"),
+        "--model",
+        str(root / "tiny"),
+        "--output",
+        str(root / output),
+        "--max-steps",
+        str(STEPS),
+        "--max-length",
+        "16",
+        "--batch-size",
+        "8",
+        "--lr",
+        "5e-3",
+        "--eval-every",
+        "4",
+        "--save-every",
+        "2",
+        "--log-every",
+        "1",
+        "--eval-share",
+        "0.25",
+        "--precision",
+        PRECISION,
+        *map(str, extra),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +126,8 @@ def test_a_pretraining_run_replays_from_its_config_yaml(runs):
 
     written = yaml.safe_load((runs / "full" / "config.yaml").read_text())
     assert written["task"] == "mlm" and written["max_steps"] == STEPS and written["eval_share"] == 0.25
-    code, _, err = run_here(["pretrain", "mlm", "--config", str(runs / "full" / "config.yaml"), "--output",
-                             str(runs / "replayed")])
+    code, _, err = run_here(
+        ["pretrain", "mlm", "--config", str(runs / "full" / "config.yaml"), "--output", str(runs / "replayed")]
+    )
     assert code == 0, err
     assert_same_tensors(runs / "full" / "model.safetensors", runs / "replayed" / "model.safetensors")

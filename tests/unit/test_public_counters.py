@@ -3,11 +3,12 @@ values computed by hand from the data: no monkeypatching of bertkit internals is
 
 from __future__ import annotations
 
+from test_cli_classification import write_sentiment_csv
+
 from bertkit import api
 from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.tasks import get_task_class
-from test_cli_classification import write_sentiment_csv
 
 
 def test_finetune_throughput_counts_tokens_and_attention_pairs(tiny_bert, tmp_path):
@@ -15,8 +16,9 @@ def test_finetune_throughput_counts_tokens_and_attention_pairs(tiny_bert, tmp_pa
     write_sentiment_csv(train, 37, seed=1)
     write_sentiment_csv(dev, 12, seed=2)
     config = TrainConfig(epochs=2, lr=1e-3, batch_size=8, precision="no")
-    result = api.finetune("cls", str(train), str(tmp_path / "m"), model=str(tiny_bert), eval_data=str(dev),
-                          config=config)
+    result = api.finetune(
+        "cls", str(train), str(tmp_path / "m"), model=str(tiny_bert), eval_data=str(dev), config=config
+    )
 
     from transformers import AutoTokenizer
 

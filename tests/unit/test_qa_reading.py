@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_qa_task import NAMES, make_squad, tokenizer  # noqa: F401 (tokenizer: a fixture)
 
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import EVAL, PREDICT, TRAIN
 from bertkit.tasks.qa import QuestionAnsweringTask
-from test_qa_task import NAMES, make_squad, tokenizer  # noqa: F401 (tokenizer: a fixture)
 
 
 def read(task, tmp_path, name, content, purpose=TRAIN):
@@ -30,8 +30,13 @@ def test_reads_nested_v1_v2_flat_json_jsonl_and_hub_layouts(tmp_path):
     assert task.options["unanswerable"] is True
 
     context = "john lives in paris ."
-    hub = {"id": "h1", "title": "t", "question": "where ?", "context": context,
-           "answers": {"text": ["paris"], "answer_start": [14]}}
+    hub = {
+        "id": "h1",
+        "title": "t",
+        "question": "where ?",
+        "context": context,
+        "answers": {"text": ["paris"], "answer_start": [14]},
+    }
     (example,) = read(task, tmp_path, "flat.json", [hub])
     assert example["answers"] == [{"text": "paris", "start": 14}]
     lines = "".join(json.dumps({**hub, "id": f"h{i}"}) + "\n" for i in range(3))
@@ -47,21 +52,24 @@ def test_reads_nested_v1_v2_flat_json_jsonl_and_hub_layouts(tmp_path):
     assert [r["id"] for r in rows] == ["q1", "q2"] and "answers" not in rows[0]
 
 
-@pytest.mark.parametrize("content, message", [
-    ({"version": "1.1", "rows": []}, "neither SQuAD JSON nor a list of question records"),
-    ([{"text": "hello", "label": 1}], "neither SQuAD articles nor question records"),
-    ([{"question": "who ?", "context": "   ", "answers": []}], "1 question\\(s\\) with an empty context \\(q1\\)"),
-    ([{"question": "who ?", "context": "john"}], "without gold answers"),
-    ({"data": [{"title": "x", "paragraphs": [{"context": "c"}]}]}, "paragraph without a qas list"),
-    ("{not json", "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ({"version": "1.1", "rows": []}, "neither SQuAD JSON nor a list of question records"),
+        ([{"text": "hello", "label": 1}], "neither SQuAD articles nor question records"),
+        ([{"question": "who ?", "context": "   ", "answers": []}], "1 question\\(s\\) with an empty context \\(q1\\)"),
+        ([{"question": "who ?", "context": "john"}], "without gold answers"),
+        ({"data": [{"title": "x", "paragraphs": [{"context": "c"}]}]}, "paragraph without a qas list"),
+        ("{not json", "invalid JSON"),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, content, message):
     with pytest.raises(BertkitError, match=message) as info:
         read(QuestionAnsweringTask(), tmp_path, "bad.json", content, EVAL)
     assert "\n" not in str(info.value)
 
 
-def test_wrong_answer_start_is_repaired_or_skipped_and_counted_or_fails_when_strict(tmp_path, tokenizer):
+def test_wrong_answer_start_is_repaired_or_skipped_and_counted_or_fails_when_strict(tmp_path, tokenizer):  # noqa: F811
     squad = make_squad(2, seed=3)
     qas = squad["data"][0]["paragraphs"][0]["qas"]
     qas[0]["answers"][0]["answer_start"] += 1  # off by one: the text is still in the context

@@ -27,8 +27,9 @@ def _old_sha1(features: list[dict]) -> str:
 
 
 def _features(labels: list) -> list[dict]:
-    return [{"input_ids": [2, 5 + i, 3], "token_type_ids": [0, 0, 0], "labels": label}
-            for i, label in enumerate(labels)]
+    return [
+        {"input_ids": [2, 5 + i, 3], "token_type_ids": [0, 0, 0], "labels": label} for i, label in enumerate(labels)
+    ]
 
 
 def test_float_targets_are_hashed_as_floats():
@@ -41,8 +42,9 @@ def test_float_targets_are_hashed_as_floats():
 
 def test_multi_hot_targets_are_hashed_row_by_row():
     multi = {"labels": "multi_hot"}
-    assert features_sha1(_features([[1, 0, 1], [0, 1, 0]]), multi) != features_sha1(_features([[1, 0, 0], [1, 1, 0]]),
-                                                                                    multi)
+    assert features_sha1(_features([[1, 0, 1], [0, 1, 0]]), multi) != features_sha1(
+        _features([[1, 0, 0], [1, 1, 0]]), multi
+    )
     assert features_sha1(_features([[1, 0, 1]]), multi) == features_sha1(_features([[1.0, 0.0, 1.0]]), multi)
 
 
@@ -79,8 +81,16 @@ def test_fit_keeps_the_best_evaluation_either_way(tiny_bert, tmp_path, greater_i
 
     checkpoints = Checkpoints(tmp_path / "run.checkpoints", save_every=1, keep=1, identity={})
     config = TrainConfig(max_steps=len(LOSSES), batch_size=2, lr=1e-2, eval_every=1, log_every=1)
-    trained, report = Engine("no").fit(model, _features([i % 2 for i in range(4)]), config, 0, evaluate, "loss",
-                                       checkpoints=checkpoints, greater_is_better=greater_is_better)
+    trained, report = Engine("no").fit(
+        model,
+        _features([i % 2 for i in range(4)]),
+        config,
+        0,
+        evaluate,
+        "loss",
+        checkpoints=checkpoints,
+        greater_is_better=greater_is_better,
+    )
     assert report.best_step == best_step and report.best_metric == LOSSES[best_step - 1]
     assert [h["metrics"]["loss"] for h in report.history] == LOSSES
     assert all(torch.equal(trained.state_dict()[k], v) for k, v in seen[best_step - 1].items())

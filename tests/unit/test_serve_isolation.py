@@ -29,8 +29,9 @@ def clients(trained):
 
     def get(task: str) -> TestClient:
         if task not in opened:
-            client = TestClient(create_app(Predictor(str(trained(task)), quiet=True).load()),
-                                raise_server_exceptions=False)
+            client = TestClient(
+                create_app(Predictor(str(trained(task)), quiet=True).load()), raise_server_exceptions=False
+            )
             stack.append(client.__enter__())
             opened[task] = client
         return opened[task]
@@ -40,22 +41,25 @@ def clients(trained):
         client.__exit__(None, None, None)
 
 
-@pytest.mark.parametrize("task, body, status, fragment", [
-    ("cls", b'{"text": "good", "id": NaN}', 400, "NaN is not a JSON value"),
-    ("cls", b'{"text": -Infinity}', 400, "-Infinity is not a JSON value"),
-    ("cls", b'{"text": "good", "id": 1e999}', 400, "1e999 is out of range"),
-    ("cls", f'{{"text": "good", "id": {BIG_INT}}}'.encode(), 400, "too many digits"),
-    ("cls", b'{"a":' * 100_000, 400, "nested too deeply"),
-    ("cls", b"null", 422, "got null"),
-    ("cls", b'[{"text": "good"}, null]', 422, "input 2 is null"),
-    ("cls", b'{"text": 3}', 422, "row 1: field 'text' is a number, not a string"),
-    ("cls", b'{"text": "good", "id": "\\ud800"}', 422, "row 1: field 'id' holds an unpaired UTF-16 surrogate"),
-    ("pair", b'{"text": "good", "text_pair": "\\udc00"}', 422, "row 1: field 'text_pair' holds an unpaired"),
-    ("ner", b'{"tokens": ["john", "\\ud800"]}', 422, "record 0: token 1 holds an unpaired UTF-16 surrogate"),
-    ("ner", b'{"tokens": ["john"], "id": {"a": 1}}', 422, "row 1: field 'id' is an object"),
-    ("qa", b'{"question": "who ?", "context": "john .", "id": "\\ud800"}', 422, "field 'id' holds an unpaired"),
-    ("qa", b'{"question": "who ?", "context": "john .", "id": [1]}', 422, "row 1: field 'id' is a list"),
-])
+@pytest.mark.parametrize(
+    "task, body, status, fragment",
+    [
+        ("cls", b'{"text": "good", "id": NaN}', 400, "NaN is not a JSON value"),
+        ("cls", b'{"text": -Infinity}', 400, "-Infinity is not a JSON value"),
+        ("cls", b'{"text": "good", "id": 1e999}', 400, "1e999 is out of range"),
+        ("cls", f'{{"text": "good", "id": {BIG_INT}}}'.encode(), 400, "too many digits"),
+        ("cls", b'{"a":' * 100_000, 400, "nested too deeply"),
+        ("cls", b"null", 422, "got null"),
+        ("cls", b'[{"text": "good"}, null]', 422, "input 2 is null"),
+        ("cls", b'{"text": 3}', 422, "row 1: field 'text' is a number, not a string"),
+        ("cls", b'{"text": "good", "id": "\\ud800"}', 422, "row 1: field 'id' holds an unpaired UTF-16 surrogate"),
+        ("pair", b'{"text": "good", "text_pair": "\\udc00"}', 422, "row 1: field 'text_pair' holds an unpaired"),
+        ("ner", b'{"tokens": ["john", "\\ud800"]}', 422, "record 0: token 1 holds an unpaired UTF-16 surrogate"),
+        ("ner", b'{"tokens": ["john"], "id": {"a": 1}}', 422, "row 1: field 'id' is an object"),
+        ("qa", b'{"question": "who ?", "context": "john .", "id": "\\ud800"}', 422, "field 'id' holds an unpaired"),
+        ("qa", b'{"question": "who ?", "context": "john .", "id": [1]}', 422, "row 1: field 'id' is a list"),
+    ],
+)
 def test_hostile_values_are_a_4xx_naming_the_row(clients, task, body, status, fragment):
     response = clients(task).post("/predict", content=body)
     assert response.status_code == status, response.text
@@ -69,9 +73,16 @@ def test_a_utf8_bom_is_tolerated_as_in_files(clients):
     assert response.json()["predictions"][0]["id"] == 7
 
 
-@pytest.mark.parametrize("method, path, status", [("GET", "/nope", 404), ("GET", "/predict", 405),
-                                                  ("PUT", "/health", 405), ("DELETE", "/info", 405),
-                                                  ("OPTIONS", "/predict", 405)])
+@pytest.mark.parametrize(
+    "method, path, status",
+    [
+        ("GET", "/nope", 404),
+        ("GET", "/predict", 405),
+        ("PUT", "/health", 405),
+        ("DELETE", "/info", 405),
+        ("OPTIONS", "/predict", 405),
+    ],
+)
 def test_framework_errors_carry_bertkits_body(clients, method, path, status):
     response = clients("cls").request(method, path)
     assert response.status_code == status
@@ -81,6 +92,7 @@ def test_framework_errors_carry_bertkits_body(clients, method, path, status):
 def test_a_failing_batch_is_rerun_request_by_request():
     """Should validation miss a row that breaks the model, the batch it shared fails; each of its
     requests is then run alone, so only the culprit gets the error."""
+
     def run(examples):
         if "poison" in examples:
             raise ValueError("cannot encode poison")

@@ -41,6 +41,7 @@ def test_same_logits_and_gradients_as_the_stock_model(tiny_bert, tmp_path):
 def test_other_architectures_are_left_alone(tiny_bert):
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
-    model = DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=32, n_layers=1, n_heads=2,
-                                                                 hidden_dim=64))
+    model = DistilBertForSequenceClassification(
+        DistilBertConfig(vocab_size=50, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    )
     assert not first_token_only_last_layer(model)

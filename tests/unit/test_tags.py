@@ -8,14 +8,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.data.conll import read_conll
-from bertkit.decoding.tags import (
-    detect_scheme,
-    entity_spans,
-    iob1_to_iob2,
-    repair_bio,
-    split_words,
-    validate_bio,
-)
+from bertkit.decoding.tags import detect_scheme, entity_spans, iob1_to_iob2, repair_bio, split_words, validate_bio
 from bertkit.errors import BertkitError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -24,14 +17,8 @@ CONLL_DIR = DATA_DIR / "conll2003"
 
 # The same two sentences in both schemes. IOB1 writes B- only where an entity directly
 # follows another of the same type (the two LOCs at the start of the second sentence).
-IOB1 = [
-    ["I-ORG", "I-ORG", "O", "I-MISC", "O", "I-PER", "I-PER"],
-    ["I-LOC", "B-LOC", "O", "I-PER", "I-ORG"],
-]
-IOB2 = [
-    ["B-ORG", "I-ORG", "O", "B-MISC", "O", "B-PER", "I-PER"],
-    ["B-LOC", "B-LOC", "O", "B-PER", "B-ORG"],
-]
+IOB1 = [["I-ORG", "I-ORG", "O", "I-MISC", "O", "I-PER", "I-PER"], ["I-LOC", "B-LOC", "O", "I-PER", "I-ORG"]]
+IOB2 = [["B-ORG", "I-ORG", "O", "B-MISC", "O", "B-PER", "I-PER"], ["B-LOC", "B-LOC", "O", "B-PER", "B-ORG"]]
 
 
 def test_detect_scheme():

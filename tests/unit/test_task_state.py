@@ -18,10 +18,13 @@ from bertkit.tasks.qa import QuestionAnsweringTask
 from bertkit.tasks.tagging import TaggingTask
 from bertkit.tasks.training_spec import FINE_TUNE
 
-MULTI_LABEL = [{"review": f"text {i}", "tags": tags} for i, tags in
-               enumerate([["joy"], ["anger", "joy"], [], ["fear"], ["joy", "fear"], ["anger"]])]
-REGRESSION = [{"sentence1": f"a {i}", "sentence2": f"b {i}", "score": score} for i, score in
-              enumerate([0.5, 4.0, 2.5, 3.0, 1.0])]
+MULTI_LABEL = [
+    {"review": f"text {i}", "tags": tags}
+    for i, tags in enumerate([["joy"], ["anger", "joy"], [], ["fear"], ["joy", "fear"], ["anger"]])
+]
+REGRESSION = [
+    {"sentence1": f"a {i}", "sentence2": f"b {i}", "score": score} for i, score in enumerate([0.5, 4.0, 2.5, 3.0, 1.0])
+]
 
 
 def write_jsonl(path, rows):
@@ -39,8 +42,10 @@ def read_twice(task, source):
 def same_predictions(trained, examples, outputs, features):
     """The trained task and one rebuilt from its state() decode and write the same rows."""
     rebuilt = task_from_state(json.loads(json.dumps(trained.state())))  # as bertkit.json stores it
-    rows = [[task.format_prediction(ex, p) for ex, p in zip(examples, task.postprocess(examples, features, outputs))]
-            for task in (trained, rebuilt)]
+    rows = [
+        [task.format_prediction(ex, p) for ex, p in zip(examples, task.postprocess(examples, features, outputs))]
+        for task in (trained, rebuilt)
+    ]
     assert rows[0] == rows[1]
     return rows[0]
 
@@ -84,9 +89,25 @@ def test_tagging_and_qa_learn_their_scheme_and_unanswerable(tmp_path):
     ner = TaggingTask()
     learned = ner.fit(read_twice(ner, Source(str(path), path=path)))
     assert learned.options == {"input_scheme": "IOB1"} and learned.labels == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
-    squad = {"data": [{"paragraphs": [{"context": "Paris is in France.", "qas": [
-        {"id": "1", "question": "Where is Paris?", "answers": [{"text": "France", "answer_start": 12}]},
-        {"id": "2", "question": "Who?", "answers": [], "is_impossible": True}]}]}]}
+    squad = {
+        "data": [
+            {
+                "paragraphs": [
+                    {
+                        "context": "Paris is in France.",
+                        "qas": [
+                            {
+                                "id": "1",
+                                "question": "Where is Paris?",
+                                "answers": [{"text": "France", "answer_start": 12}],
+                            },
+                            {"id": "2", "question": "Who?", "answers": [], "is_impossible": True},
+                        ],
+                    }
+                ]
+            }
+        ]
+    }
     (tmp_path / "train.json").write_text(json.dumps(squad))
     qa = QuestionAnsweringTask()
     learned = qa.fit(read_twice(qa, Source(str(tmp_path / "train.json"), path=tmp_path / "train.json")))
