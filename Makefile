@@ -32,8 +32,8 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## The whole test suite: unit, end-to-end CLI on a tiny BERT, and learning tests on MiniLM + real data.
-test: install
+## The whole test suite (after the lint): unit, end-to-end CLI on a tiny BERT, and learning tests on MiniLM + real data.
+test: install lint
 	$(BIN)/python -m pytest -q --durations=12
 
 ## Everything but the learning tests (seconds).
