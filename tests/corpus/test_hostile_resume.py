@@ -24,6 +24,7 @@ from checkpoint_corpus import (
     damaged,
     resume,  # noqa: F401
     resume_from,
+    shared_root,  # noqa: F401  (the module's autouse fixture: the shared checkpointed run)
     train_command,
 )
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, Case, Context, run_case
