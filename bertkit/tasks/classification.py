@@ -44,7 +44,7 @@ LABEL_KIND_OPTIONS = (
     TaskOption(
         "label_map",
         str,
-        "Read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
+        "cls/pair: read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
         ("finetune", "eval"),
     ),
     TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).", ("eval",)),

@@ -95,7 +95,7 @@ class TaggingTask(Task):
         TaskOption(
             "strict",
             bool,
-            "Score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
+            "ner: score in seqeval's strict IOB2 mode (default: conlleval's, which repairs an "
             "I-X that does not continue an X entity).",
             ("eval",),
         ),
