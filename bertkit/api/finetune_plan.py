@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.threads import check as check_threads
 from bertkit.model_dir import check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root
+from bertkit.options import TrainConfig
 from bertkit.tasks import finetune_tasks, get_task_class
 
 

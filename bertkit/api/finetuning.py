@@ -7,7 +7,6 @@ from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
 from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
-from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
@@ -17,6 +16,7 @@ from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
 

@@ -14,8 +14,8 @@ from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
 from bertkit.api.results import write_rows
-from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
+from bertkit.options import TrainConfig
 
 OOF_FILE = "oof-predictions.jsonl"
 MAX_FOLDS = 100  # as --seeds: past that, a fine-tuning run per fold is rarely what anyone meant

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bertkit.api.finetuning import finetune
-from bertkit.config import TrainConfig
 from bertkit.models import DEFAULT_MODEL
+from bertkit.options import TrainConfig
 
 PRETRAIN_LR = 5e-5  # continued pre-training takes larger steps than fine-tuning (cli/features.py shows it)
 

@@ -17,8 +17,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from bertkit.config import TrainConfig
 from bertkit.errors import BertkitError
+from bertkit.options import TrainConfig
 
 DEFAULT_SPACE = {
     "lr": {"low": 1e-5, "high": 1e-4, "log": True},

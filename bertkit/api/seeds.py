@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
-from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
+from bertkit.options import TrainConfig
 
 
 @dataclass

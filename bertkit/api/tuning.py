@@ -22,12 +22,12 @@ from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
 from bertkit.api.search_space import read_space, sample
-from bertkit.config import TrainConfig
 from bertkit.data import registry
 from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
 from bertkit.model_dir.run_config import retarget_run_config
+from bertkit.options import TrainConfig
 from bertkit.tasks import get_task_class, task_from_state
 
 

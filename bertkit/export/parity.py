@@ -139,7 +139,8 @@ class Parity:
 
     def feeds(self) -> list[dict]:
         """The model inputs batch by batch, as int8 calibration reads them."""
-        from bertkit.engine.batching import Collator, sorted_batches
+        from bertkit.engine.batching import sorted_batches
+        from bertkit.networks.collate import Collator
 
         collate = Collator(self.tokenizer.pad_token_id)
         return [

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.engine.batching import Collator, sorted_batches
+from bertkit.engine.batching import sorted_batches
 from bertkit.errors import BertkitError
+from bertkit.networks.collate import Collator
 
 ONNX_DIR, OPENVINO_DIR = "onnx", "openvino"
 # backend -> (directory, file); an OpenVINO model is an .xml graph with its .bin weights beside it
