@@ -35,7 +35,7 @@ LAYERS = (
     ("models",),  # --model: resolve, load config, tokenizer and weights
     ("tasks",),  # task adapters, torch-free: they say what they train with (tasks/training_spec.py)
     ("data", "decoding", "metrics"),  # readers, decoders, scores: torch-free
-    ("hub", "errors", "bertkit"),
+    ("hub", "errors", "events", "bertkit"),
 )
 
 
