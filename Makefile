@@ -12,7 +12,7 @@ DEMO_ROWS ?= 4000
 # The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
 BERTKIT ?= $(BIN)/bertkit
 
-.PHONY: install lint format test test-fast demo bench bench-quick reproduce clean
+.PHONY: install lint format test test-fast test-no-learning demo bench bench-quick reproduce clean
 
 $(BIN)/bertkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +36,12 @@ format: install
 test: install lint
 	$(BIN)/python -m pytest -q --durations=12
 
-## Everything but the learning tests (seconds).
+## The unit layer: functions and classes, no command line (about a minute on 2 quiet cores).
 test-fast: install
+	$(BIN)/python -m pytest -q -m unit
+
+## Everything but the learning tests (the CLI end to end and the hostile corpora: about 15 minutes on 2 cores).
+test-no-learning: install
 	$(BIN)/python -m pytest -q -m "not learning"
 
 ## Fine-tune the bundled MiniLM on DEMO_ROWS SST-2 rows (4,000: a few minutes on 2 CPU cores), evaluate, predict.
