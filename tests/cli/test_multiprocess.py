@@ -64,7 +64,8 @@ def launch(workdir: Path, *args, launcher: str = "accelerate", timeout: int = 18
     """``bertkit ARGS`` in 2 CPU processes (gloo) from this checkout, under ``accelerate launch``
     (with ACCELERATE_USE_CPU, as the README says) or plain ``torchrun`` (the engine detects the CPU)."""
     logs = workdir / f"logs-{args[0]}-{len(list(workdir.glob('logs-*')))}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    # CPU processes even on a GPU machine: two ranks on one GPU is not what these tests check
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env.pop("BERTKIT_DEBUG", None)
     if launcher == "accelerate":
         command = [
