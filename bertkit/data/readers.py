@@ -91,15 +91,18 @@ def id_value(record: dict, row: int | str, source: str, field: str = "id"):
     return text_value(record, field, row, source)
 
 
-def parse_json(text: str):
+def parse_json(text: str, unique_keys: bool = False):
     """json.loads, strict where Python's is lenient or fails oddly, each case reported as invalid
     JSON (so one line for a file, a 400 for the server): nesting too deep for Python's parser
     (RecursionError), NaN and Infinity (not JSON, and a row echoing them could not be written
-    back as JSON), numbers that overflow to inf, integers over Python's 4300-digit limit."""
+    back as JSON), numbers that overflow to inf, integers over Python's 4300-digit limit.
+    ``unique_keys``: an object naming a key twice is invalid too (a settings file, where JSON's
+    last-wins would silently drop one of the two values)."""
     if text.startswith("\ufeff"):  # as json.loads says it
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return _DECODER.decode(text)  # one decoder: json.loads with hooks builds a new one per call (2.5x slower)
+        # one decoder each: json.loads with hooks builds a new one per call (2.5x slower)
+        return (_UNIQUE_KEYS_DECODER if unique_keys else _DECODER).decode(text)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
     except json.JSONDecodeError:
@@ -124,7 +127,18 @@ def _finite_float(spelling: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise _NotJson(f"the key {twice!r} is given twice")
+    return dict(pairs)
+
+
 _DECODER = json.JSONDecoder(parse_constant=_not_json_constant, parse_float=_finite_float)
+_UNIQUE_KEYS_DECODER = json.JSONDecoder(
+    parse_constant=_not_json_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
 
 
 def read_records(

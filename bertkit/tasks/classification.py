@@ -14,7 +14,8 @@ from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
-from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.multi_label import joined_labels, label_column_names
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -138,6 +139,8 @@ class SingleSentenceTask(Task):
         listed = isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records)
         if name is None and (self.options.get("label_columns") or listed):
             name = LIST_KIND
+        if name is None and isinstance(label_column, str):
+            _refuse_joined_labels([r.get(label_column) for r in records])
         name = name or DEFAULT_KIND
         kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
         check_loss_options(self.options, has_classes=kind.names_outputs)
@@ -205,7 +208,7 @@ class SingleSentenceTask(Task):
             kind.labels,
             {**changes, **{key: None for key in self.options if key not in options}},
             None if bias is None else tuple(float(b) for b in bias),
-            (weighed,) if weighed else (),
+            (*kind.notices, *loss_notices(options), *([weighed] if weighed else [])),
         )
 
     def check_eval_examples(self, examples, source):
@@ -301,7 +304,7 @@ class SentencePairTask(SingleSentenceTask):
 
 
 def _label_columns(value: str, columns: list, source: str) -> list:
-    wanted = [c.strip() for c in value.split(",") if c.strip()]
+    wanted = label_column_names(value)
     missing = [c for c in wanted if c not in columns]
     if missing or len(wanted) < 2:
         raise BertkitError(
@@ -310,6 +313,19 @@ def _label_columns(value: str, columns: list, source: str) -> list:
             f"columns found: {', '.join(columns)}",
         )
     return wanted
+
+
+def _refuse_joined_labels(values: list) -> None:
+    """Labels like ``1,2`` with no --problem-type: single-label would make ``0,2`` a class of its own."""
+    joined = joined_labels(values)
+    if joined:
+        shown = ", ".join(repr(label) for label in joined[:3]) + (", ..." if len(joined) > 3 else "")
+        raise BertkitError(
+            f"{len(joined)} label value(s) look like several labels joined in one field ({shown}); read as "
+            "single-label, each would be a class of its own",
+            "add --problem-type multi-label to read them as label sets, or --problem-type single-label "
+            "to keep them as classes",
+        )
 
 
 def _refuse_second_texts(records: list[dict], source: str) -> None:

@@ -155,7 +155,15 @@ def parse_label_map(text: str, known: list) -> dict:
                 f"--label-map: {item!r} is not FILE_LABEL=MODEL_LABEL with a label the model knows",
                 f"e.g. --label-map 0={known[0]},1={known[-1]}; the model knows {', '.join(known)}",
             )
-        mapping[normalise_label(given)] = name.strip()
+        key = normalise_label(given)
+        if key in mapping:  # last-wins would score a different map than the one read ("0=a,0=b")
+            same = mapping[key] == name.strip()
+            raise BertkitError(
+                f"--label-map maps {given.strip()!r} "
+                + ("twice" if same else f"to both {mapping[key]!r} and {name.strip()!r}"),
+                "give each file label once",
+            )
+        mapping[key] = name.strip()
     return mapping
 
 
