@@ -25,6 +25,13 @@ LABEL_CANDIDATES = ("label", "labels", "gold_label", "Quality", "is_duplicate", 
 TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("finetune", "probe"))
 TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
 LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
+# a setting of the file read, not of the model: used to read, never stored with it (``finished``)
+DELIMITER = TaskOption(
+    "delimiter",
+    str,
+    "CSV field separator: comma, semicolon, tab, pipe or one character; default: sniffed from the first rows.",
+    ("finetune", "eval", "probe"),
+)
 LABEL_KIND_OPTIONS = (
     TaskOption(
         "problem_type",
@@ -69,7 +76,7 @@ class SingleSentenceTask(Task):
     base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
     gold_fields = ("label",)
-    options_declared = (TEXT_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (TEXT_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -254,7 +261,7 @@ class SingleSentenceTask(Task):
         )
 
     def finished(self):
-        changes = self.kind.finished_options()
+        changes = {**self.kind.finished_options(), **({DELIMITER.name: None} if DELIMITER.name in self.options else {})}
         return self.with_options(changes) if changes else self
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
@@ -300,7 +307,7 @@ class SentencePairTask(SingleSentenceTask):
     text_fields = ("text", "text_pair")
     summary = "two texts"
     base_card_text = card_texts.PAIR
-    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
 
 def _label_columns(value: str, columns: list, source: str) -> list:
