@@ -333,9 +333,11 @@ def pick_column(
     flag: str | None,
     source: str,
     required: bool = True,
+    delimiter_flag: str | None = None,
 ) -> str | None:
     """The column holding ``role``: the explicit one, else the single known candidate present.
-    ``flag`` is the option that names it, None where the command has no such option (eval, predict)."""
+    ``flag`` is the option that names it, None where the command has no such option (eval, predict);
+    ``delimiter_flag`` the option that forces a CSV's separator, where the command has one."""
     if explicit:
         if explicit not in columns:
             raise BertkitError(
@@ -348,6 +350,12 @@ def pick_column(
         return found[0]
     if not required and not found:
         return None
-    problem = "ambiguous" if found else "missing"
+    problem = f"{'ambiguous' if found else 'missing'} {role} column"
     hint = f"name it with {flag} COLUMN" if flag else f"name the {role} column one of: {', '.join(candidates)}"
-    raise BertkitError(f"{source}: {problem} {role} column (found columns: {', '.join(columns)})", hint)
+    # a header split at the wrong separator (`text;label;note, free` read at its comma): naming a
+    # column would not help, the right separator would
+    held = next((d for d in DELIMITERS if any(d in name for name in columns)), None)
+    if held is not None and not found:
+        problem += f"; a column name holds a {delimiter_name(held)}: the file may be split at the wrong separator"
+        hint = f"pass {delimiter_flag} {held!r}" if delimiter_flag else "separate the file's fields with commas"
+    raise BertkitError(f"{source}: {problem} (found columns: {', '.join(columns)})", hint)

@@ -160,8 +160,16 @@ class SingleSentenceTask(Task):
             if explicit not in columns and purpose != TRAIN:
                 explicit = None  # the training layout need not match an eval/predict file: infer instead
             # eval and predict have no column flags: their hints must not name one
+            train = purpose == TRAIN  # finetune, tune and probe: they have the column flags and --delimiter
             return pick_column(
-                columns, explicit, candidates, role, flag if purpose == TRAIN else None, source, required
+                columns,
+                explicit,
+                candidates,
+                role,
+                flag if train else None,
+                source,
+                required,
+                "--" + DELIMITER.name if train else None,
             )
 
         pair = len(self.text_fields) == 2

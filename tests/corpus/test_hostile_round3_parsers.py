@@ -223,11 +223,17 @@ def test_a_csv_with_another_separator_is_sniffed(tmp_path, tiny_bert, run_cli, s
 
 
 def test_delimiter_forced_reads_what_sniffing_cannot(tmp_path, tiny_bert, run_cli):
-    """Rows with a different count of ';' per line: no separator splits them evenly, --delimiter says."""
+    """Every row holds one comma and two semicolons: comma, tried first, splits them evenly too (into
+    the wrong two fields); --delimiter says which it is."""
     data = tmp_path / "t.csv"
-    data.write_text("text;label\n" + "".join(f'"film {i}; part {i}";{"pos" if i % 2 else "neg"}\n' for i in range(8)))
+    data.write_text(
+        "text;label;note, free\n" + "".join(f"film {i};{'pos' if i % 2 else 'neg'};a, b\n" for i in range(8))
+    )
+    code, _, err = run_cli("finetune", "cls", "--data", data, "--model", tiny_bert, "--output", tmp_path / "x")
+    assert code == 2 and "a column name holds a semicolon" in err and "--delimiter ';'" in err
     meta, _ = finetune(run_cli, tiny_bert, tmp_path, "cls", data, "--delimiter", "semicolon")
     assert meta["task"]["labels"] == ["neg", "pos"]
+    assert "delimiter" not in meta["task"]["options"]  # a setting of that file's reading, not of the model
 
 
 def test_the_data_directory_default_is_bertkit_s_own(tmp_path, run_cli, monkeypatch):
