@@ -277,7 +277,7 @@ def _delimited(
     rows = list(reader)
     header = list(headerless) if headerless else [name.strip() for name in rows[0]]
     if not headerless:
-        _check_header(header, delimiter, forced, source)
+        check_header(header, delimiter, forced, source)
     body = rows if headerless else rows[1:]
     records = []
     for number, row in enumerate(body, 1 if headerless else 2):
@@ -294,7 +294,7 @@ def _delimited(
     return records
 
 
-def _check_header(header: list[str], delimiter: str, forced: bool, source: str) -> None:
+def check_header(header: list[str], delimiter: str, forced: bool, source: str) -> None:
     """A header read as ONE column that holds another separator (``text;label``): the file is split
     at something else than it was read with; said here, not as a missing column further on."""
     if len(header) != 1:
