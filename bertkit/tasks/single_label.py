@@ -42,7 +42,11 @@ class SingleLabel(LabelKind):
         if is_list_label(value):
             raise BertkitError(
                 f"{source}: row {row}: the label is a list ({value!r}), which is multi-label data",
-                "add --problem-type multi-label",
+                # no labels yet: training data, read by finetune (eval has no --problem-type)
+                "add --problem-type multi-label"
+                if self.labels is None
+                else "evaluate this single-label model on one label per row (label sets need a model "
+                "trained with `bertkit finetune TASK --problem-type multi-label`)",
             )
         if value is None or str(value).strip() == "":
             raise BertkitError(f"{source}: a row has an empty label", "fill or drop rows without labels")

@@ -247,3 +247,12 @@ def test_the_data_directory_default_is_bertkit_s_own(tmp_path, run_cli, monkeypa
     assert code == 0, err
     sst2 = next(line for line in out.splitlines() if line.startswith("sst2 "))
     assert str(tmp_path / "shared" / "data" / "sst2" / "train.tsv") in sst2
+
+
+def test_eval_of_label_sets_on_a_single_label_model_names_no_finetune_flag(tmp_path, trained, run_cli):
+    """eval has no --problem-type: its hint spells out the finetune command instead."""
+    data = tmp_path / "e.jsonl"
+    data.write_text(jsonl({"text": "good film", "label": ["pos", "neg"]}))
+    code, _, err = run_cli("eval", trained("cls"), "--data", data, "--output", tmp_path / "m.json")
+    assert code == 2 and "multi-label data" in err and "`bertkit finetune TASK --problem-type multi-label`" in err
+    assert "add --problem-type" not in err
