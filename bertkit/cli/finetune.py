@@ -166,6 +166,9 @@ def _show_run(number: int, result) -> None:
         f"{what}: {metrics} (best epoch {result.best_epoch}, {result.throughput.get('train_seconds', 0):.1f}s)",
         err=True,
     )
+    # what this run's data did (a fold that trains without a class, its truncations): only the
+    # kept run's notices are printed at the end
+    echo_notices(result.preprocessing.get("train", {}), prefix=f"{what}: train: ", err=True)
 
 
 def _show_spread(repeated) -> None:

@@ -23,6 +23,9 @@ from bertkit.options import (
 )
 
 TASK_PANEL = "Task options"
+# one-shot actions (model_dir/run_config.ONE_SHOT, never written to config.yaml) that a --config
+# file may not carry either: replaying a file must not resume or replace a directory unasked
+CONFIG_REFUSED = ("resume", "resume_from", "overwrite")
 PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
 
 ModelDir = Annotated[str, typer.Argument(help="A directory written by `bertkit finetune`.", show_default=False)]
@@ -150,6 +153,13 @@ def config_file_parameter(command_name: str, verb: str = "finetune"):
             raise BertkitError(
                 f"--config {value} is for task {task!r}, not {command_name!r}",
                 f"run `bertkit {verb} {task} --config {value}`, or edit its task",
+            )
+        actions = sorted(set(values) & set(CONFIG_REFUSED))
+        if actions:  # a file replayed later must never resume or replace a directory by itself
+            flags = " ".join(f"--{name.replace('_', '-')}" for name in actions)
+            raise BertkitError(
+                f"--config {value}: {', '.join(actions)} is an action of one run, not a setting a file may carry",
+                f"remove it from the file and give {flags} on the command line",
             )
         known = {p.name for p in ctx.command.params} - {"config"}
         unknown = sorted(set(values) - known)

@@ -44,4 +44,22 @@ def split_fold(adapter, examples: list[dict], fold: tuple[int, int], seed: int) 
     stratify, groups = adapter.fold_keys(examples)
     assigned = assign_folds(len(examples), folds, seed, stratify, groups)
     held = [i for i, f in enumerate(assigned) if f == number]
-    return [ex for ex, f in zip(examples, assigned) if f != number], [examples[i] for i in held], held
+    train = [ex for ex, f in zip(examples, assigned) if f != number]
+    missing = _classes_held_out_whole(stratify, assigned, number)
+    seen = getattr(examples, "seen", None)  # tasks' Examples: what reading saw, its notices printed by preprocess
+    if missing and seen is not None:
+        shown = ", ".join(map(repr, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        notice = (
+            f"fold {number + 1} of {folds} trains without class {shown}: every example of it is held out "
+            "in this fold (a class needs as many examples as --folds for every fold to see it)"
+        )
+        train = type(examples)(train, {**seen, "notices": [*seen.get("notices", []), notice]})
+    return train, [examples[i] for i in held], held
+
+
+def _classes_held_out_whole(stratify: list | None, assigned: list[int], number: int) -> list:
+    """The classes with no example left in fold ``number``'s training part (a class of one example)."""
+    if stratify is None:
+        return []
+    trained = {label for label, fold in zip(stratify, assigned) if fold != number}
+    return sorted({label for label in stratify if label not in trained}, key=str)

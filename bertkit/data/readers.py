@@ -11,6 +11,8 @@ from pathlib import Path
 from bertkit.errors import BertkitError
 
 TABULAR_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt")
+DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}  # what a CSV is sniffed for
+SNIFF_CHARS, SNIFF_ROWS = 65_536, 50
 
 
 def read_text(path: Path) -> str:
@@ -91,15 +93,18 @@ def id_value(record: dict, row: int | str, source: str, field: str = "id"):
     return text_value(record, field, row, source)
 
 
-def parse_json(text: str):
+def parse_json(text: str, unique_keys: bool = False):
     """json.loads, strict where Python's is lenient or fails oddly, each case reported as invalid
     JSON (so one line for a file, a 400 for the server): nesting too deep for Python's parser
     (RecursionError), NaN and Infinity (not JSON, and a row echoing them could not be written
-    back as JSON), numbers that overflow to inf, integers over Python's 4300-digit limit."""
+    back as JSON), numbers that overflow to inf, integers over Python's 4300-digit limit.
+    ``unique_keys``: an object naming a key twice is invalid too (a settings file, where JSON's
+    last-wins would silently drop one of the two values)."""
     if text.startswith("\ufeff"):  # as json.loads says it
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return _DECODER.decode(text)  # one decoder: json.loads with hooks builds a new one per call (2.5x slower)
+        # one decoder each: json.loads with hooks builds a new one per call (2.5x slower)
+        return (_UNIQUE_KEYS_DECODER if unique_keys else _DECODER).decode(text)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
     except json.JSONDecodeError:
@@ -124,21 +129,42 @@ def _finite_float(spelling: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise _NotJson(f"the key {twice!r} is given twice")
+    return dict(pairs)
+
+
 _DECODER = json.JSONDecoder(parse_constant=_not_json_constant, parse_float=_finite_float)
+_UNIQUE_KEYS_DECODER = json.JSONDecoder(
+    parse_constant=_not_json_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
 
 
 def read_records(
-    path: Path, headerless: tuple | None = None, suffix: str | None = None, extra_fields: bool = False
+    path: Path,
+    headerless: tuple | None = None,
+    suffix: str | None = None,
+    extra_fields: bool = False,
+    delimiter: str | None = None,
 ) -> list[dict]:
     """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed). A known
     dataset's layout may override the suffix (the STS benchmark's .csv files are TAB-separated)
-    and, for headerless files, allow trailing fields beyond its named columns (dropped)."""
+    and, for headerless files, allow trailing fields beyond its named columns (dropped).
+    ``delimiter``: a CSV/TSV's field separator, forced (``--delimiter``); default: sniffed for .csv."""
     text = read_text(path)
-    return parse_records(text, suffix or path.suffix.lower(), str(path), headerless, extra_fields)
+    return parse_records(text, suffix or path.suffix.lower(), str(path), headerless, extra_fields, delimiter)
 
 
 def parse_records(
-    text: str, suffix: str, source: str, headerless: tuple | None = None, extra_fields: bool = False
+    text: str,
+    suffix: str,
+    source: str,
+    headerless: tuple | None = None,
+    extra_fields: bool = False,
+    delimiter: str | None = None,
 ) -> list[dict]:
     if suffix not in TABULAR_SUFFIXES:
         suffix = _sniff(text)
@@ -147,7 +173,7 @@ def parse_records(
     elif suffix == ".json":
         records = _json(text, source)
     elif suffix in (".tsv", ".csv"):
-        records = _delimited(text, suffix, source, headerless, extra_fields)
+        records = _delimited(text, suffix, source, headerless, extra_fields, delimiter)
     else:
         records = _lines(text)
     if not records:
@@ -201,14 +227,57 @@ def _json(text: str, source: str) -> list[dict]:
     return data
 
 
-def _delimited(text: str, suffix: str, source: str, headerless: tuple | None, extra_fields: bool) -> list[dict]:
-    if suffix == ".tsv":
+def sniff_delimiter(text: str) -> str:
+    """The field separator of a CSV (comma, semicolon, tab or pipe): the one that splits the first
+    rows into the same number (> 1) of fields, comma first; comma when none does."""
+    sample = text[:SNIFF_CHARS]
+    if len(text) > SNIFF_CHARS:
+        sample = sample[: sample.rfind("\n") + 1] or sample  # no half row
+    widths = {}
+    for delimiter in DELIMITERS:
+        try:
+            rows = [row for row in csv.reader(io.StringIO(sample), delimiter=delimiter) if any(f.strip() for f in row)]
+        except csv.Error:
+            continue
+        counts = {len(row) for row in rows[:SNIFF_ROWS]}
+        if len(counts) == 1 and next(iter(counts)) > 1:
+            widths[delimiter] = next(iter(counts))
+    if "," in widths or not widths:
+        return ","
+    return max(widths, key=widths.get)
+
+
+def delimiter_name(delimiter: str) -> str:
+    return DELIMITERS.get(delimiter, repr(delimiter))
+
+
+def check_delimiter(value: str | None) -> str | None:
+    """``--delimiter``: one character (``tab`` or ``\\t`` for a TAB); None: sniffed."""
+    if value is None:
+        return None
+    named = {name: char for char, name in DELIMITERS.items()} | {"\\t": "\t"}
+    char = named.get(value.strip().lower(), value)
+    if len(char) != 1 or char in '"\r\n' or char.isalnum():
+        raise BertkitError(
+            f"--delimiter {value!r} is not one separator character", "e.g. --delimiter ';' (or comma, tab, pipe)"
+        )
+    return char
+
+
+def _delimited(
+    text: str, suffix: str, source: str, headerless: tuple | None, extra_fields: bool, delimiter: str | None = None
+) -> list[dict]:
+    forced = delimiter is not None
+    if suffix == ".tsv" and not forced:
         # GLUE files carry unbalanced quotes, so quote handling must be off.
-        reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+        delimiter, reader = "\t", csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
     else:
-        reader = csv.reader(io.StringIO(text))
+        delimiter = delimiter or sniff_delimiter(text)
+        reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     rows = list(reader)
     header = list(headerless) if headerless else [name.strip() for name in rows[0]]
+    if not headerless:
+        check_header(header, delimiter, forced, source)
     body = rows if headerless else rows[1:]
     records = []
     for number, row in enumerate(body, 1 if headerless else 2):
@@ -223,6 +292,24 @@ def _delimited(text: str, suffix: str, source: str, headerless: tuple | None, ex
             )
         records.append(dict(zip(header, row)))
     return records
+
+
+def check_header(header: list[str], delimiter: str, forced: bool, source: str) -> None:
+    """A header read as ONE column that holds another separator (``text;label``): the file is split
+    at something else than it was read with; said here, not as a missing column further on."""
+    if len(header) != 1:
+        return
+    other = next((d for d in DELIMITERS if d != delimiter and d in header[0]), None)
+    if other is None:
+        return
+    how = "as --delimiter says" if forced else "the separator that fits its first rows best"
+    raise BertkitError(
+        f"{source}: the header {header[0][:60]!r} reads as one column with {delimiter_name(delimiter)} "
+        f"separators ({how}), yet it holds {delimiter_name(other)}s",
+        f"pass --delimiter {other!r}"
+        if forced
+        else f"give every line the header's number of {other!r}-separated fields (quote a field that holds {other!r})",
+    )
 
 
 def _lines(text: str) -> list[dict]:
@@ -246,9 +333,11 @@ def pick_column(
     flag: str | None,
     source: str,
     required: bool = True,
+    delimiter_flag: str | None = None,
 ) -> str | None:
     """The column holding ``role``: the explicit one, else the single known candidate present.
-    ``flag`` is the option that names it, None where the command has no such option (eval, predict)."""
+    ``flag`` is the option that names it, None where the command has no such option (eval, predict);
+    ``delimiter_flag`` the option that forces a CSV's separator, where the command has one."""
     if explicit:
         if explicit not in columns:
             raise BertkitError(
@@ -261,6 +350,12 @@ def pick_column(
         return found[0]
     if not required and not found:
         return None
-    problem = "ambiguous" if found else "missing"
+    problem = f"{'ambiguous' if found else 'missing'} {role} column"
     hint = f"name it with {flag} COLUMN" if flag else f"name the {role} column one of: {', '.join(candidates)}"
-    raise BertkitError(f"{source}: {problem} {role} column (found columns: {', '.join(columns)})", hint)
+    # a header split at the wrong separator (`text;label;note, free` read at its comma): naming a
+    # column would not help, the right separator would
+    held = next((d for d in DELIMITERS if any(d in name for name in columns)), None)
+    if held is not None and not found:
+        problem += f"; a column name holds a {delimiter_name(held)}: the file may be split at the wrong separator"
+        hint = f"pass {delimiter_flag} {held!r}" if delimiter_flag else "separate the file's fields with commas"
+    raise BertkitError(f"{source}: {problem} (found columns: {', '.join(columns)})", hint)

@@ -1,6 +1,7 @@
 """Known dataset names: their task, Hub id, local file layout, columns and label names.
 
-A local data directory (``--data-dir`` or ``BERTKIT_DATA_DIR``) is tried first with the original
+A local data directory (``--data-dir``, else ``BERTKIT_DATA_DIR``, else ``../shared/data`` from the
+current directory or beside this checkout, the first that exists) is tried first with the original
 file names (``<dir>/sst2/train.tsv``), the Hugging Face Hub second.
 """
 
@@ -223,8 +224,29 @@ class Source:
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
+    """The data directory given: ``--data-dir``, else ``$BERTKIT_DATA_DIR`` (None: neither)."""
     value = explicit or os.environ.get(DATA_DIR_ENV)
     return Path(value).expanduser() if value else None
+
+
+def default_data_dirs() -> list[Path]:
+    """Where a known dataset's files are looked for when no directory is given: ``../shared/data``
+    from the current directory, then beside this checkout (what ``make`` sets; an editable install)."""
+    found = [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
+    return list(dict.fromkeys(path.resolve() for path in found))
+
+
+def local_data_dir(explicit: str | None = None) -> Path | None:
+    """The data directory to read: the one given, else the first default that exists."""
+    given = data_dir(explicit)
+    if given is not None:
+        return given
+    return next((path for path in default_data_dirs() if path.is_dir()), None)
+
+
+def _no_data_dir() -> str:
+    tried = ", ".join(map(str, default_data_dirs()))
+    return f"no data directory was given (--data-dir or {DATA_DIR_ENV}) or found (tried {tried})"
 
 
 def is_known(name: str) -> bool:
@@ -263,7 +285,7 @@ def resolve(
             f"{data} split {split!r} has no labels (the benchmark withholds them), so it cannot be scored",
             "evaluate on --split dev, or run `bertkit predict` on that file",
         )
-    root = data_dir(explicit_dir)
+    root = local_data_dir(explicit_dir)
     if root is not None and split in spec.files:
         local = root / data / spec.files[split]
         if local.is_file():
@@ -288,11 +310,7 @@ def load_hub_records(source: Source) -> list[dict]:
             datasets.config.HF_HUB_OFFLINE = True  # read at import time; it may have been imported already
         dataset = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_splits[source.split])
     except Exception as exc:  # the Hub raises many types (connection, offline mode, missing repo)
-        where = (
-            f"not in {source.looked_in / spec.name}"
-            if source.looked_in
-            else f"no data directory is set (--data-dir or {DATA_DIR_ENV})"
-        )
+        where = f"not in {source.looked_in / spec.name}" if source.looked_in else _no_data_dir()
         why = "the Hub is unreachable and it is not in the local cache" if not online else type(exc).__name__
         raise BertkitError(
             f"could not load {spec.name}: {where}, and not from the Hugging Face Hub ({why})",

@@ -38,7 +38,11 @@ def read_run_config(path: str) -> dict:
             "check the file's permissions and encoding (UTF-8)",
         ) from None
     try:
-        values = yaml.safe_load(text)
+        values = yaml.load(text, Loader=_unique_keys_loader())
+    except _KeyTwice as twice:
+        raise BertkitError(
+            f"--config {path} sets {twice.key!r} twice (again at line {twice.line})", "keep one of them"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -61,6 +65,30 @@ def read_run_config(path: str) -> dict:
             )
         options[name] = value
     return options
+
+
+class _KeyTwice(Exception):
+    def __init__(self, key, line: int):
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader():
+    """yaml.SafeLoader refusing a key given twice in one mapping: PyYAML keeps the last silently,
+    so `lr: 1e-5` then `lr: 5e-5` would run the second with no word about the first."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise _KeyTwice(key, key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
 
 
 def write_run_config(directory: Path, values: dict) -> Path:

@@ -139,7 +139,8 @@ class RunOptions:
     eval_data: str | None = option(None, "Evaluation data; default: the known dataset's dev split.", DATA_PANEL)
     data_dir: str | None = option(
         None,
-        "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR.",
+        "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR, "
+        "else ../shared/data (README: Data).",
         DATA_PANEL,
     )
     model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).", MODEL_PANEL)

@@ -109,7 +109,8 @@ class Task(ABC):
         if source.path is None:
             return self.from_records(load_hub_records(source), source, purpose, hub=True)
         layout = source.spec.file_layout() if source.spec else {}
-        return self.from_records(readers.read_records(source.path, **layout), source, purpose)
+        delimiter = readers.check_delimiter(self.options.get("delimiter"))  # --delimiter, where a task offers it
+        return self.from_records(readers.read_records(source.path, **layout, delimiter=delimiter), source, purpose)
 
     @abstractmethod
     def from_records(self, records: list[dict], source: Source, purpose: str, hub: bool = False) -> list[dict]:

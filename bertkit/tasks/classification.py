@@ -14,7 +14,8 @@ from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
-from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.multi_label import joined_labels, label_column_names
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -24,6 +25,13 @@ LABEL_CANDIDATES = ("label", "labels", "gold_label", "Quality", "is_duplicate", 
 TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("finetune", "probe"))
 TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
 LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
+# a setting of the file read, not of the model: used to read, never stored with it (``finished``)
+DELIMITER = TaskOption(
+    "delimiter",
+    str,
+    "CSV field separator: comma, semicolon, tab, pipe or one character; default: sniffed from the first rows.",
+    ("finetune", "eval", "probe"),
+)
 LABEL_KIND_OPTIONS = (
     TaskOption(
         "problem_type",
@@ -68,7 +76,7 @@ class SingleSentenceTask(Task):
     base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
     gold_fields = ("label",)
-    options_declared = (TEXT_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (TEXT_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -138,6 +146,8 @@ class SingleSentenceTask(Task):
         listed = isinstance(label_column, str) and any(is_list_label(r.get(label_column)) for r in records)
         if name is None and (self.options.get("label_columns") or listed):
             name = LIST_KIND
+        if name is None and isinstance(label_column, str):
+            _refuse_joined_labels([r.get(label_column) for r in records])
         name = name or DEFAULT_KIND
         kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
         check_loss_options(self.options, has_classes=kind.names_outputs)
@@ -150,8 +160,16 @@ class SingleSentenceTask(Task):
             if explicit not in columns and purpose != TRAIN:
                 explicit = None  # the training layout need not match an eval/predict file: infer instead
             # eval and predict have no column flags: their hints must not name one
+            train = purpose == TRAIN  # finetune, tune and probe: they have the column flags and --delimiter
             return pick_column(
-                columns, explicit, candidates, role, flag if purpose == TRAIN else None, source, required
+                columns,
+                explicit,
+                candidates,
+                role,
+                flag if train else None,
+                source,
+                required,
+                "--" + DELIMITER.name if train else None,
             )
 
         pair = len(self.text_fields) == 2
@@ -205,7 +223,7 @@ class SingleSentenceTask(Task):
             kind.labels,
             {**changes, **{key: None for key in self.options if key not in options}},
             None if bias is None else tuple(float(b) for b in bias),
-            (weighed,) if weighed else (),
+            (*kind.notices, *loss_notices(options), *([weighed] if weighed else [])),
         )
 
     def check_eval_examples(self, examples, source):
@@ -251,7 +269,7 @@ class SingleSentenceTask(Task):
         )
 
     def finished(self):
-        changes = self.kind.finished_options()
+        changes = {**self.kind.finished_options(), **({DELIMITER.name: None} if DELIMITER.name in self.options else {})}
         return self.with_options(changes) if changes else self
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
@@ -297,11 +315,11 @@ class SentencePairTask(SingleSentenceTask):
     text_fields = ("text", "text_pair")
     summary = "two texts"
     base_card_text = card_texts.PAIR
-    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
 
 
 def _label_columns(value: str, columns: list, source: str) -> list:
-    wanted = [c.strip() for c in value.split(",") if c.strip()]
+    wanted = label_column_names(value)
     missing = [c for c in wanted if c not in columns]
     if missing or len(wanted) < 2:
         raise BertkitError(
@@ -310,6 +328,19 @@ def _label_columns(value: str, columns: list, source: str) -> list:
             f"columns found: {', '.join(columns)}",
         )
     return wanted
+
+
+def _refuse_joined_labels(values: list) -> None:
+    """Labels like ``1,2`` with no --problem-type: single-label would make ``0,2`` a class of its own."""
+    joined = joined_labels(values)
+    if joined:
+        shown = ", ".join(repr(label) for label in joined[:3]) + (", ..." if len(joined) > 3 else "")
+        raise BertkitError(
+            f"{len(joined)} label value(s) look like several labels joined in one field ({shown}); read as "
+            "single-label, each would be a class of its own",
+            "add --problem-type multi-label to read them as label sets, or --problem-type single-label "
+            "to keep them as classes",
+        )
 
 
 def _refuse_second_texts(records: list[dict], source: str) -> None:

@@ -61,6 +61,15 @@ def check_loss_options(options: dict, has_classes: bool) -> None:
         )
 
 
+def loss_notices(options: dict) -> list[str]:
+    """Options given that change nothing without another: said, not silently ignored. Only a value
+    other than the default is said, since a replayed config.yaml carries every option's default."""
+    gamma = options.get("focal_gamma")
+    if gamma is not None and gamma != FOCAL_GAMMA.default and options.get("loss") != "focal":
+        return [f"--focal-gamma {gamma:g} has no effect without --loss focal: training with cross-entropy"]
+    return []
+
+
 def class_weights(
     options: dict, counts: np.ndarray | None, labels: list, multi_label: bool, examples: int
 ) -> np.ndarray | None:
@@ -80,7 +89,7 @@ def _from_file(path: Path, labels: list) -> np.ndarray:
     from bertkit.data.readers import parse_json, read_text
 
     try:
-        given = parse_json(read_text(path))
+        given = parse_json(read_text(path), unique_keys=True)
     except json.JSONDecodeError as exc:
         raise BertkitError(
             f"--class-weights {path}: invalid JSON ({exc.msg})", 'e.g. {"negative": 1, "positive": 2.5}'
@@ -95,6 +104,11 @@ def _from_file(path: Path, labels: list) -> np.ndarray:
     values = [given[label] for label in labels]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values):
         raise BertkitError(f"--class-weights {path}: every weight must be a number >= 0", "e.g. 1.0 or 2.5")
+    if not any(values):  # every example would weigh 0: the weighted mean loss is 0/0, NaN from step 1
+        raise BertkitError(
+            f"--class-weights {path}: every weight is 0, so no example would count",
+            "give at least one label a weight > 0 (1.0 is unweighted)",
+        )
     return np.asarray(values, dtype=np.float64)
 
 

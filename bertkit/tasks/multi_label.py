@@ -21,7 +21,7 @@ from bertkit.metrics.breakdowns import per_label
 from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
 from bertkit.tasks import card_texts
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
-from bertkit.tasks.single_label import normalise_label
+from bertkit.tasks.single_label import map_label_ids, normalise_label
 
 SEPARATORS = re.compile(r"\s*[,|;]\s*")
 TRUE = {"1", "1.0", "true", "yes"}
@@ -38,7 +38,7 @@ class MultiLabel(LabelKind):
         "probabilities": "every label's probability, by name (the --top-k most probable, with --top-k)",
     }
     metric_inputs_description = "0/1 lists, one entry per label"
-    refuses = ("label_map", "scale_targets")
+    refuses = ("scale_targets",)
     tunes_while_training = True
 
     def card_text(self, text):
@@ -69,18 +69,40 @@ class MultiLabel(LabelKind):
         seen = {label for labelset in labels for label in labelset}
         if names:
             return list(names)
+        if self.options.get("label_columns"):
+            return self._named_columns(seen)
         if len(seen) < 2:
             raise BertkitError(f"the training data uses {len(seen)} label(s)", "a multi-label model needs at least two")
         return sorted(seen, key=lambda v: (0, int(v), v) if v.lstrip("-").isdigit() else (1, 0, v))
 
-    def check_eval(self, labels, source):
-        unseen = sorted({label for labelset in labels for label in labelset} - set(self.labels))
-        if unseen:
+    def _named_columns(self, seen: set) -> list:
+        """--label-columns: every named column is a label, in the order named, also one without a
+        positive row (its output then only learns "never"; said, so a typo'd or empty column is seen)."""
+        columns = label_column_names(self.options["label_columns"])
+        empty = [column for column in columns if column not in seen]
+        if len(empty) == len(columns):
             raise BertkitError(
-                f"{source}: label(s) never seen in training: {', '.join(unseen[:10])}",
-                f"the model knows {', '.join(self.labels)}",
+                f"no training row has any of the --label-columns ({', '.join(columns)}) set to 1",
+                "name the 0/1 columns that hold the labels",
             )
-        return labels
+        if empty:
+            self.notices.append(
+                f"--label-columns: {', '.join(empty)} has no positive row in the training data; the model "
+                "keeps it as a label but can only learn to never predict it"
+            )
+        return columns
+
+    def check_eval(self, labels, source):
+        """The evaluation label sets in the model's names: ids of the model's labels (``3,15``) are
+        read as those labels when no label is a name, and ``--label-map`` maps explicitly (as for
+        single-label models: single_label.map_label_ids)."""
+        distinct = sorted({label for labelset in labels for label in labelset})
+        if not set(distinct) - set(self.labels) and not self.options.get("label_map"):
+            return labels
+        mapped, notice = map_label_ids(distinct, self.labels, source, self.options.get("label_map"))
+        self.notices += [notice] if notice else []
+        table = dict(zip(distinct, mapped))
+        return [tuple(dict.fromkeys(table[label] for label in labelset)) for labelset in labels]
 
     def target_of(self, labelset):
         hot = [0.0] * len(self.labels)
@@ -140,6 +162,26 @@ class MultiLabel(LabelKind):
 
     def class_counts(self, targets):
         return np.asarray(targets, dtype=np.float64).sum(axis=0)
+
+
+def joined_labels(values) -> list[str]:
+    """The labels among ``values`` that look like several labels joined in one field (``1,2``,
+    ``anger|joy``): split at a separator, every part an integer id or a label seen on its own.
+    Read as single-label they would be classes of their own, so the caller asks which is meant."""
+    texts = {str(v).strip() for v in values if isinstance(v, (str, int)) and not isinstance(v, bool)}
+    joined = {text: [p for p in SEPARATORS.split(text) if p] for text in texts}
+    joined = {text: parts for text, parts in joined.items() if len(parts) >= 2}
+    alone = texts - set(joined)
+    return sorted(text for text, parts in joined.items() if all(p.isdigit() or p in alone for p in parts))
+
+
+def label_column_names(value: str) -> list:
+    """``--label-columns a,b,c`` as its names; a name given twice is refused, not merged."""
+    names = [c.strip() for c in str(value).split(",") if c.strip()]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise BertkitError(f"--label-columns names {', '.join(twice)} more than once", "name each 0/1 column once")
+    return names
 
 
 def _named(label: str, names: tuple, row, source) -> str:

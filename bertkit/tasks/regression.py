@@ -55,6 +55,16 @@ class Regression(LabelKind):
             self.options[SCALING] = {"mean": float(np.mean(labels)), "std": float(np.std(labels)) or 1.0}
         return None  # one output, no label names
 
+    def check_eval(self, labels, source):
+        """Scores need a gold that varies: on a constant one Pearson and Spearman are undefined (the
+        metric would print 0.0000 as if the model ranked at chance), so such data is refused."""
+        if labels and len(set(labels)) == 1:
+            raise BertkitError(
+                f"{source}: every label is {labels[0]:g}, so Pearson and Spearman correlation are undefined",
+                "evaluate on rows with different scores",
+            )
+        return labels
+
     def target_of(self, label):
         scaling = self.options.get(SCALING)
         return (float(label) - scaling["mean"]) / scaling["std"] if scaling else float(label)

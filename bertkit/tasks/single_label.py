@@ -42,7 +42,11 @@ class SingleLabel(LabelKind):
         if is_list_label(value):
             raise BertkitError(
                 f"{source}: row {row}: the label is a list ({value!r}), which is multi-label data",
-                "add --problem-type multi-label",
+                # no labels yet: training data, read by finetune (eval has no --problem-type)
+                "add --problem-type multi-label"
+                if self.labels is None
+                else "evaluate this single-label model on one label per row (label sets need a model "
+                "trained with `bertkit finetune TASK --problem-type multi-label`)",
             )
         if value is None or str(value).strip() == "":
             raise BertkitError(f"{source}: a row has an empty label", "fill or drop rows without labels")
@@ -155,7 +159,15 @@ def parse_label_map(text: str, known: list) -> dict:
                 f"--label-map: {item!r} is not FILE_LABEL=MODEL_LABEL with a label the model knows",
                 f"e.g. --label-map 0={known[0]},1={known[-1]}; the model knows {', '.join(known)}",
             )
-        mapping[normalise_label(given)] = name.strip()
+        key = normalise_label(given)
+        if key in mapping:  # last-wins would score a different map than the one read ("0=a,0=b")
+            same = mapping[key] == name.strip()
+            raise BertkitError(
+                f"--label-map maps {given.strip()!r} "
+                + ("twice" if same else f"to both {mapping[key]!r} and {name.strip()!r}"),
+                "give each file label once",
+            )
+        mapping[key] = name.strip()
     return mapping
 
 

@@ -39,7 +39,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
-from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_spec, weigh_classes
+from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
 from bertkit.tasks.word_windows import encode_words, window_features
 
@@ -219,7 +219,8 @@ class TaggingTask(Task):
         weighed = weigh_classes(options, np.bincount(ids, minlength=len(labels)), labels, False, len(ids))
         changes = {key: value for key, value in options.items() if self.options.get(key) != value}
         removed = {key: None for key in self.options if key not in options}
-        return Learned(labels, {**changes, **removed}, notices=(weighed,) if weighed else ())
+        notices = (*loss_notices(options), *([weighed] if weighed else []))
+        return Learned(labels, {**changes, **removed}, notices=notices)
 
     def check_eval_examples(self, examples, source):
         known = {label[2:] for label in self.labels if label != "O"}

@@ -17,6 +17,7 @@ TASK_FLAGS = {
     "--text-column",
     "--text-pair-column",
     "--label-column",
+    "--delimiter",
     "--doc-stride",
     "--max-answer-length",
     *LABEL_KIND_FLAGS,
@@ -50,8 +51,15 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert (
         expected
         == {
-            "cls": {"--text-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
-            "pair": {"--text-column", "--text-pair-column", "--label-column", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "cls": {"--text-column", "--label-column", "--delimiter", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "pair": {
+                "--text-column",
+                "--text-pair-column",
+                "--label-column",
+                "--delimiter",
+                *LABEL_KIND_FLAGS,
+                *LOSS_FLAGS,
+            },
             "ner": {"--doc-stride", *LOSS_FLAGS},
             "qa": {"--doc-stride", "--max-answer-length"},
         }[task]
