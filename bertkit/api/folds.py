@@ -51,7 +51,9 @@ def finetune_folds(
     """``finetune`` once per fold; ``on_run(fold, result)`` after each (fold 1-based)."""
     config = config or TrainConfig()
     _check_request(folds, config, options)
-    output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
+    output_path, root = prepare_runs(
+        output, folds_root, overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
+    )
     results, rows = {}, []
     jobs = {
         n: dict(

@@ -47,7 +47,7 @@ def finetune_seeds(
     """``finetune`` once per seed; ``on_run(seed, result)`` after each. ``options`` are finetune's."""
     config = config or TrainConfig()
     _check_request(task, data, seeds, options)
-    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
+    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds", [f"seed-{s}" for s in seeds])
     parallel = parallel_runs(len(seeds), options.get("threads"))
     jobs = {
         seed: dict(

@@ -38,6 +38,7 @@ from bertkit.model_dir.files import (  # noqa: F401  (the package's public names
     checkpoint_root,
     logging_dir,
     replace_dir,
+    run_names,
     seeds_root,
     staged_output,
     staging_prefix,
