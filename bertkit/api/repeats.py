@@ -4,6 +4,7 @@ with the set recorded in its bertkit.json, config.yaml, card and report."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 from pathlib import Path
@@ -38,6 +39,18 @@ def prepare_runs(output: str, root_of, overwrite: bool, flag: str, runs: list[st
         remove_owned(root, "--overwrite")
     claim(root, *(name for run in runs for name in run_names(run)))
     return output_path, root
+
+
+@contextlib.contextmanager
+def runs_in(root: Path):
+    """The runs of a set: when one fails before any other left a model, the runs' directory made
+    for them goes again (the runs that finished stay, for a look at what they learned)."""
+    try:
+        yield
+    except BaseException:
+        if root.is_dir() and all(p.name == MANIFEST for p in root.iterdir()):
+            discard_owned(root, "removing the failed set's directory")
+        raise
 
 
 def choose_best(results: dict) -> tuple[str, object]:
