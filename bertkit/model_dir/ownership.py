@@ -92,7 +92,7 @@ FOLDERS = {"figures": ("*.png",), "onnx": EXPORT_FILES, "openvino": EXPORT_FILES
 # temporary (.NAME.<pid>-<random>.tmp), a checkpoint being written (.step-N.tmp), a probe, and the
 # parts of an unfinished streamed output (.NAME.bertkit-partial, checked inside by its layout).
 TEMPORARY = re.compile(
-    r"\..+\.partial-\d+-\w+|\..+\.\d+-[0-9a-f]{8}\.tmp|\.step-\d+\.tmp|\.bertkit-probe-\w+|\..+\.bertkit-partial"
+    r"\..+\.partial-[\w-]+|\..+\.\d+-[0-9a-f]{8}\.tmp|\.step-\d+\.tmp|\.bertkit-probe-\w+|\..+\.bertkit-partial"
 )
 
 
