@@ -34,7 +34,7 @@ def seeds_root(output: Path) -> Path:
 
 def run_names(name: str) -> tuple[str, ...]:
     """What a run writing the model directory ``name`` makes beside it, besides temporary names."""
-    return name, f"{name}.checkpoints", f"{name}.logs"
+    return name, f"{name}.checkpoints", f"{name}.logs/"  # NAME/: all in it is bertkit's (the trackers write it)
 
 
 def staging_prefix(output: Path) -> str:

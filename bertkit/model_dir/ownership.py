@@ -3,7 +3,8 @@ replace goes through (bertkit.model_dir.removal does the deleting).
 
 A directory bertkit makes that is not a model directory (``OUT.seeds/``, ``OUT.folds/``,
 ``OUT.tune/``, ``OUT.checkpoints/`` and each ``step-N/``) holds a manifest, ``.bertkit-owned.json``,
-listing each entry bertkit made there, written before the entry is. A model directory's manifest is
+listing each entry bertkit made there, written before the entry is (``NAME/``: a folder whose
+whole content bertkit's libraries write, such as the trackers' logs). A model directory's manifest is
 the list of names its commands write (``OURS``, with the folders inside it in ``FOLDERS``): a notes
 file dropped in, a prediction file written there, a model card the user edited are the user's. The
 card ends with a digest of itself, so an edit shows (``card_state``). bertkit's own temporary
@@ -122,7 +123,7 @@ def strangers(directory: Path, also: tuple = ()) -> list[str]:
                 found.append(f"{CARD_FILE} ({'edited' if state == 'edited' else 'not bertkit’s card'})")
         elif not owns(directory, name, also, names):
             found.append(name)
-        elif entry.is_dir() and not entry.is_symlink() and not temporary(name):
+        elif entry.is_dir() and not entry.is_symlink() and not temporary(name) and f"{name}/" not in names:
             found += [f"{name}/{inner}" for inner in strangers(entry)]
     return found
 
@@ -135,9 +136,8 @@ def owns(directory: Path, name: str, also: tuple = (), names: set | None = None)
     if name.startswith(".") and name.endswith(".old"):  # .NAME.old: a replaced NAME, checked before it moved aside
         return owns(directory, name[1:-4], also, names)
     patterns = tuple(also) + _patterns(Path(directory))
-    return name in (listed(directory) if names is None else names) or any(
-        fnmatch.fnmatchcase(name, p) for p in patterns
-    )
+    names = listed(directory) if names is None else names
+    return name in names or f"{name}/" in names or any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def temporary(name: str) -> bool:
