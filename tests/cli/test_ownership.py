@@ -65,8 +65,8 @@ def tune(train, dev, tiny_bert, out, *extra):
     )
 
 
-def refused_and_kept(result, where, *names, absent=()):
-    """Exit 2 in one line naming ``names``; nothing under ``where`` changed (checked by the caller)."""
+def refused(result, *names, absent=()):
+    """Exit 2 in one line naming ``names`` (that nothing changed, each test checks by a snapshot)."""
     assert_user_error(result, "holds files bertkit did not write", *names)
     for text in absent:
         assert text not in result[2], result[2]
@@ -83,7 +83,7 @@ def test_seeds_never_delete_the_users_files_in_the_runs_directory(tmp_path, tiny
     before = snapshot(tmp_path)
 
     result = run_cli(*finetune(*data, tiny_bert, out, "--seeds", "1,2", "--overwrite"))
-    refused_and_kept(result, root, "notes.txt", f"{kept.name}/figures/my-notes.txt")
+    refused(result, "notes.txt", f"{kept.name}/figures/my-notes.txt")
     assert snapshot(tmp_path) == before
     (root / "notes.txt").unlink()
     (kept / "figures" / "my-notes.txt").unlink()
@@ -100,7 +100,7 @@ def test_seeds_refuse_a_runs_directory_of_the_users_without_recommending_overwri
     (root / "plan.txt").write_text("mine")
     before = snapshot(tmp_path)
     result = run_cli(*finetune(*data, tiny_bert, tmp_path / "model", "--seeds", 2))
-    refused_and_kept(result, root, "plan.txt", absent=("earlier --seeds run", "pass --overwrite"))
+    refused(result, "plan.txt", absent=("earlier --seeds run", "pass --overwrite"))
     assert snapshot(tmp_path) == before
 
 
@@ -113,7 +113,7 @@ def test_folds_overwrite_keeps_the_users_files(tmp_path, tiny_bert, run_cli, dat
     before = snapshot(tmp_path)
     args = ("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", tmp_path / "model")
     result = run_cli(*args, "--folds", 2, "--overwrite", "--epochs", 1)
-    refused_and_kept(result, root, "fold-1")
+    refused(result, "fold-1")
     assert snapshot(tmp_path) == before
 
 
@@ -123,7 +123,7 @@ def test_tune_never_deletes_a_trial_directory_holding_the_users_files(tmp_path, 
     (root / "trial-0" / "notes.txt").write_text("mine")
     before = snapshot(tmp_path)
     result = run_cli(*tune(*data, tiny_bert, tmp_path / "model", "--trials", 1))
-    refused_and_kept(result, root, "trial-0")
+    refused(result, "trial-0")
     assert snapshot(tmp_path) == before  # the file kept; no study.db, no .lock, no manifest made
 
 
@@ -165,7 +165,7 @@ def test_tune_with_the_users_file_beside_its_study(tmp_path, tiny_bert, run_cli,
     assert sorted(json.loads((root / MANIFEST).read_text())["entries"])[:2] == [".lock", "study.db"]
     (root / "results.csv").write_text("mine")
     before = snapshot(tmp_path)
-    refused_and_kept(run_cli(*tune(*data, tiny_bert, out, "--trials", 2)), root, "results.csv")
+    refused(run_cli(*tune(*data, tiny_bert, out, "--trials", 2)), "results.csv")
     assert snapshot(tmp_path) == before
 
 
@@ -179,7 +179,7 @@ def test_checkpoints_overwrite_keeps_the_users_files(tmp_path, tiny_bert, run_cl
     (step / "why.txt").write_text("mine")
     before = snapshot(tmp_path)
     result = run_cli(*finetune(*data, tiny_bert, out, "--save-every", 2, "--overwrite"))
-    refused_and_kept(result, root, "notes.txt", f"{step.name}/why.txt")
+    refused(result, "notes.txt", f"{step.name}/why.txt")
     assert snapshot(tmp_path) == before
     (root / "notes.txt").unlink()
     (step / "why.txt").unlink()
@@ -193,7 +193,7 @@ def test_a_model_directorys_folders_are_checked_too(tmp_path, tiny_bert, run_cli
     assert code == 0, stderr
     (out / "figures" / "my-notes.txt").write_text("mine")
     before = snapshot(tmp_path)
-    refused_and_kept(run_cli(*finetune(*data, tiny_bert, out, "--overwrite")), out, "figures/my-notes.txt")
+    refused(run_cli(*finetune(*data, tiny_bert, out, "--overwrite")), "figures/my-notes.txt")
     assert snapshot(tmp_path) == before
 
 
