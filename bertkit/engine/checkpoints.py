@@ -317,8 +317,13 @@ class Checkpoints:
         holding only a live history when no checkpoint was ever complete (nothing to resume)."""
         if main:
             remove_temporary(tmp)
-            if not complete_checkpoints(self.root):
-                discard_owned(self.root, "removing a checkpoints directory without a checkpoint")
+            self.discard_if_unused()
+
+    def discard_if_unused(self) -> None:
+        """After a failed run (main process): a checkpoints directory without one complete
+        checkpoint holds only the live history, nothing to resume from, and goes."""
+        if not complete_checkpoints(self.root):
+            discard_owned(self.root, "removing a checkpoints directory without a checkpoint")
 
 
 def cpu_copy(model) -> dict:

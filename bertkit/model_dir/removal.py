@@ -86,7 +86,7 @@ def discard_owned(path: Path, what: str, also: tuple = ()) -> list[str]:
 def remove_temporary(path: Path) -> None:
     """Delete one of bertkit's temporary siblings (a staging folder, an atomic file's .tmp, a
     ``.step-N.tmp``, a probe, a replaced model moved aside to ``.NAME.old`` after it was checked):
-    bertkit's by its name, made by bertkit alone; or a file bertkit wrote inside a staging folder).
+    bertkit's by its name, made by bertkit alone), or a file bertkit wrote inside a staging folder.
     Errors are ignored (it is only a leftover)."""
     path = Path(path)
     if not (_temporary(path.name) or _temporary(path.parent.name)):  # or a file inside a staging folder
