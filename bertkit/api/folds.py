@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
-from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
+from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.api.results import write_rows
 from bertkit.errors import BertkitError
 from bertkit.options import TrainConfig
@@ -51,7 +51,9 @@ def finetune_folds(
     """``finetune`` once per fold; ``on_run(fold, result)`` after each (fold 1-based)."""
     config = config or TrainConfig()
     _check_request(folds, config, options)
-    output_path, root = prepare_runs(output, folds_root, overwrite, "--folds")
+    output_path, root = prepare_runs(
+        output, folds_root, overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
+    )
     results, rows = {}, []
     jobs = {
         n: dict(
@@ -65,11 +67,12 @@ def finetune_folds(
         )
         for n in range(1, folds + 1)
     }
-    for number, result in run_all(jobs, parallel_runs(folds, options.get("threads")), "fold"):
-        results[number] = result
-        rows += [{**row, "fold": number} for row in result.eval_rows or []]
-        if on_run is not None:
-            on_run(number, result)
+    with runs_in(root):
+        for number, result in run_all(jobs, parallel_runs(folds, options.get("threads")), "fold"):
+            results[number] = result
+            rows += [{**row, "fold": number} for row in result.eval_rows or []]
+            if on_run is not None:
+                on_run(number, result)
     results = dict(sorted(results.items()))  # in fold order, however they finished
     main, chosen = choose_best(results)
     runs = [_run_row(n, r) for n, r in results.items()]

@@ -4,29 +4,53 @@ with the set recorded in its bertkit.json, config.yaml, card and report."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import shutil
 import statistics
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
+from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, run_names, update_meta
+from bertkit.model_dir.ownership import MANIFEST, named, strangers
+from bertkit.model_dir.removal import claim, discard_owned, remove_owned
 from bertkit.model_dir.run_config import retarget_run_config
 from bertkit.tasks import task_from_state
 
 STD = "sample standard deviation (n - 1)"
 
 
-def prepare_runs(output: str, root_of, overwrite: bool, flag: str) -> tuple[Path, Path]:
-    """(the output, the runs' directory beside it): both checked, the runs' directory emptied."""
+def prepare_runs(output: str, root_of, overwrite: bool, flag: str, runs: list[str]) -> tuple[Path, Path]:
+    """(the output, the runs' directory beside it): both checked, an earlier set's runs removed (with
+    ``overwrite``, and only when nothing else is there), the ``runs`` about to be made listed in
+    the directory's manifest."""
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, overwrite)
     root = root_of(output_path)
     check_sibling_dir(root, f"the {flag} runs")
-    if root.is_dir() and any(root.iterdir()) and not overwrite:
-        raise BertkitError(f"{root} holds an earlier {flag} run's models", "remove it, or pass --overwrite")
-    shutil.rmtree(root, ignore_errors=True)
+    found = strangers(root)
+    if found:  # the user's files: never deleted, and --overwrite would not help
+        raise BertkitError(
+            f"{root}, where {flag} puts its runs, holds files bertkit did not write ({named(found)})",
+            f"move them out of {root}, or choose another --output",
+        )
+    if root.is_dir() and any(p.name != MANIFEST for p in root.iterdir()):
+        if not overwrite:
+            raise BertkitError(f"{root} holds an earlier {flag} run's models", "remove it, or pass --overwrite")
+        remove_owned(root, "--overwrite")
+    claim(root, *(name for run in runs for name in run_names(run)))
     return output_path, root
+
+
+@contextlib.contextmanager
+def runs_in(root: Path):
+    """The runs of a set: when one fails before any other left a model, the runs' directory made
+    for them goes again (the runs that finished stay, for a look at what they learned)."""
+    try:
+        yield
+    except BaseException:
+        if root.is_dir() and all(p.name == MANIFEST for p in root.iterdir()):
+            discard_owned(root, "removing the failed set's directory")
+        raise
 
 
 def choose_best(results: dict) -> tuple[str, object]:
@@ -64,7 +88,7 @@ def keep_best(best, best_dir: Path, output: Path, root: Path, keep_all: bool, se
     retarget_run_config(best_dir, output, **replay)
     replace_dir(output, best_dir)
     if not keep_all:
-        shutil.rmtree(root, ignore_errors=True)
+        discard_owned(root, "removing the other runs' models")
     from bertkit.reporting.build import build_report
 
     return dataclasses.replace(best, output_dir=str(output), report=build_report(output, name=output.name))

@@ -146,3 +146,35 @@ def _number(value):
             except ValueError:
                 pass
     return value
+
+
+def space_changes(optuna, space: dict, seen: list[dict]) -> list[str]:
+    """How ``space`` differs from what a study's trials searched (``seen``: each trial's Optuna
+    distributions): a hyperparameter over another range or of another kind, one line each."""
+    changes = {}
+    for distributions in seen:
+        for name, was in distributions.items():
+            now = _distribution(optuna, space.get(name))
+            if now is not None and now != was and name not in changes:
+                changes[name] = f"{name} over {_shown(was)}, this run over {_shown(now)}"
+    return [changes[name] for name in sorted(changes)]
+
+
+def _distribution(optuna, spec):
+    """The distribution ``sample`` draws ``spec`` from (None for a fixed value)."""
+    dists = optuna.distributions
+    if isinstance(spec, list):
+        return dists.CategoricalDistribution(spec)
+    if isinstance(spec, dict):
+        log = bool(spec.get("log", False))
+        if all(isinstance(spec[k], int) and not isinstance(spec[k], bool) for k in ("low", "high")):
+            return dists.IntDistribution(spec["low"], spec["high"], log=log)
+        return dists.FloatDistribution(spec["low"], spec["high"], log=log)
+    return None
+
+
+def _shown(distribution) -> str:
+    if hasattr(distribution, "choices"):
+        return "the choices " + ", ".join(map(str, distribution.choices))
+    kind = "integers" if type(distribution).__name__.startswith("Int") else "numbers"
+    return f"{kind} {distribution.low:g}..{distribution.high:g}{' (log)' if distribution.log else ''}"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
-from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, spread
+from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.data import registry
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
@@ -47,7 +47,7 @@ def finetune_seeds(
     """``finetune`` once per seed; ``on_run(seed, result)`` after each. ``options`` are finetune's."""
     config = config or TrainConfig()
     _check_request(task, data, seeds, options)
-    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds")
+    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds", [f"seed-{s}" for s in seeds])
     parallel = parallel_runs(len(seeds), options.get("threads"))
     jobs = {
         seed: dict(
@@ -61,10 +61,11 @@ def finetune_seeds(
         for seed in seeds
     }
     results = {}
-    for seed, result in run_all(jobs, parallel, "seed"):
-        results[seed] = result
-        if on_run is not None:
-            on_run(seed, result)
+    with runs_in(root):
+        for seed, result in run_all(jobs, parallel, "seed"):
+            results[seed] = result
+            if on_run is not None:
+                on_run(seed, result)
     results = {seed: results[seed] for seed in seeds}  # in the order given, however they finished
     runs = [_run_row(seed, result) for seed, result in results.items()]
     main, chosen = choose_best(results)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from bertkit.data.sinks import Sink
 from bertkit.data.streams import Chunk, InputStream
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, write_json
+from bertkit.model_dir.removal import discard_owned, remove_owned
 
 PROGRESS = "progress.json"
 
@@ -224,7 +224,7 @@ class _Parts:
             return
         self.opened = True
         if not self.resume and self.work.exists():
-            shutil.rmtree(self.work)
+            remove_owned(self.work, "discarding the unfinished earlier run", also=(PROGRESS, "part-*"))
             self.summary.notices.append(
                 f"an unfinished earlier run's {self.work.name} was discarded (--resume continues one)"
             )
@@ -247,7 +247,7 @@ class _Parts:
             raise BertkitError(f"{self.description} has no rows to process", "point --input at rows")
         with atomic_file(self.target, "wb") as handle:
             self.sink.assemble([self.work / part["file"] for part in self.record["parts"]], handle)
-        shutil.rmtree(self.work, ignore_errors=True)
+        discard_owned(self.work, "removing the finished parts", also=(PROGRESS, "part-*"))
         self.summary.written_to = str(self.target)
 
     def stopped(self, exc: BaseException) -> BaseException:
@@ -257,7 +257,7 @@ class _Parts:
             return exc
         if isinstance(exc, InputError):
             if not self.resume:
-                shutil.rmtree(self.work, ignore_errors=True)
+                discard_owned(self.work, "removing the stopped run's parts", also=(PROGRESS, "part-*"))
             return exc
         return _stopped(exc, self.work, self.summary.rows)
 
@@ -266,7 +266,7 @@ def _stopped(exc: BaseException, work: Path, rows: int) -> BaseException:
     """What a run that stopped early leaves: nothing when no chunk was complete (a mistake found at
     the first chunk leaves the directory as it was); else the parts, and the way to continue."""
     if not rows:  # (a resumed run's rows count too: its parts stay)
-        shutil.rmtree(work, ignore_errors=True)
+        discard_owned(work, "removing the stopped run's parts", also=(PROGRESS, "part-*"))
         return exc
     kept = f"the {rows:,} rows done are kept in {work}: rerun with --resume to continue"
     if isinstance(exc, BertkitError):

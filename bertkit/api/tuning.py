@@ -14,18 +14,19 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-import shutil
 import socket
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
-from bertkit.api.search_space import read_space, sample
+from bertkit.api.search_space import read_space, sample, space_changes
 from bertkit.data import registry
 from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
-from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
+from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, run_names, update_meta
+from bertkit.model_dir.ownership import named, strangers
+from bertkit.model_dir.removal import claim, discard_owned
 from bertkit.model_dir.run_config import retarget_run_config
 from bertkit.options import TrainConfig
 from bertkit.tasks import get_task_class, task_from_state
@@ -50,6 +51,9 @@ def require_optuna():
         raise BertkitError(f"Optuna is not installed ({exc})", "pip install 'bertkit[tune]'") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
+
+
+STUDY_FILE, LOCK_FILE = "study.db", ".lock"
 
 
 def tune_root(output: Path) -> Path:
@@ -81,28 +85,28 @@ def tune(
     root = tune_root(output_path)
     name = study_name or f"bertkit-{task}-{output_path.name}"
     _check_outputs(task, data, output_path, root, name, overwrite, options)
-    url = storage or f"sqlite:///{root / 'study.db'}"
-    study = _create_study(optuna, url, name, root, get_task_class(task)(None, dict(config.task_options)), config.seed)
-    ran, best_here = [], {}
-    while (asked := _next_trial(optuna, study, trials, searched, name, root)) is not None:
-        trial, params = asked
-        test_signal("trial", trial.number)  # tests: a kill while a trial is running
-        ran.append(trial.number)
-        result = _run_trial(
-            optuna,
-            study,
-            trial,
-            root / f"trial-{trial.number}",
-            task,
-            data,
-            dataclasses.replace(config, **params),
-            options,
-        )
-        if result is not None:
-            best_here[trial.number] = result
-        if on_trial is not None:
-            on_trial(_trial_summary(study.trials[trial.number]))
-        _drop_losers(optuna, study, root)
+    url = storage or f"sqlite:///{root / STUDY_FILE}"
+    created, ran, best_here = not root.exists(), [], {}
+    try:
+        study = _create_study(optuna, url, name, root, get_task_class(task)(None, dict(config.task_options)), config)
+        _check_study(optuna, study, name, searched, output_path)
+        while (asked := _next_trial(optuna, study, trials, searched, name, root, output_path)) is not None:
+            trial, params = asked
+            test_signal("trial", trial.number)  # tests: a kill while a trial is running
+            ran.append(trial.number)
+            directory = root / f"trial-{trial.number}"
+            result = _run_trial(
+                optuna, study, trial, directory, task, data, dataclasses.replace(config, **params), options
+            )
+            if result is not None:
+                best_here[trial.number] = result
+            if on_trial is not None:
+                on_trial(_trial_summary(study.trials[trial.number]))
+            _drop_losers(optuna, study, root)
+    except BertkitError:
+        if created and not ran:  # refused before any trial here: what this run made goes again
+            discard_owned(root, "removing what the refused run made")
+        raise
     return _finish(optuna, study, name, url, output_path, root, ran, best_here)
 
 
@@ -117,6 +121,12 @@ def _check_request(trials, options: dict) -> None:
 
 def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict) -> None:
     check_sibling_dir(root, "the trials and the study")
+    found = strangers(root)
+    if found:  # a trial's model directory is replaced, a finished trial's removed: never a file of the user's
+        raise BertkitError(
+            f"{root}, where tune keeps its trials and study, holds files bertkit did not write ({named(found)})",
+            f"move them out of {root}, or choose another --output",
+        )
     if not _holds_study(output_path, name):  # another process of this study may have saved the best already
         check_output_dir(output_path, overwrite)
     if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
@@ -126,21 +136,36 @@ def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwri
         )
 
 
-def _create_study(optuna, url: str, name: str, root: Path, adapter, seed: int):
-    """The study (created, or the one that exists); a folder made for it goes again when opening fails."""
-    created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        with _lock(root):  # two processes started together would race to create SQLite's tables
-            return _open_study(optuna, url, name, adapter, seed)
-    except BertkitError:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
-        raise
+def _create_study(optuna, url: str, name: str, root: Path, adapter, config):
+    """The study (created, or the one that exists); ``root``'s manifest lists the lock file and the
+    default SQLite database with its journals (absent with --storage elsewhere)."""
+    claim(root, LOCK_FILE, STUDY_FILE, *(f"{STUDY_FILE}-{end}" for end in ("journal", "wal", "shm")))
+    with _lock(root):  # two processes started together would race to create SQLite's tables
+        return _open_study(optuna, url, name, adapter, config.seed)
 
 
-def _next_trial(optuna, study, trials: int, searched, name: str, root: Path):
-    """(a new trial, its sampled parameters), or None once the study holds ``trials`` (any process's)."""
+def _check_study(optuna, study, name: str, searched: dict, output: Path) -> None:
+    """Before any trial: a study run for another --output keeps its models there (this run's
+    trials would be dropped as losers and its best found nowhere), and a study searched over
+    other ranges or kinds is another search."""
+    trials = study.get_trials(deepcopy=False)
+    others = sorted({t.user_attrs["output"] for t in trials if t.user_attrs.get("output", str(output)) != str(output)})
+    if others:
+        raise BertkitError(
+            f"study {name!r} is run for --output {others[0]}: its trials' models are kept beside that output",
+            f"run it with --output {others[0]}, or start another study with --study-name NAME",
+        )
+    changes = space_changes(optuna, searched, [t.distributions for t in trials])
+    if changes:
+        raise BertkitError(
+            f"study {name!r} searched {'; '.join(changes)}",
+            "search as the study did, or start another with --study-name NAME (or another --output)",
+        )
+
+
+def _next_trial(optuna, study, trials: int, searched, name: str, root: Path, output: Path):
+    """(a new trial, its sampled parameters), or None once the study holds ``trials`` (any process's).
+    The trial's directory (and its siblings) are listed in ``root``'s manifest before they exist."""
     with _lock(root):
         _fail_dead_trials(optuna, study)
         states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.RUNNING)
@@ -149,6 +174,8 @@ def _next_trial(optuna, study, trials: int, searched, name: str, root: Path):
         trial = study.ask()
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("pid", os.getpid())
+        trial.set_user_attr("output", str(output))
+        claim(root, *run_names(f"trial-{trial.number}"))
         try:
             params = sample(trial, searched)
         except ValueError as exc:  # Optuna: a parameter this study already searched another way
@@ -168,11 +195,11 @@ def _run_trial(optuna, study, trial, directory: Path, task, data, config, option
         )
     except optuna.TrialPruned:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        shutil.rmtree(directory, ignore_errors=True)
+        discard_owned(directory, "removing a pruned trial's model")
         return None
     except BaseException:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        shutil.rmtree(directory, ignore_errors=True)
+        discard_owned(directory, "removing a failed trial's files")  # a folder holding the user's files stays
         raise
     main = task_from_state(load_meta(str(directory))["task"]).main_metric
     study.tell(trial, result.metrics[main])
@@ -217,7 +244,7 @@ def _reporter(optuna, trial):
 @contextlib.contextmanager
 def _lock(root: Path):
     """One process at a time counts the trials and asks for a new one (processes on this machine)."""
-    with open(root / ".lock", "w") as handle:
+    with open(root / LOCK_FILE, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -252,7 +279,7 @@ def _drop_losers(optuna, study, root: Path) -> None:
     for directory in root.glob("trial-*"):
         number = directory.name.removeprefix("trial-")
         if number.isdigit() and int(number) in finished and int(number) != best:
-            shutil.rmtree(directory, ignore_errors=True)
+            discard_owned(directory, "removing a finished trial that is not the best")
 
 
 def _trial_summary(trial) -> dict:
@@ -301,6 +328,11 @@ def _finish(optuna, study, name: str, url: str, output: Path, root: Path, ran: l
             replace_dir(output, source)
         elif _holds_study(output, name):
             update_meta(output, {"tune": section})
+        else:
+            raise BertkitError(
+                f"the best trial ({best.number}) of study {name!r} is not in {root}, nor its model in {output}",
+                f"it was trained for --output {best.user_attrs.get('output', 'another output')}: look there",
+            )
         from bertkit.reporting.build import build_report
 
         report = build_report(output, name=output.name)  # in the lock: each process rewrites the figures

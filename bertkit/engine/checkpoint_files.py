@@ -26,6 +26,7 @@ from bertkit.errors import BertkitError
 STATE, MODEL, BEST = "state.json", "model.safetensors", "best.safetensors"
 TORCH_FILES = ("optimizer.pt", "scheduler.pt")
 STEP_DIR = re.compile(r"step-(\d+)")
+STEP_TMP = re.compile(r"\.step-\d+\.tmp")  # being written, or left by a kill
 # what the small torch files must hold (checkpoints.py writes them; optimizer.pt is checked on loading)
 TORCH_KEYS = {"scheduler.pt": ("scheduler",), "rank": ("loss", "counts", "rng")}
 

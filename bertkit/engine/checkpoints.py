@@ -25,7 +25,6 @@ of the saved epoch and starts at the saved batch index: nothing is replayed.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from bertkit.engine.checkpoint_files import (
     MODEL,
     STATE,
     STEP_DIR,
+    STEP_TMP,
     Progress,
     check_layout,
     check_readable,
@@ -49,6 +49,8 @@ from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401
 from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
 from bertkit.model_dir.files import disk_full_error, follow_umask
+from bertkit.model_dir.ownership import refuse_strangers
+from bertkit.model_dir.removal import claim, discard_owned, remove_owned, remove_temporary
 
 RESUME_HINT = "repeat the interrupted run's command exactly, plus --resume; or start afresh with another --output"
 
@@ -151,6 +153,7 @@ class Checkpoints:
                     f"{root} holds checkpoints of an earlier run (newest: {existing[-1][1].name})",
                     "add --resume to continue it, or --overwrite to delete them and start over",
                 )
+            refuse_strangers(root, "--overwrite", hint=f"move them out of {root} first, or choose another --output")
         if not (resume or resume_from or config.save_every):
             return None
         plan = cls(
@@ -202,11 +205,12 @@ class Checkpoints:
 
         if acc.is_main_process and self.root.is_dir():
             for path in self.root.iterdir():
-                ours = path.name.startswith(".step-") or (
-                    self.clear and (STEP_DIR.fullmatch(path.name) or path.name == HISTORY_FILE)
-                )
-                if ours:
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+                if STEP_TMP.fullmatch(path.name):
+                    remove_temporary(path)
+                elif self.clear and (STEP_DIR.fullmatch(path.name) or path.name == HISTORY_FILE):
+                    remove_owned(path, "--overwrite")  # checked whole in plan(), before any work
+        if acc.is_main_process and self.save_every:
+            claim(self.root, HISTORY_FILE)  # the live history, written from here on
         acc.wait_for_everyone()
         live = self.root / HISTORY_FILE if acc.is_main_process and self.save_every else None
         if self.resume_from is None:
@@ -249,8 +253,10 @@ class Checkpoints:
         step, main = progress.step, acc.is_main_process
         tmp, final = self.root / f".step-{step}.tmp", self.root / f"step-{step}"
         if main:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_temporary(tmp)
             tmp.mkdir(parents=True)
+            claim(tmp, MODEL, BEST, "optimizer.pt", "scheduler.pt", HISTORY_FILE, STATE)
+            claim(tmp, *(f"rank-{rank}.pt" for rank in range(acc.num_processes)))
         acc.wait_for_everyone()
         try:
             torch.save(rank_state, tmp / f"rank-{acc.process_index}.pt")
@@ -270,7 +276,7 @@ class Checkpoints:
                 history.write(tmp / HISTORY_FILE)
         except Exception as exc:  # e.g. the disk filled up: leave no half checkpoint behind (a kill still may)
             full = disk_full_error(exc, self.root, final)
-            shutil.rmtree(tmp, ignore_errors=True)
+            self._abandon(tmp, main)
             if full is not None:
                 raise full from exc
             raise
@@ -283,11 +289,11 @@ class Checkpoints:
                     tmp / STATE, {"step": step, "score": score, "progress": asdict(progress), "identity": self.identity}
                 )
             except BaseException:  # the state file is the last one: without it the checkpoint is half
-                shutil.rmtree(tmp, ignore_errors=True)
+                self._abandon(tmp, main)
                 raise
             follow_umask(tmp)  # safetensors writes 0600: another user resuming needs the umask's modes
-            if final.exists():
-                shutil.rmtree(final)
+            claim(self.root, final.name)
+            remove_owned(final, "saving this step's checkpoint again")  # an unreadable one passed over
             tmp.rename(final)
             self._prune()
         acc.wait_for_everyone()
@@ -304,7 +310,20 @@ class Checkpoints:
         keep = {p for _, p in found[-self.keep :]} | ({max(scored, key=lambda s: s[:2])[2]} if scored else set())
         for _, path in found:
             if path not in keep:
-                shutil.rmtree(path, ignore_errors=True)
+                discard_owned(path, "--keep-checkpoints")
+
+    def _abandon(self, tmp: Path, main: bool) -> None:
+        """A save that failed (a full disk): no half checkpoint, and no checkpoints directory left
+        holding only a live history when no checkpoint was ever complete (nothing to resume)."""
+        if main:
+            remove_temporary(tmp)
+            self.discard_if_unused()
+
+    def discard_if_unused(self) -> None:
+        """After a failed run (main process): a checkpoints directory without one complete
+        checkpoint holds only the live history, nothing to resume from, and goes."""
+        if not complete_checkpoints(self.root):
+            discard_owned(self.root, "removing a checkpoints directory without a checkpoint")
 
 
 def cpu_copy(model) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 from bertkit.export.openvino_core import openvino_core, signal_stack_kept
 from bertkit.export.parity import PARITY_SAMPLES, Format, export_model
 from bertkit.export.runtime import BACKEND_FILES
+from bertkit.model_dir.removal import remove_temporary
 
 FP32_FILE, INT8_FILE = BACKEND_FILES["openvino"][1], BACKEND_FILES["openvino-int8"][1]
 
@@ -30,7 +31,7 @@ def _write(model, adapter, tokenizer, staging: Path) -> None:
     try:
         openvino.save_model(openvino.convert_model(str(graph)), str(staging / FP32_FILE), compress_to_fp16=False)
     finally:
-        graph.unlink()
+        remove_temporary(graph)  # inside the staging folder
 
 
 def _quantize(staging: Path, feeds: list) -> str:

@@ -25,6 +25,9 @@ Siblings of a model directory OUT: ``OUT.checkpoints/`` (resumable training stat
 (being written) and ``.OUT.old/`` (the previous model during a replace), all named here; and
 ``OUT.folds/`` and ``OUT.tune/`` (one run per fold or trial, the study), named by their commands
 (bertkit.api.folds, bertkit.api.tuning).
+
+What bertkit wrote is known (ownership.py: a manifest in each directory it makes beside a model,
+a model directory's own names), and removal.py, the only module that deletes, removes nothing else.
 """
 
 from bertkit.model_dir.files import (  # noqa: F401  (the package's public names)
@@ -38,6 +41,7 @@ from bertkit.model_dir.files import (  # noqa: F401  (the package's public names
     checkpoint_root,
     logging_dir,
     replace_dir,
+    run_names,
     seeds_root,
     staged_output,
     staging_prefix,

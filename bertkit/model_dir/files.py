@@ -8,13 +8,13 @@ import json
 import os
 import re
 import secrets
-import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir.ownership import META_FILE, check_replaceable, is_model_file
+from bertkit.model_dir.ownership import META_FILE, check_replaceable, is_model_file, refuse_strangers
+from bertkit.model_dir.removal import remove_temporary
 
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
 TMP_SUFFIX = ".tmp"  # atomic_file's temporary sibling: .<name>.<pid>-<random>.tmp
@@ -30,6 +30,11 @@ def logging_dir(output: Path) -> Path:
 
 def seeds_root(output: Path) -> Path:
     return output.parent / f"{output.name}.seeds"  # finetune --seeds: one model directory per seed
+
+
+def run_names(name: str) -> tuple[str, ...]:
+    """What a run writing the model directory ``name`` makes beside it, besides temporary names."""
+    return name, f"{name}.checkpoints", f"{name}.logs/"  # NAME/: all in it is bertkit's (the trackers write it)
 
 
 def staging_prefix(output: Path) -> str:
@@ -174,7 +179,7 @@ def _nearest_existing(path: Path) -> Path:
 def probe_writable(directory: Path, what: str) -> None:
     # os.access is wrong for root, read-only mounts and some network file systems: really try.
     try:
-        Path(tempfile.mkdtemp(prefix=".bertkit-probe-", dir=directory)).rmdir()
+        remove_temporary(Path(tempfile.mkdtemp(prefix=".bertkit-probe-", dir=directory)))
     except OSError as exc:
         raise BertkitError(
             f"{what}: cannot write in {directory} ({exc.strerror or type(exc).__name__})", "choose a writable location"
@@ -194,13 +199,13 @@ def clean_stale(output: Path, marker: str = META_FILE) -> None:
     prefix = staging_prefix(output)
     for sibling in parent.iterdir():
         if sibling.name.startswith(prefix) and sibling.is_dir() and not _owner_alive(sibling.name[len(prefix) :]):
-            shutil.rmtree(sibling, ignore_errors=True)
+            remove_temporary(sibling)
     trash = trash_dir(output)
     try:
         if trash.is_dir() and not output.exists() and (trash / marker).is_file():
             trash.rename(output)
         elif trash.is_dir():
-            shutil.rmtree(trash, ignore_errors=True)
+            remove_temporary(trash)
     except OSError:
         pass  # another process of the same launch got there first
 
@@ -230,7 +235,7 @@ def staged_output(output: Path):
         yield staging
     except BaseException as exc:
         full = disk_full_error(exc, output.parent, output)
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_temporary(staging)
         if full is not None:
             raise full from exc
         raise
@@ -238,25 +243,27 @@ def staged_output(output: Path):
         follow_umask(staging)
         replace_dir(output, staging)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # the old output, if any, stands (put back by replace_dir)
+        remove_temporary(staging)  # the old output, if any, stands (put back by replace_dir)
         raise
 
 
 def replace_dir(output: Path, staging: Path) -> None:
     """Rename ``staging`` to ``output``; an old ``output`` is moved aside first and removed after,
-    or put back when the second rename fails."""
+    or put back when the second rename fails. The old one is checked again here, not only before
+    the work: a file the user put in it since is refused, named, and kept."""
     if not output.exists():
         staging.rename(output)
         return
+    refuse_strangers(output, "replacing it with the new one")
     trash = trash_dir(output)
-    shutil.rmtree(trash, ignore_errors=True)
+    remove_temporary(trash)
     output.rename(trash)
     try:
         staging.rename(output)
     except BaseException:
         trash.rename(output)
         raise
-    shutil.rmtree(trash, ignore_errors=True)
+    remove_temporary(trash)
 
 
 def disk_full_error(exc: BaseException, directory: Path, target: Path) -> OSError | None:
@@ -304,7 +311,7 @@ def atomic_file(path: Path, mode: str = "w"):
         os.replace(tmp, path)
     except BaseException as exc:
         full = disk_full_error(exc, path.parent, path)
-        tmp.unlink(missing_ok=True)
+        remove_temporary(tmp)
         if full is not None:
             raise full from exc
         raise

@@ -1,13 +1,22 @@
-"""Which files of a model directory bertkit wrote, so that ``--overwrite`` replaces a model
-directory only when nothing in it is the user's: a notes file dropped in, a prediction file
-written there, a model card the user edited. The card ends with a digest of itself, so an edit
-shows (``card_state``); everything else is known by name.
+"""What bertkit wrote, so that nothing else is ever deleted: the one rule every delete and every
+replace goes through (bertkit.model_dir.removal does the deleting).
+
+A directory bertkit makes that is not a model directory (``OUT.seeds/``, ``OUT.folds/``,
+``OUT.tune/``, ``OUT.checkpoints/`` and each ``step-N/``) holds a manifest, ``.bertkit-owned.json``,
+listing each entry bertkit made there, written before the entry is (``NAME/``: a folder whose
+whole content bertkit's libraries write, such as the trackers' logs). A model directory's manifest is
+the list of names its commands write (``OURS``, with the folders inside it in ``FOLDERS``): a notes
+file dropped in, a prediction file written there, a model card the user edited are the user's. The
+card ends with a digest of itself, so an edit shows (``card_state``). bertkit's own temporary
+siblings (a staging folder with its writer's pid, an atomic file's ``.tmp``, ``.step-N.tmp``) are
+its own by their names. Anything else in a directory is the user's: a delete refuses, naming it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -76,17 +85,91 @@ def card_state(path: Path) -> str:
     return "ours" if hashlib.sha256(text[: mark.start()].encode("utf-8")).hexdigest() == mark.group(1) else "edited"
 
 
-def foreign_files(directory: Path) -> list[str]:
-    """The entries of ``directory`` that bertkit did not write (a card the user changed among them)."""
-    foreign = []
-    for entry in sorted(Path(directory).iterdir(), key=lambda p: p.name):
-        if entry.name == CARD_FILE:
+MANIFEST = ".bertkit-owned.json"  # in each directory bertkit makes that is not a model directory
+# The folders inside a model directory and what bertkit writes in them: the figures, an export's files.
+EXPORT_FILES = ("export.json", "model*.onnx", "model*.onnx.data", "model*.xml", "model*.bin")
+FOLDERS = {"figures": ("*.png",), "onnx": EXPORT_FILES, "openvino": EXPORT_FILES}
+# bertkit's own by their names: a staging folder (.NAME.partial-<pid>-<random>), an atomic file's
+# temporary (.NAME.<pid>-<random>.tmp), a checkpoint being written (.step-N.tmp), a probe, and the
+# parts of an unfinished streamed output (.NAME.bertkit-partial, checked inside by its layout).
+TEMPORARY = re.compile(
+    r"\..+\.partial-[\w-]+|\..+\.\d+-[0-9a-f]{8}\.tmp|\.step-\d+\.tmp|\.bertkit-probe-\w+|\..+\.bertkit-partial"
+)
+
+
+def listed(directory: Path) -> set[str]:
+    """The names ``directory``'s manifest lists (none without one, or with one bertkit cannot read)."""
+    try:
+        entries = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8")).get("entries")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {name for name in entries if isinstance(name, str)} if isinstance(entries, list) else set()
+
+
+def strangers(directory: Path, also: tuple = ()) -> list[str]:
+    """What in ``directory`` (and in the folders of it that are bertkit's) bertkit did not write,
+    as paths relative to it: empty when removing ``directory`` deletes nothing of the user's.
+    ``also``: name patterns a caller's own layout owns (a Parquet dataset cannot hold a manifest)."""
+    directory = Path(directory)
+    if not directory.is_dir() or directory.is_symlink():
+        return []
+    model, names = (directory / META_FILE).is_file(), listed(directory)
+    found = []
+    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
+        name = entry.name
+        if model and name == CARD_FILE:
             state = card_state(entry)
             if state != "ours":
-                foreign.append(f"{CARD_FILE} ({'edited' if state == 'edited' else 'not bertkit’s card'})")
-        elif not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in OURS):
-            foreign.append(entry.name)
-    return foreign
+                found.append(f"{CARD_FILE} ({'edited' if state == 'edited' else 'not bertkit’s card'})")
+        elif not owns(directory, name, also, names):
+            found.append(name)
+        elif entry.is_dir() and not entry.is_symlink() and not temporary(name) and f"{name}/" not in names:
+            found += [f"{name}/{inner}" for inner in strangers(entry)]
+    return found
+
+
+def owns(directory: Path, name: str, also: tuple = (), names: set | None = None) -> bool:
+    """Whether bertkit wrote the entry ``name`` of ``directory`` (not looking inside it); ``names``:
+    its manifest's, when the caller has read them."""
+    if name == MANIFEST or temporary(name):
+        return True
+    if name.startswith(".") and name.endswith(".old"):  # .NAME.old: a replaced NAME, checked before it moved aside
+        return owns(directory, name[1:-4], also, names)
+    patterns = tuple(also) + _patterns(Path(directory))
+    names = listed(directory) if names is None else names
+    return name in names or f"{name}/" in names or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def temporary(name: str) -> bool:
+    return TEMPORARY.fullmatch(name) is not None
+
+
+def _patterns(directory: Path) -> tuple:
+    """The names a model directory's commands write in it, or in a folder of one."""
+    if (directory / META_FILE).is_file():
+        return OURS
+    if directory.name in FOLDERS and (directory.parent / META_FILE).is_file():
+        return FOLDERS[directory.name]
+    return ()
+
+
+def foreign_files(directory: Path) -> list[str]:
+    """The entries of ``directory`` that bertkit did not write (a card the user changed among them)."""
+    return strangers(directory)
+
+
+def named(found: list[str]) -> str:
+    return ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+
+
+def refuse_strangers(directory: Path, what: str, also: tuple = (), hint: str | None = None) -> None:
+    """One line naming what in ``directory`` is not bertkit's, when anything is: ``what`` would delete it."""
+    found = strangers(directory, also)
+    if found:
+        raise BertkitError(
+            f"{directory} holds files bertkit did not write ({named(found)}), which {what} would delete",
+            hint or f"move them out of {directory} first",
+        )
 
 
 def check_replaceable(output: Path) -> None:
@@ -101,7 +184,6 @@ def check_replaceable(output: Path) -> None:
     foreign = foreign_files(output)
     if foreign:  # the user's own files added to a model directory: replacing it would delete them
         raise BertkitError(
-            f"--output {output} holds files bertkit did not write ({', '.join(foreign[:3])}"
-            f"{', ...' if len(foreign) > 3 else ''}), which --overwrite would delete",
+            f"--output {output} holds files bertkit did not write ({named(foreign)}), which --overwrite would delete",
             f"move them out of {output} first, or choose a new directory for the model",
         )

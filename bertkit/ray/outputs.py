@@ -6,7 +6,10 @@ import functools
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir.removal import discard_owned, remove_matching
 from bertkit.ray.datasets import require_ray
+
+PARTS = ("part-[0-9]*.parquet",)  # all the sink writes (a Parquet dataset holds no manifest)
 
 
 def write_parquet(ds, output: str, *, overwrite: bool = False) -> int:
@@ -54,7 +57,7 @@ def check_target(filesystem, path: str, output: str, overwrite: bool) -> None:
             raise BertkitError(
                 f"--output {output} already exists and is not empty", "choose a new directory, or pass --overwrite"
             )
-        filesystem.delete_dir_contents(path)
+        remove_matching(filesystem, path, output, PARTS, "--overwrite")
 
 
 @functools.cache
@@ -98,9 +101,7 @@ def _ordered_parquet_sink() -> type:
 def discard_partial(target: str) -> None:
     """A failed run's partial output goes (a local directory only: it was new or empty before)."""
     if not is_url(target):
-        import shutil
-
-        shutil.rmtree(target, ignore_errors=True)
+        discard_owned(Path(target), "removing the failed run's partial output", also=PARTS)
 
 
 def is_url(path: str) -> bool:

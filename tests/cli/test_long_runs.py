@@ -167,6 +167,7 @@ def single(root) -> tuple[Path, str]:
     checkpoints = root / "killed.checkpoints"
     assert not (root / "killed").exists()  # no model directory: the run never finished
     assert sorted(p.name for p in checkpoints.iterdir()) == [
+        ".bertkit-owned.json",  # what bertkit made there (model_dir.ownership)
         ".step-40.tmp",
         "history.jsonl",
         "step-10",
@@ -200,6 +201,7 @@ def test_killed_run_resumes_to_the_same_bytes(single):
     assert 5 < a["best_step"] < STEPS and a["metrics"]["accuracy"] == 1.0
     assert b["resumed_from"].endswith("step-30") and a["resumed_from"] is None
     assert sorted(p.name for p in (root / "killed.checkpoints").iterdir()) == [
+        ".bertkit-owned.json",
         "history.jsonl",
         "step-10",
         "step-20",

@@ -264,7 +264,7 @@ def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path,
 
     output = tmp_path / "out"
     output.mkdir()
-    (output / "old.txt").write_text("old")
+    (output / "bertkit.json").write_text("old")  # bertkit's: the one rule lets only that be replaced
     original = Path.rename
 
     def rename(self, target):  # the staging's rename into place fails (EBUSY, as on a mount point)
@@ -277,7 +277,7 @@ def test_a_failed_replace_keeps_the_old_output_and_removes_the_staging(tmp_path,
         with staged_output(output) as staging:
             (staging / "new.txt").write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert [p.name for p in output.iterdir()] == ["old.txt"]
+    assert [p.name for p in output.iterdir()] == ["bertkit.json"] and (output / "bertkit.json").read_text() == "old"
 
 
 def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(tmp_path, tiny_bert, train_csv, run_cli):
