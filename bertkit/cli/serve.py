@@ -19,7 +19,9 @@ def serve(model_dir: str, **values):
     from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
-    predictor = Predictor(model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True).load()
+    predictor = Predictor(
+        model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True, threads=options.threads
+    ).load()
     run_server(
         predictor,
         options.host,
