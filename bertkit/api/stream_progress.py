@@ -9,6 +9,7 @@ import hashlib
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from bertkit.data.streams import InputStream
 
@@ -51,17 +52,27 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-def verified_parts(work: Path, saved) -> tuple[list, str | None]:
+def verified_parts(work: Path, saved, sizes: Iterator[int | None] | None = None) -> tuple[list, str | None]:
     """The saved parts in order up to the first that is missing or not as recorded (a truncated,
-    replaced or swapped file), and a line saying which and from which row the run goes on."""
+    replaced or swapped file), and a line saying which and from which row the run goes on.
+    ``sizes``: the rows each chunk has (the input's last may have fewer), checked against the record."""
     parts, rows = [], 0
-    for number, part in enumerate(saved if isinstance(saved, list) else []):
+    saved = saved if isinstance(saved, list) else []
+    for number, part in enumerate(saved):
         problem = _part_problem(work, part, number)
+        size = next(sizes) if sizes is not None else None
+        if not problem and size is not None and not _fits(part["rows"], size, number == len(saved) - 1):
+            problem = f"part {number} of the unfinished run records {part['rows']:,} rows where its chunk has {size:,}"
         if problem:
             return parts, f"{problem}: redoing it and what follows, from row {rows + 1:,}"
         parts.append(part)
         rows += part["rows"]
     return parts, None
+
+
+def _fits(rows: int, size: int, last: bool) -> bool:
+    """A part has its chunk's rows; the last one recorded may be the input's end, with fewer."""
+    return rows == size or (last and rows < size)
 
 
 def _part_problem(work: Path, part, number: int) -> str | None:

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from bertkit.api.stream_progress import Progress, measure, verified_parts
 from bertkit.data.sinks import Sink
-from bertkit.data.streams import Chunk, InputStream
+from bertkit.data.streams import Chunk, InputStream, chunk_sizes
 from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.model_dir import atomic_file, write_json
@@ -353,7 +353,9 @@ def _resumable(work: Path, record: dict, stream: InputStream) -> tuple[dict, str
             f"--resume: {', '.join(changed)} differ from the unfinished run's, so its rows would not match the rest",
             "resume with the same model and options, or rerun without --resume",
         )
-    parts, damaged = verified_parts(work, saved.get("parts"))
+    chunk_rows = record["settings"].get("chunk_rows")
+    sizes = chunk_sizes(chunk_rows, FIRST_CHUNK_ROWS) if isinstance(chunk_rows, int) else None
+    parts, damaged = verified_parts(work, saved.get("parts"), sizes)
     return {**record, "parts": parts}, damaged
 
 

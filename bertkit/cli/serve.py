@@ -22,6 +22,8 @@ def serve(model_dir: str, **values):
     predictor = Predictor(
         model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True, threads=options.threads
     ).load()
+    if predictor.backend_reason:  # what auto chose and why, a stale or damaged export passed over included
+        typer.echo(f"--backend auto: {predictor.backend}: {predictor.backend_reason}", err=True)
     run_server(
         predictor,
         options.host,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from pathlib import Path
 
@@ -50,6 +52,7 @@ def run(
     target = check_output(output, overwrite)
     _check_apart(target, paths, model_dir)
     started_ray = not ray.is_initialized()
+    _quiet_ray()
     if started_ray:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
@@ -82,6 +85,16 @@ def run(
         "output": target,
         "address": address or ("local" if started_ray else "existing"),
     }
+
+
+def _quiet_ray() -> None:
+    """Ray Data logs each execution's plan and, when stderr is not a terminal, its progress every
+    few seconds as INFO lines: pages of lines around bertkit's one. Warnings and errors still
+    show; BERTKIT_DEBUG=1 shows everything."""
+    if os.environ.get("BERTKIT_DEBUG"):
+        return
+    os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")  # read when ray.data configures its logging
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # in case ray.data was imported already
 
 
 def _check_apart(target: str, paths, model_dir: str) -> None:

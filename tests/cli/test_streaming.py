@@ -379,6 +379,11 @@ def _damage(work: Path, how: str) -> int:
         other.write_bytes(part.read_bytes())
         part.write_bytes(held)
         return 61
+    elif how == "rows-edited":  # the record says fewer rows than the part (and its chunk) holds
+        record = json.loads((work / "progress.json").read_text())
+        record["parts"][1]["rows"] = 30
+        (work / "progress.json").write_text(json.dumps(record))
+        return 61
     elif how == "unproven":  # a record with rows but no size and hash (an older bertkit's)
         record = json.loads((work / "progress.json").read_text())
         for entry in record["parts"]:
@@ -388,7 +393,7 @@ def _damage(work: Path, how: str) -> int:
     return 121
 
 
-@pytest.mark.parametrize("how", ["truncated", "deleted", "swapped", "unproven"])
+@pytest.mark.parametrize("how", ["truncated", "deleted", "swapped", "rows-edited", "unproven"])
 def test_resume_verifies_each_part_and_redoes_a_damaged_one(how, trained, tmp_path):
     """progress.json records each part's rows, bytes and sha256: a part truncated, deleted or
     swapped since is found before the resumed run builds on it, said, and redone with the parts
