@@ -77,10 +77,10 @@ def embed(
         from bertkit.api.streaming import check_model_kept
 
         stream = InputStream(input_path)  # read below; its files checked against the output here
+        check_inputs_kept(target, *stream.paths)
         why = stream.would_read(target)
         if why:
             raise BertkitError(f"--output {target} {why}", "choose an --output outside the input's files")
-        check_inputs_kept(target, *stream.paths)
         check_model_kept(target, model)
     embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)
     columns = Columns(text_column, text_pair_column, id_column)

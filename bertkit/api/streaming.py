@@ -101,13 +101,13 @@ def check_apart(target: Path, stream: InputStream, model: str | None = None, fla
 
     target = Path(target).expanduser().resolve()
     for written in (target, partial_dir(target)):
+        check_inputs_kept(written, *stream.paths, flag=flag)  # one of the input's files, or holding one
         why = stream.would_read(written)
         if why:
             raise BertkitError(
                 f"{flag} {written} {why}",
                 f"choose an {flag} outside the input's files (another directory, or a name the input does not match)",
             )
-        check_inputs_kept(written, *stream.paths, flag=flag)
     if model:
         check_model_kept(target, model, flag)
 

@@ -80,12 +80,12 @@ CASES = [
     Case(
         "predict-output-is-a-glob-member",
         lambda c: (shards(c), predict(c, c.tmp / "sh" / "*.jsonl", c.tmp / "sh" / "b.jsonl"))[1],
-        ("is one of the input's files",),
+        ("is the input file",),
     ),
     Case(
         "predict-parquet-output-is-a-glob-member",
         lambda c: (shards(c, ".parquet"), predict(c, c.tmp / "sh" / "*.parquet", c.tmp / "sh" / "b.parquet"))[1],
-        ("is one of the input's files",),
+        ("is the input file",),
     ),
     Case(
         "predict-output-matches-the-glob",
@@ -105,7 +105,7 @@ CASES = [
     Case(
         "embed-output-is-a-glob-member",
         lambda c: (shards(c), embed(c, c.tmp / "sh" / "*.jsonl", c.tmp / "sh" / "b.jsonl"))[1],
-        ("is one of the input's files",),
+        ("is the input file",),
     ),
     Case(
         "embed-parquet-output-matches-the-glob",
@@ -120,7 +120,7 @@ CASES = [
     Case(
         "embed-per-word-output-is-a-glob-member",  # built in memory, not streamed: the same rule
         lambda c: (shards(c), embed(c, c.tmp / "sh" / "*.jsonl", c.tmp / "sh" / "a.jsonl", "--per-word"))[1],
-        ("is one of the input's files",),
+        ("is the input file",),
     ),
     # --- an output that is a model's file -----------------------------------------------------------
     Case(
