@@ -40,7 +40,7 @@ def exported_file(model_dir, backend: str) -> Path:
     reason = export_problem(model_dir, directory)
     if reason:
         raise BertkitError(
-            f"the {directory} export of {model_dir} cannot be used: {reason}",
+            f"{path} cannot be used: {reason}",
             f"run {again} again (or use --backend torch)",
         )
     return path
