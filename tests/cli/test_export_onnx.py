@@ -169,7 +169,7 @@ def test_an_export_of_other_weights_is_refused_or_passed_over(cls_dir, run_cli, 
     assert auto.backend == "torch" and "onnx passed over: model.safetensors changed" in auto.backend_reason
     code, _, stderr = run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "auto")
     assert code == 0 and "onnx passed over" in stderr, stderr
-    assert run_cli("export", "onnx", model)[0] == 0  # exported again: current
+    assert run_cli("export", "onnx", model, "--threads", "1")[0] == 0  # exported again (export takes --threads)
     torch_row = rows(run_cli("predict", model, "--input", tmp_path / "in.txt", "--precision", "no")[1])[0]
     onnx_row = rows(run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx")[1])[0]
     assert onnx_row["probabilities"] == pytest.approx(torch_row["probabilities"], abs=2e-6)  # the new weights

@@ -281,3 +281,21 @@ def test_weights_changed_under_an_openvino_export(cls_dir, run_cli, tmp_path):
     served = Predictor(str(model), backend="auto")  # what `bertkit serve` builds
     assert served.backend == "torch"
     assert "openvino passed over: model.safetensors changed" in served.info()["backend_reason"]
+
+
+def test_serve_and_export_take_threads(cls_dir, run_cli, monkeypatch, tmp_path):
+    """`serve --threads` reaches the runtime it serves with, as predict's does (the busy-machine
+    notice recommends it); `export` takes --threads too."""
+    import shutil
+
+    import bertkit.serving.app as serving
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    code, _, stderr = run_cli("export", "openvino", model, "--threads", "1")
+    assert code == 0, stderr
+    served = []
+    monkeypatch.setattr(serving, "serve", lambda predictor, *args, **kwargs: served.append(predictor))
+    code, _, stderr = run_cli("serve", model, "--backend", "openvino", "--threads", "1")
+    assert code == 0, stderr
+    assert int(served[0].engine.compiled.get_property("INFERENCE_NUM_THREADS")) == 1
