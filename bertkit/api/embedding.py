@@ -74,7 +74,14 @@ def embed(
 
     target = check_output(output, per_word)
     if target is not None:
-        check_inputs_kept(target, input_path)
+        from bertkit.api.streaming import check_model_kept
+
+        stream = InputStream(input_path)  # read below; its files checked against the output here
+        check_inputs_kept(target, *stream.paths)
+        why = stream.would_read(target)
+        if why:
+            raise BertkitError(f"--output {target} {why}", "choose an --output outside the input's files")
+        check_model_kept(target, model)
     embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)
     columns = Columns(text_column, text_pair_column, id_column)
     done = [vectors for _, vectors in _pipeline(embedder, InputStream(input_path), None, columns).results()]
@@ -218,18 +225,13 @@ def embed_stream(
 
     if chunk_rows < 1:
         raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
-    target = check_output(output, False) if output else None
-    if target is not None and target.suffix.lower() == ".npz":
-        raise BertkitError(
-            ".npz is one zip of all vectors and cannot be written chunk by chunk",
-            "use --output FILE.npy (vectors; ids in input order) or .parquet (id + vector)",
-        )
-    if target is not None:
-        check_inputs_kept(target, input_path)
+    stream = InputStream(input_path)
+    target = _stream_target(output, stream, model)
     embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads)
     embedder.quiet = True  # no per-batch progress: the stream reports per chunk
-    stream = InputStream(input_path)
-    pipeline = _pipeline(embedder, stream, chunk_rows, Columns(text_column, text_pair_column, id_column))
+    pipeline = _pipeline(
+        embedder, stream, chunk_rows, Columns(text_column, text_pair_column, id_column), streaming.FIRST_CHUNK_ROWS
+    )
     settings = {
         **streaming.model_fingerprint(model),
         "pooling": embedder.spec.name,
@@ -274,6 +276,22 @@ def embed_stream(
     return summary
 
 
+def _stream_target(output: str | None, stream, model: str) -> Path | None:
+    """The file a stream writes (None: standard output), checked before the model loads: a format
+    written chunk by chunk, and never one of the input's or the model's files."""
+    from bertkit.api.streaming import check_apart
+
+    target = check_output(output, False) if output else None
+    if target is not None and target.suffix.lower() == ".npz":
+        raise BertkitError(
+            ".npz is one zip of all vectors and cannot be written chunk by chunk",
+            "use --output FILE.npy (vectors; ids in input order) or .parquet (id + vector)",
+        )
+    if target is not None:
+        check_apart(target, stream, model)
+    return target
+
+
 @dataclass
 class _Rows:
     """A chunk's rows as embed reads them: ids, and texts (and pairs) or, per word, word lists."""
@@ -299,17 +317,18 @@ class _Vectors:
     seconds: float  # inference time
 
 
-def _pipeline(embedder: Embedder, stream, chunk_rows: int | None, columns: Columns):
-    """Chunks of ``chunk_rows`` rows (None: one chunk), each checked as it is read, then embedded.
-    The input's first chunk finds the columns (text, pair, id) that every later chunk reads."""
+def _pipeline(embedder: Embedder, stream, chunk_rows: int | None, columns: Columns, first: int | None = None):
+    """Chunks of ``chunk_rows`` rows (None: one chunk; ``first``: the first chunk's, growing to
+    ``chunk_rows``), each checked as it is read, then embedded. The input's first chunk finds the
+    columns (text, pair, id) that every later chunk reads."""
     from bertkit.api.streaming import Pipeline
 
     found = [columns]
 
     def chunks(skip: int) -> Iterator[Chunk]:
         # read from the first row even when resuming, so the first chunk names the columns as it
-        # did for the earlier run; that run's chunks (the same size: --resume checks) are skipped
-        for chunk in stream.chunks(chunk_rows):
+        # did for the earlier run; that run's chunks (the same sizes: --resume checks) are skipped
+        for chunk in stream.chunks(chunk_rows, first=first):
             done_before = chunk.start + len(chunk.records) <= skip
             if done_before and found[0].fixed:
                 continue

@@ -21,6 +21,7 @@ from bertkit.data.registry import Source
 from bertkit.data.streams import Chunk, InputStream
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.inference import check_inference_args
 from bertkit.model_dir import load_meta
 from bertkit.options import INFERENCE_BATCH, check_batch_size
@@ -49,6 +50,7 @@ class Predictor:
             from bertkit.export.runtime import fastest_backend
 
             backend, self.backend_reason = fastest_backend(model_dir)
+            notice("runtime", f"--backend auto: {backend}: {self.backend_reason}", backend=backend)
         check_batch_size(batch_size, "bertkit predict")
         self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
         self.meta = load_meta(self.model_dir)
@@ -251,8 +253,10 @@ def predict_stream(
         raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
     target = Path(output).expanduser().resolve() if output else None
     sink = sink_for(target, vectors=False)
-    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
     stream, facts = InputStream(input_path), _Facts()
+    if target is not None:
+        streaming.check_apart(target, stream, model_dir)  # before the model: an output never an input
+    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
     settings = {
         **streaming.model_fingerprint(model_dir),
         "options": dict(predictor.adapter.options),
@@ -265,7 +269,7 @@ def predict_stream(
     }
     summary = streaming.run(
         stream,
-        _pipeline(predictor, stream, chunk_rows, facts),
+        _pipeline(predictor, stream, chunk_rows, facts, first=streaming.FIRST_CHUNK_ROWS),
         sink,
         target,
         settings,
@@ -289,16 +293,23 @@ def _predictor(model_dir, batch_size, precision, backend, threads, quiet, option
     )
 
 
-def _pipeline(predictor: Predictor, stream: InputStream, chunk_rows: int | None, facts: "_Facts"):
-    """Chunks of ``chunk_rows`` rows (None: one chunk), each checked as it is read; processed into
-    prediction rows, the task's facts about each chunk gathered in ``facts``."""
+def _pipeline(
+    predictor: Predictor, stream: InputStream, chunk_rows: int | None, facts: "_Facts", first: int | None = None
+):
+    """Chunks of ``chunk_rows`` rows (None: one chunk; ``first``: the first chunk's, growing to
+    ``chunk_rows``), each checked as it is read; processed into prediction rows, the task's facts
+    about each chunk gathered in ``facts``."""
     from bertkit.api.streaming import Pipeline
 
     adapter = predictor.adapter
 
     def chunks(skip: int) -> Iterator[Chunk]:
         read = stream.chunks(
-            chunk_rows, skip, whole_needed=adapter.reads_whole, read_whole=lambda path: _read_whole(adapter, path)
+            chunk_rows,
+            skip,
+            whole_needed=adapter.reads_whole,
+            read_whole=lambda path: _read_whole(adapter, path),
+            first=first,
         )
         return (_checked(predictor, chunk) for chunk in read)
 

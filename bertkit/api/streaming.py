@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from bertkit.api.stream_progress import Progress
+from bertkit.api.stream_progress import Progress, measure, verified_parts
 from bertkit.data.sinks import Sink
-from bertkit.data.streams import Chunk, InputStream
+from bertkit.data.streams import Chunk, InputStream, chunk_sizes
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.model_dir import atomic_file, write_json
 from bertkit.model_dir.removal import discard_owned, remove_owned
 
 PROGRESS = "progress.json"
+FIRST_CHUNK_ROWS = 64  # the first chunk's rows, doubled chunk after chunk up to --chunk-rows
 
 
 @dataclass
@@ -88,6 +90,45 @@ def model_fingerprint(model: str) -> dict:
 
 def partial_dir(target: Path) -> Path:
     return target.with_name(f".{target.name}.bertkit-partial")
+
+
+def check_apart(target: Path, stream: InputStream, model: str | None = None, flag: str = "--output") -> None:
+    """One rule for inputs and outputs, before any work: neither ``target`` nor the hidden work
+    directory beside it may be (or, once written, become) one of the input's files (a member of its
+    directory or glob: a second run would read its own output), take an input with it, or be one
+    of the model's files."""
+    from bertkit.model_dir import check_inputs_kept
+
+    target = Path(target).expanduser().resolve()
+    for written in (target, partial_dir(target)):
+        check_inputs_kept(written, *stream.paths, flag=flag)  # one of the input's files, or holding one
+        why = stream.would_read(written)
+        if why:
+            raise BertkitError(
+                f"{flag} {written} {why}",
+                f"choose an {flag} outside the input's files (another directory, or a name the input does not match)",
+            )
+    if model:
+        check_model_kept(target, model, flag)
+
+
+def check_model_kept(target: Path, model: str, flag: str = "--output") -> None:
+    """An output is never one of the model's files (weights, config, tokenizer, bertkit.json, an
+    export), nor the model directory itself."""
+    from bertkit.export.fingerprint import made_from_files
+    from bertkit.model_dir import check_inputs_kept
+
+    local = Path(model).expanduser()
+    if not local.is_dir():
+        return
+    check_inputs_kept(target, local, flag=flag)
+    local = local.resolve()
+    files = {p.resolve() for p in made_from_files(local)} | {local / "bertkit.json"}
+    exported = target.is_relative_to(local / "onnx") or target.is_relative_to(local / "openvino")
+    if target.resolve() in files or exported:
+        raise BertkitError(
+            f"{flag} {target} is one of the model's files, which writing it would destroy", f"choose another {flag}"
+        )
 
 
 def run(stream: InputStream, pipeline: Pipeline, *args, long_lived: bool = False, **kwargs) -> StreamSummary:
@@ -208,14 +249,22 @@ class _Parts:
     def __init__(self, stream: InputStream, sink: Sink, target: Path, settings: dict, resume: bool):
         self.sink, self.target, self.resume, self.work = sink, target, resume, partial_dir(target)
         self.description, self.opened, self.summary = stream.description, False, StreamSummary()
+        self.resumable = not stream.stdin  # standard input cannot be read again: its parts are worth nothing
         self.record = {"settings": settings, "input": stream.fingerprint(), "parts": []}
         if resume:
-            self.record = _resumable(self.work, self.record, stream)
+            self.record, damaged = _resumable(self.work, self.record, stream)
             done = sum(part["rows"] for part in self.record["parts"])
             self.summary.resumed_rows = self.summary.rows = done
             self.summary.chunks = len(self.record["parts"])
+            if damaged:
+                self._say("resume", damaged)
             if done:
-                self.summary.notices.append(f"resumed after {done:,} rows done by an earlier run")
+                self._say("resume", f"resumed after {done:,} rows done by an earlier run", rows=done)
+
+    def _say(self, kind: str, text: str, **data) -> None:
+        """A decided fact: told now (bertkit.events) and kept in the summary."""
+        notice(kind, text, **data)
+        self.summary.notices.append(text)
 
     def _open(self) -> None:
         """The work directory, made once the first chunk is done: a mistake found in that chunk
@@ -225,9 +274,7 @@ class _Parts:
         self.opened = True
         if not self.resume and self.work.exists():
             remove_owned(self.work, "discarding the unfinished earlier run", also=(PROGRESS, "part-*"))
-            self.summary.notices.append(
-                f"an unfinished earlier run's {self.work.name} was discarded (--resume continues one)"
-            )
+            self._say("resume", f"an unfinished earlier run's {self.work.name} was discarded (--resume continues one)")
         if not self.work.exists():
             self.work.mkdir()
             write_json(self.work / PROGRESS, self.record)
@@ -237,7 +284,8 @@ class _Parts:
         name = f"part-{len(self.record['parts']):06d}{self.sink.part_suffix}"
         with atomic_file(self.work / name, "wb") as handle:
             self.sink.write_part(payload, handle)
-        self.record["parts"].append({"file": name, "rows": len(chunk.records)})
+        size, digest = measure(self.work / name)
+        self.record["parts"].append({"file": name, "rows": len(chunk.records), "bytes": size, "sha256": digest})
         write_json(self.work / PROGRESS, self.record)  # after the part: a kill between the two redoes that chunk
         self.summary.rows, self.summary.chunks = self.summary.rows + len(chunk.records), self.summary.chunks + 1
 
@@ -259,12 +307,13 @@ class _Parts:
             if not self.resume:
                 discard_owned(self.work, "removing the stopped run's parts", also=(PROGRESS, "part-*"))
             return exc
-        return _stopped(exc, self.work, self.summary.rows)
+        return _stopped(exc, self.work, self.summary.rows if self.resumable else 0)
 
 
 def _stopped(exc: BaseException, work: Path, rows: int) -> BaseException:
     """What a run that stopped early leaves: nothing when no chunk was complete (a mistake found at
-    the first chunk leaves the directory as it was); else the parts, and the way to continue."""
+    the first chunk leaves the directory as it was) or none can be resumed (``rows`` 0: standard
+    input); else the parts, and the way to continue."""
     if not rows:  # (a resumed run's rows count too: its parts stay)
         discard_owned(work, "removing the stopped run's parts", also=(PROGRESS, "part-*"))
         return exc
@@ -275,11 +324,14 @@ def _stopped(exc: BaseException, work: Path, rows: int) -> BaseException:
     return exc
 
 
-def _resumable(work: Path, record: dict, stream: InputStream) -> dict:
+def _resumable(work: Path, record: dict, stream: InputStream) -> tuple[dict, str | None]:
+    """(the record to continue, what was found damaged): the earlier run's parts that are as it
+    recorded them (rows, bytes, sha256), up to the first that is not; that one and those after it
+    are done again."""
     if stream.stdin:
         raise BertkitError("--resume cannot check standard input is the same as before", "give --input FILE")
     if not (work / PROGRESS).is_file():
-        return record  # nothing to resume: a fresh run
+        return record, None  # nothing to resume: a fresh run
     try:
         saved = json.loads((work / PROGRESS).read_text())
     except (OSError, ValueError) as exc:
@@ -301,8 +353,10 @@ def _resumable(work: Path, record: dict, stream: InputStream) -> dict:
             f"--resume: {', '.join(changed)} differ from the unfinished run's, so its rows would not match the rest",
             "resume with the same model and options, or rerun without --resume",
         )
-    parts = [part for part in saved.get("parts", []) if (work / part["file"]).is_file()]
-    return {**record, "parts": parts[: len(parts)]}
+    chunk_rows = record["settings"].get("chunk_rows")
+    sizes = chunk_sizes(chunk_rows, FIRST_CHUNK_ROWS) if isinstance(chunk_rows, int) else None
+    parts, damaged = verified_parts(work, saved.get("parts"), sizes)
+    return {**record, "parts": parts}, damaged
 
 
 def _to_stdout(text: str) -> None:

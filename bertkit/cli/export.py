@@ -21,7 +21,7 @@ def export_onnx(model_dir: str, **values):
     require("onnx", "onnxruntime", extra="onnx")
     from bertkit.export.onnx import export_onnx as run_export
 
-    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples))
+    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples, threads=options.threads))
 
 
 def export_openvino(model_dir: str, **values):
@@ -30,7 +30,7 @@ def export_openvino(model_dir: str, **values):
     require("openvino", "nncf", extra="openvino")
     from bertkit.export.openvino import export_openvino as run_export
 
-    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples))
+    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples, threads=options.threads))
 
 
 def _show(report: dict) -> None:

@@ -19,7 +19,11 @@ def serve(model_dir: str, **values):
     from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
-    predictor = Predictor(model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True).load()
+    predictor = Predictor(
+        model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True, threads=options.threads
+    ).load()
+    if predictor.backend_reason:  # what auto chose and why, a stale or damaged export passed over included
+        typer.echo(f"--backend auto: {predictor.backend}: {predictor.backend_reason}", err=True)
     run_server(
         predictor,
         options.host,

@@ -56,6 +56,25 @@ class InputStream:
             return None
         return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths]
 
+    def would_read(self, path: Path) -> str | None:
+        """Why a file written at ``path`` is (or, written there, would become) part of this input: one of
+        its files, a data file in its directory, or a name its glob matches; None when it is not."""
+        if self.stdin:
+            return None
+        path = Path(os.path.abspath(Path(path).expanduser()))
+        resolved = path.resolve()
+        if any(resolved == member.resolve() for member in self.paths):
+            return "is one of the input's files"
+        spec = Path(self.spec).expanduser()
+        if spec.is_dir():
+            if resolved.parent == spec.resolve() and _suffix(path) in SHARD_SUFFIXES:
+                return f"is a data file in the input directory {self.spec}, so it would be read as input"
+        elif any(ch in self.spec for ch in "*?[") and not spec.exists():
+            pattern = os.path.abspath(os.path.expanduser(self.spec))
+            if path.match(pattern) or resolved.match(pattern):
+                return f"matches the input pattern {self.spec}, so it would be read as input"
+        return None
+
     def streams(self, path: Path, whole_needed) -> bool:
         return _suffix(path) in STREAMED and not (whole_needed and whole_needed(path))
 
@@ -96,8 +115,17 @@ class InputStream:
                 yield row, record, str(path), is_example
             self._bytes_before, self._position = self._bytes_before + path.stat().st_size, None
 
-    def chunks(self, rows: int | None, skip: int = 0, whole_needed=None, read_whole=None) -> Iterator[Chunk]:
-        """Chunks of ``rows`` records (None: one chunk of everything), after the first ``skip``."""
+    def chunks(
+        self, rows: int | None, skip: int = 0, whole_needed=None, read_whole=None, first: int | None = None
+    ) -> Iterator[Chunk]:
+        """Chunks of ``rows`` records (None: one chunk of everything), after the first ``skip``.
+        ``first``: the first chunk's rows, doubling chunk after chunk up to ``rows`` (``chunk_sizes``),
+        so the first rows of a large input come back in seconds; ``skip`` is a chunk boundary."""
+        sizes = chunk_sizes(rows, first)
+        done = 0
+        while skip and rows is not None and done < skip:  # the chunks a resumed run's earlier run wrote
+            done += next(sizes)
+        size = next(sizes)
         buffer, start, where, is_example = [], skip, self.description, False
         for number, record, path, is_example in self.records(whole_needed, read_whole):
             if number <= skip:
@@ -106,9 +134,9 @@ class InputStream:
                 start = number - 1
                 where = path if number == 1 or len(self.paths) > 1 else f"{path} (rows from {number})"
             buffer.append(record)
-            if rows is not None and len(buffer) >= rows:
+            if size is not None and len(buffer) >= size:
                 yield Chunk(start, buffer, where, is_example)
-                buffer = []
+                buffer, size = [], next(sizes)
         if buffer:
             yield Chunk(start, buffer, where, is_example)
 
@@ -119,6 +147,16 @@ class InputStream:
         import pyarrow.parquet as pq
 
         return sum(pq.ParquetFile(p).metadata.num_rows for p in self.paths)
+
+
+def chunk_sizes(rows: int | None, first: int | None = None) -> Iterator[int | None]:
+    """The rows of each chunk, forever: ``first``, twice that, ... up to ``rows``, then ``rows``.
+    The same for every run with the same ``rows`` (a resumed run's chunks are the earlier run's)."""
+    size = rows if rows is None or first is None else min(first, rows)
+    while True:
+        yield size
+        if size is not None:
+            size = min(size * 2, rows)
 
 
 def shard_paths(spec: str) -> list[Path]:

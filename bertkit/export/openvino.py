@@ -6,6 +6,8 @@ on CPUs with native bf16 (avx512_bf16, AMX); export.json says what each file com
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from bertkit.export.openvino_core import openvino_core, signal_stack_kept
@@ -17,9 +19,14 @@ FP32_FILE, INT8_FILE = BACKEND_FILES["openvino"][1], BACKEND_FILES["openvino-int
 
 
 def export_openvino(
-    model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES, batch_size: int = 32
+    model_dir: str,
+    int8: bool = False,
+    data: str | None = None,
+    samples: int = PARITY_SAMPLES,
+    batch_size: int = 32,
+    threads: int | None = None,
 ) -> dict:
-    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size)
+    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size, threads)
 
 
 def _write(model, adapter, tokenizer, staging: Path) -> None:
@@ -42,7 +49,7 @@ def _quantize(staging: Path, feeds: list) -> str:
 
     nncf.set_log_level(logging.ERROR)  # its progress and advice would fill the user's terminal
     model = openvino_core().read_model(str(staging / FP32_FILE))
-    with signal_stack_kept():
+    with signal_stack_kept(), _bars_quiet():
         quantized = nncf.quantize(
             model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
         )  # every batch (an item of the dataset is one batch)
@@ -51,6 +58,21 @@ def _quantize(staging: Path, feeds: list) -> str:
         f"NNCF post-training quantisation (transformer preset): int8 weights and activations, calibrated on "
         f"the {sum(len(feed['input_ids']) for feed in feeds)} parity examples"
     )
+
+
+@contextmanager
+def _bars_quiet():
+    """NNCF draws its progress bars with rich's shared console, on standard output: in a log they
+    are pages of bars between bertkit's lines. Quiet unless BERTKIT_DEBUG asks for everything."""
+    import rich
+
+    console = rich.get_console()
+    before = console.quiet
+    console.quiet = before or not os.environ.get("BERTKIT_DEBUG")
+    try:
+        yield
+    finally:
+        console.quiet = before
 
 
 OPENVINO = Format("openvino", ("openvino", "nncf"), "openvino", _write, _quantize, companions=(".bin",))

@@ -20,6 +20,8 @@ from typing import Callable
 import numpy as np
 
 from bertkit.errors import BertkitError
+from bertkit.export.fingerprint import KEY as FINGERPRINT_KEY
+from bertkit.export.fingerprint import fingerprint
 from bertkit.export.runtime import BACKEND_FILES, make_runner
 from bertkit.model_dir import load_meta, recorded_eval_data, staged_output, write_json
 from bertkit.model_dir.files import clean_stale, probe_writable
@@ -48,19 +50,27 @@ def export_model(
     data: str | None = None,
     samples: int = PARITY_SAMPLES,
     batch_size: int = 32,
+    threads: int | None = None,
 ) -> dict:
     """Write ``fmt``'s files of ``model_dir`` (fp32, and int8 with ``int8``) and measure each against
-    torch on the same evaluation examples; the report is returned and stored beside the files."""
+    torch on the same evaluation examples; the report is returned and stored beside the files, with
+    the fingerprint of the weights, config and tokenizer it was made from (a backend refuses the
+    export once they change). ``threads``: torch's and each runtime's CPU threads."""
     _check_request(fmt, samples)
+    from bertkit.engine.threads import check as check_threads
     from bertkit.inference import load_for_inference
 
+    check_threads(threads, f"export {fmt.name}")
     meta = load_meta(model_dir)
     _check_exportable(meta, model_dir, fmt.name)
     target = Path(model_dir) / fmt.name
     _check_replaceable(target, fmt)
     adapter, source, examples = _parity_examples(meta, data, samples, fmt.name)
-    engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", meta=meta)
-    parity = Parity(adapter, examples, adapter.preprocess(examples, tokenizer, train=False), tokenizer, batch_size)
+    made_from = fingerprint(model_dir)  # before loading: the files these weights come from
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", threads, meta=meta)
+    parity = Parity(
+        adapter, examples, adapter.preprocess(examples, tokenizer, train=False), tokenizer, batch_size, threads
+    )
     with staged_output(target) as staging:  # an old export stays until the new one is complete
         started = time.perf_counter()
         fmt.write(engine.unwrap(network), adapter, tokenizer, staging)
@@ -69,6 +79,7 @@ def export_model(
             "export_seconds": round(time.perf_counter() - started, 2),
             "parity_data": source.description,
             "parity_examples": len(examples),
+            FINGERPRINT_KEY: made_from,
         }
         files = {"fp32": staging / fmt.files()["fp32"]}
         if int8:
@@ -115,6 +126,7 @@ class Parity:
     features: list
     tokenizer: object
     batch_size: int
+    threads: int | None = None
 
     @property
     def gold(self) -> bool:
@@ -159,7 +171,7 @@ def _torch_entry(parity: Parity, engine, network, model_dir: str, meta: dict) ->
         "examples_per_second": speed,
         "value": parity.main_metric(reference),
     }
-    auto_engine, auto_network, _ = load_for_inference(model_dir, parity.adapter, "auto", meta=meta)
+    auto_engine, auto_network, _ = load_for_inference(model_dir, parity.adapter, "auto", parity.threads, meta=meta)
     if auto_engine.runtime("auto")["precision"] != "no":  # what --backend torch runs by default (bf16)
         entry.update(
             auto_precision=auto_engine.runtime("auto")["precision"],
@@ -170,7 +182,7 @@ def _torch_entry(parity: Parity, engine, network, model_dir: str, meta: dict) ->
 
 def _file_entry(parity: Parity, fmt: Format, path: Path, reference: dict, torch_entry: dict) -> dict:
     """One written file measured: size, speed against torch fp32, largest output difference, score change."""
-    runner = make_runner(path)
+    runner = make_runner(path, parity.threads)
     outputs, speed = parity.run(runner)
     megabytes = sum(p.stat().st_size for p in [path, *(path.with_suffix(s) for s in fmt.companions)])
     torch_speed = torch_entry["examples_per_second"]
@@ -216,7 +228,12 @@ def _check_replaceable(target: Path, fmt: Format) -> None:
             f"{target} holds files an export did not write ({', '.join(foreign[:3])}), which a new export would delete",
             f"move them out of {target} first",
         )
-    probe_writable(target.parent, f"export to {target}")
+    try:
+        probe_writable(target.parent, f"export to {target}")
+    except BertkitError as exc:  # export has no option for another location: the export lives in the model
+        raise BertkitError(
+            exc.message, f"an export is written inside the model directory: copy {target.parent} somewhere writable"
+        ) from exc
     clean_stale(
         target, "export.json"
     )  # what a killed export left beside it: its staging folder, the old export moved aside

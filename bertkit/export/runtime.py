@@ -4,6 +4,7 @@ feature order. Each backend names one exported file (``bertkit export onnx|openv
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -24,17 +25,65 @@ BACKEND_FILES = {
 
 
 def exported_file(model_dir, backend: str) -> Path:
-    """The file ``backend`` runs, or a one-line error naming the export that writes it."""
+    """The file ``backend`` runs, or a one-line error naming the export that writes it: a missing
+    file, or an export made from other weights than the model directory's now (export.json's
+    fingerprint; a stale export would compute another model in silence)."""
     directory, name = BACKEND_FILES[backend]
     path = Path(model_dir) / directory / name
+    int8 = backend.endswith("-int8")
+    again = f"`bertkit export {directory} {model_dir}{' --int8' if int8 else ''}`"
     if not path.is_file():
-        int8 = backend.endswith("-int8")
         shown = {"onnx": "ONNX", "openvino": "OpenVINO"}[directory]
         raise BertkitError(
-            f"{model_dir} has no exported {'int8 ' if int8 else ''}{shown} model ({name})",
-            f"run `bertkit export {directory} {model_dir}{' --int8' if int8 else ''}` first",
+            f"{model_dir} has no exported {'int8 ' if int8 else ''}{shown} model ({name})", f"run {again} first"
+        )
+    reason = export_problem(model_dir, directory)
+    if reason:
+        raise BertkitError(
+            f"{path} cannot be used: {reason}",
+            f"run {again} again (or use --backend torch)",
         )
     return path
+
+
+def read_report(directory: Path) -> tuple[dict | None, str | None]:
+    """(export.json, None), (None, why it is unusable), or (None, None) when there is none."""
+    import json
+
+    file = directory / "export.json"
+    if not file.exists():
+        return None, "it has no export.json (an interrupted or hand-made export)" if directory.is_dir() else None
+    try:
+        report = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"its export.json is damaged ({str(exc)[:80]})"
+    if not isinstance(report, dict):
+        return None, "its export.json is damaged (not a JSON object)"
+    return report, None
+
+
+def export_problem(model_dir, directory: str) -> str | None:
+    """Why ``model_dir``'s export in ``directory`` must not be used (damaged, or made from other
+    weights), or None. The weights are hashed once per process for the same files, sizes and times."""
+    return _problem(str(Path(model_dir).resolve()), directory, _state(Path(model_dir), directory))
+
+
+def _state(model_dir: Path, directory: str) -> tuple:
+    """What the cached fingerprint check depends on: the files' names, sizes and times."""
+    from bertkit.export.fingerprint import made_from_files
+
+    files = [*made_from_files(model_dir), model_dir / directory / "export.json"]
+    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.exists())
+
+
+@functools.cache
+def _problem(model_dir: str, directory: str, _state: tuple) -> str | None:
+    from bertkit.export.fingerprint import stale_reason
+
+    report, damage = read_report(Path(model_dir) / directory)
+    if damage or report is None:
+        return damage or "it has no export.json"
+    return stale_reason(report, model_dir)
 
 
 def _export_again(path: Path) -> str:
@@ -151,31 +200,39 @@ RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino"}
 def fastest_backend(model_dir) -> tuple[str, str]:
     """(backend, why) for ``--backend auto``: the exported file whose runtime is installed with the
     highest speed-up over torch (at its default precision) measured beside it, in its export's
-    export.json; torch when no export beats it or nothing was exported. Speed-ups, not examples/s:
-    each export timed torch itself, maybe minutes apart on a machine whose load changed."""
+    export.json; torch when no export beats it or nothing usable was exported. An export that is
+    damaged, made from other weights, or whose runtime is missing is passed over, and the reason
+    says so. Speed-ups, not examples/s: each export timed torch itself, maybe minutes apart on a
+    machine whose load changed."""
     import importlib.util
-    import json
 
-    speedups = {}
+    speedups, passed_over = {}, []
     for directory in (ONNX_DIR, OPENVINO_DIR):
-        try:
-            report = json.loads((Path(model_dir) / directory / "export.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        if not (Path(model_dir) / directory).exists():
             continue
-        if not isinstance(report, dict) or importlib.util.find_spec(RUNTIME_MODULES[directory]) is None:
+        problem = export_problem(model_dir, directory)
+        if problem is None and importlib.util.find_spec(RUNTIME_MODULES[directory]) is None:
+            problem = f"{RUNTIME_MODULES[directory]} is not installed"
+        if problem:
+            passed_over.append(f"{directory} passed over: {problem}")
             continue
+        report = read_report(Path(model_dir) / directory)[0]
         torch = _section(report, "torch")
         torch_speed = _speed(torch.get("auto_examples_per_second")) or _speed(torch.get("examples_per_second"))
         for kind, suffix in (("fp32", ""), ("int8", "-int8")):
             speed = _speed(_section(report, kind).get("examples_per_second"))
             if speed and torch_speed and (Path(model_dir) / directory / BACKEND_FILES[directory + suffix][1]).is_file():
                 speedups[directory + suffix] = speed / torch_speed
+    aside = "".join(f"; {line}" for line in passed_over)
     if not speedups:
-        return "torch", "nothing exported"
+        return "torch", ("no usable export" if passed_over else "nothing exported") + aside
     best = max(speedups, key=speedups.get)
     if speedups[best] <= 1:
-        return "torch", f"faster than any export (the best, {best}, ran at {speedups[best]:.2f}x torch beside it)"
-    return best, f"fastest export: {best} at {speedups[best]:.2f}x torch, measured side by side (export.json)"
+        return (
+            "torch",
+            f"faster than any export (the best, {best}, ran at {speedups[best]:.2f}x torch beside it){aside}",
+        )
+    return best, f"fastest export: {best} at {speedups[best]:.2f}x torch, measured side by side (export.json){aside}"
 
 
 def _section(report: dict, key: str) -> dict:

@@ -227,9 +227,11 @@ class ServeOptions:
     max_wait_ms: float = option(5.0, "How long a request waits for others to batch with.", LIMITS_PANEL)
     max_inputs: int = option(256, "Most input rows in one request (more: HTTP 413).", LIMITS_PANEL)
     max_request_bytes: int = option(1 << 20, "Largest request body (more: HTTP 413).", LIMITS_PANEL)
+    threads: int | None = threads_option()
 
     def validate(self, command: str = "bertkit serve") -> "ServeOptions":
         check_batch_size(self.batch_size, command)
+        check_threads(self.threads, command)
         check_at_least(self.max_inputs, "--max-inputs", command)
         check_at_least(self.max_request_bytes, "--max-request-bytes", command)
         if math.isnan(self.max_wait_ms) or not 0 <= self.max_wait_ms <= MAX_WAIT_MS:
@@ -248,9 +250,11 @@ class ExportOptions:
     int8: bool = option(False, "Also write an int8 model (see README).", MODEL_PANEL, flag=True)
     data: str | None = option(None, "Data for the parity check; default: the model's eval data.", DATA_PANEL)
     samples: int = option(500, "Examples the parity check runs on.", DATA_PANEL)
+    threads: int | None = threads_option()
 
     def validate(self, command: str = "bertkit export") -> "ExportOptions":
         check_at_least(self.samples, "--samples", command)
+        check_threads(self.threads, command)
         return self
 
 

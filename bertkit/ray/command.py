@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
+from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.options import INFERENCE_BATCH
 from bertkit.ray.datasets import check_pool, embed_dataset, predict_dataset, require_ray
 from bertkit.ray.inputs import input_paths, read_input
-from bertkit.ray.outputs import check_output, check_target, discard_partial, output_filesystem, write_ordered
+from bertkit.ray.outputs import (
+    check_output,
+    check_target,
+    discard_partial,
+    is_url,
+    output_filesystem,
+    write_ordered,
+)
 
 COMMANDS = ("predict", "embed")
 
@@ -40,7 +50,9 @@ def run(
     _check_options(command, model_dir, options)  # all before a cluster starts
     paths, suffix = input_paths(input)
     target = check_output(output, overwrite)
+    _check_apart(target, paths, model_dir)
     started_ray = not ray.is_initialized()
+    _quiet_ray()
     if started_ray:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
@@ -73,6 +85,29 @@ def run(
         "output": target,
         "address": address or ("local" if started_ray else "existing"),
     }
+
+
+def _quiet_ray() -> None:
+    """Ray Data logs each execution's plan and, when stderr is not a terminal, its progress every
+    few seconds as INFO lines: pages of lines around bertkit's one. Warnings and errors still
+    show; BERTKIT_DEBUG=1 shows everything."""
+    if os.environ.get("BERTKIT_DEBUG"):
+        return
+    os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")  # read when ray.data configures its logging
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # in case ray.data was imported already
+
+
+def _check_apart(target: str, paths, model_dir: str) -> None:
+    """The output directory (replaced with ``overwrite``) holds no input file and no model file,
+    checked before a cluster starts; a URL output is the cluster's storage, not checked here."""
+    if is_url(target):
+        return
+    from bertkit.api.streaming import check_model_kept
+    from bertkit.model_dir import check_inputs_kept
+
+    local = [path for path in ([paths] if isinstance(paths, str) else paths) if not is_url(path)]
+    check_inputs_kept(Path(target), *local)
+    check_model_kept(Path(target), model_dir)
 
 
 def _check_options(command: str, model_dir: str, options: dict) -> None:

@@ -55,7 +55,8 @@ def check_target(filesystem, path: str, output: str, overwrite: bool) -> None:
     if info.type == pafs.FileType.Directory and filesystem.get_file_info(pafs.FileSelector(path, recursive=False)):
         if not overwrite:
             raise BertkitError(
-                f"--output {output} already exists and is not empty", "choose a new directory, or pass --overwrite"
+                f"--output {output} already exists and is not empty",
+                "choose a new or empty directory (the Python API's overwrite=True replaces its files)",
             )
         remove_matching(filesystem, path, output, PARTS, "--overwrite")
 

@@ -132,3 +132,54 @@ def test_an_export_cleans_up_after_a_killed_one(cls_dir, run_cli, tmp_path):
     assert code == 0, stderr
     assert not dead.exists() and not old.exists() and live.is_dir()
     assert json.loads((model / "onnx" / "export.json").read_text())["fp32"]["max_abs_diff"] < 1e-3
+
+
+def change_weights(model) -> None:
+    """New weights under the export, as `cp other/model.safetensors M/` would bring."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(model / "model.safetensors"))
+    name = next(iter(weights))
+    weights[name] = weights[name] + 0.5
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+
+
+def test_an_export_of_other_weights_is_refused_or_passed_over(cls_dir, run_cli, tmp_path):
+    """export.json records the fingerprint of the weights, config and tokenizer it was made from:
+    once they change, `--backend onnx` is refused in one line and `auto` (serve's default) passes
+    the export over, saying why; exporting again makes it current."""
+    import shutil
+
+    from bertkit.api.prediction import Predictor
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    assert run_cli("export", "onnx", model)[0] == 0
+    made_from = json.loads((model / "onnx" / "export.json").read_text())["made_from"]
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(made_from)
+    (tmp_path / "in.txt").write_text("a great film\n")
+    assert run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx")[0] == 0
+    change_weights(model)
+    assert_user_error(
+        run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx"),
+        "model.safetensors changed since it was exported",
+        f"bertkit export onnx {model}` again",
+    )
+    auto = Predictor(str(model), backend="auto")
+    assert auto.backend == "torch" and "onnx passed over: model.safetensors changed" in auto.backend_reason
+    code, _, stderr = run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "auto")
+    assert code == 0 and "onnx passed over" in stderr, stderr
+    assert run_cli("export", "onnx", model, "--threads", "1")[0] == 0  # exported again (export takes --threads)
+    torch_row = rows(run_cli("predict", model, "--input", tmp_path / "in.txt", "--precision", "no")[1])[0]
+    onnx_row = rows(run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx")[1])[0]
+    assert onnx_row["probabilities"] == pytest.approx(torch_row["probabilities"], abs=2e-6)  # the new weights
+    with open(model / "tokenizer.json", "a") as tokenizer:  # a tokenizer changed under the export
+        tokenizer.write("\n")
+    assert_user_error(
+        run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx"), "tokenizer.json changed"
+    )
+    (model / "onnx" / "export.json").write_text("{not json")
+    assert "onnx passed over: its export.json is damaged" in Predictor(str(model), backend="auto").backend_reason
+    assert_user_error(
+        run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "onnx"), "export.json is damaged"
+    )

@@ -55,6 +55,7 @@ def test_export_parity_speed_and_same_predictions(cls_dir, run_cli, tmp_path):
         fp32["examples_per_second"] / report["torch"]["examples_per_second"], rel=0.01
     )
     assert f"max abs logit diff {fp32['max_abs_diff']:.2e}" in stdout and "x torch fp32" in stdout
+    assert "━" not in stdout and "Statistics collection" not in stdout  # NNCF's bars: quiet unless BERTKIT_DEBUG
 
     texts = ["the plot was awful", "a great great film", "it was poor", "very good acting", "bad"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
@@ -98,6 +99,7 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
     import shutil
 
     from bertkit.api.prediction import Predictor
+    from bertkit.export.fingerprint import fingerprint
     from bertkit.export.runtime import fastest_backend
 
     model = tmp_path / "model"
@@ -112,6 +114,7 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
             "torch": {"examples_per_second": torch / 2, "auto_examples_per_second": torch},
             "fp32": {"examples_per_second": fp32},
             "int8": {"examples_per_second": int8},
+            "made_from": fingerprint(model),
         }
         (model / "openvino" / "export.json").write_text(json.dumps(report))
 
@@ -132,6 +135,17 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
     (model / "onnx" / "model.int8.onnx").write_text("")
     (model / "onnx" / "export.json").write_text(
         json.dumps({"torch": {"examples_per_second": 100}, "int8": {"examples_per_second": 200}})
+    )
+    backend, why = fastest_backend(model)  # an export.json without the fingerprint of its weights
+    assert backend == "openvino-int8" and "onnx passed over: its export.json records no fingerprint" in why
+    (model / "onnx" / "export.json").write_text(
+        json.dumps(
+            {
+                "torch": {"examples_per_second": 100},
+                "int8": {"examples_per_second": 200},
+                "made_from": fingerprint(model),
+            }
+        )
     )
     backend, why = fastest_backend(model)
     assert backend == "onnx-int8" and "2.00x" in why
@@ -186,6 +200,7 @@ def test_auto_backend_passes_over_a_damaged_export_json(damage, cls_dir, tmp_pat
     with no traceback and no NaN or infinite speed-up chosen."""
     import shutil
 
+    from bertkit.export.fingerprint import fingerprint
     from bertkit.export.runtime import fastest_backend
 
     model = tmp_path / "model"
@@ -193,14 +208,22 @@ def test_auto_backend_passes_over_a_damaged_export_json(damage, cls_dir, tmp_pat
     for directory, name in (("openvino", "model.int8.xml"), ("onnx", "model.int8.onnx")):
         (model / directory).mkdir()
         (model / directory / name).write_text("")
+    made_from = fingerprint(model)
     (model / "openvino" / "export.json").write_text(
-        json.dumps({"torch": {"examples_per_second": 200}, "int8": {"examples_per_second": 300}})
+        json.dumps(
+            {"torch": {"examples_per_second": 200}, "int8": {"examples_per_second": 300}, "made_from": made_from}
+        )
     )
+    if damage.startswith("{"):  # a report of these weights, its speeds damaged
+        damage = damage[:-1] + ', "made_from": ' + json.dumps(made_from) + "}"
     (model / "onnx" / "export.json").write_text(damage)
-    assert fastest_backend(model) == (
+    backend, why = fastest_backend(model)
+    assert (backend, why.split(";")[0]) == (
         "openvino-int8",
         "fastest export: openvino-int8 at 1.50x torch, measured side by side (export.json)",
     )
+    if not damage.startswith("{"):  # not a report at all: said
+        assert "onnx passed over: its export.json is damaged" in why
 
 
 def test_exported_backends_get_the_thread_count(cls_dir):
@@ -229,3 +252,50 @@ def test_predict_says_what_auto_chose_and_why(cls_dir, run_cli, tmp_path):
     code, stdout, stderr = run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "auto")
     assert code == 0, stderr
     assert "--backend auto: nothing exported\nprecision: " in stderr and len(stdout.splitlines()) == 1
+
+
+def test_weights_changed_under_an_openvino_export(cls_dir, run_cli, tmp_path):
+    """`cp other/model.safetensors M/` after `export openvino`: --backend openvino is refused in one
+    line, and auto (serve's default) passes the export over and says why, instead of serving the
+    old weights in silence."""
+    import shutil
+
+    from test_export_onnx import change_weights
+
+    from bertkit.api.prediction import Predictor
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    code, _, stderr = run_cli("export", "openvino", model)
+    assert code == 0, stderr
+    assert "model.safetensors" in json.loads((model / "openvino" / "export.json").read_text())["made_from"]
+    (tmp_path / "in.txt").write_text("a great film\n")
+    assert run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "openvino")[0] == 0
+    change_weights(model)
+    assert_user_error(
+        run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "openvino"),
+        f"{model}/openvino/model.xml cannot be used",
+        "model.safetensors changed since it was exported",
+        f"bertkit export openvino {model}` again",
+    )
+    served = Predictor(str(model), backend="auto")  # what `bertkit serve` builds
+    assert served.backend == "torch"
+    assert "openvino passed over: model.safetensors changed" in served.info()["backend_reason"]
+
+
+def test_serve_and_export_take_threads(cls_dir, run_cli, monkeypatch, tmp_path):
+    """`serve --threads` reaches the runtime it serves with, as predict's does (the busy-machine
+    notice recommends it); `export` takes --threads too."""
+    import shutil
+
+    import bertkit.serving.app as serving
+
+    model = tmp_path / "model"
+    shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    code, _, stderr = run_cli("export", "openvino", model, "--threads", "1")
+    assert code == 0, stderr
+    served = []
+    monkeypatch.setattr(serving, "serve", lambda predictor, *args, **kwargs: served.append(predictor))
+    code, _, stderr = run_cli("serve", model, "--backend", "openvino", "--threads", "1")
+    assert code == 0, stderr
+    assert int(served[0].engine.compiled.get_property("INFERENCE_NUM_THREADS")) == 1

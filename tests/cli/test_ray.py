@@ -147,6 +147,7 @@ def test_cli_ray_flag_writes_what_predict_writes(trained, files, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{ROWS} predictions written to {output}" in done.stderr and "on 2 Ray actor(s)" in done.stderr
+    assert " INFO " not in done.stderr, done.stderr[-3000:]  # Ray Data's plan and progress: quiet unless asked
     table = pa.concat_tables(pq.read_table(part) for part in sorted(output.iterdir()))
     assert_same_predictions(table.to_pylist(), api.predict(str(model), files["glob"]))
 

@@ -298,7 +298,9 @@ def test_one_predict_reads_its_input_once_and_bertkit_json_once(trained, tmp_pat
     assert opened == {source.resolve(): 1}
     assert meta_reads == [model.resolve()]
     assert len(read_jsonl(tmp_path / "p.jsonl")) == ROWS
-    assert "predict: 100 rows of ~" in err and "ETA" in err  # the total estimated from the bytes read
+    assert (
+        "predict: 64 rows of ~" in err and "ETA" in err
+    )  # the total estimated from the bytes read (the first, small chunk)
     assert "predict: 1,037 rows of 1,037 (100.0%)" in err  # the last chunk knows the total
 
 
@@ -355,3 +357,128 @@ def test_a_task_reading_a_whole_file_keeps_ids_and_is_left_as_it_was(trained, tm
     assert [example["id"] for example in examples] == ["a", 7]
     assert "from_records" not in vars(predictor.adapter)
     assert [row["id"] for row in api.predict(str(trained("cls")), str(source))] == ["a", 7]
+
+
+def _unfinished_run(model, source: Path, output: Path, parts: int) -> Path:
+    """The partial directory of a predict killed after ``parts`` chunks of 60 rows."""
+    base = ["predict", model, "--input", source, "--chunk-rows", 60, "--batch-size", 16, "--precision", "no"]
+    _kill_after_parts(bertkit_cmd(*base, "--output", output), output, parts)
+    return output.with_name(f".{output.name}.bertkit-partial")
+
+
+def _damage(work: Path, how: str) -> int:
+    """Damage the unfinished run's parts; returns the first row the resumed run must redo."""
+    part = work / "part-000002.jsonl"
+    if how == "truncated":  # a disk full or a copy cut short: half of the part, a broken last line
+        part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    elif how == "deleted":
+        part.unlink()
+    elif how == "swapped":  # the same sizes of rows, the wrong rows
+        other = work / "part-000001.jsonl"
+        held = other.read_bytes()
+        other.write_bytes(part.read_bytes())
+        part.write_bytes(held)
+        return 61
+    elif how == "rows-edited":  # the record says fewer rows than the part (and its chunk) holds
+        record = json.loads((work / "progress.json").read_text())
+        record["parts"][1]["rows"] = 30
+        (work / "progress.json").write_text(json.dumps(record))
+        return 61
+    elif how == "unproven":  # a record with rows but no size and hash (an older bertkit's)
+        record = json.loads((work / "progress.json").read_text())
+        for entry in record["parts"]:
+            entry.pop("sha256"), entry.pop("bytes")
+        (work / "progress.json").write_text(json.dumps(record))
+        return 1
+    return 121
+
+
+_UNINTERRUPTED: dict = {}
+
+
+@pytest.mark.parametrize("how", ["truncated", "deleted", "swapped", "rows-edited", "unproven"])
+def test_resume_verifies_each_part_and_redoes_a_damaged_one(how, trained, tmp_path):
+    """progress.json records each part's rows, bytes and sha256: a part truncated, deleted or
+    swapped since is found before the resumed run builds on it, said, and redone with the parts
+    after it, so the file is byte for byte the uninterrupted run's (it used to be exit 0 with a
+    broken JSON line and rows missing)."""
+    model, source = trained("cls"), write_rows(tmp_path / "in.jsonl", 600)
+    base = ["predict", model, "--input", source, "--chunk-rows", 60, "--batch-size", 16, "--precision", "no"]
+    resumed = tmp_path / "resumed.jsonl"
+    if "whole" not in _UNINTERRUPTED:  # the same rows (seeded) and model for every damage: run once
+        whole = tmp_path / "whole.jsonl"
+        subprocess.run(bertkit_cmd(*base, "--output", whole), env=env(), check=True, capture_output=True)
+        _UNINTERRUPTED["whole"] = whole.read_bytes()
+    work = _unfinished_run(model, source, resumed, 4)
+    record = json.loads((work / "progress.json").read_text())
+    assert all({"rows", "bytes", "sha256"} <= set(entry) for entry in record["parts"])
+    first = _damage(work, how)
+    done = subprocess.run(
+        bertkit_cmd(*base, "--output", resumed, "--resume"), env=env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"redoing it and what follows, from row {first:,}" in done.stderr, done.stderr
+    if first > 1:
+        assert f"resumed after {first - 1:,} rows" in done.stderr, done.stderr
+    assert resumed.read_bytes() == _UNINTERRUPTED["whole"]
+    assert f"{600:,} predictions written" in done.stderr
+
+
+def test_a_part_record_naming_another_file_is_redone_not_read(trained, tmp_path):
+    """progress.json is data on disk: a part naming a file outside the work directory is not read."""
+    model, source = trained("cls"), write_rows(tmp_path / "in.jsonl", 300)
+    output = tmp_path / "out.jsonl"
+    work = _unfinished_run(model, source, output, 2)
+    record = json.loads((work / "progress.json").read_text())
+    record["parts"][0]["file"] = "../in.jsonl"
+    (work / "progress.json").write_text(json.dumps(record))
+    base = ["predict", model, "--input", source, "--chunk-rows", 60, "--batch-size", 16, "--precision", "no"]
+    done = subprocess.run(bertkit_cmd(*base, "--output", output, "--resume"), env=env(), capture_output=True, text=True)
+    assert done.returncode == 0 and "names an unexpected file" in done.stderr, done.stderr
+    assert [row["id"] for row in read_jsonl(output)] == [f"r{i}" for i in range(300)]
+    assert source.read_text().count("\n") == 300  # the input left as it was
+
+
+def test_a_stdin_run_stopped_after_a_chunk_keeps_no_parts_and_says_no_resume(trained, tmp_path):
+    """Standard input cannot be read again (--resume refuses it): a stdin run into a file stopped
+    after a chunk leaves no partial directory and does not say `rerun with --resume`."""
+    output = tmp_path / "p.jsonl"
+    command = bertkit_cmd("predict", trained("cls"), "--input", "-", "--output", output, "--chunk-rows", 100)
+    process = subprocess.Popen(
+        command, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdin.write("".join(json.dumps({"id": i, "text": "a good film"}) + "\n" for i in range(150)).encode())
+    process.stdin.flush()  # the first chunk (64 rows) is done while the input is still open
+    progress = output.with_name(f".{output.name}.bertkit-partial") / "progress.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (progress.is_file() and json.loads(progress.read_text())["parts"]):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and b"--resume" not in err, err.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no partial directory
+
+
+def test_the_first_rows_come_back_after_a_small_first_chunk(trained, tmp_path):
+    """Chunks start small and grow to --chunk-rows (64, 128, ... 10,000): `| head -n 5` over 50,000
+    rows returns after the first chunk of 64 rows, not after the first 10,000; its rows are the
+    first 5 of a full run (the first chunk is the same 64 rows in both)."""
+    source = write_rows(tmp_path / "big.jsonl", 50_000)
+    model = trained("cls")
+    pipeline = f"{' '.join(bertkit_cmd('predict', model, '--input', source))} 2>{tmp_path / 'err.txt'} | head -n 5"
+    done = subprocess.run(["bash", "-c", pipeline], env=env(), capture_output=True, text=True, timeout=300)
+    progress = [line for line in (tmp_path / "err.txt").read_text().splitlines() if line.startswith("predict: ")]
+    assert progress and progress[0].startswith("predict: 64 rows"), progress
+    last_rows = int(progress[-1].split()[1].replace(",", ""))
+    assert last_rows < 1_000, progress  # stopped at the second or third chunk, 49,000 rows unread
+    head = [json.loads(line) for line in done.stdout.splitlines()]
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(_first_lines(source, 1_000)))
+    full = subprocess.run(bertkit_cmd("predict", model, "--input", first), env=env(), capture_output=True, text=True)
+    assert head == [json.loads(line) for line in full.stdout.splitlines()[:5]]
+    assert [row["id"] for row in head] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+def _first_lines(path: Path, count: int) -> list[str]:
+    with open(path) as handle:
+        return [next(handle) for _ in range(count)]

@@ -88,7 +88,9 @@ def truncated_onnx(c: Context) -> Path:
         shutil.copytree(c.trained("cls"), source)
         export_onnx(str(source), data=str(base_data(c)))
     data = (source / "onnx" / "model.onnx").read_bytes()
-    return with_onnx(c, data[: len(data) // 2])
+    model = with_onnx(c, data[: len(data) // 2])
+    shutil.copy(source / "onnx" / "export.json", model / "onnx")  # its record: the same weights, so it is loaded
+    return model
 
 
 def pretrain(c: Context, *extra) -> list:
