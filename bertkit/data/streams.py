@@ -320,11 +320,17 @@ def _json_object(line: str, number: int, where: str) -> dict:
 def _delimited(lines, suffix: str, where: str) -> Iterator[tuple[int, dict]]:
     numbered = iter(lines)
     texts = (line + "\n" for _, line in numbered)  # the csv module keeps newlines inside quoted fields
-    reader = csv.reader(texts, delimiter="\t", quoting=csv.QUOTE_NONE) if suffix == ".tsv" else csv.reader(texts)
+    if suffix == ".tsv":
+        reader, delimiter = csv.reader(texts, delimiter="\t", quoting=csv.QUOTE_NONE), "\t"
+    else:  # a .csv's separator is sniffed from its first rows, as training's reader does
+        head = list(itertools.islice(texts, readers.SNIFF_ROWS + 1))
+        delimiter = readers.sniff_delimiter("".join(head))
+        reader = csv.reader(itertools.chain(head, texts), delimiter=delimiter)
     header = None
     for row in reader:
         if header is None:
             header = [name.strip() for name in row]
+            readers.check_header(header, delimiter, forced=False, source=where)
             continue
         if not row or (len(row) == 1 and not row[0].strip()):
             continue

@@ -482,3 +482,20 @@ def test_the_first_rows_come_back_after_a_small_first_chunk(trained, tmp_path):
 def _first_lines(path: Path, count: int) -> list[str]:
     with open(path) as handle:
         return [next(handle) for _ in range(count)]
+
+
+def test_a_semicolon_csv_streams_with_its_sniffed_separator(trained, tmp_path, run_cli):
+    """predict reads a .csv as training does: the separator is sniffed (a quoted ';' stays text),
+    and a header that holds another separator is named, not reported as a missing column."""
+    model = trained("cls")
+    source = tmp_path / "semi.csv"
+    source.write_text('id;text\n1;"the film was good; very good"\n2;the plot was bad\n')
+    code, out, err = run_cli("predict", model, "--input", source, "--precision", "no")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["id"], r["text"]) for r in rows] == [("1", "the film was good; very good"), ("2", "the plot was bad")]
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("text;label\nthe film;was;good\n")  # no separator fits every row: read as commas
+    result = run_cli("predict", model, "--input", wrong, "--output", tmp_path / "o.jsonl")
+    assert_user_error(result, "reads as one column with comma separators", "semicolons")
+    assert not (tmp_path / "o.jsonl").exists()
