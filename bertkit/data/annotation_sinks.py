@@ -9,7 +9,7 @@
   spans (ner).
 
 A ``.json`` output is one JSON list (what Label Studio's import takes); ``.jsonl`` and standard
-output hold one task per line (doccano's import format; Label Studio reads it too). Pre-tokenised
+output hold one task per line (doccano's import format). Pre-tokenised
 input has no text: its words are joined with single spaces, and the offsets point into that.
 Both formats read back as data (bertkit/data/annotations.py) give the predicted tags and classes.
 """

@@ -73,6 +73,13 @@ def plain_records(
         return Read(records)
     if found == "doccano":
         found = "spans" if want == SPANS else "doccano"
+    if found == "spans" and want == CHOICES:  # entities are not classes: a plain record that happens to hold spans
+        if chosen == "auto":
+            return Read(records)
+        raise BertkitError(
+            f"{where}: --data-format spans holds entity spans, which a classification model does not read",
+            "train ner on it (bertkit finetune ner), or pass --data-format doccano for a doccano classification export",
+        )
     _check_objects(records, where, found)
     units = _units(records, found, want, where)
     return _Plain(want, labelled, where, policy, found).build(units)

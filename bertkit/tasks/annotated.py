@@ -41,13 +41,14 @@ READING_OPTIONS = (DATA_FORMAT.name, SPAN_ALIGNMENT.name)
 def annotated_records(records: list, options: dict, want: str, purpose: str, where: str) -> tuple[list, list]:
     """The records as the task reads them (an annotation export made plain) and what reading said
     (the format, the tasks left out, the spans moved), each said at once as a ``data`` event."""
-    read = plain_records(
-        records, want, purpose != PREDICT, where, options.get(DATA_FORMAT.name), options.get(SPAN_ALIGNMENT.name)
-    )
-    if read.format is not None and purpose != PREDICT:
+    labelled = purpose != PREDICT
+    # predict has no --data-format: a value stored by mistake with a model must not steer its reading
+    forced = options.get(DATA_FORMAT.name) if labelled else None
+    read = plain_records(records, want, labelled, where, forced, options.get(SPAN_ALIGNMENT.name))
+    if read.format is not None and labelled:
         for text in read.notices:
             notice("data", text)
-    return read.records, (read.notices if purpose != PREDICT else [])
+    return read.records, (read.notices if labelled else [])
 
 
 def with_notices(examples: list, said: list) -> list:

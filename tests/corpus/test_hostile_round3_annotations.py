@@ -86,6 +86,13 @@ CASES = [
         ("--data-format 'prodigy' is not a format",),
     ),
     Case(
+        "cls-forced-to-read-entity-spans",
+        lambda c: c.finetune(
+            "cls", ("d.jsonl", jsonl({"text": "john lives", "label": [[0, 4, "PER"]]})), "--data-format", "spans"
+        ),
+        ("--data-format spans holds entity spans",),
+    ),
+    Case(
         "span-without-a-label",
         lambda c: ner(c, "d.jsonl", jsonl({"text": "john lives", "entities": [{"start": 0, "end": 4}]})),
         ("span 1 has no label",),
