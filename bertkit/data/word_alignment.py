@@ -137,7 +137,8 @@ def _aligned(words, span: Span, text: str, task: str, policy: str, seen: Alignme
             f"{task}: span {span.number} {text[span.start : span.end]!r} ({span.label}) cuts a word ({around!r})",
             "fix the span in the annotation tool, or pass --span-alignment expand (or contract)",
         )
-    seen.examples.append(shown)
+    if len(seen.examples) < 3:  # the notice shows a few
+        seen.examples.append(shown)
     chosen = touched if policy == "expand" else inside
     if chosen:
         seen.moved += 1
