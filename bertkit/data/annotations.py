@@ -173,7 +173,8 @@ def _task(task: dict, number: int, want: str, where: str) -> _Unit:
     annotations = [a for a in (task.get("annotations") or task.get("completions") or []) if isinstance(a, dict)]
     valid = [a for a in annotations if not a.get("was_cancelled")]
     if not valid:
-        return _Unit(number, data, None, "skipped or cancelled" if annotations else "not annotated")
+        why = "skipped or cancelled" if annotations else "only pre-annotated" if task.get("predictions") else ""
+        return _Unit(number, data, None, why or "not annotated")
     latest = max(valid, key=lambda a: (str(a.get("updated_at") or a.get("created_at") or ""), _int(a.get("id"))))
     results = [r for r in latest.get("result") or [] if isinstance(r, dict) and isinstance(r.get("value"), dict)]
     if want == CHOICES:

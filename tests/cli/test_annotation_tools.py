@@ -168,6 +168,11 @@ def test_label_studio_latest_annotation_skipped_and_cancelled_counted():
     assert read_back.records == [{"tokens": ["Berlin", "is", "big"], "tags": ["B-LOC", "O", "O"]}]
     assert "1 of 3 task(s) used; left out: 1 skipped or cancelled, 1 not annotated" in read_back.notices[0]
     assert plain_records(tasks, "spans", False, "ls.json").records[1] == {"text": "Skipped one"}  # predict: every text
+    unreviewed = {"id": 4, "data": {"text": "Guessed"}, "predictions": [{"result": []}]}  # a model's, not gold
+    assert (
+        "left out: 1 skipped or cancelled, 1 not annotated, 1 only pre-annotated"
+        in (plain_records([*tasks, unreviewed], "spans", True, "ls.json").notices[0])
+    )
     with pytest.raises(BertkitError, match="no annotated tasks"):
         plain_records(tasks[1:], "spans", True, "ls.json")
 
