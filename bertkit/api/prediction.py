@@ -247,16 +247,19 @@ def predict_stream(
     Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s rows.
     ``long_lived``: see bertkit.api.streaming.run (the command line sets it)."""
     from bertkit.api import streaming
+    from bertkit.data.annotation_sinks import annotation_sink
     from bertkit.data.sinks import sink_for
 
     if chunk_rows < 1:
         raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
     target = Path(output).expanduser().resolve() if output else None
-    sink = sink_for(target, vectors=False)
     stream, facts = InputStream(input_path), _Facts()
     if target is not None:
         streaming.check_apart(target, stream, model_dir)  # before the model: an output never an input
     predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
+    tool = predictor.adapter.options.get("format")  # --format label-studio|doccano (cls, pair, ner)
+    sink = annotation_sink(tool, predictor.adapter.prediction_fields, target, Path(model_dir).name)
+    sink = sink or sink_for(target, vectors=False)
     settings = {
         **streaming.model_fingerprint(model_dir),
         "options": dict(predictor.adapter.options),

@@ -7,9 +7,11 @@ registered tasks' ``TaskOption``s. Nothing here imports torch.
 - training.py: finetune, tune, pretrain (TrainConfig, RunOptions, RepeatOptions, TuneOptions)
 - inference.py: eval, predict, embed, probe, serve, export, inspect
 - publishing.py: push
+- selection.py: select
 """
 
 from bertkit.options.base import *  # noqa: F401,F403
 from bertkit.options.inference import *  # noqa: F401,F403
 from bertkit.options.publishing import *  # noqa: F401,F403
+from bertkit.options.selection import *  # noqa: F401,F403
 from bertkit.options.training import *  # noqa: F401,F403

@@ -12,6 +12,14 @@ import numpy as np
 from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
+from bertkit.tasks.annotated import (
+    CHOICES,
+    DATA_FORMAT,
+    PREDICTION_FORMAT,
+    annotated_records,
+    reading_options_dropped,
+    with_notices,
+)
 from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
@@ -76,7 +84,15 @@ class SingleSentenceTask(Task):
     base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
     gold_fields = ("label",)
-    options_declared = (TEXT_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (
+        TEXT_COLUMN,
+        LABEL_COLUMN,
+        DELIMITER,
+        DATA_FORMAT,
+        PREDICTION_FORMAT,
+        *LABEL_KIND_OPTIONS,
+        *LOSS_OPTIONS,
+    )
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
@@ -105,6 +121,10 @@ class SingleSentenceTask(Task):
 
     # --- reading -------------------------------------------------------------------------
     def from_records(self, records, source, purpose, hub=False):
+        records, said = annotated_records(records, self.options, CHOICES, purpose, source.description)
+        return with_notices(self._from_plain(records, source, purpose, hub), said)
+
+    def _from_plain(self, records, source, purpose, hub):
         spec = source.spec
         spec_columns = (spec.hub_columns if hub else spec.columns) if spec else {}
         columns = list(records[0].keys())
@@ -269,7 +289,11 @@ class SingleSentenceTask(Task):
         )
 
     def finished(self):
-        changes = {**self.kind.finished_options(), **({DELIMITER.name: None} if DELIMITER.name in self.options else {})}
+        changes = {
+            **self.kind.finished_options(),
+            **reading_options_dropped(self.options),  # how the file was read is not the model's
+            **({DELIMITER.name: None} if DELIMITER.name in self.options else {}),
+        }
         return self.with_options(changes) if changes else self
 
     def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
@@ -315,7 +339,16 @@ class SentencePairTask(SingleSentenceTask):
     text_fields = ("text", "text_pair")
     summary = "two texts"
     base_card_text = card_texts.PAIR
-    options_declared = (TEXT_COLUMN, TEXT_PAIR_COLUMN, LABEL_COLUMN, DELIMITER, *LABEL_KIND_OPTIONS, *LOSS_OPTIONS)
+    options_declared = (
+        TEXT_COLUMN,
+        TEXT_PAIR_COLUMN,
+        LABEL_COLUMN,
+        DELIMITER,
+        DATA_FORMAT,
+        PREDICTION_FORMAT,
+        *LABEL_KIND_OPTIONS,
+        *LOSS_OPTIONS,
+    )
 
 
 def _label_columns(value: str, columns: list, source: str) -> list:

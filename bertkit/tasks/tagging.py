@@ -38,6 +38,15 @@ from bertkit.decoding.tags import (
 from bertkit.errors import BertkitError
 from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
+from bertkit.tasks.annotated import (
+    DATA_FORMAT,
+    PREDICTION_FORMAT,
+    SPAN_ALIGNMENT,
+    SPANS,
+    annotated_records,
+    reading_options_dropped,
+    with_notices,
+)
 from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
@@ -100,6 +109,9 @@ class TaggingTask(Task):
             ("eval",),
         ),
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
+        DATA_FORMAT,
+        SPAN_ALIGNMENT,
+        PREDICTION_FORMAT,
         *LOSS_OPTIONS,
     )
     prediction_fields = {
@@ -157,6 +169,11 @@ class TaggingTask(Task):
         return _looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
 
     def from_records(self, records, source, purpose, hub=False):
+        where = source.description
+        records, said = annotated_records(records, self.options, SPANS, purpose, where)  # an annotation tool's export
+        return with_notices(self._from_plain(records, source, purpose), said)
+
+    def _from_plain(self, records, source, purpose):
         where = source.description
         fields = set(records[0]) if records else set()
         if "tokens" in fields:
@@ -264,12 +281,17 @@ class TaggingTask(Task):
             ]
         if seen_in(examples).get("input_scheme"):  # gold data as read: the scheme its file used
             stats["input_scheme"] = seen_in(examples)["input_scheme"]
-        if train:
-            stats["notices"] = stats.get("notices", []) + list(self.learned.notices)
+        said = list(seen_in(examples).get("notices", [])) + (list(self.learned.notices) if train else [])
+        if said:
+            stats["notices"] = stats.get("notices", []) + said
         return self.reported(features, stats)
 
     def training_spec(self):
         return TrainingSpec(loss=loss_spec(self.options))
+
+    def finished(self):
+        dropped = reading_options_dropped(self.options)  # how the file was read is not the model's
+        return self.with_options(dropped) if dropped else self
 
     def postprocess(self, examples, features, outputs):
         predicted: list[list] = [[None] * len(ex["tokens"]) for ex in examples]

@@ -18,6 +18,8 @@ TASK_FLAGS = {
     "--text-pair-column",
     "--label-column",
     "--delimiter",
+    "--data-format",
+    "--span-alignment",
     "--doc-stride",
     "--max-answer-length",
     *LABEL_KIND_FLAGS,
@@ -51,16 +53,17 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert (
         expected
         == {
-            "cls": {"--text-column", "--label-column", "--delimiter", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "cls": {"--text-column", "--label-column", "--delimiter", "--data-format", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
             "pair": {
                 "--text-column",
                 "--text-pair-column",
                 "--label-column",
                 "--delimiter",
+                "--data-format",
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
             },
-            "ner": {"--doc-stride", *LOSS_FLAGS},
+            "ner": {"--doc-stride", "--data-format", "--span-alignment", *LOSS_FLAGS},
             "qa": {"--doc-stride", "--max-answer-length"},
         }[task]
     )
