@@ -30,6 +30,7 @@ _HOMES = {
     "Embeddings": "embedding",
     "Embedder": "embedder",
     "probe": "probing",
+    "select": "selection",
     "ProbeResult": "probing",
     "pretrain_mlm": "pretraining",
     "PretrainResult": "pretraining",

@@ -12,7 +12,7 @@ from bertkit.options import StreamOptions
 _CHUNK_ROWS = next(f.default for f in dataclasses.fields(StreamOptions) if f.name == "chunk_rows")
 
 
-def check_ray_flags(stream: StreamOptions, per_word: bool = False) -> None:
+def check_ray_flags(stream: StreamOptions, per_word: bool = False, tool: str | None = None) -> None:
     """Refuse flag combinations that would be silently ignored, before anything loads."""
     if not stream.ray:
         if stream.ray_address is not None:
@@ -24,6 +24,7 @@ def check_ray_flags(stream: StreamOptions, per_word: bool = False) -> None:
         (stream.resume, "--resume"),
         (stream.chunk_rows != _CHUNK_ROWS, "--chunk-rows"),
         (per_word, "--per-word"),
+        (tool is not None, "--format"),  # an annotation tool's file: Ray writes Parquet parts
     ):
         if given:
             raise BertkitError(

@@ -38,7 +38,7 @@ def _predict(model_dir: str, **values):
     io = chosen(values, PredictOptions)
     run = chosen(values, InferenceOptions).validate("bertkit predict")
     stream = chosen(values, StreamOptions).validate("bertkit predict")
-    check_ray_flags(stream)
+    check_ray_flags(stream, tool=task_options.get("format"))
     if stream.ray:
         run_on_ray(
             "predict",

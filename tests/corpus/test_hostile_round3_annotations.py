@@ -113,6 +113,11 @@ CASES = [
         ("--format 'prodigy' is not an annotation tool",),
     ),
     Case(
+        "predict-format-on-ray",  # Ray writes Parquet parts: the tool's format would be dropped silently
+        lambda c: predict(c, "ner", "--format", "label-studio", "--ray", "--output", c.tmp / "ray-out"),
+        ("--format does not apply with --ray",),
+    ),
+    Case(
         "predict-format-to-parquet",
         lambda c: predict(c, "ner", "--format", "label-studio", "--output", c.tmp / "p.parquet"),
         ("--format label-studio writes JSON",),
