@@ -11,6 +11,7 @@ from bertkit.api.results import prediction_rows, predictions_file, update_result
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.inference import check_inference_args, load_for_inference, score
 from bertkit.model_dir import (
     check_inputs_kept,
@@ -56,7 +57,7 @@ def evaluate(
     extra_metrics = _load_extra_metrics(extra_metrics)
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
-    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output)
+    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples)
     # read
     every_example = adapter.read(plan.source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
@@ -97,7 +98,7 @@ def _load_extra_metrics(extra_metrics) -> tuple:
     return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
 
 
-def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
+def _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples=None) -> EvalPlan:
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
         raise BertkitError(
@@ -105,7 +106,7 @@ def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
             "drop --split, or pass --data with the file of that split",
         )
     split = split or "dev"
-    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
+    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split, max_eval_samples)
     check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
     rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
     if rows_file is not None:
@@ -130,6 +131,8 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
     engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads, meta=meta)
     loaded = time.perf_counter()
     features = adapter.preprocess(examples, tokenizer, train=False)
+    for text in stats_of(features).get("notices", ()):  # truncations and windows: said before scoring
+        notice("data", text)
     tokenized = time.perf_counter()
     kept = {}
     metrics, tuned = score(
@@ -248,5 +251,8 @@ def _settings(settings: dict) -> str:
     )
 
 
-def _eval_file_name(data: str, split: str) -> str:
-    return f"eval-{data}-{split}.json" if registry.is_known(data) else f"eval-{Path(data).stem}.json"
+def _eval_file_name(data: str, split: str, max_eval_samples: int | None = None) -> str:
+    """``eval-sst2-dev.json``; a part of the data says which (``eval-sst2-dev-first200.json``), so
+    it never replaces the whole split's scores."""
+    name = f"eval-{data}-{split}" if registry.is_known(data) else f"eval-{Path(data).stem}"
+    return f"{name}-first{max_eval_samples}.json" if max_eval_samples else f"{name}.json"

@@ -12,6 +12,7 @@ from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
+from bertkit.events import notice
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
@@ -159,6 +160,9 @@ def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpo
     eval_features = adapter.preprocess(eval_examples, loaded.tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = stats_of(eval_features)
+    for part in ("train", "eval"):  # truncations, windows, the class weights: said before training
+        for text in preprocessing.get(part, {}).get("notices", ()):
+            notice("data", f"{part}: {text}", part=part)
     if checkpoints is not None:
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()

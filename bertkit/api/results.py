@@ -66,8 +66,9 @@ def update_results(model_dir: Path, metrics_file: Path, report: dict) -> Path:
 
 
 def _prefixed(prefix: str, metrics: dict) -> dict:
+    """Numbers only, as HF's all_results.json: a label or a note (a metric's text) is no result to compare."""
     return {
         f"{prefix}_{name}": value
         for name, value in metrics.items()
-        if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
     }

@@ -28,8 +28,9 @@ from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
 from bertkit.engine.precision import describe, resolve
-from bertkit.engine.progress import progress_bar
+from bertkit.engine.progress import LineProgress, progress_bar
 from bertkit.engine.rng_state import set_rng_state
+from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
 from bertkit.errors import BertkitError
@@ -70,7 +71,9 @@ class Engine:
         )
         self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
-        self.seed = seed
+        self.seed, self.requested = seed, precision
+        if self.accelerator.is_main_process:  # said now: a user can stop and rerun with --threads
+            say_runtime(self.runtime(precision))
         set_seed(seed)
         if self.accelerator.num_processes > 1:
             _end_process_group_at_exit()
@@ -233,6 +236,7 @@ class Engine:
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)
+        paced = isinstance(progress, LineProgress)  # off a terminal: it also counts examples
         with torch.inference_mode(), self.autocast():
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
@@ -249,7 +253,10 @@ class Engine:
                     elif per_token:
                         values = torch.cat([values[row, : lengths[j]] for row, j in enumerate(indices)])
                     local[name].append(values)
-                progress.update(1 if mine else 0)
+                if mine and paced:
+                    progress.update(1, examples=len(indices))
+                elif mine:
+                    progress.update(1)
         progress.close()
         results = self._in_feature_order(local, shards, lengths, per_token, len(features))
         if targets:
