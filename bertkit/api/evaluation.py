@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
-from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
+from bertkit.api.results import (
+    prediction_rows,
+    predictions_file,
+    said_warnings,
+    update_results,
+    verdict_on,
+    write_rows,
+)
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
@@ -160,7 +167,18 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "repeats": repeats(meta),
     }  # --seeds/--folds: the spread at training, to read this evaluation against
+    _degenerate(adapter, examples, kept, report)
     return engine, report, kept, tuned
+
+
+def _degenerate(adapter, examples, kept: dict, report: dict) -> None:
+    """A model that predicts one thing for everything is said at once, and in the report."""
+    if adapter.prediction_fields:
+        kept["rows"] = prediction_rows(adapter, examples, kept["predictions"])
+    verdict = verdict_on(adapter, examples, kept["predictions"], report["metrics"], kept.get("rows"))
+    for text in said_warnings(verdict, "eval"):
+        report["warnings"] = [{**verdict, "kind": "degenerate", "text": text, "verdict": verdict["kind"]}]
+        report["notices"].append(text)
 
 
 def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, read_only, writes) -> dict:
@@ -177,7 +195,7 @@ def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, r
 def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> None:
     """The predictions file, the metrics JSON, results.json, and the report and card redrawn."""
     if plan.rows_file is not None:
-        write_rows(plan.rows_file, prediction_rows(adapter, examples, kept["predictions"]))
+        write_rows(plan.rows_file, kept.get("rows") or prediction_rows(adapter, examples, kept["predictions"]))
         report["predictions_written_to"] = str(plan.rows_file)
     write_json(plan.target, report)
     if plan.read_only:

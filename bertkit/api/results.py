@@ -26,6 +26,30 @@ def prediction_rows(adapter, examples: list[dict], predictions: list) -> list[di
     return rows
 
 
+def verdict_on(adapter, examples: list[dict], predictions: list, metrics: dict, rows: list | None = None):
+    """Whether the model predicts one thing for everything (bertkit.metrics.degenerate), from the
+    rows ``predict`` would write (``rows``: already made)."""
+    from bertkit.metrics.degenerate import degenerate, gold_answers
+
+    if not adapter.prediction_fields or not examples:  # masked LM: no answers to look at
+        return None
+    rows = rows if rows is not None else prediction_rows(adapter, examples, predictions)
+    return degenerate(rows, gold_answers(rows, examples), metrics)
+
+
+def said_warnings(verdict: dict | None, command: str) -> list[str]:
+    """The warning line of a degenerate model (none without a verdict), said now: before the
+    directory is written or the scores printed."""
+    if verdict is None:
+        return []
+    from bertkit.events import notice
+    from bertkit.metrics.degenerate import warning_text
+
+    text = warning_text(verdict, command)
+    notice("warning", text, verdict=verdict)
+    return [text]
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
     write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
