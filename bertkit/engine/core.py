@@ -28,7 +28,7 @@ from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
 from bertkit.engine.precision import describe, resolve
-from bertkit.engine.progress import LineProgress, progress_bar
+from bertkit.engine.progress import LineProgress, pace_seconds, progress_bar
 from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
@@ -55,6 +55,7 @@ class Engine:
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
+        pace_seconds()  # a bad BERTKIT_PROGRESS_SECONDS fails now, not when the first line is due
         cpu = _launched_on_cpu()
         self.precision, self.precision_reason = resolve(precision, PartialState(cpu=cpu).device.type)
         # bf16 runs with bf16 weights (master_weights.MasterWeights), not Accelerate's autocast

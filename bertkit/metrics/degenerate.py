@@ -15,7 +15,7 @@ from collections import Counter
 
 ONE_ANSWER_SHARE = 0.95  # one answer for at least this share of the examples...
 MIN_EXAMPLES = 10  # ...of at least this many (a handful of examples proves nothing)
-FLAT_SCORES = 0.05  # predicted scores' spread under this share of the gold scores' spread
+FLAT_SCORES = 0.1  # predicted scores' spread under this share of the gold scores' spread
 ABOUT_ZERO = 0.02  # |MCC| or |correlation| under this
 ZERO_METRICS = ("mcc", "pearson", "spearman")
 
@@ -44,7 +44,7 @@ def gold_answers(rows: list[dict], examples: list[dict]) -> list | None:
         gold = [row["gold_label"] for row in rows]
         return [", ".join(sorted(map(str, g))) or "(none)" if isinstance(g, list) else g for g in gold]
     if rows and "tags" in rows[0] and all(isinstance(ex.get("tags"), list) for ex in examples):
-        return [tag for ex in examples for tag in ex["tags"]]
+        return [tag for ex in examples for tag in ex.get("file_tags", ex["tags"])]  # as the rows write them
     return None
 
 
@@ -55,7 +55,7 @@ def degenerate(rows: list[dict], gold: list | None = None, metrics: dict | None 
     kind, predicted = answers(rows)
     metrics = metrics or {}
     verdict = None
-    if kind in ("label", "tags") and len(rows) >= MIN_EXAMPLES:
+    if kind in ("label", "tags") and len(predicted) >= MIN_EXAMPLES:
         verdict = _one_answer(kind, predicted, gold)
     elif kind == "score" and len(rows) >= MIN_EXAMPLES:
         verdict = _flat_scores(predicted, gold)
