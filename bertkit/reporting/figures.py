@@ -70,18 +70,7 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     grid = figure.add_gridspec(2 if with_lr else 1, 2, height_ratios=[3, 1] if with_lr else None)
     loss_axis, metric_axis = figure.add_subplot(grid[0, 0]), figure.add_subplot(grid[:, 1])
     if train:
-        x = [r["step"] for r in train]
-        style = "o-" if len(x) <= 30 else "-"  # a short run's few points stay visible
-        loss_axis.plot(x, [r["loss"] for r in train], style, color="tab:blue", linewidth=1, markersize=3)
-        loss_axis.set_xlabel("" if with_lr else "optimizer step")
-        if with_lr:
-            lr_axis = figure.add_subplot(grid[1, 0], sharex=loss_axis)
-            lr_axis.plot(x, lrs, color="tab:orange", linewidth=1)
-            lr_axis.set_ylabel("learning rate", color="tab:orange")
-            lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-            lr_axis.set_xlabel("optimizer step")
-            lr_axis.grid(alpha=0.3)
-            loss_axis.tick_params(labelbottom=False)
+        _loss_and_lr(figure, grid, loss_axis, train, lrs if with_lr else None)
         metric_x = [r["step"] for r in evals]
         metric_y = [r["metrics"][main_metric] for r in evals]
         metric_axis.set_xlabel("optimizer step")
@@ -122,6 +111,22 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     metric_axis.grid(alpha=0.3)
     loss_axis.grid(alpha=0.3)
     return _save(plt, figure, target)
+
+
+def _loss_and_lr(figure, grid, loss_axis, train: list[dict], lrs: list | None) -> None:
+    """The loss per logged step, and the learning rate (when logged) in the panel under it."""
+    x = [r["step"] for r in train]
+    style = "o-" if len(x) <= 30 else "-"  # a short run's few points stay visible
+    loss_axis.plot(x, [r["loss"] for r in train], style, color="tab:blue", linewidth=1, markersize=3)
+    loss_axis.set_xlabel("optimizer step" if lrs is None else "")
+    if lrs is not None:
+        lr_axis = figure.add_subplot(grid[1, 0], sharex=loss_axis)
+        lr_axis.plot(x, lrs, color="tab:orange", linewidth=1)
+        lr_axis.set_ylabel("learning rate", color="tab:orange")
+        lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        lr_axis.set_xlabel("optimizer step")
+        lr_axis.grid(alpha=0.3)
+        loss_axis.tick_params(labelbottom=False)
 
 
 def draw_breakdown(details: dict, target: Path, title: str) -> Path | None:
