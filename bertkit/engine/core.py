@@ -34,6 +34,7 @@ from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.networks.collate import Collator
 from bertkit.networks.losses import evaluation_loss
 
@@ -159,6 +160,9 @@ class Engine:
         # a collator that draws (masked LM) names its generators: checkpoints save and restore them
         generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
+        # the long work begins (a checkpoint that does not fit has failed by now): what was decided
+        # is on screen now
+        notice("start", "", work="train")
         self._fitting = True
         run = Run(
             self,
@@ -222,6 +226,7 @@ class Engine:
         Rank r runs the length-sorted batches r, r + world, ...: the very batches of a single
         process, so the numbers are the same, and each feature is computed exactly once."""
         acc, world = self.accelerator, self.accelerator.num_processes
+        notice("start", "", work=description)
         lengths = [len(f["input_ids"]) for f in features]
         plan = sorted_batches(lengths, batch_size)
         if not plan:
