@@ -160,9 +160,7 @@ class Engine:
         # a collator that draws (masked LM) names its generators: checkpoints save and restore them
         generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
-        # the long work begins (a checkpoint that does not fit has failed by now): what was decided
-        # is on screen now
-        notice("start", "", work="train")
+        notice("start", "", work="train")  # checkpoints fit: the work begins, what was decided is shown
         self._fitting = True
         run = Run(
             self,
