@@ -134,6 +134,10 @@ class LineProgress:
     def set_position(self, step: int, total: int, began: int, loss: Callable[[], float | None]) -> None:
         self.step, self.loss = (step, total, began), loss
 
+    def at_step(self, step: int) -> None:
+        if self.step is not None:
+            self.step = (step, *self.step[1:])
+
     def say(self) -> None:
         elapsed = self.pace.elapsed()
         rate = self.examples / elapsed if elapsed > 0 and self.examples else None

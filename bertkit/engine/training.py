@@ -234,7 +234,7 @@ class Run:
         grad_norm, lr = self.optimisation.step(want_norm=self.logging)
         state.step, state.epoch, state.next_batch = state.step + 1, epoch, done
         if self.lines:
-            self.progress.step = (state.step, *self.progress.step[1:])
+            self.progress.at_step(state.step)
         test_signal("step", state.step)
         seen, self.at = self.plan.position(epoch, done, n)
         self.finished = state.step >= self.plan.total_steps
