@@ -160,3 +160,24 @@ def test_eval_on_part_of_the_data_names_the_part_and_results_json_holds_numbers(
     assert results["eval_train_first6_samples"] == 6
     text = {key: value for key, value in results.items() if not isinstance(value, (int, float))}
     assert not text, text  # the positive label, a string, no longer among the numbers
+
+
+HEAVY = ("torch", "transformers", "accelerate", "numpy", "tqdm", "matplotlib", "pandas", "datasets")
+
+
+def test_help_and_the_progress_line_load_nothing_heavy():
+    """`bertkit --help` was 766 ms under load: it imports none of the heavy libraries (what is left is
+    typer and rich); the progress line (bertkit.engine.progress), which a stream's progress uses too,
+    neither."""
+    code = (
+        "import sys\n"
+        "import bertkit.engine.progress\n"
+        "sys.argv = ['bertkit', '--help']\n"
+        "from bertkit.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('heavy:', ','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Usage" in done.stdout and done.stdout.strip().endswith("heavy:"), done.stdout[-500:]
