@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
-from bertkit.api.results import RESULTS_FILE, prediction_rows, said_warnings, training_results, verdict_on
+from bertkit.api.results import RESULTS_FILE, prediction_rows, said, said_warnings, training_results, verdict_on
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
@@ -190,7 +190,7 @@ def _record(
         runtime=engine.runtime(config.precision),
         best_step=report.best_step,
         resumed_from=report.resumed_from,
-        notices=plan.notices + stored_notices,
+        notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
         sections=adapter.directory_sections(facts),

@@ -37,6 +37,15 @@ def verdict_on(adapter, examples: list[dict], predictions: list, metrics: dict, 
     return degenerate(rows, gold_answers(rows, examples), metrics)
 
 
+def said(kind: str, texts: list[str]) -> list[str]:
+    """Tell the listeners (bertkit.events) each of ``texts`` now; returns them for the result."""
+    from bertkit.events import notice
+
+    for text in texts:
+        notice(kind, text)
+    return texts
+
+
 def said_warnings(verdict: dict | None, command: str) -> list[str]:
     """The warning line of a degenerate model (none without a verdict), said now: before the
     directory is written or the scores printed."""
