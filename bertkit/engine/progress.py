@@ -97,26 +97,22 @@ def progress_bar(total: int, description: str, show: bool, fitting: bool):
     if not show:
         return tqdm(total=total, disable=True)
     if not sys.stderr.isatty():  # CI logs and files: a line at a steady pace, no \r redraws
-        return LineProgress(total, description, paced=not (fitting and description == "eval"))
+        return LineProgress(total, description, says_done=fitting and description == "eval")
     return tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
 
 class LineProgress:
     """tqdm's interface for output that is not a terminal: no redraws. A line when the pace says
-    one is due (``paced``), one per ``line()`` call (an epoch, an evaluation), and one when an
-    evaluation pass closes. Training sets ``step`` and ``loss`` (``set_position``): the line then
-    counts optimizer steps, otherwise batches."""
+    one is due, one per ``line()`` call (an epoch, an evaluation), and with ``says_done`` one when
+    the pass closes without having said anything (an evaluation while training). Training sets
+    ``step`` and ``loss`` (``set_position``): the line then counts optimizer steps, otherwise batches."""
 
-    def __init__(self, total: int, description: str, paced: bool = True, pace: Pace | None = None):
-        self.total, self.description, self.paced = total, description, paced
+    def __init__(self, total: int, description: str, says_done: bool = False, pace: Pace | None = None):
+        self.total, self.description, self.says_done = total, description, says_done
         self.pace = pace or Pace()
         self.done, self.first, self.examples, self.lines = 0, 0, 0, 0
         self.step: tuple[int, int, int] | None = None  # (step, total steps, the step this run began at)
         self.loss: Callable[[], float | None] = lambda: None
-
-    @property
-    def started(self) -> float:
-        return self.pace.started
 
     def resume_at(self, done: int) -> None:
         """A resumed run's batches already done: counted in the position, not in the speed."""
@@ -125,7 +121,7 @@ class LineProgress:
     def update(self, n: int = 1, examples: int = 0) -> None:
         self.done += n
         self.examples += examples
-        if self.paced and self.pace.due():
+        if self.pace.due():
             self.say()
 
     def set_postfix(self, **_values) -> None:
@@ -161,5 +157,5 @@ class LineProgress:
         print(text, file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if not self.lines and not self.paced:  # an evaluation while training says it ran
+        if not self.lines and self.says_done:
             self.line("done")
