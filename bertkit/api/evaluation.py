@@ -7,10 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
-from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
+from bertkit.api.results import (
+    prediction_rows,
+    predictions_file,
+    said_warnings,
+    update_results,
+    verdict_on,
+    write_rows,
+)
 from bertkit.data import registry
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.inference import check_inference_args, load_for_inference, score
 from bertkit.model_dir import (
     check_inputs_kept,
@@ -56,7 +64,7 @@ def evaluate(
     extra_metrics = _load_extra_metrics(extra_metrics)
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
-    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output)
+    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples)
     # read
     every_example = adapter.read(plan.source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
@@ -97,7 +105,7 @@ def _load_extra_metrics(extra_metrics) -> tuple:
     return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
 
 
-def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
+def _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples=None) -> EvalPlan:
     data = data or recorded_eval_data(meta)
     if split is not None and not registry.is_known(data):
         raise BertkitError(
@@ -105,7 +113,7 @@ def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
             "drop --split, or pass --data with the file of that split",
         )
     split = split or "dev"
-    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split)
+    target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split, max_eval_samples)
     check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
     rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
     if rows_file is not None:
@@ -130,6 +138,8 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
     engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads, meta=meta)
     loaded = time.perf_counter()
     features = adapter.preprocess(examples, tokenizer, train=False)
+    for text in stats_of(features).get("notices", ()):  # truncations and windows: said before scoring
+        notice("data", text)
     tokenized = time.perf_counter()
     kept = {}
     metrics, tuned = score(
@@ -157,7 +167,18 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "repeats": repeats(meta),
     }  # --seeds/--folds: the spread at training, to read this evaluation against
+    _degenerate(adapter, examples, kept, report)
     return engine, report, kept, tuned
+
+
+def _degenerate(adapter, examples, kept: dict, report: dict) -> None:
+    """A model that predicts one thing for everything is said at once, and in the report."""
+    if adapter.prediction_fields:
+        kept["rows"] = prediction_rows(adapter, examples, kept["predictions"])
+    verdict = verdict_on(adapter, examples, kept["predictions"], report["metrics"], kept.get("rows"))
+    for text in said_warnings(verdict, "eval"):
+        report["warnings"] = [{**verdict, "kind": "degenerate", "text": text, "verdict": verdict["kind"]}]
+        report["notices"].append(text)
 
 
 def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, read_only, writes) -> dict:
@@ -174,7 +195,7 @@ def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, r
 def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> None:
     """The predictions file, the metrics JSON, results.json, and the report and card redrawn."""
     if plan.rows_file is not None:
-        write_rows(plan.rows_file, prediction_rows(adapter, examples, kept["predictions"]))
+        write_rows(plan.rows_file, kept.get("rows") or prediction_rows(adapter, examples, kept["predictions"]))
         report["predictions_written_to"] = str(plan.rows_file)
     write_json(plan.target, report)
     if plan.read_only:
@@ -248,5 +269,8 @@ def _settings(settings: dict) -> str:
     )
 
 
-def _eval_file_name(data: str, split: str) -> str:
-    return f"eval-{data}-{split}.json" if registry.is_known(data) else f"eval-{Path(data).stem}.json"
+def _eval_file_name(data: str, split: str, max_eval_samples: int | None = None) -> str:
+    """``eval-sst2-dev.json``; a part of the data says which (``eval-sst2-dev-first200.json``), so
+    it never replaces the whole split's scores."""
+    name = f"eval-{data}-{split}" if registry.is_known(data) else f"eval-{Path(data).stem}"
+    return f"{name}-first{max_eval_samples}.json" if max_eval_samples else f"{name}.json"

@@ -10,6 +10,7 @@ from pathlib import Path
 from bertkit.data import registry
 from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.threads import check as check_threads
+from bertkit.events import notice
 from bertkit.model_dir import check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root
 from bertkit.options import TrainConfig
 from bertkit.tasks import finetune_tasks, get_task_class
@@ -85,6 +86,10 @@ def plan_run(
         notices.append(
             f"--resume: no checkpoint under {checkpoint_root(output_path)} yet, so training started at step 0"
         )
+    for text in notices:  # said before the model loads: the user may want another checkpoint
+        notice("resume", text)
+    if checkpoints is not None and checkpoints.resume_from is not None:
+        notice("resume", f"resuming from {checkpoints.resume_from}", checkpoint=str(checkpoints.resume_from))
     return RunPlan(
         task,
         data,

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
-from bertkit.api.results import RESULTS_FILE, prediction_rows, training_results
+from bertkit.api.results import RESULTS_FILE, prediction_rows, said, said_warnings, training_results, verdict_on
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
+from bertkit.events import notice
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
@@ -39,6 +40,7 @@ class FinetuneResult:
     before: dict = field(default_factory=dict)  # the starting model's scores (tasks that ask for them)
     sections: dict = field(default_factory=dict)  # what the task adds to bertkit.json (Task.directory_sections)
     eval_rows: list | None = None  # --folds: the held-out fold's prediction rows (row: its place in the data)
+    warnings: list = field(default_factory=list)  # a degenerate model (bertkit.metrics.degenerate), said
 
 
 def finetune(
@@ -159,6 +161,9 @@ def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpo
     eval_features = adapter.preprocess(eval_examples, loaded.tokenizer, train=False) if eval_examples else []
     if eval_examples:
         preprocessing["eval"] = stats_of(eval_features)
+    for part in ("train", "eval"):  # truncations, windows, the class weights: said before training
+        for text in preprocessing.get(part, {}).get("notices", ()):
+            notice("data", f"{part}: {text}", part=part)
     if checkpoints is not None:
         checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
         checkpoints.check_compatible()
@@ -185,18 +190,12 @@ def _record(
         runtime=engine.runtime(config.precision),
         best_step=report.best_step,
         resumed_from=report.resumed_from,
-        notices=plan.notices + stored_notices,
+        notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
+        warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
         sections=adapter.directory_sections(facts),
     )
-    held_out = f"{len(eval_examples)} held-out examples of the training data"
-    held_out = held_out if eval_examples and not eval_source else None
-    if plan.fold:
-        held_out = f"fold {plan.fold[0] + 1} of {plan.fold[1]} of the training data ({len(eval_examples)} examples)"
-        predictions = trained.predictions_of(best.get("metrics"))
-        result.eval_rows = [
-            {**row, "row": held[i] + 1} for i, row in enumerate(prediction_rows(adapter, eval_examples, predictions))
-        ]
+    held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), eval_examples, held)
     known = registry.is_known(plan.data)
     meta = ModelMeta(
         kind=adapter.directory_kind,
@@ -225,8 +224,22 @@ def _record(
         stopped_early=report.stopped_early,
         runtime=result.runtime,
         eval_details=trained.details_of(best.get("metrics")),
+        warnings=[{"kind": "degenerate", "text": text} for text in result.warnings] or None,
     )
+    result.notices += result.warnings
     return adapter, result, meta
+
+
+def _held_out(plan: RunPlan, adapter, result: FinetuneResult, predictions, eval_examples, held) -> str | None:
+    """What the evaluation data was when it came from the training data (held out, or a fold: the
+    fold's prediction rows then go in ``result.eval_rows``)."""
+    if plan.fold:
+        rows = prediction_rows(adapter, eval_examples, predictions)
+        result.eval_rows = [{**row, "row": held[i] + 1} for i, row in enumerate(rows)]
+        return f"fold {plan.fold[0] + 1} of {plan.fold[1]} of the training data ({len(eval_examples)} examples)"
+    if eval_examples and not plan.eval_source:
+        return f"{len(eval_examples)} held-out examples of the training data"
+    return None
 
 
 def _tuned_to_store(tuned: dict, eval_source, config: TrainConfig) -> tuple[dict, list[str]]:
@@ -274,6 +287,7 @@ class _Trained:
     report: object
     before: dict
     evaluations: list  # (metrics, breakdown, tuned, predictions) per evaluation: the saved one's are kept
+    verdicts: list = field(default_factory=list)  # (metrics, a degenerate model's verdict or None)
 
     def details_of(self, metrics) -> dict | None:
         return next((d for m, d, _, _ in self.evaluations if m is metrics), None)
@@ -283,6 +297,9 @@ class _Trained:
 
     def predictions_of(self, metrics) -> list | None:
         return next((p for m, _, _, p in self.evaluations if m is metrics), None)
+
+    def verdict_of(self, metrics) -> dict | None:
+        return next((v for m, v in self.verdicts if m is metrics), None)
 
 
 def _train(
@@ -303,7 +320,7 @@ def _train(
     it trains, how it collates, how it evaluates."""
     from bertkit.networks import recipes
 
-    evaluations = []
+    evaluations, verdicts = [], []
 
     def evaluate(current_model) -> dict:
         kept = {}
@@ -321,6 +338,7 @@ def _train(
             keep=kept,
         )
         evaluations.append((metrics, kept.get("details"), tuned, kept["predictions"] if keep_predictions else None))
+        verdicts.append((metrics, verdict_on(adapter, eval_examples, kept["predictions"], metrics)))
         if on_evaluation is not None:
             on_evaluation(len(evaluations), metrics, adapter.main_metric)
         return metrics
@@ -342,7 +360,7 @@ def _train(
         targets=adapter.targets,
         greater_is_better=adapter.greater_is_better,
     )
-    return _Trained(network, report, before, evaluations)
+    return _Trained(network, report, before, evaluations, verdicts)
 
 
 def _save(

@@ -26,6 +26,39 @@ def prediction_rows(adapter, examples: list[dict], predictions: list) -> list[di
     return rows
 
 
+def verdict_on(adapter, examples: list[dict], predictions: list, metrics: dict, rows: list | None = None):
+    """Whether the model predicts one thing for everything (bertkit.metrics.degenerate), from the
+    rows ``predict`` would write (``rows``: already made)."""
+    from bertkit.metrics.degenerate import degenerate, gold_answers
+
+    if not adapter.prediction_fields or not examples:  # masked LM: no answers to look at
+        return None
+    rows = rows if rows is not None else prediction_rows(adapter, examples, predictions)
+    return degenerate(rows, gold_answers(rows, examples), metrics)
+
+
+def said(kind: str, texts: list[str]) -> list[str]:
+    """Tell the listeners (bertkit.events) each of ``texts`` now; returns them for the result."""
+    from bertkit.events import notice
+
+    for text in texts:
+        notice(kind, text)
+    return texts
+
+
+def said_warnings(verdict: dict | None, command: str) -> list[str]:
+    """The warning line of a degenerate model (none without a verdict), said now: before the
+    directory is written or the scores printed."""
+    if verdict is None:
+        return []
+    from bertkit.events import notice
+    from bertkit.metrics.degenerate import warning_text
+
+    text = warning_text(verdict, command)
+    notice("warning", text, verdict=verdict)
+    return [text]
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
     write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
@@ -66,8 +99,9 @@ def update_results(model_dir: Path, metrics_file: Path, report: dict) -> Path:
 
 
 def _prefixed(prefix: str, metrics: dict) -> dict:
+    """Numbers only, as HF's all_results.json: a label or a note (a metric's text) is no result to compare."""
     return {
         f"{prefix}_{name}": value
         for name, value in metrics.items()
-        if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
     }

@@ -9,7 +9,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from bertkit.cli.common import is_main_process
+from bertkit.cli.common import Shown, is_main_process, show_event
 from bertkit.cli.options import LATE_COMMANDS
 from bertkit.errors import BertkitError
 
@@ -89,9 +89,14 @@ def main() -> None:
     and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
     if not sys.stderr.isatty():  # no \r-redrawn library bars in CI logs and files (read at their import)
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from bertkit.events import listening
+
+    Shown.reset()
     try:
         # Not standalone: Typer would print its usage errors as a multi-line box and exit itself.
-        code = app(prog_name="bertkit", standalone_mode=False)
+        with listening(show_event):  # what a command decides is on stderr before its long work
+            code = app(prog_name="bertkit", standalone_mode=False)
+        Shown.flush()
     except CommandLineError as exc:  # bad values, missing arguments, unknown options
         if type(exc).__name__ == "NoArgsIsHelpError":  # plain `bertkit`: the help, as asked
             if exc.format_message().strip():  # rich help was already printed while the error was made

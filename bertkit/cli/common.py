@@ -18,11 +18,9 @@ def runtime_line(runtime: dict) -> str:
     chosen = f"--backend auto: {runtime['backend_reason']}\n" if runtime.get("backend_reason") else ""
     if "backend" in runtime:  # an exported backend: its runtime chose the precision
         return chosen + f"backend: {runtime['backend']} ({runtime['precision']})"
-    line = (
-        f"precision: {runtime['precision_name']} ({runtime['precision_reason']}), {runtime['threads']} "
-        f"thread{'s' if runtime['threads'] != 1 else ''}"
-    )
-    return chosen + line + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
+    from bertkit.engine.runtime_text import precision_text
+
+    return chosen + precision_text(runtime) + (f"\n{runtime['notice']}" if runtime.get("notice") else "")
 
 
 def is_main_process() -> bool:
@@ -30,12 +28,58 @@ def is_main_process() -> bool:
     return int(next((os.environ[k] for k in RANK_ENV if k in os.environ), "0")) == 0
 
 
+class Shown:
+    """What the running command said when it was decided (show_event), for the summary at the end
+    not to say it again. Facts decided before the work starts wait for it (the engine's ``start``
+    event): a mistake found before then stays the command's one line, ``error: ...``."""
+
+    lines: set[str] = set()
+    waiting: list[str] = []
+    started = False
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.lines, cls.waiting, cls.started = set(), [], False
+
+    @classmethod
+    def flush(cls) -> None:
+        waiting, cls.waiting = cls.waiting, []
+        for line in waiting:
+            typer.echo(line, err=True)
+
+
+def show_event(event) -> None:
+    """The CLI's listener (bertkit.events): a decided fact goes to stderr when the work starts, or at
+    once after; main process only, each line once (several seeds or folds decide it again)."""
+    if not is_main_process():
+        return
+    if event.kind == "start":
+        Shown.started = True
+    for line in event.text.splitlines():
+        if line not in Shown.lines:
+            Shown.lines.add(line)
+            Shown.waiting.append(line)
+    if Shown.started:
+        Shown.flush()
+
+
+def echo_runtime(runtime: dict, err: bool = False) -> None:
+    """The runtime line(s) (runtime_line) not already shown when they were decided."""
+    Shown.flush()
+    lines = [line for line in runtime_line(runtime).splitlines() if line not in Shown.lines]
+    if lines:
+        typer.echo("\n".join(lines), err=err)
+
+
 def echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
     """Print the human-readable notices that tasks (truncated texts, windows, skipped rows) and api
-    (settings not stored, figures not drawn) put under "notices", one line each."""
+    (settings not stored, figures not drawn) put under "notices", one line each, unless it was
+    already shown when it was decided."""
+    Shown.flush()
     for report in reports:
         for notice in report.get("notices", ()):
-            typer.echo(f"{prefix}{notice}", err=err)
+            if notice not in Shown.lines and f"{prefix}{notice}" not in Shown.lines:
+                typer.echo(f"{prefix}{notice}", err=err)
 
 
 def format_metrics(metrics: dict) -> str:

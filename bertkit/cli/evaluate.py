@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.common import echo_notices, echo_runtime, format_metrics, is_main_process
 from bertkit.cli.options import (
     ModelDir,
     built_late,
@@ -57,7 +57,7 @@ def _show(report: dict) -> None:
     if not is_main_process():
         return
     typer.echo(f"{report['data']}: {report['examples']} examples")
-    typer.echo(runtime_line(report["runtime"]))
+    echo_runtime(report["runtime"])
     echo_notices(report["preprocessing"], report)
     typer.echo(format_metrics(report["metrics"]))
     if report["metrics"].get("per_type"):

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, format_metrics, runtime_line
+from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
 from bertkit.cli.options import (
     built_late,
     chosen,
@@ -90,7 +90,7 @@ def probe(task: ProbeTask, **values):
     )
     if result.metrics:
         typer.echo(f"eval ({result.eval_examples} examples): {format_metrics(result.metrics)}")
-    typer.echo(runtime_line(result.runtime))
+    echo_runtime(result.runtime)
     typer.echo(f"saved to {result.output_dir}")
 
 
@@ -143,7 +143,7 @@ def _pretrain_mlm(**values):
         f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, "
         f"{t['train_seconds']:.1f}s; pooler {result.pooler}"
     )
-    typer.echo(runtime_line(result.runtime))
+    echo_runtime(result.runtime)
     echo_notices({"notices": result.notices})
     typer.echo(f"saved to {result.output_dir}")
 

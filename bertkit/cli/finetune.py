@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, format_metrics, is_main_process, runtime_line
+from bertkit.cli.common import echo_notices, echo_runtime, format_metrics, is_main_process
 from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
@@ -149,7 +149,7 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
         f"{t['examples_per_s']:.1f} examples/s, {t['tokens_per_s']:.0f} tokens/s, "
         f"padding {100 * t['padding_share']:.1f}%, {t['train_seconds']:.1f}s"
     )
-    typer.echo(runtime_line(result.runtime))
+    echo_runtime(result.runtime)
     echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     echo_notices({"notices": result.notices})

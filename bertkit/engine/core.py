@@ -28,11 +28,13 @@ from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
 from bertkit.engine.precision import describe, resolve
-from bertkit.engine.progress import progress_bar
+from bertkit.engine.progress import LineProgress, pace_seconds, progress_bar
 from bertkit.engine.rng_state import set_rng_state
+from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.networks.collate import Collator
 from bertkit.networks.losses import evaluation_loss
 
@@ -54,6 +56,7 @@ class Engine:
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
             raise BertkitError("--precision fp16 needs a GPU", "use --precision bf16 or no on CPU")
+        pace_seconds()  # a bad BERTKIT_PROGRESS_SECONDS fails now, not when the first line is due
         cpu = _launched_on_cpu()
         self.precision, self.precision_reason = resolve(precision, PartialState(cpu=cpu).device.type)
         # bf16 runs with bf16 weights (master_weights.MasterWeights), not Accelerate's autocast
@@ -70,7 +73,9 @@ class Engine:
         )
         self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count
-        self.seed = seed
+        self.seed, self.requested = seed, precision
+        if self.accelerator.is_main_process:  # said now: a user can stop and rerun with --threads
+            say_runtime(self.runtime(precision))
         set_seed(seed)
         if self.accelerator.num_processes > 1:
             _end_process_group_at_exit()
@@ -155,6 +160,7 @@ class Engine:
         # a collator that draws (masked LM) names its generators: checkpoints save and restore them
         generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)
+        notice("start", "", work="train")  # checkpoints fit: the work begins, what was decided is shown
         self._fitting = True
         run = Run(
             self,
@@ -218,6 +224,7 @@ class Engine:
         Rank r runs the length-sorted batches r, r + world, ...: the very batches of a single
         process, so the numbers are the same, and each feature is computed exactly once."""
         acc, world = self.accelerator, self.accelerator.num_processes
+        notice("start", "", work=description)
         lengths = [len(f["input_ids"]) for f in features]
         plan = sorted_batches(lengths, batch_size)
         if not plan:
@@ -233,6 +240,7 @@ class Engine:
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)
+        paced = isinstance(progress, LineProgress)  # off a terminal: it also counts examples
         with torch.inference_mode(), self.autocast():
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
@@ -249,7 +257,10 @@ class Engine:
                     elif per_token:
                         values = torch.cat([values[row, : lengths[j]] for row, j in enumerate(indices)])
                     local[name].append(values)
-                progress.update(1 if mine else 0)
+                if mine and paced:
+                    progress.update(1, examples=len(indices))
+                elif mine:
+                    progress.update(1)
         progress.close()
         results = self._in_feature_order(local, shards, lengths, per_token, len(features))
         if targets:

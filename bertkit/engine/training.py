@@ -176,8 +176,12 @@ class Run:
         self.started = 0.0  # when training time last started counting: evaluations and saves are left out
         self.step_loss, self.epoch_loss, self.ran = 0.0, 0.0, 0  # for the trackers and LineProgress's line
         self.progress = engine._progress(plan.total_batches, f"train from step {state.step}" if state.step else "train")
-        self.progress.update(plan.batches_done(state))
-        self.lines = isinstance(self.progress, LineProgress)  # off a terminal: one line per epoch
+        self.lines = isinstance(self.progress, LineProgress)  # off a terminal: paced lines, one per epoch
+        if self.lines:
+            self.progress.resume_at(plan.batches_done(state))
+            self.progress.set_position(state.step, plan.total_steps, state.step, self.mean_epoch_loss)
+        else:
+            self.progress.update(plan.batches_done(state))
         if self.tracking:
             from bertkit.engine.tracking import PROJECT, hyperparameters
 
@@ -212,10 +216,16 @@ class Run:
         if self.tracking:
             self.step_loss += loss.item() / window
         self.sums.add(loss.detach(), [self.plan.lengths[j] for j in indices], new=not repeated)
-        self.progress.update(1)
         if self.lines:
             # summed in fp32 as RunningSums does: a bf16 sum drifts from the epoch's mean on stdout
             self.epoch_loss, self.ran = self.epoch_loss + loss.detach().float(), self.ran + 1
+            self.progress.update(1, examples=0 if repeated else len(indices))
+        else:
+            self.progress.update(1)
+
+    def mean_epoch_loss(self) -> float | None:
+        """This epoch's mean training loss so far, for the paced progress line."""
+        return float(self.epoch_loss) / self.ran if self.ran else None
 
     def optimizer_step(self, epoch: int, done: int, n: int) -> None:
         """Step after ``done`` of this epoch's ``n`` batches; then log it."""
@@ -223,6 +233,8 @@ class Run:
         self.logging = (state.step + 1) % self.config.log_every == 0
         grad_norm, lr = self.optimisation.step(want_norm=self.logging)
         state.step, state.epoch, state.next_batch = state.step + 1, epoch, done
+        if self.lines:
+            self.progress.at_step(state.step)
         test_signal("step", state.step)
         seen, self.at = self.plan.position(epoch, done, n)
         self.finished = state.step >= self.plan.total_steps
@@ -266,6 +278,10 @@ class Run:
             log,
             self.optimisation.weights,
         )
+        if self.lines and self.state.evals and "metrics" in self.state.evals[-1]:
+            metrics = self.state.evals[-1]["metrics"]
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+            self.progress.line(f"evaluation at step {self.state.step} (epoch {self.at}): {shown}")
         if self.selection.out_of_patience(self.state):
             self.state.stopped_early = self.finished = True
         self.model.train()

@@ -42,6 +42,7 @@ class ModelMeta:
     seeds: dict | None = None  # --seeds: every seed's metrics and their spread (bertkit.api.seeds)
     tune: dict | None = None  # bertkit tune: the study, every trial, the importances (bertkit.api.tuning)
     folds: dict | None = None  # --folds: every fold's metrics and their spread (bertkit.api.folds)
+    warnings: list | None = None  # what the run said about the model it made (a degenerate model)
 
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
@@ -83,6 +84,7 @@ META_KEYS = (
     "seeds",
     "tune",
     "folds",
+    "warnings",
 )
 
 
@@ -171,7 +173,9 @@ SECTION_TYPES = {
     "seeds": (dict, type(None)),
     "tune": (dict, type(None)),
     "folds": (dict, type(None)),
+    "warnings": (list, type(None)),
 }
+LATER = ("seeds", "tune", "folds", "warnings")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
@@ -192,7 +196,7 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
         )
     _check_task_section(meta["task"], where)
     if version == SCHEMA:
-        later = {key: meta.get(key) for key in ("seeds", "tune", "folds")}  # sections added later: null if absent
+        later = {key: meta.get(key) for key in LATER}  # sections added later: null if absent
         return _checked({**meta, **later}, where)
     data = dict(meta.get("data") or {})
     for old, new in (("train_documents", "train_examples"), ("eval_documents", "eval_examples")):

@@ -70,6 +70,8 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
     labels = meta["task"].get("labels") or []
     if labels:
         summary.append(f"Labels: {', '.join(f'`{label}`' for label in labels)}.")
+    for warning in meta.get("warnings") or ():  # a degenerate model: the first thing a reader sees
+        summary.append(f"**Warning:** {warning['text'].removeprefix('warning: ')}")
     trained_on = data.get("name") or source_name(data.get("train"))
     intended = (
         f"{text.title or 'Prediction'} of English text like its training data"

@@ -63,18 +63,14 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     if not train and not epochs:
         return None
     plt = pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    loss_axis, metric_axis = axes
+    lrs = [r.get("lr") for r in train]
+    with_lr = bool(train) and all(v is not None for v in lrs)
+    # the learning rate in its own panel under the loss: on one axis pair its line hid the loss's
+    figure = plt.figure(figsize=(10, 4.6 if with_lr else 3.8))
+    grid = figure.add_gridspec(2 if with_lr else 1, 2, height_ratios=[3, 1] if with_lr else None)
+    loss_axis, metric_axis = figure.add_subplot(grid[0, 0]), figure.add_subplot(grid[:, 1])
     if train:
-        x = [r["step"] for r in train]
-        loss_axis.plot(x, [r["loss"] for r in train], color="tab:blue", linewidth=1, label="train loss")
-        loss_axis.set_xlabel("optimizer step")
-        lrs = [r.get("lr") for r in train]
-        if all(v is not None for v in lrs):
-            lr_axis = loss_axis.twinx()
-            lr_axis.plot(x, lrs, color="tab:orange", linewidth=1, label="learning rate")
-            lr_axis.set_ylabel("learning rate", color="tab:orange")
-            lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        _loss_and_lr(figure, grid, loss_axis, train, lrs if with_lr else None)
         metric_x = [r["step"] for r in evals]
         metric_y = [r["metrics"][main_metric] for r in evals]
         metric_axis.set_xlabel("optimizer step")
@@ -92,7 +88,7 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
         metric_y = [h["metrics"][main_metric] for h in scored]
         metric_axis.set_xlabel("epoch")
     loss_axis.set_ylabel("train loss", color="tab:blue")
-    loss_axis.set_title("training loss" + (" and learning rate" if train else " per epoch"))
+    loss_axis.set_title("training loss" + (" and learning rate" if with_lr else "" if train else " per epoch"))
     if metric_x:
         metric_axis.plot(metric_x, metric_y, "o-", color="tab:green")
         for x, y in zip(metric_x, metric_y):
@@ -115,6 +111,22 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     metric_axis.grid(alpha=0.3)
     loss_axis.grid(alpha=0.3)
     return _save(plt, figure, target)
+
+
+def _loss_and_lr(figure, grid, loss_axis, train: list[dict], lrs: list | None) -> None:
+    """The loss per logged step, and the learning rate (when logged) in the panel under it."""
+    x = [r["step"] for r in train]
+    style = "o-" if len(x) <= 30 else "-"  # a short run's few points stay visible
+    loss_axis.plot(x, [r["loss"] for r in train], style, color="tab:blue", linewidth=1, markersize=3)
+    loss_axis.set_xlabel("optimizer step" if lrs is None else "")
+    if lrs is not None:
+        lr_axis = figure.add_subplot(grid[1, 0], sharex=loss_axis)
+        lr_axis.plot(x, lrs, color="tab:orange", linewidth=1)
+        lr_axis.set_ylabel("learning rate", color="tab:orange")
+        lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        lr_axis.set_xlabel("optimizer step")
+        lr_axis.grid(alpha=0.3)
+        loss_axis.tick_params(labelbottom=False)
 
 
 def draw_breakdown(details: dict, target: Path, title: str) -> Path | None:

@@ -157,6 +157,8 @@ def test_progress_off_a_terminal_is_one_line_per_epoch(tmp_path, tiny_bert, run_
     assert [line.split(" (")[0].split(",")[0] for line in lines] == [
         "train: epoch 1: 3 batches",
         "eval: done",
+        "train: evaluation at step 3",
         "train: epoch 2: 3 batches",
         "eval: done",
-    ]
+        "train: evaluation at step 6",
+    ]  # a run shorter than the pace (BERTKIT_PROGRESS_SECONDS, 30 s) has no step lines

@@ -174,7 +174,7 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     )
     assert code == 0, stderr
     reason = "GPU has native bf16" if torch.cuda.is_available() else "CPU has avx512_bf16"  # the GPU decides there
-    assert f"precision: bf16 (auto: {reason}), 1 thread" in stdout
+    assert f"precision: bf16 (auto: {reason}), 1 thread" in stderr  # said when chosen, before the work
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["config"]["precision"] == "auto"
     assert meta["runtime"]["precision"] == "bf16" and meta["runtime"]["threads"] == 1
@@ -187,7 +187,7 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     monkeypatch.setattr(precision, "cpu_flags", lambda *a: {"avx2"})
     code, stdout, stderr = run_cli("eval", out)
     assert code == 0, stderr
-    assert "precision: fp32 (auto: CPU has neither avx512_bf16 nor amx_bf16" in stdout
+    assert "precision: fp32 (auto: CPU has neither avx512_bf16 nor amx_bf16" in stderr
     code, stdout, stderr = run_cli("predict", out, "--input", dev, "--precision", "bf16")
     assert code == 0, stderr
     assert "precision: bf16 (asked for)" in stderr and len(stdout.splitlines()) == 16

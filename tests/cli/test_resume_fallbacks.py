@@ -40,8 +40,8 @@ def test_unreadable_newest_checkpoint_is_passed_over_said_and_exact(
     code, out, err = run_cli(*train_command(c, None, "--resume"))
     assert code == 0, err
     assert f"resumed from {root / 'step-6'}" in out
-    assert f"checkpoint step-8 is unreadable ({name}: " in out
-    assert "resumed from step-6 instead" in out
+    assert f"checkpoint step-8 is unreadable ({name}: " in err  # said when passed over, before the work
+    assert "resumed from step-6 instead" in err
     reference = tmp_path / "reference"
     reference.mkdir()
     shutil.copytree(base_checkpoints(c), reference / "out.checkpoints")
@@ -69,7 +69,7 @@ def test_resume_without_checkpoints_trains_from_step_zero_and_says_so(
     c = Context(tmp_path, tiny_bert, trained, monkeypatch)
     code, out, err = run_cli(*train_command(c, None, "--resume"))
     assert code == 0, err
-    assert "--resume: no checkpoint under" in out and "training started at step 0" in out
+    assert "--resume: no checkpoint under" in err and "training started at step 0" in err
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "bertkit.json"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_user_error
+from conftest import assert_user_error, said_when_the_work_started
 
 WORDS = "good bad film movie great awful plot acting fine boring the a was very not".split()
 ROWS = 1037  # not a multiple of any chunk or batch size used here
@@ -337,7 +337,8 @@ def test_a_bad_row_in_a_later_chunk_leaves_no_output_and_no_parts(command, train
     source.write_text("\n".join(lines) + "\n")
     output = tmp_path / ("out.jsonl" if command == "predict" else "out.npy")
     code, _, err = run_cli(command, model, "--input", source, "--output", output, "--chunk-rows", 100)
-    errors = [line for line in err.splitlines() if not line.startswith(f"{command}: ")]  # less the progress
+    said = said_when_the_work_started()  # the precision, a busy machine: printed when the work began
+    errors = [line for line in err.splitlines() if not line.startswith(f"{command}: ") and line not in said]
     assert code == 2 and len(errors) == 1 and errors[0].startswith("error: ") and "Traceback" not in err, err
     assert "in.jsonl:421: invalid JSON" in errors[0] and "--resume" not in errors[0]  # resuming would stop there too
     assert not output.exists()

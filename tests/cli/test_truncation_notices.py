@@ -87,14 +87,16 @@ def test_cls_console_and_predict_rows_report_truncation(tmp_path, tiny_bert, run
         8,
     )
     assert code == 0, stderr
-    assert "train: 4 of 16 texts were truncated to 8 tokens" in stdout
-    assert "eval: 2 of 6 texts were truncated to 8 tokens" in stdout
+    # said on stderr once preprocessing counted them, before training; not again with the summary
+    assert "train: 4 of 16 texts were truncated to 8 tokens" in stderr
+    assert "eval: 2 of 6 texts were truncated to 8 tokens" in stderr
+    assert "truncated" not in stdout
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["preprocessing"]["train"]["truncated"] == 4 and meta["preprocessing"]["eval"]["truncated"] == 2
 
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "m.json")
     assert code == 0, stderr
-    assert "2 of 6 texts were truncated to 8 tokens" in stdout
+    assert "2 of 6 texts were truncated to 8 tokens" in stderr
 
     (tmp_path / "in.txt").write_text(f"good film\n{long_text}\nbad\n")
     code, stdout, stderr = run_cli("predict", out, "--input", tmp_path / "in.txt")
