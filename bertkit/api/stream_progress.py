@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bertkit.data.streams import InputStream
+from bertkit.engine.progress import Pace
 
 
 class Progress:
@@ -21,9 +22,23 @@ class Progress:
     def __init__(self, label: str, total: int | None, quiet: bool, stream: InputStream | None = None):
         self.label, self.total, self.quiet, self.stream = label, total, quiet, stream
         self.started, self.first = time.perf_counter(), 0
+        self.done, self.in_flight, self.chunk_rows, self.pace = 0, 0, 0, Pace()
 
     def start(self, done: int) -> None:
-        self.started, self.first = time.perf_counter(), done
+        self.started, self.first, self.done = time.perf_counter(), done, done
+
+    def chunk(self, rows: int) -> None:
+        """The next chunk's rows go in: what ``within`` counts towards."""
+        self.chunk_rows, self.in_flight = rows, 0
+
+    def within(self, examples: int) -> None:
+        """A batch of the chunk in flight is done: a line when one is due (a 10,000-row chunk on a
+        slow CPU takes minutes, and a log must not go silent meanwhile). Batches count features,
+        so a row cut into windows may count more than once: capped at the chunk's rows."""
+        self.in_flight += examples
+        if self.quiet or not self.chunk_rows or not self.pace.due():
+            return
+        self._say(self.done + min(self.in_flight, self.chunk_rows - 1))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -32,8 +47,12 @@ class Progress:
         """``last``: the input ends with this chunk, so its rows are the total when none was known."""
         if last and self.total is None:
             self.total = done
+        self.done, self.chunk_rows = done, 0
         if self.quiet:
             return
+        self._say(done)
+
+    def _say(self, done: int) -> None:
         rate = (done - self.first) / max(self.elapsed(), 1e-9)
         total, about = self.total or (self.stream and self.stream.counted_rows), ""
         if total is None and self.stream and self.stream.estimated_rows() is not None:
@@ -45,6 +64,7 @@ class Progress:
         if total and rate > 0 and done < total:
             line += f", ETA {_duration((total - done) / rate)}"
         print(line, file=sys.stderr, flush=True)
+        self.pace.said()
 
 
 def _duration(seconds: float) -> str:

@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 from bertkit.api.stream_progress import Progress, measure, verified_parts
 from bertkit.data.sinks import Sink
 from bertkit.data.streams import Chunk, InputStream, chunk_sizes
+from bertkit.engine.progress import observing_batches
 from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.model_dir import atomic_file, write_json
@@ -181,7 +182,9 @@ def stream_chunks(
                 writes = _ready(pipeline, writer)
                 progress.quiet = quiet or not writes
                 progress.start(output.summary.rows)
-            payload = pipeline.process(chunk)
+            progress.chunk(len(chunk.records))
+            with observing_batches(progress.within):
+                payload = pipeline.process(chunk)
             if writes:
                 output.write(chunk, payload)
                 progress.update(output.summary.rows, last)

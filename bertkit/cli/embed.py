@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, runtime_line
+from bertkit.cli.common import echo_notices, echo_runtime
 from bertkit.cli.on_ray import check_ray_flags, run_on_ray
 from bertkit.cli.options import chosen, command, from_dataclass, positional
 from bertkit.errors import BertkitError
@@ -70,7 +70,7 @@ def embed(model: str, **values):
         err=True,
     )
     if summary.runtime:
-        typer.echo(runtime_line(summary.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
+        echo_runtime(summary.runtime, err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def _settings(options: EmbeddingOptions) -> dict:
@@ -113,7 +113,7 @@ def _embed_in_memory(features, model: str, options: EmbeddingOptions):
         + (f"; written to {result.written_to}" if result.written_to else ""),
         err=True,
     )
-    typer.echo(runtime_line(result.runtime), err=True)  # stderr: stdout may carry the vectors (--output -)
+    echo_runtime(result.runtime, err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
 def _windowed_line(rows: int, per_word: bool, stride, pooling: str, max_length: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, is_main_process, runtime_line
+from bertkit.cli.common import echo_notices, echo_runtime, is_main_process
 from bertkit.cli.on_ray import check_ray_flags, run_on_ray
 from bertkit.cli.options import (
     ModelDir,
@@ -78,7 +78,7 @@ def _show(summary, output: str, written: bool) -> None:
     if not is_main_process():
         return
     if summary.runtime:
-        typer.echo(runtime_line(summary.runtime), err=True)
+        echo_runtime(summary.runtime, err=True)
     echo_notices(summary.preprocessing, {"notices": summary.notices}, err=True)  # stdout stays pure JSONL
     if written:
         typer.echo(

@@ -14,6 +14,7 @@ last batch is short and gives ranks different inference batch sizes, which break
 from __future__ import annotations
 
 import atexit
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
 from bertkit.engine.precision import describe, resolve
-from bertkit.engine.progress import LineProgress, pace_seconds, progress_bar
+from bertkit.engine.progress import LineProgress, batch_done, pace_seconds, progress_bar
 from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
@@ -178,7 +179,7 @@ class Engine:
         if saved is not None:
             set_rng_state(saved["rng"], generators)  # last: nothing after this may draw random numbers
         try:
-            with StopRequests(run.saving) as stop:
+            with StopRequests(run.saving) as stop, _unused_checkpoints_go(checkpoints, self.is_main_process):
                 for epoch in plan.epochs_left(state):
                     batches, repeats_last = plan.shard(epoch)
                     run.train_mode()
@@ -261,6 +262,7 @@ class Engine:
                     progress.update(1, examples=len(indices))
                 elif mine:
                     progress.update(1)
+                batch_done(len(indices) if mine else 0)
         progress.close()
         results = self._in_feature_order(local, shards, lengths, per_token, len(features))
         if targets:
@@ -332,3 +334,15 @@ def _quiet_libraries() -> None:
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
+
+@contextmanager
+def _unused_checkpoints_go(checkpoints, main: bool):
+    """A run that fails (an error, not a stop: those are BaseExceptions and keep what they saved)
+    before its first complete checkpoint leaves no checkpoints directory holding only a history."""
+    try:
+        yield
+    except Exception:
+        if checkpoints is not None and main:
+            checkpoints.discard_if_unused()
+        raise

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from bertkit.errors import BertkitError
 
@@ -53,6 +54,26 @@ class Pace:
 
     def elapsed(self) -> float:
         return self.clock() - self.started
+
+
+_batch_observers: list[Callable[[int], None]] = []
+
+
+@contextmanager
+def observing_batches(observer: Callable[[int], None]):
+    """While the block runs, ``observer(examples)`` is called after each inference batch of any
+    engine, quiet ones too: a stream (predict, embed) keeps its engine quiet and says itself where
+    it is, also inside a chunk that takes minutes."""
+    _batch_observers.append(observer)
+    try:
+        yield observer
+    finally:
+        _batch_observers.remove(observer)
+
+
+def batch_done(examples: int) -> None:
+    for observer in list(_batch_observers):
+        observer(examples)
 
 
 def duration(seconds: float) -> str:

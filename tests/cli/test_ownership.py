@@ -221,3 +221,29 @@ def test_a_streamed_outputs_unfinished_parts_are_not_deleted_with_the_users_file
     code, _, stderr = run_cli("embed", tiny_bert, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.jsonl")
     assert code == 2 and "holds files bertkit did not write (mine.txt)" in stderr, stderr
     assert (work / "mine.txt").read_text() == "mine" and (work / "progress.json").is_file()
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_checkpoints_directory(
+    tiny_bert, data, tmp_path, run_cli, monkeypatch
+):
+    """Not only a full disk: any failure before a complete checkpoint leaves nothing to resume
+    from, so OUT.checkpoints (only the live history so far) goes; the error itself stays."""
+    from bertkit.engine import training
+
+    calls = []
+
+    def failing_backward(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a failure in the second batch")
+        return original(self, *args, **kwargs)
+
+    original = training.Run.backward
+    monkeypatch.setattr(training.Run, "backward", failing_backward)
+    train, _ = data
+    with pytest.raises(RuntimeError, match="second batch"):
+        run_cli(
+            "finetune", "cls", "--data", train, "--model", tiny_bert, "--output", tmp_path / "m",
+            "--epochs", 1, "--save-every", 4, "--batch-size", 4,
+        )  # fmt: skip
+    assert not (tmp_path / "m.checkpoints").exists() and not (tmp_path / "m").exists(), list(tmp_path.iterdir())

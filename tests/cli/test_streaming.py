@@ -500,3 +500,18 @@ def test_a_semicolon_csv_streams_with_its_sniffed_separator(trained, tmp_path, r
     result = run_cli("predict", model, "--input", wrong, "--output", tmp_path / "o.jsonl")
     assert_user_error(result, "reads as one column with comma separators", "semicolons")
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_long_chunk_says_where_it_is_between_its_batches(trained, tmp_path, run_cli, monkeypatch):
+    """Off a terminal a chunk that takes minutes must not leave the log silent: with the pace at 0
+    the stream says its rows after every batch inside the chunk, not only at its end."""
+    monkeypatch.setenv("BERTKIT_PROGRESS_SECONDS", "0")
+    source = write_rows(tmp_path / "in.jsonl", rows=64)
+    code, _, err = run_cli(
+        "predict", trained("cls"), "--input", source, "--output", tmp_path / "o.jsonl", "--chunk-rows", 64,
+        "--batch-size", 8, "--precision", "no",
+    )  # fmt: skip
+    assert code == 0, err
+    said = [int(line.split()[1].replace(",", "")) for line in err.splitlines() if line.startswith("predict: ")]
+    assert said[-1] == 64 and any(0 < rows < 64 for rows in said[:-1]), err
+    assert said == sorted(said)
