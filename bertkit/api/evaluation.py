@@ -264,8 +264,10 @@ def _read_only(directory: Path) -> str | None:
 
 
 def _settings(settings: dict) -> str:
-    return ", ".join(
-        f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}" for key, value in settings.items()
+    return ", ".join(  # a setting with no value (a multi-label model's thresholds before tuning) is not said
+        f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in settings.items()
+        if value is not None
     )
 
 

@@ -84,7 +84,9 @@ def echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
 
 def format_metrics(metrics: dict) -> str:
     return ", ".join(
-        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items() if not isinstance(v, dict)
+        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in metrics.items()
+        if not isinstance(v, dict) and v is not None  # nothing to say is not said ("thresholds None")
     )
 
 

@@ -206,11 +206,13 @@ class ProbeOptions:
         0.1, "Share of the training rows held out to choose C (then refit on all).", INFERENCE_PANEL
     )
     precision: str = precision_option()
+    threads: int | None = threads_option()
 
     def validate(self, command: str = "bertkit probe") -> "ProbeOptions":
         check_max_length(self.max_length, command)
         check_batch_size(self.batch_size, command)
         check_precision(self.precision)
+        check_threads(self.threads, command)
         return self
 
 

@@ -78,6 +78,7 @@ class ProbeArgs:
     precision: str
     overwrite: bool
     task_options: dict | None
+    threads: int | None = None
 
 
 @dataclass
@@ -137,6 +138,7 @@ def probe(
     precision: str = "auto",
     overwrite: bool = False,
     task_options: dict | None = None,
+    threads: int | None = None,
 ) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
     args = ProbeArgs(
@@ -156,6 +158,7 @@ def probe(
         precision,
         overwrite,
         task_options,
+        threads,
     )
     untrained, spec, output_path = check(args)
     read_data = read(args, untrained, output_path)
@@ -220,7 +223,7 @@ def load(args: ProbeArgs, adapter, spec, read_data: ProbeData) -> Embedded:
     eval_features = (
         adapter.preprocess(read_data.eval_examples, tokenizer, train=False) if read_data.eval_examples else []
     )
-    engine = Engine(args.precision, seed=args.seed)
+    engine = Engine(args.precision, seed=args.seed, threads=args.threads)
     encoder = embedding.load_encoder(model_ref, args.model)
     original = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
     network = engine.prepare_model(embedding.EmbeddingNetwork(encoder, spec))

@@ -90,9 +90,11 @@ def test_pair_probe_with_cls_pooling(tmp_path, tiny_bert, run_cli):
     write_pair_tsv(dev, 20, seed=6)
     out = tmp_path / "pair"
     code, stdout, stderr = run_cli(
-        "probe", "pair", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out, "--pooling", "cls"
-    )
+        "probe", "pair", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out, "--pooling", "cls",
+        "--threads", 1,
+    )  # fmt: skip
     assert code == 0, stderr
+    assert ", 1 thread" in stderr  # --threads reaches the probe's engine, as the busy-machine notice suggests
     meta = json.loads((out / "bertkit.json").read_text())
     assert meta["task"]["labels"] == ["different", "same"] and meta["probe"]["pooling"] == "cls"
     (tmp_path / "pairs.txt").write_text("the film was good\tthe film was good\nbad plot\tgreat acting\n")
