@@ -154,7 +154,8 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     echo_notices({"notices": result.notices})
     if result.metrics:
-        typer.echo(f"best (epoch {result.best_epoch}, step {result.best_step}): {format_metrics(result.metrics)}")
+        which = "best, but degenerate (see the warning)" if result.warnings else "best"  # not "fine" when it is not
+        typer.echo(f"{which} (epoch {result.best_epoch}, step {result.best_step}): {format_metrics(result.metrics)}")
     echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
 

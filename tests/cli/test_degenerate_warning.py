@@ -38,6 +38,7 @@ def test_a_constant_model_is_said_on_the_console_in_bertkit_json_and_on_the_card
     line = shown[0]
     assert "for 100% of the 16 examples" in line and "'always " in line and "accuracy 0.5000" in line, line
     assert "see --epochs, --lr" in line, line
+    assert "best, but degenerate (see the warning) (epoch 1" in out  # the summary does not call it fine
     recorded = json.loads((output / "bertkit.json").read_text())["warnings"]
     assert [w["text"] for w in recorded] == [line]
     card = (output / "README.md").read_text()
@@ -77,5 +78,5 @@ def test_a_model_that_learned_gets_no_warning(tmp_path, tiny_bert, run_cli):
     assert code == 0, err
     metrics = json.loads((output / "bertkit.json").read_text())["metrics"]
     assert metrics["mcc"] > 0.5, f"the tiny model did not learn the toy data: {metrics}"
-    assert WARNING not in out + err
+    assert WARNING not in out + err and "degenerate" not in out and "\nbest (epoch" in "\n" + out
     assert json.loads((output / "bertkit.json").read_text())["warnings"] is None
