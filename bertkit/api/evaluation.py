@@ -222,7 +222,7 @@ def _store_tuned(
     if (partial is None) if store_tuned is None else store_tuned:
         adapter.options.update(tuned)  # stored for predict to reuse; this report's scores used `before`
         if writes:  # under a multi-process launch one process writes
-            meta = update_meta(model_dir, {"task": adapter.state()}, current=meta)
+            meta = update_meta(model_dir, {"task": adapter.as_stored().state()}, current=meta)
         report["tuned"] = tuned
         if partial:
             report["notices"].append(f"{_settings(tuned)} stored as asked, although {partial}")

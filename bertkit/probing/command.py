@@ -339,7 +339,7 @@ def meta_of(args: ProbeArgs, adapter, read_data: ProbeData, head: Head, result: 
     }
     return ModelMeta(
         kind="probe",
-        task=adapter.state(),
+        task=adapter.as_stored().state(),
         base_model=args.model,
         metrics=head.metrics,
         throughput=result.seconds,

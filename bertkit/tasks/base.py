@@ -74,6 +74,7 @@ class Task(ABC):
     reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
     summary: str = ""  # a few words for `bertkit finetune --help`
     options_declared: tuple = ()  # TaskOption per setting; ``option_names`` follows from it
+    reading_options: tuple = ()  # how a data file is read (--delimiter, --data-format): never stored
     option_names: tuple = ()
     linear_probe: bool = False  # `bertkit probe` can read it: one label per text from a pooled vector
     greater_is_better: bool = True  # the direction of ``main_metric`` when choosing the best evaluation
@@ -257,6 +258,12 @@ class Task(ABC):
         """The task as its model directory stores it once training is done (a regression whose
         scaling the saved head now holds); by default this task itself."""
         return self
+
+    def as_stored(self) -> "Task":
+        """The task without how this run's data file was read: what a model directory may keep
+        when the task is stored again after training (a probe, eval storing tuned settings)."""
+        dropped = {name: None for name in self.reading_options if name in self.options}
+        return self.with_options(dropped) if dropped else self
 
     def directory_sections(self, finished: dict) -> dict:
         """Sections of bertkit.json this kind of directory adds (ModelMeta fields); ``finished``: what

@@ -16,6 +16,7 @@ from bertkit.tasks.annotated import (
     CHOICES,
     DATA_FORMAT,
     PREDICTION_FORMAT,
+    READING_OPTIONS,
     annotated_records,
     reading_options_dropped,
     with_notices,
@@ -84,6 +85,7 @@ class SingleSentenceTask(Task):
     base_card_text = card_texts.CLS
     text_fields: tuple = ("text",)
     gold_fields = ("label",)
+    reading_options = ("delimiter", *READING_OPTIONS)
     options_declared = (
         TEXT_COLUMN,
         LABEL_COLUMN,

@@ -41,6 +41,7 @@ from bertkit.tasks import card_texts
 from bertkit.tasks.annotated import (
     DATA_FORMAT,
     PREDICTION_FORMAT,
+    READING_OPTIONS,
     SPAN_ALIGNMENT,
     SPANS,
     annotated_records,
@@ -97,6 +98,7 @@ class TaggingTask(Task):
     card_text = card_texts.NER
     targets = {"labels": TOKEN_CLASS}
     fold_group_field = "document"  # a CoNLL file's -DOCSTART- sections
+    reading_options = READING_OPTIONS
     options_declared = (
         TaskOption(
             "doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a window)."

@@ -157,3 +157,17 @@ def test_probe_user_errors_write_nothing(tmp_path, tiny_bert, run_cli):
     out.mkdir()
     (out / "keep.txt").write_text("x")
     assert_user_error(run_cli(*base), "exists and is not empty", "--overwrite")
+
+
+def test_how_the_file_was_read_is_not_stored_with_a_probe(tmp_path, tiny_bert, run_cli):
+    """--delimiter says how this file is read; a probe (like finetune) does not keep it, so its
+    predict and eval read their own files as theirs are."""
+    rows = ["the film was good;pos", "the plot was bad;neg"] * 10
+    (tmp_path / "t.csv").write_text("text;label\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "probe"
+    code, _, err = run_cli(
+        "probe", "cls", "--data", tmp_path / "t.csv", "--model", tiny_bert, "--output", out, "--delimiter", ";"
+    )
+    assert code == 0, err
+    options = json.loads((out / "bertkit.json").read_text())["task"]["options"]
+    assert "delimiter" not in options and options["label_column"] == "label", options
