@@ -9,6 +9,7 @@ from pathlib import Path
 from bertkit.api.reports import check_figures_dir
 from bertkit.api.results import prediction_rows, predictions_file, update_results, write_rows
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.inference import check_inference_args, load_for_inference, score
@@ -41,6 +42,7 @@ def evaluate(
     store_tuned: bool | None = None,
     extra_metrics: list[str] | tuple = (),
     threads: int | None = None,
+    dataset: DatasetChoice | None = None,
 ) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
@@ -49,6 +51,7 @@ def evaluate(
     only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
     ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
+    ``dataset``: a Hub dataset's config and split names (``split`` then picks train, dev or test).
     """
     # checks: every argument and output before the model is loaded
     check_inference_args(batch_size, "eval", max_eval_samples, precision)
@@ -56,7 +59,7 @@ def evaluate(
     extra_metrics = _load_extra_metrics(extra_metrics)
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
-    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output)
+    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, dataset or DatasetChoice())
     # read
     every_example = adapter.read(plan.source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
@@ -97,11 +100,12 @@ def _load_extra_metrics(extra_metrics) -> tuple:
     return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
 
 
-def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
+def _plan(model_dir, meta, adapter, data, split, data_dir, output, dataset: DatasetChoice) -> EvalPlan:
     data = data or recorded_eval_data(meta)
-    if split is not None and not registry.is_known(data):
+    registry.check_choice(data, None, dataset)
+    if split is not None and not registry.takes_split(data):
         raise BertkitError(
-            f"--split {split} applies only to known datasets, not to the file {data}",
+            f"--split {split} applies only to known datasets and Hub datasets, not to the file {data}",
             "drop --split, or pass --data with the file of that split",
         )
     split = split or "dev"
@@ -117,7 +121,7 @@ def _plan(model_dir, meta, adapter, data, split, data_dir, output) -> EvalPlan:
         check_figures_dir(Path(model_dir))
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
-    source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
+    source = registry.resolve(data, split, data_dir, adapter.name, command="eval", choice=dataset)
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
         check_inputs_kept(rows_file, source, flag="the predictions file")

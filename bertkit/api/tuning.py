@@ -23,6 +23,7 @@ from pathlib import Path
 from bertkit.api.finetuning import FinetuneResult, finetune
 from bertkit.api.search_space import read_space, sample
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, update_meta
@@ -80,7 +81,7 @@ def tune(
     output_path = Path(output).expanduser().resolve()
     root = tune_root(output_path)
     name = study_name or f"bertkit-{task}-{output_path.name}"
-    _check_outputs(task, data, output_path, root, name, overwrite, options)
+    _check_outputs(task, data, output_path, root, name, overwrite, options, DatasetChoice.of(config))
     url = storage or f"sqlite:///{root / 'study.db'}"
     study = _create_study(optuna, url, name, root, get_task_class(task)(None, dict(config.task_options)), config.seed)
     ran, best_here = [], {}
@@ -115,11 +116,13 @@ def _check_request(trials, options: dict) -> None:
         )
 
 
-def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict) -> None:
+def _check_outputs(
+    task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict, choice: DatasetChoice
+) -> None:
     check_sibling_dir(root, "the trials and the study")
     if not _holds_study(output_path, name):  # another process of this study may have saved the best already
         check_output_dir(output_path, overwrite)
-    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task, choice) is None:
         raise BertkitError(
             "tune scores trials on evaluation data, and there is none",
             "add --eval-data FILE (a known dataset brings its dev split)",

@@ -1,4 +1,6 @@
-"""Known dataset names: their task, Hub id, local file layout, columns and label names.
+"""Known dataset names: their task, Hub id, local file layout, columns and label names; and
+``resolve``, which turns ``--data`` into a Source: a known name, a file, or any other `datasets`
+dataset (a Hub id, a repository-layout or save_to_disk directory: bertkit/data/hub_datasets.py).
 
 A local data directory (``--data-dir``, else ``BERTKIT_DATA_DIR``, else ``../shared/data`` from the
 current directory or beside this checkout, the first that exists) is tried first with the original
@@ -11,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.data import hub_datasets
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 
 DATA_DIR_ENV = "BERTKIT_DATA_DIR"
@@ -35,6 +39,16 @@ class DatasetSpec:
     label_separator: str | None = None  # multi-label ids joined in one field ("3,15")
     suffix: str | None = None  # how the local files are read when their suffix says otherwise
     extra_fields: bool = False  # headerless rows may carry trailing fields beyond ``headerless``
+    column_labels: dict = field(default_factory=dict)  # column -> label names (a dataset's ClassLabel features)
+    located: object = None  # hub_datasets.Located: any dataset that is not a known name
+
+    def labels_of(self, column) -> tuple | None:
+        """The label names of ``column`` (its ClassLabel feature's), else the dataset's."""
+        return (
+            self.column_labels.get(column)
+            if isinstance(column, str) and column in self.column_labels
+            else (self.label_names)
+        )
 
     def file_layout(self) -> dict:
         """How readers.read_records reads this dataset's local files."""
@@ -221,6 +235,7 @@ class Source:
     split: str | None = None
     path: Path | None = None
     looked_in: Path | None = None  # the data directory that did not have the file (Hub sources)
+    limit: int | None = None  # read only the first rows (--max-train-samples): any dataset's split
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
@@ -254,16 +269,30 @@ def is_known(name: str) -> bool:
 
 
 def resolve(
-    data: str, split: str, explicit_dir: str | None = None, task: str | None = None, command: str = "finetune"
+    data: str,
+    split: str,
+    explicit_dir: str | None = None,
+    task: str | None = None,
+    command: str = "finetune",
+    choice: DatasetChoice | None = None,
+    limit: int | None = None,
 ) -> Source:
-    """Turn ``--data NAME|PATH`` and a split into a Source, local files first. ``command`` is the CLI
-    command asking, so that hints name only what that command can do."""
+    """Turn ``--data NAME|PATH|DATASET`` and a split (train, dev, test; any dataset's own split
+    name too) into a Source, local files first. ``command`` is the CLI command asking, so that hints
+    name only what that command can do; ``choice``: --data-config and the split flags; ``limit``:
+    the rows a dataset's split is read to (files are read whole)."""
     path = Path(data).expanduser()
     if data not in DATASETS:
         if path.is_file():
             return Source(str(path), path=path)
+        if hub_datasets.looks_like_dataset(data, path):
+            return _any_dataset(data, split, choice or DatasetChoice(), limit)
         if path.is_dir():
-            raise BertkitError(f"--data {data} is a directory", "pass a file, or a known dataset name with --data-dir")
+            raise BertkitError(
+                f"--data {data} is a directory",
+                "pass a file, a known dataset name with --data-dir, or a dataset directory (save_to_disk, or "
+                "the Hub's layout: README.md and data/)",
+            )
         known = ", ".join(sorted(DATASETS))
         if path.suffix or os.sep in data:
             raise BertkitError(f"file not found: {data}", f"check the path, or use a known dataset name ({known})")
@@ -296,10 +325,48 @@ def resolve(
     return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split, looked_in=root)
 
 
+def _any_dataset(data: str, split: str, choice: DatasetChoice, limit: int | None, required: bool = True):
+    """A Source for one split of a dataset that is not a known name (None: no such split, where
+    ``required`` is False)."""
+    located = hub_datasets.locate(data, choice, ", ".join(sorted(DATASETS)))
+    name = located.split_of(split, choice, required)
+    if name is None:
+        return None
+    spec = DatasetSpec(
+        data,
+        "",
+        {},
+        located.where,
+        located.config,
+        {split: name},
+        column_labels=located.labels_by_column(),
+        located=located,
+    )
+    return Source(located.describe(name), spec, split, limit=limit)
+
+
+def is_any_dataset(source: Source) -> bool:
+    return source.spec is not None and source.spec.located is not None
+
+
+def read_hub(source: Source, from_records, purpose: str):
+    """A Hub source's records through a task's ``from_records(records, source, purpose, hub=True)``;
+    for any dataset, an error reading them names the columns' features (what the data offered)."""
+    records = load_hub_records(source)
+    try:
+        return from_records(records, source, purpose, hub=True)
+    except BertkitError as exc:
+        if not is_any_dataset(source) or not source.spec.located.features:
+            raise
+        raise BertkitError(f"{exc.message} (features: {source.spec.located.feature_list()})", exc.hint) from exc
+
+
 def load_hub_records(source: Source) -> list[dict]:
     from bertkit.hub import use_hub_or_cache
 
     spec = source.spec
+    if spec.located is not None:
+        return hub_datasets.load_rows(spec.located, spec.hub_splits[source.split], source.limit)
     # Offline, datasets would spend up to a minute in retries: one quick probe decides, and the
     # local Hugging Face cache still serves a dataset downloaded earlier.
     online = use_hub_or_cache()
@@ -341,9 +408,38 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
     return rows
 
 
-def eval_source(data, eval_data, data_dir, task) -> Source | None:
+def eval_source(data, eval_data, data_dir, task, choice: DatasetChoice | None = None, limit=None) -> Source | None:
+    """Where a training run evaluates: --eval-data, else a known dataset's dev split, else any
+    dataset's evaluation split (--eval-split; default validation, dev or test), else None."""
+    choice = choice or DatasetChoice()
     if eval_data:
-        return resolve(eval_data, "dev", data_dir, task)
+        return resolve(eval_data, "dev", data_dir, task, choice=choice, limit=limit)
     if is_known(data):
         return resolve(data, DATASETS[data].dev_split, data_dir, task)
+    if _is_any(data):
+        return _any_dataset(data, "dev", choice, limit, required=choice.eval_split is not None)
     return None
+
+
+def check_choice(data: str, eval_data: str | None, choice: DatasetChoice) -> DatasetChoice:
+    """``choice`` when --data (or --eval-data) is a dataset it can apply to; --data-config or a
+    split flag given with only files and known names is a mistake, said before anything is read."""
+    given = [name for name, value in vars(choice).items() if value is not None]
+    if not given or any(_is_any(d) for d in (data, eval_data) if d):
+        return choice
+    flags = ", ".join("--" + ("data-config" if n == "config" else n.replace("_", "-")) for n in given)
+    raise BertkitError(
+        f"{flags} applies only to a Hub dataset or a dataset directory, not to --data {data}"
+        + (" (a known dataset)" if is_known(data) else ""),
+        "drop it (a known dataset's splits are fixed; a file is one split)",
+    )
+
+
+def _is_any(data: str) -> bool:
+    path = Path(data).expanduser()
+    return not is_known(data) and not path.is_file() and hub_datasets.looks_like_dataset(data, path)
+
+
+def takes_split(data: str) -> bool:
+    """Whether ``data`` has splits to choose from (eval --split): a known name or any dataset."""
+    return is_known(data) or _is_any(data)

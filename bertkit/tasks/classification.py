@@ -109,7 +109,7 @@ class SingleSentenceTask(Task):
         spec_columns = (spec.hub_columns if hub else spec.columns) if spec else {}
         columns = list(records[0].keys())
         chosen = self._columns(columns, spec_columns, source.description, purpose)
-        label_names = spec.label_names if spec else None
+        label_names = spec.labels_of(chosen.get("label")) if spec else None  # a ClassLabel column's names
         kind, seen = self.kind, {}
         if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit)
             kind = self._training_kind(spec, records, chosen.get("label"))

@@ -1,0 +1,281 @@
+"""Any `datasets` dataset as bertkit data, as HF's run_glue.py / run_ner.py take it: a Hub id
+(``imdb``, ``owner/name``), a local directory in the Hub's repository layout (data files plus a
+README whose YAML names the ``configs``), or a directory written by ``save_to_disk``.
+
+A Hub id and a repository-layout directory go through the same ``datasets.load_dataset`` call.
+``locate`` settles the config, the splits and the features before anything is read (so a wrong
+``--data-config`` or split costs seconds); ``load_rows`` reads one split, only its first rows when a
+limit is given (streamed, or a slice of the cached Arrow table offline). Label names come from the
+``ClassLabel`` / ``Sequence(ClassLabel)`` features. Offline (bertkit/hub.py decides fast), the
+``datasets`` cache serves a dataset loaded before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+# each role's split when none is named: HF's scripts' train / validation / test
+ROLE_SPLITS = {"train": ("train",), "dev": ("validation", "dev", "valid", "test"), "test": ("test",)}
+ROLE_FLAGS = {"train": "--train-split", "dev": "--eval-split", "test": "--test-split"}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt", ".parquet", ".conll", ".gz", ".zip", ".arrow")
+PLAIN_TYPES = ("Value", "ClassLabel", "List", "Sequence", "LargeList")
+SAVED_FILES = ("dataset_dict.json", "state.json")  # what save_to_disk writes (a DatasetDict, a Dataset)
+
+
+@dataclass(frozen=True)
+class DatasetChoice:
+    """``--data-config`` and the three split names (None: the role's default split)."""
+
+    config: str | None = None
+    train_split: str | None = None
+    eval_split: str | None = None
+    test_split: str | None = None
+
+    @classmethod
+    def of(cls, options) -> "DatasetChoice":
+        """From any options object with ``data_config``, ``train_split``, ... (absent: None)."""
+        names = ("data_config", "train_split", "eval_split", "test_split")
+        return cls(*(getattr(options, name, None) for name in names))
+
+    def split_for(self, role: str) -> str | None:
+        return {"train": self.train_split, "dev": self.eval_split, "test": self.test_split}.get(role)
+
+
+@dataclass(frozen=True)
+class Located:
+    """A dataset found: where (a Hub id or a directory), how it loads, its config, splits, features."""
+
+    data: str  # as given
+    where: str  # the Hub id, or the directory's absolute path
+    kind: str  # "hub", "repo" (a local directory in the Hub's layout) or "disk" (save_to_disk)
+    config: str | None
+    splits: tuple
+    features: dict = field(default_factory=dict)  # column -> datasets feature (empty: not known before loading)
+
+    def describe(self, split: str) -> str:
+        what = {"hub": "Hub", "repo": "dataset directory", "disk": "saved dataset"}[self.kind]
+        return f"{what} {self.where}" + (f" ({self.config})" if self.config else "") + f" split {split}"
+
+    def split_of(self, role: str, choice: DatasetChoice, required: bool = True) -> str | None:
+        """The split that plays ``role`` (train, dev, test, or a split's own name, as eval --split
+        gives it); None where ``required`` is False and the dataset has no default one."""
+        named = choice.split_for(role) or (role if role not in ROLE_SPLITS else None)
+        if named is not None:
+            if named not in self.splits:
+                flag = ROLE_FLAGS.get(role, "--split")
+                raise BertkitError(
+                    f"{self.data}: no split {named!r}" + (f" ({self.config})" if self.config else ""),
+                    f"name one of its splits with {flag}: {', '.join(self.splits)}",
+                )
+            return named
+        found = next((name for name in ROLE_SPLITS[role] if name in self.splits), None)
+        if found is None and required:
+            raise BertkitError(
+                f"{self.data} has no {'/'.join(ROLE_SPLITS[role])} split (splits: {', '.join(self.splits)})",
+                f"name the {role} split with {ROLE_FLAGS[role]}",
+            )
+        return found
+
+    def labels_by_column(self) -> dict:
+        """column -> label names, for every ClassLabel and Sequence(ClassLabel) feature."""
+        found = {}
+        for column, feature in self.features.items():
+            inner = getattr(feature, "feature", None) if _type(feature) != "ClassLabel" else feature
+            if _type(inner) == "ClassLabel":
+                found[column] = tuple(inner.names)
+        return found
+
+    def feature_list(self) -> str:
+        return ", ".join(f"{column}: {describe_feature(feature)}" for column, feature in self.features.items())
+
+
+def looks_like_dataset(data: str, path: Path) -> bool:
+    """A dataset directory, or what could be a Hub id (``name``, ``owner/name``) rather than a file
+    path. A plain folder of files is not a dataset (it stays "a directory" to the user)."""
+    if path.is_dir():
+        return is_saved_dataset(path) or (path / "README.md").is_file() or (path / "data").is_dir()
+    return not path.exists() and bool(HUB_ID.match(data)) and not data.lower().endswith(FILE_SUFFIXES)
+
+
+def is_saved_dataset(path: Path) -> bool:
+    return any((path / name).is_file() for name in SAVED_FILES)
+
+
+def locate(data: str, choice: DatasetChoice, known: str) -> Located:
+    """The dataset ``data`` names, with its config and splits settled; ``known`` lists the
+    registry's names for the message when it is nowhere."""
+    path = Path(data).expanduser()
+    if path.is_dir() and is_saved_dataset(path):
+        return _saved(data, path.resolve(), choice)
+    if path.is_dir():
+        return _loadable(data, str(path.resolve()), "repo", choice, online=True, known=known)
+    from bertkit.hub import use_hub_or_cache
+
+    online = use_hub_or_cache()
+    if not online:
+        import datasets
+
+        datasets.config.HF_HUB_OFFLINE = True  # read at import time; it may have been imported already
+    return _loadable(data, data, "hub", choice, online=online, known=known)
+
+
+def _saved(data: str, path: Path, choice: DatasetChoice) -> Located:
+    if choice.config:
+        raise BertkitError(
+            f"--data-config {choice.config}: {data} was written by save_to_disk, which keeps no configs",
+            "drop --data-config (its splits are named with --train-split, --eval-split, --test-split)",
+        )
+    dataset = _load_saved(path)
+    if hasattr(dataset, "features"):  # one Dataset: it is the train split
+        return Located(data, str(path), "disk", None, ("train",), dict(dataset.features))
+    splits = tuple(dataset)
+    features = dict(dataset[splits[0]].features) if splits else {}
+    return Located(data, str(path), "disk", None, splits, features)
+
+
+def _load_saved(path: Path):
+    import datasets
+
+    try:
+        return datasets.load_from_disk(str(path))
+    except Exception as exc:  # a damaged directory fails in many ways inside datasets and pyarrow
+        raise BertkitError(
+            f"cannot read the saved dataset {path} ({type(exc).__name__}: {str(exc)[:160]})",
+            "write it again with Dataset.save_to_disk / DatasetDict.save_to_disk",
+        ) from exc
+
+
+def _loadable(data: str, where: str, kind: str, choice: DatasetChoice, online: bool, known: str) -> Located:
+    """A Hub id or a repository-layout directory: config names, the builder, its splits, features."""
+    import datasets
+
+    try:
+        configs = datasets.get_dataset_config_names(where)
+    except Exception as exc:  # DatasetNotFoundError, offline-mode and connection errors, bad READMEs
+        raise _not_found(data, kind, online, known, exc) from exc
+    config = _config(data, configs, choice.config, where)
+    try:
+        builder = datasets.load_dataset_builder(where, config)
+    except Exception as exc:
+        raise _not_found(data, kind, online, known, exc) from exc
+    files = getattr(builder.config, "data_files", None)
+    splits = tuple(files) if files else tuple(builder.info.splits or ())
+    if not splits:
+        raise BertkitError(f"{data}: no data files found" + (f" ({config})" if config else ""), _LAYOUT_HINT)
+    features = builder.info.features
+    if features is None and (online or kind == "repo"):
+        features = _streamed(where, config, splits[0]).features  # the data files' own schema, nothing read
+    return Located(data, where, kind, config, splits, dict(features or {}))
+
+
+_LAYOUT_HINT = "put the data files (parquet, csv, json) under data/ with a README whose YAML names its configs"
+
+
+def _config(data: str, configs: list, given: str | None, where: str) -> str | None:
+    if given is not None:
+        if given not in configs:
+            raise BertkitError(
+                f"{data} has no config {given!r} (configs: {', '.join(configs)})",
+                "name one of them with --data-config",
+            )
+        return given
+    if len(configs) <= 1:
+        return configs[0] if configs and configs[0] != "default" else None
+    import datasets
+
+    default = datasets.get_dataset_default_config_name(where)
+    if default is None:
+        raise BertkitError(
+            f"{data} has {len(configs)} configs and none is its default ({', '.join(configs)})",
+            "choose one with --data-config",
+        )
+    return default
+
+
+def _not_found(data: str, kind: str, online: bool, known: str, exc: Exception) -> BertkitError:
+    if kind == "repo":
+        return BertkitError(
+            f"--data {data} is a directory but not a dataset datasets can load ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:160] if str(exc) else ''})",
+            _LAYOUT_HINT + ", or pass a data file",
+        )
+    why = "the Hub is unreachable and it is not in the datasets cache" if not online else "the Hub has no such dataset"
+    return BertkitError(
+        f"--data {data}: no such file or directory, not a known dataset, and not a Hugging Face dataset ({why})",
+        f"known names: {known}; a Hub id (owner/name) needs the Hub or a copy in the datasets cache",
+    )
+
+
+def _streamed(where: str, config: str | None, split: str):
+    import datasets
+
+    return datasets.load_dataset(where, config, split=split, streaming=True)
+
+
+def load_rows(located: Located, split: str, limit: int | None) -> list[dict]:
+    """The rows of ``split`` as plain dicts (at most ``limit``), without the columns bertkit cannot
+    read (images, audio...: not decoded)."""
+    import datasets
+
+    from bertkit.hub import hub_reachable
+
+    dropped = [column for column, feature in located.features.items() if not usable(feature)]
+    try:
+        if located.kind == "disk":
+            dataset = _load_saved(Path(located.where))
+            dataset = dataset if hasattr(dataset, "features") else dataset[split]
+            dataset = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
+        elif limit is not None and (located.kind == "repo" or hub_reachable()):
+            dataset = _streamed(located.where, located.config, split)  # the first rows only, nothing cached
+            dataset = dataset.remove_columns(dropped).take(limit) if dropped else dataset.take(limit)
+            return [dict(row) for row in dataset]
+        else:  # offline, the cache's Arrow table is memory-mapped: a slice reads only its rows
+            part = split if limit is None else f"{split}[:{limit}]"
+            dataset = datasets.load_dataset(located.where, located.config, split=part)
+        dataset = dataset.remove_columns(dropped) if dropped else dataset
+        return dataset.to_list()
+    except BertkitError:
+        raise
+    except Exception as exc:  # files that do not parse, a cache gone since locate, a connection lost
+        raise BertkitError(
+            f"could not read {located.describe(split)} ({type(exc).__name__}: {str(exc)[:160]})",
+            "check the dataset's files, or pass a data file",
+        ) from exc
+
+
+def usable(feature) -> bool:
+    """Whether bertkit can read values of this feature: strings, numbers, class labels, and lists
+    and records of them (SQuAD's ``answers``); not images, audio, arrays or bytes."""
+    if isinstance(feature, dict):
+        return all(usable(inner) for inner in feature.values())
+    kind = _type(feature)
+    if kind not in PLAIN_TYPES:
+        return False
+    if kind == "Value":
+        return "binary" not in str(feature.dtype)
+    inner = getattr(feature, "feature", None)
+    return inner is None or usable(inner)
+
+
+def describe_feature(feature) -> str:
+    if isinstance(feature, dict):
+        return "{" + ", ".join(f"{key}: {describe_feature(value)}" for key, value in feature.items()) + "}"
+    kind = _type(feature)
+    if kind == "Value":
+        return str(feature.dtype)
+    if kind == "ClassLabel":
+        names = list(feature.names)
+        return f"ClassLabel({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})"
+    inner = getattr(feature, "feature", None)
+    if inner is not None and kind in PLAIN_TYPES:
+        return f"list of {describe_feature(inner)}"
+    return f"{kind} (bertkit cannot read this type)"
+
+
+def _type(feature) -> str:
+    return getattr(feature, "_type", type(feature).__name__)
