@@ -68,8 +68,9 @@ def plan_run(
     check_output_dir(output_path, overwrite)
     choice = registry.check_choice(data, eval_data, DatasetChoice.of(config))  # --data-config, the split flags
     train_source = registry.resolve(data, "train", data_dir, task, choice=choice, limit=config.max_train_samples)
+    limits = config.max_train_samples, config.max_eval_samples  # a dataset streamed: not downloaded whole
     eval_source = (  # folds: data's own
-        None if fold else registry.eval_source(data, eval_data, data_dir, task, choice, config.max_eval_samples)
+        None if fold else registry.eval_source(data, eval_data, data_dir, task, choice, limits[1], bool(limits[0]))
     )
     check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
     if config.save_every or resume or resume_from:

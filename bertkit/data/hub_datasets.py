@@ -12,6 +12,9 @@ limit is given (streamed, or a slice of the cached Arrow table offline). Label n
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,9 +109,32 @@ def is_saved_dataset(path: Path) -> bool:
     return any((path / name).is_file() for name in SAVED_FILES)
 
 
+@contextlib.contextmanager
+def quiet():
+    """datasets' progress bars and log lines kept off the console while bertkit reads: a failure is
+    one error line, and a success says what it read in bertkit's own words."""
+    from datasets import utils
+    from datasets.utils import logging as datasets_logging
+
+    shown, level = not utils.are_progress_bars_disabled(), datasets_logging.get_verbosity()
+    utils.disable_progress_bars()
+    datasets_logging.set_verbosity(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(level)
+        if shown:
+            utils.enable_progress_bars()
+
+
 def locate(data: str, choice: DatasetChoice, known: str) -> Located:
     """The dataset ``data`` names, with its config and splits settled; ``known`` lists the
     registry's names for the message when it is nowhere."""
+    with quiet():
+        return _locate(data, choice, known)
+
+
+def _locate(data: str, choice: DatasetChoice, known: str) -> Located:
     path = Path(data).expanduser()
     if path.is_dir() and is_saved_dataset(path):
         return _saved(data, path.resolve(), choice)
@@ -145,7 +171,7 @@ def _load_saved(path: Path):
         return datasets.load_from_disk(str(path))
     except Exception as exc:  # a damaged directory fails in many ways inside datasets and pyarrow
         raise BertkitError(
-            f"cannot read the saved dataset {path} ({type(exc).__name__}: {str(exc)[:160]})",
+            f"cannot read the saved dataset {path} ({_said(exc)})",
             "write it again with Dataset.save_to_disk / DatasetDict.save_to_disk",
         ) from exc
 
@@ -200,8 +226,7 @@ def _config(data: str, configs: list, given: str | None, where: str) -> str | No
 def _not_found(data: str, kind: str, online: bool, known: str, exc: Exception) -> BertkitError:
     if kind == "repo":
         return BertkitError(
-            f"--data {data} is a directory but not a dataset datasets can load ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:160] if str(exc) else ''})",
+            f"--data {data} is a directory but not a dataset datasets can load ({_said(exc)})",
             _LAYOUT_HINT + ", or pass a data file",
         )
     why = "the Hub is unreachable and it is not in the datasets cache" if not online else "the Hub has no such dataset"
@@ -217,9 +242,17 @@ def _streamed(where: str, config: str | None, split: str):
     return datasets.load_dataset(where, config, split=split, streaming=True)
 
 
-def load_rows(located: Located, split: str, limit: int | None) -> list[dict]:
+def load_rows(located: Located, split: str, limit: int | None, stream: bool = False) -> list[dict]:
     """The rows of ``split`` as plain dicts (at most ``limit``), without the columns bertkit cannot
-    read (images, audio...: not decoded)."""
+    read (images, audio...: not decoded). A directory is streamed (only that split is read, nothing
+    is cached); the Hub too where a limit is given or ``stream`` asks (a run that reads part of a
+    dataset must not download all of it); else the Hub's split is prepared in the datasets cache,
+    where an offline run finds it (a slice of the memory-mapped table when a limit is given)."""
+    with quiet():
+        return _rows(located, split, limit, stream)
+
+
+def _rows(located: Located, split: str, limit: int | None, stream: bool) -> list[dict]:
     import datasets
 
     from bertkit.hub import hub_reachable
@@ -230,11 +263,12 @@ def load_rows(located: Located, split: str, limit: int | None) -> list[dict]:
             dataset = _load_saved(Path(located.where))
             dataset = dataset if hasattr(dataset, "features") else dataset[split]
             dataset = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
-        elif limit is not None and (located.kind == "repo" or hub_reachable()):
-            dataset = _streamed(located.where, located.config, split)  # the first rows only, nothing cached
-            dataset = dataset.remove_columns(dropped).take(limit) if dropped else dataset.take(limit)
-            return [dict(row) for row in dataset]
-        else:  # offline, the cache's Arrow table is memory-mapped: a slice reads only its rows
+        elif located.kind == "repo" or (hub_reachable() and (limit is not None or stream)):
+            dataset = _streamed(located.where, located.config, split)
+            dataset = dataset.remove_columns(dropped) if dropped else dataset
+            # islice, not take(): take reads ahead in batches, into shards past the first rows
+            return [dict(row) for row in itertools.islice(iter(dataset), limit)]
+        else:
             part = split if limit is None else f"{split}[:{limit}]"
             dataset = datasets.load_dataset(located.where, located.config, split=part)
         dataset = dataset.remove_columns(dropped) if dropped else dataset
@@ -243,7 +277,7 @@ def load_rows(located: Located, split: str, limit: int | None) -> list[dict]:
         raise
     except Exception as exc:  # files that do not parse, a cache gone since locate, a connection lost
         raise BertkitError(
-            f"could not read {located.describe(split)} ({type(exc).__name__}: {str(exc)[:160]})",
+            f"could not read {located.describe(split)} ({_said(exc)})",
             "check the dataset's files, or pass a data file",
         ) from exc
 
@@ -275,6 +309,12 @@ def describe_feature(feature) -> str:
     if inner is not None and kind in PLAIN_TYPES:
         return f"list of {describe_feature(inner)}"
     return f"{kind} (bertkit cannot read this type)"
+
+
+def _said(exc: Exception) -> str:
+    """An exception from datasets or pyarrow in one short line (their messages run over lines)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:160]}{'...' if len(text) > 160 else ''}" if text else type(exc).__name__
 
 
 def _type(feature) -> str:

@@ -9,6 +9,7 @@ file names (``<dir>/sst2/train.tsv``), the Hugging Face Hub second.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,6 +237,7 @@ class Source:
     path: Path | None = None
     looked_in: Path | None = None  # the data directory that did not have the file (Hub sources)
     limit: int | None = None  # read only the first rows (--max-train-samples): any dataset's split
+    stream: bool = False  # any dataset: stream the split (its run reads part of the dataset)
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
@@ -325,7 +327,7 @@ def resolve(
     return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split, looked_in=root)
 
 
-def _any_dataset(data: str, split: str, choice: DatasetChoice, limit: int | None, required: bool = True):
+def _any_dataset(data: str, split: str, choice: DatasetChoice, limit, required: bool = True, stream: bool = False):
     """A Source for one split of a dataset that is not a known name (None: no such split, where
     ``required`` is False)."""
     located = hub_datasets.locate(data, choice, ", ".join(sorted(DATASETS)))
@@ -342,7 +344,7 @@ def _any_dataset(data: str, split: str, choice: DatasetChoice, limit: int | None
         column_labels=located.labels_by_column(),
         located=located,
     )
-    return Source(located.describe(name), spec, split, limit=limit)
+    return Source(located.describe(name), spec, split, limit=limit, stream=stream)
 
 
 def is_any_dataset(source: Source) -> bool:
@@ -366,7 +368,7 @@ def load_hub_records(source: Source) -> list[dict]:
 
     spec = source.spec
     if spec.located is not None:
-        return hub_datasets.load_rows(spec.located, spec.hub_splits[source.split], source.limit)
+        return hub_datasets.load_rows(spec.located, spec.hub_splits[source.split], source.limit, source.stream)
     # Offline, datasets would spend up to a minute in retries: one quick probe decides, and the
     # local Hugging Face cache still serves a dataset downloaded earlier.
     online = use_hub_or_cache()
@@ -408,16 +410,20 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
     return rows
 
 
-def eval_source(data, eval_data, data_dir, task, choice: DatasetChoice | None = None, limit=None) -> Source | None:
+def eval_source(
+    data, eval_data, data_dir, task, choice: DatasetChoice | None = None, limit=None, stream: bool = False
+) -> Source | None:
     """Where a training run evaluates: --eval-data, else a known dataset's dev split, else any
-    dataset's evaluation split (--eval-split; default validation, dev or test), else None."""
+    dataset's evaluation split (--eval-split; default validation, dev or test), else None.
+    ``stream``: the run reads part of its training data, so the dataset is not downloaded whole."""
     choice = choice or DatasetChoice()
     if eval_data:
-        return resolve(eval_data, "dev", data_dir, task, choice=choice, limit=limit)
+        source = resolve(eval_data, "dev", data_dir, task, choice=choice, limit=limit)
+        return dataclasses.replace(source, stream=stream) if is_any_dataset(source) else source
     if is_known(data):
         return resolve(data, DATASETS[data].dev_split, data_dir, task)
     if _is_any(data):
-        return _any_dataset(data, "dev", choice, limit, required=choice.eval_split is not None)
+        return _any_dataset(data, "dev", choice, limit, choice.eval_split is not None, stream)
     return None
 
 
