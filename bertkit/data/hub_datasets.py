@@ -300,15 +300,14 @@ def describe_feature(feature) -> str:
     if isinstance(feature, dict):
         return "{" + ", ".join(f"{key}: {describe_feature(value)}" for key, value in feature.items()) + "}"
     kind = _type(feature)
+    if not usable(feature) and kind not in PLAIN_TYPES[2:]:
+        return f"{getattr(feature, 'dtype', None) if kind == 'Value' else kind} (bertkit cannot read this type)"
     if kind == "Value":
         return str(feature.dtype)
     if kind == "ClassLabel":
         names = list(feature.names)
         return f"ClassLabel({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})"
-    inner = getattr(feature, "feature", None)
-    if inner is not None and kind in PLAIN_TYPES:
-        return f"list of {describe_feature(inner)}"
-    return f"{kind} (bertkit cannot read this type)"
+    return f"list of {describe_feature(feature.feature)}"
 
 
 def _said(exc: Exception) -> str:
