@@ -18,6 +18,7 @@ from bertkit.data import hub_datasets
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.data.known_datasets import DATASETS, DatasetSpec
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 
 DATA_DIR_ENV = "BERTKIT_DATA_DIR"
 SPLITS = ("train", "dev", "test")
@@ -128,6 +129,14 @@ def _any_dataset(data: str, split: str, choice: DatasetChoice, limit, required: 
     ``required`` is False)."""
     located = hub_datasets.locate(data, choice, ", ".join(sorted(DATASETS)))
     name = located.split_of(split, choice, required)
+    if split == "dev" and choice.eval_split is None and name != "validation":  # a default the user may not want
+        said = f"evaluating on its {name!r} split" if name else "no evaluation data"
+        notice(
+            "data",
+            f"{data} has no validation split ({', '.join(located.splits)}): {said}; --eval-split names another",
+            dataset=data,
+            split=name,
+        )
     if name is None:
         return None
     spec = DatasetSpec(

@@ -269,3 +269,31 @@ def test_datasets_says_any_hub_id_works(run_cli):
     code, out, err = run_cli("datasets")
     assert code == 0, err
     assert "sst2" in out and "--data owner/name" in out and "--data-config" in out
+
+
+def test_no_validation_split_evaluates_on_test_and_says_so(tmp_path, run_cli, tiny_bert):
+    """imdb's layout (train, test, no validation): the test split is the evaluation data, and a
+    notice says so as it is decided, naming the flag that picks another."""
+    from bertkit import events
+
+    repo = hub_layout(tmp_path / "repo", {"plain_text": {"train": cls_dataset(), "test": cls_dataset(8)}})
+    heard = []
+    with events.listening(heard.append):
+        code, out, err = finetune(run_cli, "cls", repo, tmp_path / "model", tiny_bert)
+    assert code == 0, err
+    assert json.loads((tmp_path / "model" / "bertkit.json").read_text())["data"]["eval_examples"] == 8
+    said = [event.text for event in heard if event.kind == "data"]
+    assert any("no validation split" in text and "'test'" in text and "--eval-split" in text for text in said)
+
+
+def test_pretrain_reads_the_text_of_a_dataset(tmp_path, run_cli, tiny_bert):
+    from datasets import Dataset
+
+    texts = Dataset.from_dict({"text": [f"the film number {i} was good and long" for i in range(24)]})
+    repo = hub_layout(tmp_path / "repo", {"main": {"train": texts, "validation": texts.select(range(6))}})
+    code, out, err = run_cli(
+        "pretrain", "mlm", "--data", repo, "--model", tiny_bert, "--output", tmp_path / "mlm", "--epochs", "1"
+    )
+    assert code == 0, err
+    meta = json.loads((tmp_path / "mlm" / "bertkit.json").read_text())
+    assert "split train" in meta["data"]["train"] and "split validation" in meta["data"]["eval"]
