@@ -297,3 +297,23 @@ def test_pretrain_reads_the_text_of_a_dataset(tmp_path, run_cli, tiny_bert):
     assert code == 0, err
     meta = json.loads((tmp_path / "mlm" / "bertkit.json").read_text())
     assert "split train" in meta["data"]["train"] and "split validation" in meta["data"]["eval"]
+
+
+def test_tune_and_seeds_take_a_dataset_config(tmp_path, run_cli, tiny_bert):
+    """tune and --seeds need evaluation data: the chosen config's validation split is it, and the
+    dataset flags reach every run (and config.yaml, which replays them)."""
+    import yaml
+
+    repo = layouts("cls", tmp_path)["repo"]
+    code, out, err = run_cli(
+        "tune", "cls", "--data", repo, "--data-config", "main", "--model", tiny_bert,
+        "--output", tmp_path / "tuned", "--trials", "1", "--epochs", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    replay = yaml.safe_load((tmp_path / "tuned" / "config.yaml").read_text())
+    assert replay["data_config"] == "main" and replay["data"] == str(repo.resolve())
+    code, out, err = finetune(
+        run_cli, "cls", repo, tmp_path / "seeds", tiny_bert, "--data-config", "main", "--seeds", "2"
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "seeds" / "bertkit.json").read_text())["data"]["eval_examples"] == 16
