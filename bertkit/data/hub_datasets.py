@@ -180,15 +180,19 @@ def _loadable(data: str, where: str, kind: str, choice: DatasetChoice, online: b
     """A Hub id or a repository-layout directory: config names, the builder, its splits, features."""
     import datasets
 
-    try:
-        configs = datasets.get_dataset_config_names(where)
-    except Exception as exc:  # DatasetNotFoundError, offline-mode and connection errors, bad READMEs
-        raise _not_found(data, kind, online, known, exc) from exc
-    config = _config(data, configs, choice.config, where)
-    try:
-        builder = datasets.load_dataset_builder(where, config)
-    except Exception as exc:
-        raise _not_found(data, kind, online, known, exc) from exc
+    if kind == "hub" and not online:
+        builder = _cached_builder(data, choice.config, known)
+        config = builder.config.name if builder.config.name != "default" else None
+    else:
+        try:
+            configs = datasets.get_dataset_config_names(where)
+        except Exception as exc:  # DatasetNotFoundError, connection errors, bad READMEs
+            raise _not_found(data, kind, online, known, exc) from exc
+        config = _config(data, configs, choice.config, where)
+        try:
+            builder = datasets.load_dataset_builder(where, config)
+        except Exception as exc:
+            raise _not_found(data, kind, online, known, exc) from exc
     files = getattr(builder.config, "data_files", None)
     splits = tuple(files) if files else tuple(builder.info.splits or ())
     if not splits:
@@ -197,6 +201,24 @@ def _loadable(data: str, where: str, kind: str, choice: DatasetChoice, online: b
     if features is None and (online or kind == "repo"):
         features = _streamed(where, config, splits[0]).features  # the data files' own schema, nothing read
     return Located(data, where, kind, config, splits, dict(features or {}))
+
+
+def _cached_builder(data: str, config: str | None, known: str):
+    """Offline: the builder of a Hub dataset in the datasets cache (its config names are the cached
+    ones: the Hub's list cannot be asked)."""
+    import datasets
+
+    try:
+        return datasets.load_dataset_builder(data, config)
+    except ValueError as exc:
+        if config is None or f"config '{config}'" not in str(exc):
+            raise _not_found(data, "hub", False, known, exc) from exc
+        raise BertkitError(
+            f"{data} has no config {config!r} in the datasets cache, and the Hub is unreachable ({_said(exc)})",
+            "name a cached config with --data-config, or load this one once with the Hub reachable",
+        ) from exc
+    except Exception as exc:  # not cached at all
+        raise _not_found(data, "hub", False, known, exc) from exc
 
 
 _LAYOUT_HINT = "put the data files (parquet, csv, json) under data/ with a README whose YAML names its configs"

@@ -20,11 +20,21 @@ WORDS = [("good", 0), ("great", 0), ("bad", 1), ("awful", 1)]
 
 @pytest.fixture(autouse=True)
 def _own_datasets_cache(tmp_path, monkeypatch):
-    """The datasets cache in the test's folder, and no Hub: what a test builds stays there."""
+    """The datasets cache in the test's folder, and no Hub: what a test builds stays there, and the
+    offline switches bertkit throws (bertkit/hub.py) are put back afterwards."""
     import datasets
+    import huggingface_hub.constants
+
+    from bertkit import hub
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", datasets.config.HF_HUB_OFFLINE)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE)
+    for name in hub.OFFLINE_VARIABLES:
+        monkeypatch.setenv(name, "1")
+    hub.hub_reachable.cache_clear()
+    yield
+    hub.hub_reachable.cache_clear()
 
 
 def cls_dataset(rows: int = 16):
@@ -317,3 +327,26 @@ def test_tune_and_seeds_take_a_dataset_config(tmp_path, run_cli, tiny_bert):
     )
     assert code == 0, err
     assert json.loads((tmp_path / "seeds" / "bertkit.json").read_text())["data"]["eval_examples"] == 16
+
+
+def test_a_hub_id_offline_loads_from_the_datasets_cache(tmp_path, run_cli, tiny_bert):
+    """The Hub's own path (bertkit/hub.py finds it unreachable): someone/films as a download leaves it
+    in the datasets cache (<cache>/someone___films/<config>/0.0.0/<hash>/films-<split>.arrow and
+    dataset_info.json, made here from a local repository) trains, with its features' label names."""
+    import datasets
+
+    repo = hub_layout(tmp_path / "films", {"main": {"train": cls_dataset(), "validation": cls_dataset(8)}})
+    datasets.load_dataset(str(repo), "main")  # prepared into the test's cache, as a Hub download would be
+    cache = Path(datasets.config.HF_DATASETS_CACHE)
+    (cache / "films").rename(cache / "someone___films")
+    code, out, err = finetune(run_cli, "cls", "someone/films", tmp_path / "model", tiny_bert, "--data-config", "main")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "model" / "bertkit.json").read_text())
+    assert meta["data"]["train"] == "Hub someone/films (main) split train" and meta["data"]["eval_examples"] == 8
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert [config["id2label"][str(i)] for i in range(2)] == SENTIMENT
+    code, out, err = finetune(run_cli, "cls", "someone/films", tmp_path / "part", tiny_bert, "--max-train-samples", "4")
+    assert code == 0, err  # its only cached config needs no --data-config; a slice of the cached table
+    assert json.loads((tmp_path / "part" / "bertkit.json").read_text())["data"]["train_examples"] == 4
+    result = finetune(run_cli, "cls", "someone/films", tmp_path / "nope", tiny_bert, "--data-config", "other")
+    assert_user_error(result, "no config 'other' in the datasets cache", "['main']")
