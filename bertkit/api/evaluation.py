@@ -101,6 +101,8 @@ def _load_extra_metrics(extra_metrics) -> tuple:
 
 
 def _plan(model_dir, meta, adapter, data, split, data_dir, output, dataset: DatasetChoice) -> EvalPlan:
+    if data is None and not dataset.given():  # what training evaluated on: its dataset's config and splits too
+        dataset = DatasetChoice.of(meta.get("config") or {})
     data = data or recorded_eval_data(meta)
     registry.check_choice(data, None, dataset)
     if split is not None and not registry.takes_split(data):
@@ -225,7 +227,7 @@ def _partial_evaluation(meta, data, split, source, evaluated, available) -> str 
         return f"only {evaluated} of {available} examples were evaluated (--max-eval-samples)"
     trained = meta.get("data", {})
     if trained.get("name") and data == trained["name"]:
-        dev_split = registry.DATASETS[data].dev_split
+        dev_split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
         return None if split == dev_split else f"this is the {split} split, not {dev_split}"
     recorded = trained.get("eval_file") or trained.get("eval")
     if recorded and (

@@ -41,9 +41,15 @@ class DatasetChoice:
 
     @classmethod
     def of(cls, options) -> "DatasetChoice":
-        """From any options object with ``data_config``, ``train_split``, ... (absent: None)."""
+        """From any options object (or dict: a model's recorded config) with ``data_config``,
+        ``train_split``, ... (absent: None)."""
         names = ("data_config", "train_split", "eval_split", "test_split")
+        if isinstance(options, dict):
+            return cls(*(options.get(name) for name in names))
         return cls(*(getattr(options, name, None) for name in names))
+
+    def given(self) -> bool:
+        return any(value is not None for value in vars(self).values())
 
     def split_for(self, role: str) -> str | None:
         return {"train": self.train_split, "dev": self.eval_split, "test": self.test_split}.get(role)

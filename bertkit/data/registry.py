@@ -251,6 +251,15 @@ def _is_any(data: str) -> bool:
     return not is_known(data) and not path.is_file() and hub_datasets.looks_like_dataset(data, path)
 
 
+def dataset_name(data: str) -> str | None:
+    """What a model records as the dataset it learned from, for `bertkit eval DIR`: a known name, a
+    Hub id, a dataset directory's absolute path; None for a file (its path is recorded instead)."""
+    if is_known(data) or not _is_any(data):
+        return data if is_known(data) else None
+    path = Path(data).expanduser()
+    return str(path.resolve()) if path.is_dir() else data
+
+
 def takes_split(data: str) -> bool:
     """Whether ``data`` has splits to choose from (eval --split): a known name or any dataset."""
     return is_known(data) or _is_any(data)

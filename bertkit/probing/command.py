@@ -329,7 +329,7 @@ def meta_of(args: ProbeArgs, adapter, read_data: ProbeData, head: Head, result: 
         read_data.eval_source,
         len(read_data.train_examples),
         len(read_data.eval_examples),
-        name=args.data if registry.is_known(args.data) else None,
+        name=registry.dataset_name(args.data),
         data_dir=registry.data_dir(args.data_dir),
     )
     config = {

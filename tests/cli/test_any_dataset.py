@@ -229,6 +229,12 @@ def test_a_second_config_and_named_splits(tmp_path, run_cli, tiny_bert):
     assert code == 0, err
     assert json.loads((tmp_path / "m.json").read_text())["examples"] == 12
 
+    # without --data: what training evaluated on, its config and evaluation split included
+    code, out, err = run_cli("eval", output, "--output", tmp_path / "again.json")
+    assert code == 0, err
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["examples"] == 6 and "(topics) split held" in again["data"]
+
 
 def test_a_missing_config_is_listed(tmp_path, run_cli, tiny_bert, capsys):
     repo = layouts("cls", tmp_path)["repo"]
