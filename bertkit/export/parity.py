@@ -93,14 +93,16 @@ def _check_request(fmt: Format, samples: int) -> None:
 def _parity_examples(meta: dict, data: str | None, samples: int, name: str) -> tuple:
     """(task, source, examples): the first ``samples`` of ``data``, else of what training evaluated on."""
     from bertkit.data import registry
+    from bertkit.data.hub_datasets import DatasetChoice
     from bertkit.tasks import task_from_state
     from bertkit.tasks.base import EVAL
 
     adapter = task_from_state(meta["task"])
+    choice = DatasetChoice() if data else DatasetChoice.of(meta.get("config") or {})  # a dataset's, as trained
     data = data or recorded_eval_data(meta)
     split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
-    source = registry.resolve(data, split, data_dir, adapter.name, command=f"export {name}")
+    source = registry.resolve(data, split, data_dir, adapter.name, f"export {name}", choice, limit=samples)
     examples = adapter.read(source, EVAL)[:samples]
     adapter.check_eval_examples(examples, source)  # label ids read as the model's labels, unseen ones refused
     return adapter, source, examples

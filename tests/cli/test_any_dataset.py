@@ -235,6 +235,12 @@ def test_a_second_config_and_named_splits(tmp_path, run_cli, tiny_bert):
     again = json.loads((tmp_path / "again.json").read_text())
     assert again["examples"] == 6 and "(topics) split held" in again["data"]
 
+    # export's parity check reads the same: the recorded dataset, config and evaluation split
+    code, out, err = run_cli("export", "onnx", output, "--samples", "4")
+    assert code == 0, err
+    parity = json.loads((output / "onnx" / "export.json").read_text())
+    assert "(topics) split held" in parity["parity_data"] and parity["parity_examples"] == 4
+
 
 def test_a_missing_config_is_listed(tmp_path, run_cli, tiny_bert, capsys):
     repo = layouts("cls", tmp_path)["repo"]
