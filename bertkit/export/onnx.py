@@ -15,9 +15,14 @@ FP32_FILE, INT8_FILE = BACKEND_FILES["onnx"][1], BACKEND_FILES["onnx-int8"][1]
 
 
 def export_onnx(
-    model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES, batch_size: int = 32
+    model_dir: str,
+    int8: bool = False,
+    data: str | None = None,
+    samples: int = PARITY_SAMPLES,
+    batch_size: int = 32,
+    dataset=None,  # --data's config and splits, where it is a Hub dataset (data.hub_datasets.DatasetChoice)
 ) -> dict:
-    report = export_model(ONNX, model_dir, int8, data, samples, batch_size)
+    report = export_model(ONNX, model_dir, int8, data, samples, batch_size, dataset)
     report["opset"] = OPSET
     return report
 

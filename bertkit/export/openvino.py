@@ -16,9 +16,14 @@ FP32_FILE, INT8_FILE = BACKEND_FILES["openvino"][1], BACKEND_FILES["openvino-int
 
 
 def export_openvino(
-    model_dir: str, int8: bool = False, data: str | None = None, samples: int = PARITY_SAMPLES, batch_size: int = 32
+    model_dir: str,
+    int8: bool = False,
+    data: str | None = None,
+    samples: int = PARITY_SAMPLES,
+    batch_size: int = 32,
+    dataset=None,  # --data's config and splits, where it is a Hub dataset (data.hub_datasets.DatasetChoice)
 ) -> dict:
-    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size)
+    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size, dataset)
 
 
 def _write(model, adapter, tokenizer, staging: Path) -> None:

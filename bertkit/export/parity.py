@@ -48,6 +48,7 @@ def export_model(
     data: str | None = None,
     samples: int = PARITY_SAMPLES,
     batch_size: int = 32,
+    dataset=None,
 ) -> dict:
     """Write ``fmt``'s files of ``model_dir`` (fp32, and int8 with ``int8``) and measure each against
     torch on the same evaluation examples; the report is returned and stored beside the files."""
@@ -58,7 +59,7 @@ def export_model(
     _check_exportable(meta, model_dir, fmt.name)
     target = Path(model_dir) / fmt.name
     _check_replaceable(target, fmt)
-    adapter, source, examples = _parity_examples(meta, data, samples, fmt.name)
+    adapter, source, examples = _parity_examples(meta, data, samples, fmt.name, dataset)
     engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", meta=meta)
     parity = Parity(adapter, examples, adapter.preprocess(examples, tokenizer, train=False), tokenizer, batch_size)
     with staged_output(target) as staging:  # an old export stays until the new one is complete
@@ -90,7 +91,7 @@ def _check_request(fmt: Format, samples: int) -> None:
         raise BertkitError(f"--samples must be >= 1, got {samples}", "give how many examples parity runs on")
 
 
-def _parity_examples(meta: dict, data: str | None, samples: int, name: str) -> tuple:
+def _parity_examples(meta: dict, data: str | None, samples: int, name: str, dataset=None) -> tuple:
     """(task, source, examples): the first ``samples`` of ``data``, else of what training evaluated on."""
     from bertkit.data import registry
     from bertkit.data.hub_datasets import DatasetChoice
@@ -98,8 +99,11 @@ def _parity_examples(meta: dict, data: str | None, samples: int, name: str) -> t
     from bertkit.tasks.base import EVAL
 
     adapter = task_from_state(meta["task"])
-    choice = DatasetChoice() if data else DatasetChoice.of(meta.get("config") or {})  # a dataset's, as trained
+    choice = dataset or DatasetChoice()
+    if data is None and not choice.given():  # what training evaluated on: its dataset's config and splits too
+        choice = DatasetChoice.of(meta.get("config") or {})
     data = data or recorded_eval_data(meta)
+    registry.check_choice(data, None, choice)
     split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
     source = registry.resolve(data, split, data_dir, adapter.name, f"export {name}", choice, limit=samples)

@@ -181,6 +181,16 @@ CASES = [
         ("--data-config applies only",),
     ),
     Case(
+        "export-config-missing",
+        lambda c: ["export", "onnx", c.trained("cls"), "--data", two_configs(c), "--data-config", "nope"],
+        ("no config 'nope'", "main, other", "--data-config"),
+    ),
+    Case(
+        "export-no-config-choice-without-default",
+        lambda c: ["export", "onnx", c.trained("cls"), "--data", two_configs(c, default=False)],
+        ("none is its default", "--data-config"),
+    ),
+    Case(
         "probe-config-missing",
         lambda c: [
             "probe",
