@@ -362,3 +362,18 @@ def test_a_hub_id_offline_loads_from_the_datasets_cache(tmp_path, run_cli, tiny_
     assert json.loads((tmp_path / "part" / "bertkit.json").read_text())["data"]["train_examples"] == 4
     result = finetune(run_cli, "cls", "someone/films", tmp_path / "nope", tiny_bert, "--data-config", "other")
     assert_user_error(result, "no config 'other' in the datasets cache", "['main']")
+
+
+def test_label_sets_from_a_sequence_of_class_labels(tmp_path, run_cli, tiny_bert):
+    """go_emotions' shape: ``labels`` is a Sequence(ClassLabel): multi-label, with its names."""
+    from datasets import ClassLabel, Dataset, Features, Sequence, Value
+
+    names = ["joy", "anger", "fear"]
+    features = Features({"text": Value("string"), "labels": Sequence(ClassLabel(names=names))})
+    sets = [[0], [1, 2], [2], [0, 1]] * 4
+    data = Dataset.from_dict({"text": [f"a film {i}" for i in range(len(sets))], "labels": sets}, features)
+    saved_dir = saved(tmp_path / "emotions", {"train": data, "validation": data})
+    code, out, err = finetune(run_cli, "cls", saved_dir, tmp_path / "model", tiny_bert)
+    assert code == 0, err
+    meta = json.loads((tmp_path / "model" / "bertkit.json").read_text())
+    assert meta["task"]["options"]["problem_type"] == "multi-label" and meta["task"]["labels"] == names
