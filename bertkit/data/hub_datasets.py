@@ -107,8 +107,21 @@ def looks_like_dataset(data: str, path: Path) -> bool:
     """A dataset directory, or what could be a Hub id (``name``, ``owner/name``) rather than a file
     path. A plain folder of files is not a dataset (it stays "a directory" to the user)."""
     if path.is_dir():
-        return is_saved_dataset(path) or (path / "README.md").is_file() or (path / "data").is_dir()
+        return is_saved_dataset(path) or (path / "data").is_dir() or _dataset_card(path / "README.md")
     return not path.exists() and bool(HUB_ID.match(data)) and not data.lower().endswith(FILE_SUFFIXES)
+
+
+def _dataset_card(readme: Path) -> bool:
+    """A README whose YAML header describes a dataset (``configs`` or ``dataset_info``), not a model
+    card (a bertkit model directory has a README too)."""
+    try:
+        head = readme.read_text(encoding="utf-8", errors="replace")[:65536] if readme.is_file() else ""
+    except OSError:
+        return False
+    if not head.startswith("---"):
+        return False
+    header = head.split("\n---", 1)[0]
+    return bool(re.search(r"^(configs|dataset_info):", header, re.M))
 
 
 def is_saved_dataset(path: Path) -> bool:

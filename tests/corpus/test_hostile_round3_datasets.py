@@ -10,6 +10,9 @@ import pytest
 from hostile import CLS_CSV, Case, Context, run_case
 
 
+MISSING_FILES_CARD = "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n    path: data/gone-*\n---\n"
+
+
 def sentences(rows: int = 8):
     from datasets import ClassLabel, Dataset, Features, Value
 
@@ -144,11 +147,14 @@ CASES = [
         ("no column 'review' for --text-column", "sentence: string, label: ClassLabel(neg, pos)"),
     ),
     Case(
-        "readme-without-data",
-        lambda c: train(
-            c, (c.tmp / "empty").mkdir() or (c.tmp / "empty" / "README.md").write_text("# x\n") and c.tmp / "empty"
-        ),
-        ("--data", "empty"),
+        "card-naming-missing-files",
+        lambda c: train(c, c.file("card/README.md", MISSING_FILES_CARD).parent),
+        ("--data", "card", "not a dataset datasets can load", "README"),
+    ),
+    Case(
+        "model-directory-as-data",
+        lambda c: train(c, c.trained("cls")),
+        ("is a directory", "save_to_disk"),
     ),
     Case(
         "data-config-on-a-file",
