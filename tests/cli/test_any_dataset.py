@@ -172,6 +172,8 @@ def test_train_evaluate_predict_from_a_dataset(task, layout, tmp_path, run_cli, 
     if task == "ner":
         assert set(config["id2label"].values()) >= {"B-PER", "B-LOC", "O"}
         assert all(not label.isdigit() for label in config["id2label"].values())
+    card = (output / "README.md").read_text()
+    assert data.name in card and str(tmp_path) not in card  # the dataset by name, not where it lies here
 
     code, out, err = run_cli("eval", output, "--data", data, "--output", tmp_path / "m.json")
     assert code == 0, err
@@ -357,6 +359,8 @@ def test_a_hub_id_offline_loads_from_the_datasets_cache(tmp_path, run_cli, tiny_
     assert meta["data"]["train"] == "Hub someone/films (main) split train" and meta["data"]["eval_examples"] == 8
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert [config["id2label"][str(i)] for i in range(2)] == SENTIMENT
+    card = (tmp_path / "model" / "README.md").read_text()  # the Hub dataset named in the card's metadata
+    assert "datasets:\n- someone/films" in card and "config: main\n      split: validation" in card
     code, out, err = finetune(run_cli, "cls", "someone/films", tmp_path / "part", tiny_bert, "--max-train-samples", "4")
     assert code == 0, err  # its only cached config needs no --data-config; a slice of the cached table
     assert json.loads((tmp_path / "part" / "bertkit.json").read_text())["data"]["train_examples"] == 4
