@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from hostile import CLS_CSV, Case, Context, run_case
 
-
 MISSING_FILES_CARD = "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n    path: data/gone-*\n---\n"
 
 
