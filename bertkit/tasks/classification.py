@@ -11,6 +11,7 @@ import numpy as np
 
 from bertkit.data.readers import pick_column, text_value
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
@@ -121,6 +122,7 @@ class SingleSentenceTask(Task):
             }
         if len(self.text_fields) == 1 and chosen["text"] == "text":
             _refuse_second_texts(records, source.description)
+        records, seen = _without_unlabelled(records, spec, chosen.get("label"), source.description, seen)
         examples = []
         for row, record in enumerate(records, 1):
             example = {
@@ -341,6 +343,24 @@ def _refuse_joined_labels(values: list) -> None:
             "add --problem-type multi-label to read them as label sets, or --problem-type single-label "
             "to keep them as classes",
         )
+
+
+def _without_unlabelled(records: list[dict], spec, column, source: str, seen: dict) -> tuple[list[dict], dict]:
+    """A dataset's ClassLabel marks a row without a label -1 (SNLI's no-consensus pairs, GLUE's test
+    splits): such rows are left out, and it is said; a split of nothing but them is an error."""
+    if spec is None or not isinstance(column, str) or column not in spec.column_labels:
+        return records, seen
+    kept = [record for record in records if record.get(column) != -1]
+    if len(kept) == len(records):
+        return records, seen
+    if not kept:
+        raise BertkitError(
+            f"{source}: every row's {column!r} is -1 (no label: a split published without its labels)",
+            "train and evaluate on labelled splits (--train-split, --eval-split); `bertkit predict` reads the rest",
+        )
+    said = f"{source}: {len(records) - len(kept)} row(s) without a label ({column} -1) left out"
+    notice("data", said, rows=len(records) - len(kept))
+    return kept, {**seen, "notices": [*seen.get("notices", []), said]}
 
 
 def _refuse_second_texts(records: list[dict], source: str) -> None:

@@ -381,3 +381,27 @@ def test_label_sets_from_a_sequence_of_class_labels(tmp_path, run_cli, tiny_bert
     assert code == 0, err
     meta = json.loads((tmp_path / "model" / "bertkit.json").read_text())
     assert meta["task"]["options"]["problem_type"] == "multi-label" and meta["task"]["labels"] == names
+
+
+def test_rows_without_a_label_are_left_out_and_said(tmp_path, run_cli, tiny_bert):
+    """SNLI's shape: a ClassLabel of -1 marks a pair without a gold label; those rows are left out."""
+    from datasets import ClassLabel, Dataset, Features, Value
+
+    names = ["entailment", "neutral", "contradiction"]
+    features = Features({"premise": Value("string"), "hypothesis": Value("string"), "label": ClassLabel(names=names)})
+    labels = [0, 1, 2, -1] * 4
+    data = Dataset.from_dict(
+        {
+            "premise": [f"a man {i}" for i in range(16)],
+            "hypothesis": [f"a person {i}" for i in range(16)],
+            "label": labels,
+        },
+        features,
+    )
+    repo = hub_layout(tmp_path / "snli", {"plain_text": {"train": data, "validation": data}})
+    code, out, err = finetune(run_cli, "pair", repo, tmp_path / "model", tiny_bert)
+    assert code == 0, err
+    meta = json.loads((tmp_path / "model" / "bertkit.json").read_text())
+    assert meta["data"]["train_examples"] == 12 and meta["data"]["eval_examples"] == 12
+    assert meta["task"]["labels"] == names
+    assert "4 row(s) without a label (label -1) left out" in out + err

@@ -37,6 +37,14 @@ def repo(c: Context, configs: dict, default: bool = True, name: str = "repo"):
     return root
 
 
+def unlabelled():
+    """GLUE's test splits: every ClassLabel is -1."""
+    from datasets import Dataset
+
+    data = sentences(4)
+    return Dataset.from_dict({"sentence": data["sentence"], "label": [-1] * 4}, data.features)
+
+
 def two_configs(c: Context, default: bool = True):
     both = {"train": sentences(), "validation": sentences(4)}
     return repo(c, {"main": both, "other": both}, default)
@@ -154,6 +162,11 @@ CASES = [
         "model-directory-as-data",
         lambda c: train(c, c.trained("cls")),
         ("is a directory", "save_to_disk"),
+    ),
+    Case(
+        "eval-split-without-labels",
+        lambda c: train(c, repo(c, {"main": {"train": sentences(), "test": unlabelled()}}), "--eval-split", "test"),
+        ("every row's 'label' is -1", "--eval-split"),
     ),
     Case(
         "data-config-on-a-file",
