@@ -270,7 +270,9 @@ def _not_found(data: str, kind: str, online: bool, known: str, exc: Exception) -
             f"--data {data} is a directory but not a dataset datasets can load ({_said(exc)})",
             _LAYOUT_HINT + ", or pass a data file",
         )
-    why = "the Hub is unreachable and it is not in the datasets cache" if not online else "the Hub has no such dataset"
+    why = (
+        "the Hub is unreachable and it is not in the datasets cache" if not online else _said(exc)
+    )  # gated, missing...
     return BertkitError(
         f"--data {data}: no such file or directory, not a known dataset, and not a Hugging Face dataset ({why})",
         f"known names: {known}; a Hub id (owner/name) needs the Hub or a copy in the datasets cache",
