@@ -227,12 +227,27 @@ CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _no_hub(tmp_path, monkeypatch):
+    """No Hub, a datasets cache outside the case's folder, and the offline switches bertkit throws
+    (bertkit/hub.py) put back afterwards."""
+    import datasets
+    import huggingface_hub.constants
+
+    from bertkit import hub
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", datasets.config.HF_HUB_OFFLINE)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE)
+    for name in hub.OFFLINE_VARIABLES:
+        monkeypatch.setenv(name, "1")
+    hub.hub_reachable.cache_clear()
+    yield
+    hub.hub_reachable.cache_clear()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_dataset_is_refused_in_one_line(case, tmp_path, tiny_bert, trained, run_cli, monkeypatch, capsys):
-    import datasets
-
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")  # outside the case's folder
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     work = tmp_path / "case"
     work.mkdir()
     run_case(case, Context(work, tiny_bert, trained, monkeypatch), run_cli, capsys)
@@ -240,9 +255,6 @@ def test_bad_dataset_is_refused_in_one_line(case, tmp_path, tiny_bert, trained, 
 
 def test_split_flags_reach_a_dataset_named_by_eval_data(tmp_path, tiny_bert, run_cli, monkeypatch):
     """--eval-data may be the dataset (the training rows a file): the split flags apply to it."""
-    import datasets
-
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
     context = Context(tmp_path, tiny_bert, None, monkeypatch)
     data = two_configs(context)
     code, out, err = run_cli(
