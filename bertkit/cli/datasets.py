@@ -29,11 +29,10 @@ def datasets(data_dir: str | None):
     typer.echo(ANY_DATASET)
 
 
-ANY_DATASET = (
-    "\nAny Hugging Face dataset works too: --data imdb or --data owner/name (--data-config NAME, "
-    "--train-split, --eval-split, --test-split; label names from its ClassLabel features), or a "
-    "local directory in the Hub's layout or written by save_to_disk. Offline: the datasets cache."
-)
+ANY_DATASET = """
+Any Hugging Face dataset works too: --data imdb or --data owner/name (--data-config NAME,
+--train-split, --eval-split, --test-split; label names from its ClassLabel features), or a local
+directory in the Hub's layout or written by save_to_disk. Offline: the datasets cache."""
 
 
 app.command("datasets")(command(datasets, from_dataclass(RunOptions, only=("data_dir",))))

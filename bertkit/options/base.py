@@ -74,7 +74,9 @@ class DatasetOptions:
     eval_split: str | None = option(
         None, "Split of a Hub dataset to evaluate on; default validation, else dev, else test.", DATA_PANEL
     )
-    test_split: str | None = option(None, "Split of a Hub dataset that --split test names; default test.", DATA_PANEL)
+    test_split: str | None = option(
+        None, "Split of a Hub dataset that is its test split (eval --split test); default test.", DATA_PANEL
+    )
 
 
 def batch_size_option(family: str, panel: str = INFERENCE_PANEL):

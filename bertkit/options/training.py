@@ -143,7 +143,9 @@ class RunOptions:
         "dataset directory (save_to_disk, or the Hub's layout).",
         DATA_PANEL,
     )
-    eval_data: str | None = option(None, "Evaluation data; default: the known dataset's dev split.", DATA_PANEL)
+    eval_data: str | None = option(
+        None, "Evaluation data; default: the known dataset's dev split, a Hub dataset's --eval-split.", DATA_PANEL
+    )
     data_dir: str | None = option(
         None,
         "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR, "
