@@ -213,12 +213,16 @@ def _loadable(data: str, where: str, kind: str, choice: DatasetChoice, online: b
         except Exception as exc:
             raise _not_found(data, kind, online, known, exc) from exc
     files = getattr(builder.config, "data_files", None)
-    splits = tuple(files) if files else tuple(builder.info.splits or ())
+    splits = tuple(map(str, files if files else builder.info.splits or ()))  # NamedSplit or str
     if not splits:
         raise BertkitError(f"{data}: no data files found" + (f" ({config})" if config else ""), _LAYOUT_HINT)
+    located = Located(data, where, kind, config, splits)
     features = builder.info.features
     if features is None and (online or kind == "repo"):
-        features = _streamed(where, config, splits[0]).features  # the data files' own schema, nothing read
+        try:
+            features = _streamed(where, config, splits[0]).features  # the data files' own schema, nothing read
+        except Exception as exc:  # a damaged file, a connection lost
+            raise BertkitError(f"could not read {located.describe(splits[0])} ({_said(exc)})", _FILES_HINT) from exc
     return Located(data, where, kind, config, splits, dict(features or {}))
 
 
@@ -240,6 +244,7 @@ def _cached_builder(data: str, config: str | None, known: str):
         raise _not_found(data, "hub", False, known, exc) from exc
 
 
+_FILES_HINT = "check the dataset's files, or pass a data file"
 _LAYOUT_HINT = "put the data files (parquet, csv, json) under data/ with a README whose YAML names its configs"
 
 
@@ -319,10 +324,7 @@ def _rows(located: Located, split: str, limit: int | None, stream: bool) -> list
     except BertkitError:
         raise
     except Exception as exc:  # files that do not parse, a cache gone since locate, a connection lost
-        raise BertkitError(
-            f"could not read {located.describe(split)} ({_said(exc)})",
-            "check the dataset's files, or pass a data file",
-        ) from exc
+        raise BertkitError(f"could not read {located.describe(split)} ({_said(exc)})", _FILES_HINT) from exc
 
 
 def usable(feature) -> bool:

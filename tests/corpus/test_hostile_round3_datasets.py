@@ -159,6 +159,16 @@ CASES = [
         ("--data", "card", "not a dataset datasets can load", "README"),
     ),
     Case(
+        "damaged-parquet-in-data",
+        lambda c: train(c, c.file("bad/data/train.parquet", b"not parquet" * 50).parent.parent),
+        ("could not read dataset directory", "split train", "ArrowInvalid"),
+    ),
+    Case(
+        "csv-in-data-without-a-text-column",
+        lambda c: train(c, c.file("plain/data/train.csv", "a,b\n1,2\n3,4\n").parent.parent),
+        ("split train: missing text column", "found columns: a, b", "--text-column"),
+    ),
+    Case(
         "model-directory-as-data",
         lambda c: train(c, c.trained("cls")),
         ("is a directory", "save_to_disk"),
