@@ -16,6 +16,7 @@ from bertkit.api.results import (
     write_rows,
 )
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.events import notice
@@ -49,6 +50,7 @@ def evaluate(
     store_tuned: bool | None = None,
     extra_metrics: list[str] | tuple = (),
     threads: int | None = None,
+    dataset: DatasetChoice | None = None,
 ) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
     ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
@@ -57,6 +59,7 @@ def evaluate(
     only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
     ``report["notices"]`` says when something tuned was not stored, or stored from other data.
     ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
+    ``dataset``: a Hub dataset's config and split names (``split`` then picks train, dev or test).
     """
     # checks: every argument and output before the model is loaded
     check_inference_args(batch_size, "eval", max_eval_samples, precision)
@@ -64,7 +67,7 @@ def evaluate(
     extra_metrics = _load_extra_metrics(extra_metrics)
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
-    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples)
+    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, dataset or DatasetChoice(), max_eval_samples)
     # read
     every_example = adapter.read(plan.source, EVAL)
     examples = every_example[:max_eval_samples] if max_eval_samples else every_example
@@ -105,11 +108,16 @@ def _load_extra_metrics(extra_metrics) -> tuple:
     return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
 
 
-def _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samples=None) -> EvalPlan:
+def _plan(
+    model_dir, meta, adapter, data, split, data_dir, output, dataset: DatasetChoice, max_eval_samples=None
+) -> EvalPlan:
+    if data is None and not dataset.given():  # what training evaluated on: its dataset's config and splits too
+        dataset = DatasetChoice.of(meta.get("config") or {})
     data = data or recorded_eval_data(meta)
-    if split is not None and not registry.is_known(data):
+    registry.check_choice(data, None, dataset)
+    if split is not None and not registry.takes_split(data):
         raise BertkitError(
-            f"--split {split} applies only to known datasets, not to the file {data}",
+            f"--split {split} applies only to known datasets and Hub datasets, not to the file {data}",
             "drop --split, or pass --data with the file of that split",
         )
     split = split or "dev"
@@ -125,7 +133,7 @@ def _plan(model_dir, meta, adapter, data, split, data_dir, output, max_eval_samp
         check_figures_dir(Path(model_dir))
     # Without a data directory, a known dataset is looked up where training found it.
     data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
-    source = registry.resolve(data, split, data_dir, adapter.name, command="eval")
+    source = registry.resolve(data, split, data_dir, adapter.name, command="eval", choice=dataset)
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
         check_inputs_kept(rows_file, source, flag="the predictions file")
@@ -242,7 +250,7 @@ def _partial_evaluation(meta, data, split, source, evaluated, available) -> str 
         return f"only {evaluated} of {available} examples were evaluated (--max-eval-samples)"
     trained = meta.get("data", {})
     if trained.get("name") and data == trained["name"]:
-        dev_split = registry.DATASETS[data].dev_split
+        dev_split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
         return None if split == dev_split else f"this is the {split} split, not {dev_split}"
     recorded = trained.get("eval_file") or trained.get("eval")
     if recorded and (

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.threads import check as check_threads
 from bertkit.events import notice
@@ -66,8 +67,12 @@ def plan_run(
     adapter = get_task_class(task)(config.max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, overwrite)
-    train_source = registry.resolve(data, "train", data_dir, task)
-    eval_source = None if fold else registry.eval_source(data, eval_data, data_dir, task)  # folds: data's own
+    choice = registry.check_choice(data, eval_data, DatasetChoice.of(config))  # --data-config, the split flags
+    train_source = registry.resolve(data, "train", data_dir, task, choice=choice, limit=config.max_train_samples)
+    limits = config.max_train_samples, config.max_eval_samples  # a dataset streamed: not downloaded whole
+    eval_source = (  # folds: data's own
+        None if fold else registry.eval_source(data, eval_data, data_dir, task, choice, limits[1], bool(limits[0]))
+    )
     check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
     if config.save_every or resume or resume_from:
         check_sibling_dir(checkpoint_root(output_path), "checkpoints")

@@ -207,7 +207,7 @@ def _record(
             eval_source,
             len(train_examples),
             len(eval_examples),
-            name=plan.data if known else None,
+            name=registry.dataset_name(plan.data),  # a known name, or any dataset (eval DIR reads it again)
             # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
             data_dir=registry.data_dir(plan.data_dir) if known else None,
             eval_description=held_out,

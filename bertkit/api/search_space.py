@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.options import TrainConfig
+from bertkit.options import DatasetOptions, TrainConfig
 
 DEFAULT_SPACE = {
     "lr": {"low": 1e-5, "high": 1e-4, "log": True},
@@ -38,6 +38,7 @@ NOT_SEARCHABLE = (
     "max_train_samples",
     "max_eval_samples",
     "seed",
+    *(f.name for f in dataclasses.fields(DatasetOptions)),  # which data: not a hyperparameter
 )
 HINT = "e.g. `lr: {low: 1e-5, high: 1e-4, log: true}`, `batch_size: [16, 32]`, `epochs: 3` (see `bertkit tune --help`)"
 

@@ -17,6 +17,7 @@ from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
 from bertkit.options import TrainConfig
@@ -46,7 +47,7 @@ def finetune_seeds(
 ) -> SeedsResult:
     """``finetune`` once per seed; ``on_run(seed, result)`` after each. ``options`` are finetune's."""
     config = config or TrainConfig()
-    _check_request(task, data, seeds, options)
+    _check_request(task, data, seeds, options, DatasetChoice.of(config))
     output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds", [f"seed-{s}" for s in seeds])
     parallel = parallel_runs(len(seeds), options.get("threads"))
     jobs = {
@@ -92,12 +93,12 @@ def finetune_seeds(
     return SeedsResult(best, seeds, chosen, main, runs, section["summary"], str(root) if keep_all else None)
 
 
-def _check_request(task: str, data: str, seeds: list[int], options: dict) -> None:
+def _check_request(task: str, data: str, seeds: list[int], options: dict, choice: DatasetChoice) -> None:
     if options.get("resume") or options.get("resume_from"):
         raise BertkitError("--resume continues one run, not a set of seeds", "drop --resume, or drop --seeds")
     if not seeds:
         raise BertkitError("--seeds needs at least one seed", "e.g. --seeds 3")
-    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task, choice) is None:
         raise BertkitError(
             "--seeds compares runs on evaluation data, and there is none",
             "add --eval-data FILE (a known dataset brings its dev split)",

@@ -22,6 +22,7 @@ from pathlib import Path
 from bertkit.api.finetuning import FinetuneResult, finetune
 from bertkit.api.search_space import read_space, sample, space_changes
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.interrupts import test_signal
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, replace_dir, run_names, update_meta
@@ -84,7 +85,7 @@ def tune(
     output_path = Path(output).expanduser().resolve()
     root = tune_root(output_path)
     name = study_name or f"bertkit-{task}-{output_path.name}"
-    _check_outputs(task, data, output_path, root, name, overwrite, options)
+    _check_outputs(task, data, output_path, root, name, overwrite, options, DatasetChoice.of(config))
     url = storage or f"sqlite:///{root / STUDY_FILE}"
     created, ran, best_here = not root.exists(), [], {}
     try:
@@ -119,7 +120,9 @@ def _check_request(trials, options: dict) -> None:
         )
 
 
-def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict) -> None:
+def _check_outputs(
+    task, data, output_path: Path, root: Path, name: str, overwrite: bool, options: dict, choice: DatasetChoice
+) -> None:
     check_sibling_dir(root, "the trials and the study")
     found = strangers(root)
     if found:  # a trial's model directory is replaced, a finished trial's removed: never a file of the user's
@@ -129,7 +132,7 @@ def _check_outputs(task, data, output_path: Path, root: Path, name: str, overwri
         )
     if not _holds_study(output_path, name):  # another process of this study may have saved the best already
         check_output_dir(output_path, overwrite)
-    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task) is None:
+    if registry.eval_source(data, options.get("eval_data"), options.get("data_dir"), task, choice) is None:
         raise BertkitError(
             "tune scores trials on evaluation data, and there is none",
             "add --eval-data FILE (a known dataset brings its dev split)",

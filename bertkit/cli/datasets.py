@@ -1,4 +1,5 @@
-"""`bertkit datasets`: the known dataset names, their task, and where each would load from."""
+"""`bertkit datasets`: the known dataset names, their task, and where each would load from; and that
+any other `datasets` dataset works too."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def datasets(data_dir: str | None):
     for row in rows:
         task = row["task"] + (f" ({row['problem_type']})" if row["problem_type"] else "")
         typer.echo(f"{row['name']:<{width}}  {task:<17}  {row['source']}")
+    typer.echo(ANY_DATASET)
+
+
+ANY_DATASET = """
+Any Hugging Face dataset works too: --data imdb or --data owner/name (--data-config NAME,
+--train-split, --eval-split, --test-split; label names from its ClassLabel features), or a local
+directory in the Hub's layout or written by save_to_disk. Offline: the datasets cache."""
 
 
 app.command("datasets")(command(datasets, from_dataclass(RunOptions, only=("data_dir",))))

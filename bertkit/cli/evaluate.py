@@ -17,7 +17,7 @@ from bertkit.cli.options import (
     single_command,
     task_values,
 )
-from bertkit.options import EvalOptions, InferenceOptions, RunOptions
+from bertkit.options import DatasetOptions, EvalOptions, InferenceOptions, RunOptions
 
 ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
 
@@ -25,17 +25,22 @@ ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
 def _parameters(with_tasks: bool) -> list:
     """eval's own, the data directory (as finetune's), inference's, and every registered task's eval flags."""
     own = (
-        from_dataclass(EvalOptions) + from_dataclass(RunOptions, only=("data_dir",)) + from_dataclass(InferenceOptions)
+        from_dataclass(EvalOptions)
+        + from_dataclass(RunOptions, only=("data_dir",))
+        + from_dataclass(DatasetOptions)
+        + from_dataclass(InferenceOptions)
     )
     return own + (from_registry("eval", taken=(p.name for p in own)) if with_tasks else [])
 
 
 def _eval(model_dir: str, **values):
     from bertkit import api
+    from bertkit.data.hub_datasets import DatasetChoice
 
     task_options = task_values(values, set(values) - _OWN)
     run = chosen(values, InferenceOptions).validate("bertkit eval")
     options = chosen(values, EvalOptions).validate("bertkit eval")
+    dataset = chosen(values, DatasetOptions)
     report = api.evaluate(
         model_dir,
         options.data,
@@ -49,6 +54,7 @@ def _eval(model_dir: str, **values):
         store_tuned=options.store_threshold,
         extra_metrics=options.metric or (),
         threads=run.threads,
+        dataset=DatasetChoice.of(dataset),
     )
     _show(report)
 

@@ -8,7 +8,7 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import require
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
-from bertkit.options import ExportOptions
+from bertkit.options import DatasetOptions, ExportOptions
 
 export_app = typer.Typer(no_args_is_help=True, help="Export a model directory to other runtimes.")
 app.add_typer(export_app, name="export")
@@ -21,7 +21,16 @@ def export_onnx(model_dir: str, **values):
     require("onnx", "onnxruntime", extra="onnx")
     from bertkit.export.onnx import export_onnx as run_export
 
-    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples, threads=options.threads))
+    _show(
+        run_export(
+            model_dir,
+            int8=options.int8,
+            data=options.data,
+            samples=options.samples,
+            threads=options.threads,
+            dataset=_dataset(values),
+        )
+    )
 
 
 def export_openvino(model_dir: str, **values):
@@ -30,7 +39,23 @@ def export_openvino(model_dir: str, **values):
     require("openvino", "nncf", extra="openvino")
     from bertkit.export.openvino import export_openvino as run_export
 
-    _show(run_export(model_dir, int8=options.int8, data=options.data, samples=options.samples, threads=options.threads))
+    _show(
+        run_export(
+            model_dir,
+            int8=options.int8,
+            data=options.data,
+            samples=options.samples,
+            threads=options.threads,
+            dataset=_dataset(values),
+        )
+    )
+
+
+def _dataset(values: dict):
+    """--data-config and the split flags, for a --data that is a Hub dataset."""
+    from bertkit.data.hub_datasets import DatasetChoice
+
+    return DatasetChoice.of(chosen(values, DatasetOptions))
 
 
 def _show(report: dict) -> None:
@@ -56,5 +81,6 @@ def _show(report: dict) -> None:
     typer.echo(f"written to {report['written_to']}")
 
 
-export_app.command("onnx")(command(export_onnx, from_dataclass(ExportOptions), MODEL_DIR))
-export_app.command("openvino")(command(export_openvino, from_dataclass(ExportOptions), MODEL_DIR))
+PARAMETERS = from_dataclass(ExportOptions) + from_dataclass(DatasetOptions)
+export_app.command("onnx")(command(export_onnx, PARAMETERS, MODEL_DIR))
+export_app.command("openvino")(command(export_openvino, PARAMETERS, MODEL_DIR))

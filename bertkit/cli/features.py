@@ -34,6 +34,7 @@ from bertkit.options import (
     MAX_LENGTHS,
     MODEL_HELP,
     AttentionOptions,
+    DatasetOptions,
     InspectOptions,
     ProbeOptions,
     RunOptions,
@@ -65,6 +66,7 @@ def _probe_parameters(with_tasks: bool) -> list:
     own = (
         from_dataclass(RunOptions, only=PROBE_RUN, helps=PROBE_HELP)
         + from_dataclass(TrainConfig, only=PROBE_TRAIN, helps=PROBE_HELP)
+        + from_dataclass(DatasetOptions)
         + from_dataclass(ProbeOptions)
     )
     return own + (from_registry("probe", taken=(p.name for p in own)) if with_tasks else [])
@@ -73,13 +75,17 @@ def _probe_parameters(with_tasks: bool) -> list:
 def probe(task: ProbeTask, **values):
     """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
     from bertkit.api.probing import probe as run_probe
+    from bertkit.data.hub_datasets import DatasetChoice
 
     task_options = task_values(values, set(values) - _PROBE_OWN)
     options = chosen(values, ProbeOptions).validate("bertkit probe")
+    dataset = DatasetChoice.of(chosen(values, DatasetOptions))
     run = split(values, RunOptions)
     data, output = run.pop("data"), run.pop("output")
     output = output or default_output(data, f"probe-{task.value}-")
-    result = run_probe(task.value, data, output, **run, **values, **vars(options), task_options=task_options)
+    result = run_probe(
+        task.value, data, output, **run, **values, **vars(options), task_options=task_options, dataset=dataset
+    )
     search = ", ".join(f"{row['C']:g}: {row['holdout_score']:.4f}" for row in result.c_search)
     typer.echo(f"held-out score by C ({options.holdout:.0%} of training rows): {search}")
     s = result.seconds

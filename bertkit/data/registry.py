@@ -1,4 +1,6 @@
-"""Known dataset names: their task, Hub id, local file layout, columns and label names.
+"""Where data comes from: the known dataset names (bertkit/data/known_datasets.py), and
+``resolve``, which turns ``--data`` into a Source: a known name, a file, or any other `datasets`
+dataset (a Hub id, a repository-layout or save_to_disk directory: bertkit/data/hub_datasets.py).
 
 A local data directory (``--data-dir``, else ``BERTKIT_DATA_DIR``, else ``../shared/data`` from the
 current directory or beside this checkout, the first that exists) is tried first with the original
@@ -7,209 +9,19 @@ file names (``<dir>/sst2/train.tsv``), the Hugging Face Hub second.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit.data import hub_datasets
+from bertkit.data.hub_datasets import DatasetChoice
+from bertkit.data.known_datasets import DATASETS, DatasetSpec
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 
 DATA_DIR_ENV = "BERTKIT_DATA_DIR"
 SPLITS = ("train", "dev", "test")
-
-
-@dataclass(frozen=True)
-class DatasetSpec:
-    name: str
-    task: str
-    files: dict  # split -> file name inside <data dir>/<name>/
-    hub_id: str
-    hub_config: str | None
-    hub_splits: dict  # split -> Hub split name
-    columns: dict = field(default_factory=dict)  # canonical field -> local column
-    hub_columns: dict = field(default_factory=dict)  # canonical field -> Hub column
-    label_names: tuple | None = None
-    headerless: tuple | None = None  # column names for files shipped without a header row
-    dev_split: str = "dev"
-    unlabelled: tuple = ()  # splits published without labels (GLUE test sets)
-    problem_type: str | None = None  # the label kind when not single-label: "regression", "multi-label"
-    label_separator: str | None = None  # multi-label ids joined in one field ("3,15")
-    suffix: str | None = None  # how the local files are read when their suffix says otherwise
-    extra_fields: bool = False  # headerless rows may carry trailing fields beyond ``headerless``
-
-    def file_layout(self) -> dict:
-        """How readers.read_records reads this dataset's local files."""
-        return {"headerless": self.headerless, "suffix": self.suffix, "extra_fields": self.extra_fields}
-
-
-GLUE_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
-ENTAILMENT = ("entailment", "not_entailment")
-GO_EMOTIONS = (
-    "admiration",
-    "amusement",
-    "anger",
-    "annoyance",
-    "approval",
-    "caring",
-    "confusion",
-    "curiosity",
-    "desire",
-    "disappointment",
-    "disapproval",
-    "disgust",
-    "embarrassment",
-    "excitement",
-    "fear",
-    "gratitude",
-    "grief",
-    "joy",
-    "love",
-    "nervousness",
-    "optimism",
-    "pride",
-    "realization",
-    "relief",
-    "remorse",
-    "sadness",
-    "surprise",
-    "neutral",
-)  # id order of the dataset (its labels.txt)
-
-
-def _glue(name, task, columns, hub_columns, labels, files=None, **kw) -> DatasetSpec:
-    files = files or {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-    # GLUE withholds test labels (the Hub fills in -1): those splits are for predict only.
-    return DatasetSpec(
-        name,
-        task,
-        files,
-        "nyu-mll/glue",
-        name,
-        kw.pop("hub_splits", GLUE_SPLITS),
-        columns,
-        hub_columns,
-        labels,
-        unlabelled=("test",),
-        **kw,
-    )
-
-
-_SINGLE = {"text": "sentence", "label": "label"}
-DATASETS: dict[str, DatasetSpec] = {
-    spec.name: spec
-    for spec in [
-        _glue("sst2", "cls", _SINGLE, _SINGLE, ("negative", "positive")),
-        _glue(
-            "cola",
-            "cls",
-            _SINGLE,
-            _SINGLE,
-            ("unacceptable", "acceptable"),
-            headerless=("source", "label", "original_label", "sentence"),
-        ),
-        _glue(
-            "mrpc",
-            "pair",
-            {"text": "#1 String", "text_pair": "#2 String", "label": "Quality"},
-            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-            ("not_equivalent", "equivalent"),
-        ),
-        _glue(
-            "rte",
-            "pair",
-            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-            ENTAILMENT,
-        ),
-        _glue(
-            "qnli",
-            "pair",
-            {"text": "question", "text_pair": "sentence", "label": "label"},
-            {"text": "question", "text_pair": "sentence", "label": "label"},
-            ENTAILMENT,
-        ),
-        _glue(
-            "qqp",
-            "pair",
-            {"text": "question1", "text_pair": "question2", "label": "is_duplicate"},
-            {"text": "question1", "text_pair": "question2", "label": "label"},
-            ("not_duplicate", "duplicate"),
-        ),
-        _glue(
-            "mnli",
-            "pair",
-            {"text": "sentence1", "text_pair": "sentence2", "label": "gold_label"},
-            {"text": "premise", "text_pair": "hypothesis", "label": "label"},
-            ("entailment", "neutral", "contradiction"),
-            files={
-                "train": "train.tsv",
-                "dev": "dev_matched.tsv",
-                "dev_mismatched": "dev_mismatched.tsv",
-                "test": "test_matched.tsv",
-            },
-            hub_splits={
-                "train": "train",
-                "dev": "validation_matched",
-                "dev_mismatched": "validation_mismatched",
-                "test": "test_matched",
-            },
-        ),
-        _glue(
-            "stsb",
-            "pair",
-            {"text": "sentence1", "text_pair": "sentence2", "label": "score"},
-            {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-            None,
-            # the STS benchmark's own files (GLUE's STS-B re-packs the same pairs): TAB-separated
-            # despite the suffix, no header, some rows with two trailing source columns
-            files={"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"},
-            headerless=("genre", "file", "year", "id", "score", "sentence1", "sentence2"),
-            suffix=".tsv",
-            extra_fields=True,
-            problem_type="regression",
-        ),
-        DatasetSpec(
-            "goemotions",
-            "cls",
-            {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"},
-            "google-research-datasets/go_emotions",
-            "simplified",
-            GLUE_SPLITS,
-            {"text": "text", "label": "labels"},
-            {"text": "text", "label": "labels"},
-            GO_EMOTIONS,
-            headerless=("text", "labels", "id"),
-            problem_type="multi-label",
-            label_separator=",",
-        ),
-        DatasetSpec(
-            "conll2003",
-            "ner",
-            {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
-            "eriktks/conll2003",
-            None,
-            GLUE_SPLITS,
-            {},
-            {"tokens": "tokens", "tags": "ner_tags"},
-            ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
-        ),
-        DatasetSpec(
-            "squad",
-            "qa",
-            {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
-            "rajpurkar/squad",
-            None,
-            {"train": "train", "dev": "validation"},
-        ),
-        DatasetSpec(
-            "squad_v2",
-            "qa",
-            {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
-            "rajpurkar/squad_v2",
-            None,
-            {"train": "train", "dev": "validation"},
-        ),
-    ]
-}
 
 
 @dataclass(frozen=True)
@@ -221,6 +33,8 @@ class Source:
     split: str | None = None
     path: Path | None = None
     looked_in: Path | None = None  # the data directory that did not have the file (Hub sources)
+    limit: int | None = None  # read only the first rows (--max-train-samples): any dataset's split
+    stream: bool = False  # any dataset: stream the split (its run reads part of the dataset)
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
@@ -254,16 +68,30 @@ def is_known(name: str) -> bool:
 
 
 def resolve(
-    data: str, split: str, explicit_dir: str | None = None, task: str | None = None, command: str = "finetune"
+    data: str,
+    split: str,
+    explicit_dir: str | None = None,
+    task: str | None = None,
+    command: str = "finetune",
+    choice: DatasetChoice | None = None,
+    limit: int | None = None,
 ) -> Source:
-    """Turn ``--data NAME|PATH`` and a split into a Source, local files first. ``command`` is the CLI
-    command asking, so that hints name only what that command can do."""
+    """Turn ``--data NAME|PATH|DATASET`` and a split (train, dev, test; any dataset's own split
+    name too) into a Source, local files first. ``command`` is the CLI command asking, so that hints
+    name only what that command can do; ``choice``: --data-config and the split flags; ``limit``:
+    the rows a dataset's split is read to (files are read whole)."""
     path = Path(data).expanduser()
     if data not in DATASETS:
         if path.is_file():
             return Source(str(path), path=path)
+        if hub_datasets.looks_like_dataset(data, path):
+            return _any_dataset(data, split, choice or DatasetChoice(), limit)
         if path.is_dir():
-            raise BertkitError(f"--data {data} is a directory", "pass a file, or a known dataset name with --data-dir")
+            raise BertkitError(
+                f"--data {data} is a directory",
+                "pass a file, a known dataset name with --data-dir, or a dataset directory (save_to_disk, or "
+                "the Hub's layout: README.md and data/)",
+            )
         known = ", ".join(sorted(DATASETS))
         if path.suffix or os.sep in data:
             raise BertkitError(f"file not found: {data}", f"check the path, or use a known dataset name ({known})")
@@ -296,10 +124,56 @@ def resolve(
     return Source(f"Hub {where} split {spec.hub_splits[split]}", spec, split, looked_in=root)
 
 
+def _any_dataset(data: str, split: str, choice: DatasetChoice, limit, required: bool = True, stream: bool = False):
+    """A Source for one split of a dataset that is not a known name (None: no such split, where
+    ``required`` is False)."""
+    located = hub_datasets.locate(data, choice, ", ".join(sorted(DATASETS)))
+    name = located.split_of(split, choice, required)
+    if split == "dev" and choice.eval_split is None and name != "validation":  # a default the user may not want
+        said = f"evaluating on its {name!r} split" if name else "no evaluation data"
+        notice(
+            "data",
+            f"{data} has no validation split ({', '.join(located.splits)}): {said}; --eval-split names another",
+            dataset=data,
+            split=name,
+        )
+    if name is None:
+        return None
+    spec = DatasetSpec(
+        data,
+        "",
+        {},
+        located.where,
+        located.config,
+        {split: name},
+        column_labels=located.labels_by_column(),
+        located=located,
+    )
+    return Source(located.describe(name), spec, split, limit=limit, stream=stream)
+
+
+def is_any_dataset(source: Source) -> bool:
+    return source.spec is not None and source.spec.located is not None
+
+
+def read_hub(source: Source, from_records, purpose: str):
+    """A Hub source's records through a task's ``from_records(records, source, purpose, hub=True)``;
+    for any dataset, an error reading them names the columns' features (what the data offered)."""
+    records = load_hub_records(source)
+    try:
+        return from_records(records, source, purpose, hub=True)
+    except BertkitError as exc:
+        if not is_any_dataset(source) or not source.spec.located.features:
+            raise
+        raise BertkitError(f"{exc.message} (features: {source.spec.located.feature_list()})", exc.hint) from exc
+
+
 def load_hub_records(source: Source) -> list[dict]:
     from bertkit.hub import use_hub_or_cache
 
     spec = source.spec
+    if spec.located is not None:
+        return hub_datasets.load_rows(spec.located, spec.hub_splits[source.split], source.limit, source.stream)
     # Offline, datasets would spend up to a minute in retries: one quick probe decides, and the
     # local Hugging Face cache still serves a dataset downloaded earlier.
     online = use_hub_or_cache()
@@ -341,9 +215,51 @@ def describe_all(explicit_dir: str | None = None) -> list[dict]:
     return rows
 
 
-def eval_source(data, eval_data, data_dir, task) -> Source | None:
+def eval_source(
+    data, eval_data, data_dir, task, choice: DatasetChoice | None = None, limit=None, stream: bool = False
+) -> Source | None:
+    """Where a training run evaluates: --eval-data, else a known dataset's dev split, else any
+    dataset's evaluation split (--eval-split; default validation, dev or test), else None.
+    ``stream``: the run reads part of its training data, so the dataset is not downloaded whole."""
+    choice = choice or DatasetChoice()
     if eval_data:
-        return resolve(eval_data, "dev", data_dir, task)
+        source = resolve(eval_data, "dev", data_dir, task, choice=choice, limit=limit)
+        return dataclasses.replace(source, stream=stream) if is_any_dataset(source) else source
     if is_known(data):
         return resolve(data, DATASETS[data].dev_split, data_dir, task)
+    if _is_any(data):
+        return _any_dataset(data, "dev", choice, limit, choice.eval_split is not None, stream)
     return None
+
+
+def check_choice(data: str, eval_data: str | None, choice: DatasetChoice) -> DatasetChoice:
+    """``choice`` when --data (or --eval-data) is a dataset it can apply to; --data-config or a
+    split flag given with only files and known names is a mistake, said before anything is read."""
+    given = [name for name, value in vars(choice).items() if value is not None]
+    if not given or any(_is_any(d) for d in (data, eval_data) if d):
+        return choice
+    flags = ", ".join("--" + ("data-config" if n == "config" else n.replace("_", "-")) for n in given)
+    raise BertkitError(
+        f"{flags} applies only to a Hub dataset or a dataset directory, not to --data {data}"
+        + (" (a known dataset)" if is_known(data) else ""),
+        "drop it (a known dataset's splits are fixed; a file is one split)",
+    )
+
+
+def _is_any(data: str) -> bool:
+    path = Path(data).expanduser()
+    return not is_known(data) and not path.is_file() and hub_datasets.looks_like_dataset(data, path)
+
+
+def dataset_name(data: str) -> str | None:
+    """What a model records as the dataset it learned from, for `bertkit eval DIR`: a known name, a
+    Hub id, a dataset directory's absolute path; None for a file (its path is recorded instead)."""
+    if is_known(data) or not _is_any(data):
+        return data if is_known(data) else None
+    path = Path(data).expanduser()
+    return str(path.resolve()) if path.is_dir() else data
+
+
+def takes_split(data: str) -> bool:
+    """Whether ``data`` has splits to choose from (eval --split): a known name or any dataset."""
+    return is_known(data) or _is_any(data)

@@ -21,8 +21,9 @@ def export_onnx(
     samples: int = PARITY_SAMPLES,
     batch_size: int = 32,
     threads: int | None = None,
+    dataset=None,  # --data's config and splits, where it is a Hub dataset (data.hub_datasets.DatasetChoice)
 ) -> dict:
-    report = export_model(ONNX, model_dir, int8, data, samples, batch_size, threads)
+    report = export_model(ONNX, model_dir, int8, data, samples, batch_size, threads, dataset)
     report["opset"] = OPSET
     return report
 

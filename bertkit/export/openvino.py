@@ -25,8 +25,9 @@ def export_openvino(
     samples: int = PARITY_SAMPLES,
     batch_size: int = 32,
     threads: int | None = None,
+    dataset=None,  # --data's config and splits, where it is a Hub dataset (data.hub_datasets.DatasetChoice)
 ) -> dict:
-    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size, threads)
+    return export_model(OPENVINO, model_dir, int8, data, samples, batch_size, threads, dataset)
 
 
 def _write(model, adapter, tokenizer, staging: Path) -> None:

@@ -51,6 +51,7 @@ def export_model(
     samples: int = PARITY_SAMPLES,
     batch_size: int = 32,
     threads: int | None = None,
+    dataset=None,
 ) -> dict:
     """Write ``fmt``'s files of ``model_dir`` (fp32, and int8 with ``int8``) and measure each against
     torch on the same evaluation examples; the report is returned and stored beside the files, with
@@ -65,7 +66,7 @@ def export_model(
     _check_exportable(meta, model_dir, fmt.name)
     target = Path(model_dir) / fmt.name
     _check_replaceable(target, fmt)
-    adapter, source, examples = _parity_examples(meta, data, samples, fmt.name)
+    adapter, source, examples = _parity_examples(meta, data, samples, fmt.name, dataset)
     made_from = fingerprint(model_dir)  # before loading: the files these weights come from
     engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", threads, meta=meta)
     parity = Parity(
@@ -101,17 +102,22 @@ def _check_request(fmt: Format, samples: int) -> None:
         raise BertkitError(f"--samples must be >= 1, got {samples}", "give how many examples parity runs on")
 
 
-def _parity_examples(meta: dict, data: str | None, samples: int, name: str) -> tuple:
+def _parity_examples(meta: dict, data: str | None, samples: int, name: str, dataset=None) -> tuple:
     """(task, source, examples): the first ``samples`` of ``data``, else of what training evaluated on."""
     from bertkit.data import registry
+    from bertkit.data.hub_datasets import DatasetChoice
     from bertkit.tasks import task_from_state
     from bertkit.tasks.base import EVAL
 
     adapter = task_from_state(meta["task"])
+    choice = dataset or DatasetChoice()
+    if data is None and not choice.given():  # what training evaluated on: its dataset's config and splits too
+        choice = DatasetChoice.of(meta.get("config") or {})
     data = data or recorded_eval_data(meta)
+    registry.check_choice(data, None, choice)
     split = registry.DATASETS[data].dev_split if registry.is_known(data) else "dev"
     data_dir = None if registry.data_dir() else meta.get("data", {}).get("data_dir")  # where training found it
-    source = registry.resolve(data, split, data_dir, adapter.name, command=f"export {name}")
+    source = registry.resolve(data, split, data_dir, adapter.name, f"export {name}", choice, limit=samples)
     examples = adapter.read(source, EVAL)[:samples]
     adapter.check_eval_examples(examples, source)  # label ids read as the model's labels, unseen ones refused
     return adapter, source, examples

@@ -8,7 +8,7 @@ message exist once. Nothing here imports torch: the CLI reads these modules to b
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from bertkit.errors import BertkitError
 
@@ -60,6 +60,23 @@ MAX_LENGTHS = {  # None: the command picks (the task's default; the probe's 128)
     "inspect attention": (128, TRUNCATED),
     "inspect tokens": (512, TRUNCATED),
 }
+
+
+@dataclass
+class DatasetOptions:
+    """Which config and splits of a `datasets` dataset --data names (a Hub id, a directory in the
+    Hub's layout or written by save_to_disk): every command that reads --data takes them."""
+
+    data_config: str | None = option(
+        None, "Config (subset) of a Hub dataset given as --data; default: its only or default one.", DATA_PANEL
+    )
+    train_split: str | None = option(None, "Split of a Hub dataset to train on; default train.", DATA_PANEL)
+    eval_split: str | None = option(
+        None, "Split of a Hub dataset to evaluate on; default validation, else dev, else test.", DATA_PANEL
+    )
+    test_split: str | None = option(
+        None, "Split of a Hub dataset that is its test split (eval --split test); default test.", DATA_PANEL
+    )
 
 
 def batch_size_option(family: str, panel: str = INFERENCE_PANEL):

@@ -70,7 +70,9 @@ class EvalOptions:
         DATA_PANEL,
     )
     split: str | None = option(
-        None, "Split of a known dataset: train, dev (default), test (mnli: dev_mismatched too).", DATA_PANEL
+        None,
+        "Split: train, dev (default), test (mnli: dev_mismatched too; a Hub dataset: its own split names too).",
+        DATA_PANEL,
     )
     max_eval_samples: int | None = option(None, "Use only the first N examples.", DATA_PANEL)
     output: str | None = option(

@@ -22,6 +22,7 @@ from bertkit.options.base import (
     OUTPUT_PANEL,
     REQUIRED,
     TRAINING_PANEL,
+    DatasetOptions,
     batch_size_option,
     check_at_least,
     check_batch_size,
@@ -36,8 +37,9 @@ from bertkit.options.base import (
 
 
 @dataclass
-class TrainConfig:
-    """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3)."""
+class TrainConfig(DatasetOptions):
+    """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3); and,
+    as ``max_train_samples``, which data it reads (DatasetOptions: a Hub dataset's config, splits)."""
 
     epochs: float = option(3.0, "Training epochs (fractions allowed).")
     lr: float = option(2e-5, "Peak learning rate (BERT paper: 2e-5 .. 5e-5).")
@@ -135,8 +137,15 @@ class TrainConfig:
 class RunOptions:
     """What a training command reads and writes, besides its hyperparameters."""
 
-    data: str = option(REQUIRED, "A known dataset name (see `bertkit datasets`) or a file path.", DATA_PANEL)
-    eval_data: str | None = option(None, "Evaluation data; default: the known dataset's dev split.", DATA_PANEL)
+    data: str = option(
+        REQUIRED,
+        "A known dataset name (see `bertkit datasets`), a file, a Hub dataset id (imdb, owner/name) or a "
+        "dataset directory (save_to_disk, or the Hub's layout).",
+        DATA_PANEL,
+    )
+    eval_data: str | None = option(
+        None, "Evaluation data; default: the known dataset's dev split, a Hub dataset's --eval-split.", DATA_PANEL
+    )
     data_dir: str | None = option(
         None,
         "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR, "

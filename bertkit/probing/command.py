@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.data import registry
+from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 from bertkit.model_dir import (
     PROBE_HEAD_FILE,
@@ -79,6 +80,7 @@ class ProbeArgs:
     overwrite: bool
     task_options: dict | None
     threads: int | None = None
+    dataset: DatasetChoice | None = None  # a Hub dataset's config and splits
 
 
 @dataclass
@@ -139,6 +141,7 @@ def probe(
     overwrite: bool = False,
     task_options: dict | None = None,
     threads: int | None = None,
+    dataset: DatasetChoice | None = None,
 ) -> ProbeResult:
     """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
     args = ProbeArgs(
@@ -159,6 +162,7 @@ def probe(
         overwrite,
         task_options,
         threads,
+        dataset,
     )
     untrained, spec, output_path = check(args)
     read_data = read(args, untrained, output_path)
@@ -196,8 +200,10 @@ def check(args: ProbeArgs):
 
 def read(args: ProbeArgs, adapter, output_path: Path) -> ProbeData:
     """The training and eval examples, checked, and the task with the labels of the training rows."""
-    train_source = registry.resolve(args.data, "train", args.data_dir, args.task)
-    eval_source = registry.eval_source(args.data, args.eval_data, args.data_dir, args.task)
+    choice = registry.check_choice(args.data, args.eval_data, args.dataset or DatasetChoice())
+    limits = args.max_train_samples, args.max_eval_samples  # a Hub dataset's rows past them are not read
+    train_source = registry.resolve(args.data, "train", args.data_dir, args.task, choice=choice, limit=limits[0])
+    eval_source = registry.eval_source(args.data, args.eval_data, args.data_dir, args.task, choice, limits[1])
     check_inputs_kept(output_path, train_source, eval_source, args.model)
     train_examples = adapter.read(train_source, TRAIN)[: args.max_train_samples or None]
     adapter.check_probe_data(train_source, train_examples)
@@ -326,7 +332,7 @@ def meta_of(args: ProbeArgs, adapter, read_data: ProbeData, head: Head, result: 
         read_data.eval_source,
         len(read_data.train_examples),
         len(read_data.eval_examples),
-        name=args.data if registry.is_known(args.data) else None,
+        name=registry.dataset_name(args.data),
         data_dir=registry.data_dir(args.data_dir),
     )
     config = {

@@ -72,7 +72,7 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
         summary.append(f"Labels: {', '.join(f'`{label}`' for label in labels)}.")
     for warning in meta.get("warnings") or ():  # a degenerate model: the first thing a reader sees
         summary.append(f"**Warning:** {warning['text'].removeprefix('warning: ')}")
-    trained_on = data.get("name") or source_name(data.get("train"))
+    trained_on = source_name(data.get("name")) or source_name(data.get("train"))
     intended = (
         f"{text.title or 'Prediction'} of English text like its training data"
         + (f" ({trained_on})" if trained_on else "")
@@ -123,7 +123,7 @@ def card_text(meta: dict, model_name: str) -> tuple[CardText, dict]:
 def front_matter(meta: dict, model_name: str, text: CardText, metrics: dict) -> str:
     task, data = meta["task"]["task"], meta.get("data") or {}
     base = base_model_id(meta.get("base_model"))
-    dataset_id, dataset_config = _dataset(data.get("name"))
+    dataset_id, dataset_config = _dataset(data.get("name"), (meta.get("config") or {}).get("data_config"))
     yaml = ["library_name: transformers"]
     if text.hub_task and text.pipeline:
         yaml.append(f"pipeline_tag: {text.hub_task}")
@@ -142,11 +142,12 @@ def front_matter(meta: dict, model_name: str, text: CardText, metrics: dict) -> 
             f"      type: {_quote(text.hub_task or task)}",
             f"      name: {_quote(text.title or task)}",
             "    dataset:",
-            f"      name: {_quote(data.get('name') or public_name(data.get('eval') or 'eval data'))}",
+            f"      name: {_quote(public_name(data.get('name') or data.get('eval') or 'eval data'))}",
             f"      type: {_quote(dataset_id or 'custom')}",
         ]
         if dataset_config:
-            yaml += [f"      config: {dataset_config}", "      split: validation"]
+            split = re.search(r" split (\S+)$", data.get("eval") or "")  # any dataset's: as recorded
+            yaml += [f"      config: {dataset_config}", f"      split: {split.group(1) if split else 'validation'}"]
         yaml.append("    metrics:")
         for name, value in metrics.items():
             yaml += [f"    - type: {name}", f"      value: {round(float(value), 4)}", f"      name: {name}"]
@@ -208,6 +209,8 @@ def _dataset_source(description: str | None, dataset: str | None) -> str | None:
     copy), a file by its name, anything else (a Hub split, held-out documents) as recorded."""
     if not description:
         return None
+    if dataset and _is_local_path(dataset):  # a dataset directory: its name, not where it lies
+        return description.replace(dataset, Path(dataset).name)
     if dataset and _is_local_path(description):
         return f"{dataset} ({Path(description).name})"
     return public_name(description)
@@ -233,13 +236,17 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def _dataset(name: str | None) -> tuple[str | None, str | None]:
+def _dataset(name: str | None, config: str | None = None) -> tuple[str | None, str | None]:
+    """(Hub id, config) of the training dataset: a known name's, or a Hub id given as --data (a
+    local dataset directory has none)."""
     if not name:
         return None, None
     from bertkit.data.registry import DATASETS
 
     spec = DATASETS.get(name)
-    return (spec.hub_id, spec.hub_config) if spec else (None, None)
+    if spec:
+        return spec.hub_id, spec.hub_config
+    return (None, None) if _is_local_path(name) else (name, config)
 
 
 def _quote(text: str) -> str:

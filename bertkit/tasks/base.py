@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from bertkit.data import readers
-from bertkit.data.registry import Source, load_hub_records
+from bertkit.data.registry import Source, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks.learned import Examples, Features, Learned, seen_in  # noqa: F401 (the tasks' names)
 from bertkit.tasks.training_spec import TrainingSpec
@@ -108,7 +108,7 @@ class Task(ABC):
         """Examples from a Source (an ``Examples`` list where reading saw something ``fit`` needs);
         subclasses override for formats other than plain records. Reading never changes the task."""
         if source.path is None:
-            return self.from_records(load_hub_records(source), source, purpose, hub=True)
+            return read_hub(source, self.from_records, purpose)
         layout = source.spec.file_layout() if source.spec else {}
         delimiter = readers.check_delimiter(self.options.get("delimiter"))  # --delimiter, where a task offers it
         return self.from_records(readers.read_records(source.path, **layout, delimiter=delimiter), source, purpose)

@@ -22,9 +22,14 @@ from bertkit.tasks.annotated import (
     with_notices,
 )
 from bertkit.tasks.base import PREDICT, TRAIN, Examples, Learned, Task, TaskOption, require_nonempty, seen_in
+from bertkit.tasks.classification_rows import (
+    label_columns,
+    refuse_joined_labels,
+    refuse_second_texts,
+    without_unlabelled,
+)
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
-from bertkit.tasks.multi_label import joined_labels, label_column_names
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -131,7 +136,7 @@ class SingleSentenceTask(Task):
         spec_columns = (spec.hub_columns if hub else spec.columns) if spec else {}
         columns = list(records[0].keys())
         chosen = self._columns(columns, spec_columns, source.description, purpose)
-        label_names = spec.label_names if spec else None
+        label_names = spec.labels_of(chosen.get("label")) if spec else None  # a ClassLabel column's names
         kind, seen = self.kind, {}
         if purpose == TRAIN:  # a known dataset's ids and kind win over any guessing (fit)
             kind = self._training_kind(spec, records, chosen.get("label"))
@@ -142,7 +147,8 @@ class SingleSentenceTask(Task):
                 "columns": {f"{field}_column": column for field, column in chosen.items() if isinstance(column, str)},
             }
         if len(self.text_fields) == 1 and chosen["text"] == "text":
-            _refuse_second_texts(records, source.description)
+            refuse_second_texts(records, source.description)
+        records, seen = without_unlabelled(records, spec, chosen.get("label"), source.description, seen)
         examples = []
         for row, record in enumerate(records, 1):
             example = {
@@ -169,7 +175,7 @@ class SingleSentenceTask(Task):
         if name is None and (self.options.get("label_columns") or listed):
             name = LIST_KIND
         if name is None and isinstance(label_column, str):
-            _refuse_joined_labels([r.get(label_column) for r in records])
+            refuse_joined_labels([r.get(label_column) for r in records])
         name = name or DEFAULT_KIND
         kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
         check_loss_options(self.options, has_classes=kind.names_outputs)
@@ -208,7 +214,7 @@ class SingleSentenceTask(Task):
             chosen["text_pair"] = choose("text_pair", candidates, "second text", "--text-pair-column")
         if purpose != PREDICT:
             if self.options.get("label_columns"):
-                chosen["label"] = _label_columns(self.options["label_columns"], columns, source)
+                chosen["label"] = label_columns(self.options["label_columns"], columns, source)
             else:
                 chosen["label"] = choose("label", LABEL_CANDIDATES, "label", "--label-column")
         return chosen
@@ -351,41 +357,3 @@ class SentencePairTask(SingleSentenceTask):
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
     )
-
-
-def _label_columns(value: str, columns: list, source: str) -> list:
-    wanted = label_column_names(value)
-    missing = [c for c in wanted if c not in columns]
-    if missing or len(wanted) < 2:
-        raise BertkitError(
-            f"{source}: --label-columns {value!r}: "
-            + (f"no column {missing[0]!r}" if missing else "name at least two 0/1 columns"),
-            f"columns found: {', '.join(columns)}",
-        )
-    return wanted
-
-
-def _refuse_joined_labels(values: list) -> None:
-    """Labels like ``1,2`` with no --problem-type: single-label would make ``0,2`` a class of its own."""
-    joined = joined_labels(values)
-    if joined:
-        shown = ", ".join(repr(label) for label in joined[:3]) + (", ..." if len(joined) > 3 else "")
-        raise BertkitError(
-            f"{len(joined)} label value(s) look like several labels joined in one field ({shown}); read as "
-            "single-label, each would be a class of its own",
-            "add --problem-type multi-label to read them as label sets, or --problem-type single-label "
-            "to keep them as classes",
-        )
-
-
-def _refuse_second_texts(records: list[dict], source: str) -> None:
-    """A single-text model would silently ignore a second text (what follows a TAB in .txt)."""
-    rows = [n for n, record in enumerate(records, 1) if str(record.get("text_pair") or "").strip()]
-    if rows:
-        where = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
-        raise BertkitError(
-            f"{source}: {len(rows)} row(s) have a second text after a TAB (rows {where}), which a "
-            "single-text (cls) model would ignore",
-            "remove or replace the TABs to classify the whole line, or use a pair model "
-            "(bertkit finetune pair) for two texts",
-        )

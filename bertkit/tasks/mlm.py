@@ -24,7 +24,7 @@ import random
 import numpy as np
 
 from bertkit.data import readers
-from bertkit.data.registry import Source
+from bertkit.data.registry import Source, is_any_dataset, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import PREDICT, Task, TaskOption
@@ -87,6 +87,8 @@ class MaskedLMTask(Task):
     def read(self, source: Source, purpose: str) -> list[dict]:
         if purpose == PREDICT:
             raise _no_predict()
+        if source.path is None and is_any_dataset(source):  # a Hub id or a dataset directory: its text rows
+            return read_hub(source, self.from_records, purpose)
         if source.path is None:
             raise BertkitError(f"{source.description}: masked-LM pre-training reads local text files", FORMAT_HINT)
         text = readers.read_text(source.path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from bertkit.data.registry import load_hub_records
+from bertkit.data.registry import is_any_dataset, load_hub_records, read_hub
 from bertkit.data.squad import bad_start_error, read_squad_records, to_examples
 from bertkit.decoding.spans import decode_best_batched, decode_question
 from bertkit.errors import BertkitError
@@ -121,6 +121,8 @@ class QuestionAnsweringTask(Task):
     def read(self, source, purpose):
         if source.path is not None:
             return self.from_records(read_squad_records(source.path), source, purpose)
+        if is_any_dataset(source):  # a Hub id or a dataset directory: its own errors say it all
+            return read_hub(source, self.from_records, purpose)
         try:
             records = load_hub_records(source)
         except BertkitError as exc:

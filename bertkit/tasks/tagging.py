@@ -25,7 +25,7 @@ import numpy as np
 
 from bertkit.data import readers
 from bertkit.data.conll import read_conll, read_tagged_records
-from bertkit.data.registry import Source, load_hub_records
+from bertkit.data.registry import Source, read_hub
 from bertkit.decoding.tags import (
     detect_scheme,
     entity_spans,
@@ -135,7 +135,7 @@ class TaggingTask(Task):
     # --- reading -------------------------------------------------------------------------
     def read(self, source: Source, purpose: str) -> list[dict]:
         if source.path is None:
-            return self.from_records(load_hub_records(source), source, purpose, hub=True)
+            return read_hub(source, self.from_records, purpose)
         path, where = source.path, source.description
         text = readers.read_text(path)
         suffix = path.suffix.lower()
@@ -179,7 +179,8 @@ class TaggingTask(Task):
         where = source.description
         fields = set(records[0]) if records else set()
         if "tokens" in fields:
-            label_names = list(source.spec.label_names) if source.spec and source.spec.label_names else None
+            names = source.spec.labels_of("tags" if "tags" in fields else "ner_tags") if source.spec else None
+            label_names = list(names) if names else None
             examples = read_tagged_records(records, where, label_names, require_tags=purpose != PREDICT)
             return examples if purpose == PREDICT else self._gold(examples, where)
         if fields & QA_FIELDS:
