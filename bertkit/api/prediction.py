@@ -50,6 +50,7 @@ class Predictor:
             from bertkit.export.runtime import fastest_backend
 
             backend, self.backend_reason = fastest_backend(model_dir)
+            # the words of the runtime line (cli.common.runtime_line), so the CLI says it once
             notice("runtime", f"--backend auto: {backend}: {self.backend_reason}", backend=backend)
         check_batch_size(batch_size, "bertkit predict")
         self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size

@@ -15,7 +15,11 @@ def runtime_line(runtime: dict) -> str:
     """e.g. `precision: bf16 (auto: CPU has avx512_bf16), 2 threads`, plus a busy-machine notice."""
     if not runtime:
         return ""
-    chosen = f"--backend auto: {runtime['backend_reason']}\n" if runtime.get("backend_reason") else ""
+    chosen = (  # the words bertkit.api.prediction says when it chooses
+        f"--backend auto: {runtime.get('backend', 'torch')}: {runtime['backend_reason']}\n"
+        if runtime.get("backend_reason")
+        else ""
+    )
     if "backend" in runtime:  # an exported backend: its runtime chose the precision
         return chosen + f"backend: {runtime['backend']} ({runtime['precision']})"
     from bertkit.engine.runtime_text import precision_text

@@ -15,6 +15,7 @@ def serve(model_dir: str, **values):
     options = chosen(values, ServeOptions).validate("bertkit serve")
     require("fastapi", "uvicorn", extra="serve")
     from bertkit.api.prediction import Predictor
+    from bertkit.events import notice
     from bertkit.serving.app import check_address
     from bertkit.serving.app import serve as run_server
 
@@ -22,8 +23,8 @@ def serve(model_dir: str, **values):
     predictor = Predictor(
         model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True, threads=options.threads
     ).load()
-    if predictor.backend_reason:  # what auto chose and why, a stale or damaged export passed over included
-        typer.echo(f"--backend auto: {predictor.backend}: {predictor.backend_reason}", err=True)
+    # the work begins: what was decided (auto's backend and why, precision, threads, a busy machine) is said now
+    notice("start", "", work="serve")
     run_server(
         predictor,
         options.host,

@@ -251,7 +251,7 @@ def test_predict_says_what_auto_chose_and_why(cls_dir, run_cli, tmp_path):
     (tmp_path / "in.txt").write_text("a great film\n")
     code, stdout, stderr = run_cli("predict", model, "--input", tmp_path / "in.txt", "--backend", "auto")
     assert code == 0, stderr
-    assert "--backend auto: nothing exported\nprecision: " in stderr and len(stdout.splitlines()) == 1
+    assert "--backend auto: torch: nothing exported\nprecision: " in stderr and len(stdout.splitlines()) == 1
 
 
 def test_weights_changed_under_an_openvino_export(cls_dir, run_cli, tmp_path):

@@ -204,6 +204,16 @@ def test_every_request_is_one_log_line_and_a_disconnect_is_no_traceback(served):
     assert any('"POST /predict" 200 rows=1' in line and line.rstrip().endswith("ms") for line in console.splitlines())
 
 
+def test_what_serve_decided_is_said_before_it_serves(served):
+    """The backend auto chose, the precision and the threads are on the console when the server says
+    it is ready, not when it stops (a server's output is a log: nothing is said after the work)."""
+    _, _, log = served
+    lines = log.read_text().splitlines()
+    ready = next(i for i, line in enumerate(lines) if line.startswith("serving "))
+    before = "\n".join(lines[:ready])
+    assert "--backend auto: torch: nothing exported" in before and "precision: " in before, lines[: ready + 1]
+
+
 def test_ids_are_given_back_as_bertkit_predict_does(server, cls_model, tmp_path):
     rows = [{"id": "r1", "text": "a good film"}, {"text": "a bad film"}, {"id": 7, "text": "fine"}]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
