@@ -61,12 +61,19 @@ def test_a_checkpoint_that_does_not_fit_leaves_no_tmp(tiny_bert, tmp_path, small
     assert not (disk / "model").exists() and not (disk / "model.checkpoints").exists(), list(disk.iterdir())
 
 
-def test_embed_on_a_full_disk_is_one_line_and_leaves_nothing(tiny_bert, tmp_path, small_disk, run_cli):
+def test_embed_on_a_full_disk_is_one_line_and_keeps_only_what_resumes(tiny_bert, tmp_path, small_disk, run_cli):
+    """The first chunk is small (the first answer in seconds), so the disk fills after some rows are
+    done: they are kept in the hidden work directory (hours of work are not thrown away because the
+    disk filled), the line says how to go on, and no output file or temporary file is left."""
     (tmp_path / "in.txt").write_text("the film was good\n" * 2000)
     disk = small_disk(64)
     result = run_cli("embed", tiny_bert, "--input", tmp_path / "in.txt", "--output", disk / "vectors.npy")
     _one_error_line(result, "no space left on device")
-    assert list(disk.iterdir()) == []
+    left = list(disk.iterdir())
+    if left:  # rows were done before the disk filled
+        assert [p.name for p in left] == [".vectors.npy.bertkit-partial"], left
+        assert "rows done are kept in" in result[2] and "rerun with --resume" in result[2]
+        assert not list(left[0].glob("*.tmp")) and not list(left[0].glob(".*.tmp"))
 
 
 def test_embed_into_a_read_only_directory_fails_before_the_work(tiny_bert, tmp_path, read_only, run_cli):

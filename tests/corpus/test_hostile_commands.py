@@ -398,6 +398,34 @@ CASES = [
         "export-not-a-model-dir", lambda c: ["export", "onnx", c.file("d/x.txt", "x").parent], ("not a bertkit model",)
     ),
     Case("export-meta-empty-object", lambda c: ["export", "onnx", with_meta(c, "{}")], ("bertkit.json",)),
+    Case(
+        "select-n-zero",
+        lambda c: [
+            "select",
+            c.trained("cls"),
+            "--input",
+            c.file("pool.txt", "the film was good\n"),
+            "--n",
+            "0",
+            "--output",
+            c.tmp / "s.json",
+        ],
+        ("--n must be >= 1, got 0",),
+    ),
+    Case(
+        "select-output-is-the-pool",  # the pool would be replaced by the rows chosen from it
+        lambda c: [
+            "select",
+            c.trained("cls"),
+            "--input",
+            c.file("pool.jsonl", '{"text": "the film was good"}\n'),
+            "--n",
+            "1",
+            "--output",
+            c.tmp / "pool.jsonl",
+        ],
+        ("pool.jsonl",),
+    ),
     Case("export-samples-zero", lambda c: ["export", "onnx", c.trained("cls"), "--samples", "0"], ("--samples",)),
     Case(
         "export-user-file-in-onnx-dir",
