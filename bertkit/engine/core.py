@@ -20,7 +20,13 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
-from accelerate.utils import GradientAccumulationPlugin, get_int_from_env, is_torch_xla_available, set_seed
+from accelerate.utils import (
+    GradientAccumulationPlugin,
+    get_int_from_env,
+    is_torch_xla_available,
+    parse_flag_from_env,
+    set_seed,
+)
 
 from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
@@ -300,6 +306,8 @@ class Engine:
 def _launched_on_cpu() -> bool:
     """Several processes (torchrun, mpirun) on a machine without an accelerator: Accelerate uses
     gloo only when told ``cpu=True``; otherwise each process silently runs alone as rank 0 of 1."""
+    if parse_flag_from_env("ACCELERATE_USE_CPU"):  # asked for (accelerate launch --cpu): a GPU beside stays unused
+        return True  # (Accelerate's own helpers read the flag too, and refuse a state made on the GPU)
     world = get_int_from_env(list(WORLD_SIZE_ENV), 1)
     return world > 1 and not torch.accelerator.is_available() and not is_torch_xla_available()
 

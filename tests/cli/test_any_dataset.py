@@ -5,6 +5,7 @@ through the CLI, with the label names taken from the ClassLabel features. Nothin
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -16,6 +17,11 @@ SENTIMENT = ["positive", "negative"]
 PAIRS = ["different", "same"]
 TAGS = ["O", "B-PER", "I-PER", "B-LOC"]
 WORDS = [("good", 0), ("great", 0), ("bad", 1), ("awful", 1)]
+
+
+needs_optuna = pytest.mark.skipif(
+    importlib.util.find_spec("optuna") is None, reason="Optuna is not installed (pip install 'bertkit[tune]')"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -323,6 +329,7 @@ def test_pretrain_reads_the_text_of_a_dataset(tmp_path, run_cli, tiny_bert):
     assert "split train" in meta["data"]["train"] and "split validation" in meta["data"]["eval"]
 
 
+@needs_optuna
 def test_tune_and_seeds_take_a_dataset_config(tmp_path, run_cli, tiny_bert):
     """tune and --seeds need evaluation data: the chosen config's validation split is it, and the
     dataset flags reach every run (and config.yaml, which replays them)."""

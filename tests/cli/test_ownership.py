@@ -6,6 +6,7 @@ tests/corpus/test_hostile_round3_deletes.py.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -14,6 +15,10 @@ from hostile import snapshot
 from test_cli_classification import write_sentiment_split
 
 from bertkit.model_dir.ownership import MANIFEST
+
+needs_optuna = pytest.mark.skipif(
+    importlib.util.find_spec("optuna") is None, reason="Optuna is not installed (pip install 'bertkit[tune]')"
+)
 
 
 @pytest.fixture
@@ -117,6 +122,7 @@ def test_folds_overwrite_keeps_the_users_files(tmp_path, tiny_bert, run_cli, dat
     assert snapshot(tmp_path) == before
 
 
+@needs_optuna
 def test_tune_never_deletes_a_trial_directory_holding_the_users_files(tmp_path, tiny_bert, run_cli, data):
     root = tmp_path / "model.tune"
     (root / "trial-0").mkdir(parents=True)
@@ -157,6 +163,7 @@ def test_tune_refuses_a_shared_study_of_another_output_and_a_changed_range(tmp_p
     assert trials() == ["COMPLETE"] and snapshot(tmp_path) == {**before, str(space): space.read_bytes()}
 
 
+@needs_optuna
 def test_tune_with_the_users_file_beside_its_study(tmp_path, tiny_bert, run_cli, data):
     out = tmp_path / "model"
     code, _, stderr = run_cli(*tune(*data, tiny_bert, out, "--trials", 1))

@@ -187,7 +187,10 @@ def test_cli_auto_precision_printed_and_recorded(tmp_path, tiny_bert, run_cli, m
     monkeypatch.setattr(precision, "cpu_flags", lambda *a: {"avx2"})
     code, stdout, stderr = run_cli("eval", out)
     assert code == 0, stderr
-    assert "precision: fp32 (auto: CPU has neither avx512_bf16 nor amx_bf16" in stderr
+    if torch.cuda.is_available():  # the GPU decides there, whatever the CPU has
+        assert "precision: bf16 (auto: GPU has native bf16)" in stderr
+    else:
+        assert "precision: fp32 (auto: CPU has neither avx512_bf16 nor amx_bf16" in stderr
     code, stdout, stderr = run_cli("predict", out, "--input", dev, "--precision", "bf16")
     assert code == 0, stderr
     assert "precision: bf16 (asked for)" in stderr and len(stdout.splitlines()) == 16

@@ -96,4 +96,6 @@ def test_no_product_file_names_a_kind_but_its_own_module_and_the_registry():
     )
     naming = set(listed.stdout.split()) - own
     # the dataset registry says which kind a known dataset is: a fact about that data, not code of the kind
-    assert naming == {"bertkit/data/registry.py"}, naming
+    if listed.returncode not in (0, 1):  # a copy without its .git (a device machine's): git grep cannot say
+        pytest.skip(f"needs a git checkout: {listed.stderr.strip()[:80]}")
+    assert naming == {"bertkit/data/known_datasets.py"}, naming
