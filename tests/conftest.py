@@ -61,6 +61,7 @@ def run_cli(capsys, monkeypatch):
 
     def run(*args: str):
         monkeypatch.setattr(sys, "argv", ["bertkit", *map(str, args)])
+        capsys.readouterr()  # what this command prints, not what a fixture's training printed before it
         code = 0
         try:
             cli.main()

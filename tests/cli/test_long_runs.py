@@ -68,8 +68,8 @@ def start(args: list[str], processes: int = 1, kill_at: str | None = None) -> su
     if kill_at:
         env["BERTKIT_TEST_SIGNAL"] = kill_at
     launcher = [sys.executable]
-    if processes > 1:
-        env["ACCELERATE_USE_CPU"] = "true"
+    if processes > 1:  # CPU ranks (gloo), GPUs hidden: two ranks on one GPU is not what this checks
+        env["ACCELERATE_USE_CPU"], env["CUDA_VISIBLE_DEVICES"] = "true", ""
         launcher += [
             "-m",
             "accelerate.commands.launch",
