@@ -10,7 +10,7 @@ Each client loops until the time is up, sending (in a fixed random order) a good
 1-3 texts, or one of the hostile bodies below, or a body cut short by hanging up. Good requests
 must answer 200 with `bertkit predict`'s rows; hostile ones a 4xx with bertkit's error body;
 nothing may answer 500. The server's resident memory is sampled each second (first, peak, last).
-`tests/unit/test_serve_soak.py` runs it for 10 s; this runs it as long as asked.
+`tests/cli/test_serve_soak.py` runs it for 10 s; this runs it as long as asked.
 """
 
 from __future__ import annotations
