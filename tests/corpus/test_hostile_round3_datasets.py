@@ -124,6 +124,16 @@ CASES = [
         ("no split 'test'", "train, validation"),
     ),
     Case(
+        "test-split-missing",  # eval --split test reads the split --test-split names
+        lambda c: ["eval", c.trained("cls"), "--data", two_configs(c), "--split", "test", "--test-split", "exam"],
+        ("no split 'exam'", "--test-split"),
+    ),
+    Case(
+        "test-split-with-a-file",  # a file has no splits to name: the flag would be ignored
+        lambda c: ["eval", c.trained("cls"), "--data", c.file("e.csv", CLS_CSV), "--test-split", "test"],
+        ("--test-split",),
+    ),
+    Case(
         "saved-with-a-config",
         lambda c: train(c, saved(c), "--data-config", "main"),
         ("save_to_disk, which keeps no configs", "drop --data-config"),
