@@ -18,6 +18,7 @@ from bertkit.cli.options import (
     task_values,
 )
 from bertkit.options import DatasetOptions, EvalOptions, InferenceOptions, RunOptions
+from bertkit.options.retrieval import RetrievalOptions
 
 ABOUT = "Score a fine-tuned model; prints the metrics and writes them as JSON."
 
@@ -29,6 +30,7 @@ def _parameters(with_tasks: bool) -> list:
         + from_dataclass(RunOptions, only=("data_dir",))
         + from_dataclass(DatasetOptions)
         + from_dataclass(InferenceOptions)
+        + from_dataclass(RetrievalOptions)
     )
     return own + (from_registry("eval", taken=(p.name for p in own)) if with_tasks else [])
 
@@ -41,6 +43,9 @@ def _eval(model_dir: str, **values):
     run = chosen(values, InferenceOptions).validate("bertkit eval")
     options = chosen(values, EvalOptions).validate("bertkit eval")
     dataset = chosen(values, DatasetOptions)
+    retrieval = chosen(values, RetrievalOptions).validate("bertkit eval")
+    if retrieval_eval(model_dir, options, run, retrieval, task_options, dataset):
+        return
     report = api.evaluate(
         model_dir,
         options.data,
@@ -57,6 +62,24 @@ def _eval(model_dir: str, **values):
         dataset=DatasetChoice.of(dataset),
     )
     _show(report)
+
+
+def retrieval_eval(model_dir: str, options, run, retrieval, task_options: dict, dataset) -> bool:
+    """--data a BEIR directory: retrieval scored (True); else the retrieval flags are refused."""
+    from bertkit.cli.retrieval import evaluate_beir
+    from bertkit.data.beir import is_beir_dir
+    from bertkit.errors import BertkitError
+
+    if not is_beir_dir(options.data):
+        given = retrieval.given_without_beir()
+        if given:
+            raise BertkitError(
+                f"{', '.join(given)} apply only when --data is a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)",
+                f"drop {given[0]}, or pass --data with a BEIR directory",
+            )
+        return False
+    evaluate_beir(model_dir, options, run, retrieval, task_options, dataset)
+    return True
 
 
 def _show(report: dict) -> None:

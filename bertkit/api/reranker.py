@@ -1,0 +1,71 @@
+"""A cross-encoder loaded once to score (query, passage) pairs: `bertkit eval --rerank`.
+
+A reranker is a sequence-classification model with ONE output logit read on the pair as one input
+(``[CLS] query [SEP] passage [SEP]``), as sentence-transformers' CrossEncoder: a `finetune rerank`
+directory, a CrossEncoder checkpoint or any transformers checkpoint saved with ``num_labels=1``.
+It loads through bertkit's model loading (bertkit/models.py: the same checks as every model) and
+runs through the engine's one inference loop. Scores are the raw logits: CrossEncoder's sigmoid
+would not change the order, only squeeze far-apart scores into ties.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.options import INFERENCE_BATCH
+
+OUTPUT = "logits"
+MAX_LENGTH = 512  # CrossEncoder's usual; capped to the model's positions
+
+
+class Reranker:
+    def __init__(self, model: str, batch_size: int = INFERENCE_BATCH, precision: str = "auto", threads=None):
+        self.model, self.batch_size, self.precision, self.threads = model, batch_size, precision, threads
+        self.engine = self.network = self.tokenizer = self.config = None
+        self.max_length = MAX_LENGTH
+
+    def check(self) -> "Reranker":
+        """The config only (no weights): a one-logit sequence classifier, or one line saying what it is."""
+        if self.config is not None:
+            return self
+        reference = resolve_model(self.model)
+        config = load_config(reference, self.model)
+        labels = getattr(config, "num_labels", None)
+        classifier = any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
+        if labels != 1 or not classifier:
+            what = f"{', '.join(config.architectures)} with {labels} outputs" if config.architectures else "no head"
+            raise BertkitError(
+                f"--rerank {self.model} is not a reranker: it has {what}, where a reranker is a "
+                "sequence classifier with one output logit",
+                "give a `bertkit finetune rerank` directory or a cross-encoder checkpoint (num_labels 1)",
+            )
+        self.reference, self.config = reference, config
+        self.max_length = choose_max_length(None, MAX_LENGTH, config, self.model)
+        return self
+
+    def load(self) -> "Reranker":
+        if self.engine is not None:
+            return self
+        self.check()
+        self.tokenizer = load_tokenizer(self.reference, self.model, self.config)
+        from bertkit.engine import Engine  # heavy: torch + accelerate
+
+        self.engine = Engine(self.precision, threads=self.threads)
+        weights = load_model("AutoModelForSequenceClassification", self.reference, self.model, trained=True)
+        self.network = self.engine.prepare_model(weights)
+        return self
+
+    def scores(self, queries: list[str], passages: list[str]) -> np.ndarray:
+        """One float32 score per (query, passage), in order; the longer text is cut first to fit."""
+        self.load()
+        if not queries:
+            return np.zeros(0, dtype=np.float32)
+        encoded = self.tokenizer(queries, passages, truncation="longest_first", max_length=self.max_length)
+        names = [name for name in ("input_ids", "token_type_ids") if name in encoded]
+        features = [{name: encoded[name][i] for name in names} for i in range(len(queries))]
+        outputs = self.engine.infer(
+            self.network, features, self.batch_size, (OUTPUT,), False, self.tokenizer.pad_token_id, description="rerank"
+        )[OUTPUT]
+        return np.array([float(np.ravel(row)[0]) for row in outputs], dtype=np.float32)

@@ -1,0 +1,168 @@
+"""`bertkit eval MODEL --data BEIR_DIR`: dense retrieval scored as trec_eval scores it.
+
+The retriever is any model `bertkit embed` takes (pooled as embed pools). The queries are embedded
+once; the corpus is read and embedded ONCE, ``corpus_chunk`` passages at a time, each chunk's
+scores folded into a running top-k per query (bertkit.decoding.ranking), so memory holds the
+queries' vectors and (queries x k) scores, never the corpus's vectors nor the whole score matrix.
+``--rerank`` rescores each query's top ``rerank_top`` with a cross-encoder (bertkit.api.reranker);
+the run then holds those passages in the reranker's order (as BEIR's reranking does).
+
+Everything is checked before a model loads: the BEIR files against each other, the outputs (the
+metrics JSON and the run file ``run-<data>-<split>.trec`` beside it), the reranker's config.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.api.embedder import Embedder
+from bertkit.api.streaming import check_model_kept
+from bertkit.data.beir import Beir, corpus_rows, ranked, read_beir, run_lines, score_text
+from bertkit.errors import BertkitError
+from bertkit.events import notice
+from bertkit.metrics.retrieval import MAIN, retrieval_metrics
+from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file, write_json
+from bertkit.options import INFERENCE_BATCH
+from bertkit.options.retrieval import CORPUS_CHUNK, RETRIEVAL_MAX_LENGTH, RETRIEVED, RetrievalOptions
+
+RUN_TAG = "bertkit"
+
+
+def evaluate_retrieval(
+    model: str,
+    data: str,
+    split: str | None = None,
+    output: str | None = None,
+    rerank: str | None = None,
+    rerank_top: int = RETRIEVED,
+    similarity: str = "cosine",
+    max_length: int = RETRIEVAL_MAX_LENGTH,
+    corpus_chunk: int = CORPUS_CHUNK,
+    batch_size: int = INFERENCE_BATCH,
+    precision: str = "auto",
+    threads: int | None = None,
+) -> dict:
+    """Search the split's judged queries over the corpus, score the run, write the run file and the
+    metrics JSON; returns the report (``metrics``; with a reranker also ``retriever_metrics``)."""
+    RetrievalOptions(rerank, rerank_top, similarity, max_length, corpus_chunk).validate()
+    split = split or "test"
+    beir = read_beir(data, split)
+    target, run_file = _outputs(model, beir, output, rerank)
+    reranker = _reranker(rerank, batch_size, precision, threads)
+    embedder = Embedder(model, None, max_length, None, batch_size, False, precision, threads)
+    started = time.perf_counter()
+    retrieved = search(
+        embedder, list(beir.queries.values()), beir.corpus_path, max(RETRIEVED, rerank_top), similarity, corpus_chunk
+    )
+    searched = time.perf_counter()
+    run = as_run(beir, *retrieved)
+    report = {"model": str(model), "data": str(beir.directory), "split": split, "queries": len(beir.queries)}
+    report.update(corpus=len(beir.corpus_ids), similarity=similarity, notices=[])
+    if reranker is not None:
+        report["retriever_metrics"] = _measured(beir, run)
+        run = rerank_run(reranker, beir, run, rerank_top)
+        report["rerank"] = {"model": str(rerank), "top": rerank_top}
+    report["metrics"] = _measured(beir, run)
+    report["main_metric"] = MAIN
+    report["timings"] = {"search_seconds": round(searched - started, 3)}
+    report["timings"]["rerank_seconds"] = round(time.perf_counter() - searched, 3) if reranker else 0.0
+    report["runtime"] = embedder.engine.runtime(precision)
+    if embedder.engine.is_main_process:
+        with atomic_file(run_file) as handle:
+            handle.writelines(run_lines(run, RUN_TAG))
+        report["run_written_to"] = str(run_file)
+        write_json(target, report)
+    report["written_to"] = str(target)
+    return report
+
+
+def _outputs(model: str, beir: Beir, output: str | None, rerank: str | None) -> tuple[Path, Path]:
+    """The metrics JSON (``--output``, else ``eval-<data>-<split>.json`` in the model's directory)
+    and the run file beside it, both checked: writable, no input, no model file."""
+    name = f"{beir.directory.resolve().name}-{beir.split}"
+    if output is None and not Path(model).expanduser().is_dir():
+        raise BertkitError(f"{model} is not a local directory to write the scores into", "give --output FILE.json")
+    target = check_output_file(Path(output) if output else Path(model).expanduser() / f"eval-{name}.json")
+    run_file = check_output_file(target.with_name(f"run-{name}.trec"), "the run file")
+    if run_file == target:
+        raise BertkitError(f"--output {target} is the run file's name", "give --output another name")
+    inputs = [beir.directory / "corpus.jsonl", beir.directory / "queries.jsonl", beir.directory / "qrels"]
+    for written, flag in ((target, "--output"), (run_file, "the run file")):
+        check_inputs_kept(written, *inputs, flag=flag)
+        for used in filter(None, (model, rerank)):
+            check_model_kept(written, used, flag)
+    return target, run_file
+
+
+def _reranker(rerank: str | None, batch_size: int, precision: str, threads):
+    if rerank is None:
+        return None
+    from bertkit.api.reranker import Reranker
+
+    return Reranker(rerank, batch_size, precision, threads).check()  # its config, before any weights load
+
+
+def search(
+    embedder: Embedder, queries: list[str], corpus: Path, k: int, similarity: str, corpus_chunk: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, scores), each (queries, min(k, passages)), best first: the corpus read and
+    embedded once, ``corpus_chunk`` passages at a time."""
+    from bertkit.decoding.ranking import RunningTopK
+
+    cosine = similarity == "cosine"
+    query_vectors = _scaled(embedder.vectors(queries), cosine)
+    top = RunningTopK(len(queries), k)
+    for texts in _chunks((text for _, text in corpus_rows(corpus)), corpus_chunk):
+        passages = _scaled(embedder.vectors(texts), cosine)
+        top.add(query_vectors @ passages.T)
+        notice("progress", f"corpus: {top.seen} passages embedded and searched", passages=top.seen)
+    return top.result()
+
+
+def _scaled(vectors: np.ndarray, cosine: bool) -> np.ndarray:
+    if not cosine:
+        return vectors
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def _chunks(items, size: int):
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def as_run(beir: Beir, positions: np.ndarray, scores: np.ndarray) -> dict[str, dict[str, float]]:
+    """query id -> passage id -> score as the run file spells it (so the file ranks as scored)."""
+    return {
+        query: {beir.corpus_ids[p]: float(score_text(s)) for p, s in zip(positions[row], scores[row])}
+        for row, query in enumerate(beir.queries)
+    }
+
+
+def rerank_run(reranker, beir: Beir, run: dict, top: int) -> dict[str, dict[str, float]]:
+    """Each query's first ``top`` passages rescored by the reranker (the rest dropped)."""
+    kept = {query: [p for p, _ in ranked(scores)[:top]] for query, scores in run.items()}
+    wanted = {p for passages in kept.values() for p in passages}
+    texts = {pid: text for pid, text in corpus_rows(beir.corpus_path) if pid in wanted}  # a second, cheap pass
+    pairs = [(query, pid) for query, passages in kept.items() for pid in passages]
+    notice("progress", f"reranking {len(pairs)} (query, passage) pairs with {reranker.model}")
+    scores = reranker.scores([beir.queries[q] for q, _ in pairs], [texts[p] for _, p in pairs])
+    reranked: dict[str, dict[str, float]] = {query: {} for query in kept}
+    for (query, pid), score in zip(pairs, scores):
+        reranked[query][pid] = float(score_text(score))
+    return reranked
+
+
+def _measured(beir: Beir, run: dict) -> dict:
+    return {
+        k: round(v, 6)
+        for k, v in retrieval_metrics(beir.qrels, {q: [p for p, _ in ranked(s)] for q, s in run.items()}).items()
+    }

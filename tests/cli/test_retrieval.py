@@ -1,0 +1,111 @@
+"""Retrieval end to end on the tiny random BERT: `eval --data BEIR_DIR` writes a run file whose
+trec_eval scores are the ones it printed; the corpus streamed in chunks gives the search of the whole
+matrix; a one-logit cross-encoder reranks the top passages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PASSAGES = [
+    ("p0", "paris", "john lives in paris"),
+    ("p1", "berlin", "mary visited berlin"),
+    ("p2", "", "the film was good"),
+    ("p3", "", "the plot was bad"),
+    ("p4", "london", "he works in london"),
+    ("p5", "", "the acting was awful"),
+    ("p6", "google", "google is a company"),
+]
+QUERIES = {"q1": "who lives in paris", "q2": "what did mary visit", "q3": "was the film good", "q4": "what is google"}
+QRELS = [("q1", "p0", 1), ("q2", "p1", 2), ("q2", "p4", 1), ("q3", "p2", 1), ("q4", "p6", 1), ("q4", "p9", 0)]
+
+
+def write_beir(root: Path, qrels=QRELS, passages=PASSAGES + [("p9", "", "the story was fine")]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in passages)
+    )
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
+    )
+    return root
+
+
+def build_reranker(directory: Path, tiny: Path) -> Path:
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(tiny, num_labels=1)
+    torch.manual_seed(1)
+    BertForSequenceClassification(config).save_pretrained(directory)
+    AutoTokenizer.from_pretrained(tiny).save_pretrained(directory)
+    return directory
+
+
+def test_eval_on_a_beir_directory_writes_a_run_trec_eval_scores_alike(tmp_path, tiny_bert, run_cli):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    beir = write_beir(tmp_path / "mini")
+    code, out, err = run_cli("eval", tiny_bert, "--data", beir, "--output", tmp_path / "scores.json")
+    assert code == 0, err
+    report = json.loads((tmp_path / "scores.json").read_text())
+    run_file = tmp_path / "run-mini-test.trec"
+    assert report["run_written_to"] == str(run_file) and "ndcg@10" in out and str(run_file) in out
+    lines = run_file.read_text().splitlines()
+    assert len(lines) == 4 * len(PASSAGES + [None])  # every query ranks the whole (small) corpus
+    run: dict = {}
+    for line in lines:
+        query, _, passage, _, score, _ = line.split()
+        run.setdefault(query, {})[passage] = float(score)
+    qrels: dict = {}
+    for query, passage, grade in QRELS:
+        qrels.setdefault(query, {})[passage] = grade
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1"}).evaluate(run)
+    assert report["metrics"]["ndcg@10"] == pytest.approx(np.mean([t["ndcg_cut_10"] for t in theirs.values()]), abs=1e-6)
+    assert report["metrics"]["recall@1"] == pytest.approx(np.mean([t["recall_1"] for t in theirs.values()]), abs=1e-6)
+    assert report["queries"] == 4 and report["corpus"] == 8
+
+
+def test_the_corpus_streamed_in_chunks_equals_the_whole_matrix(tmp_path, tiny_bert):
+    from bertkit.api.embedder import Embedder
+    from bertkit.api.retrieval import search
+    from bertkit.data.beir import corpus_rows
+    from bertkit.decoding.ranking import top_k_of_matrix
+
+    beir = write_beir(tmp_path / "mini")
+    embedder = Embedder(str(tiny_bert), precision="no")
+    queries = list(QUERIES.values())
+    streamed = search(embedder, queries, beir / "corpus.jsonl", 5, "dot", corpus_chunk=2)
+    texts = [text for _, text in corpus_rows(beir / "corpus.jsonl")]
+    whole = embedder.vectors(queries) @ embedder.vectors(texts).T
+    positions, scores = top_k_of_matrix(whole, 5)
+    np.testing.assert_array_equal(streamed[0], positions)
+    np.testing.assert_allclose(streamed[1], scores, rtol=1e-5, atol=1e-6)
+
+
+def test_a_one_logit_cross_encoder_reranks_the_top_passages(tmp_path, tiny_bert, run_cli):
+    from bertkit.api.reranker import Reranker
+
+    beir = write_beir(tmp_path / "mini")
+    reranker = build_reranker(tmp_path / "reranker", tiny_bert)
+    output = tmp_path / "scores.json"
+    code, out, err = run_cli(
+        *("eval", tiny_bert, "--data", beir, "--output", output),
+        *("--rerank", reranker, "--rerank-top", 3, "--precision", "no"),
+    )
+    assert code == 0, err
+    report = json.loads(output.read_text())
+    assert report["rerank"] == {"model": str(reranker), "top": 3} and "retriever_metrics" in report
+    assert "reranked (top 3)" in out
+    lines = (tmp_path / "run-mini-test.trec").read_text().splitlines()
+    assert len(lines) == 4 * 3
+    # the run's scores are the reranker's own on (query, passage)
+    query, _, passage, _, score, _ = lines[0].split()
+    text = dict((i, " ".join(p for p in (t, x) if p)) for i, t, x in PASSAGES)[passage]
+    assert float(score) == pytest.approx(
+        float(Reranker(str(reranker), precision="no").scores([QUERIES[query]], [text])[0]), abs=1e-4
+    )
