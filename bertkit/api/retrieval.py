@@ -110,19 +110,24 @@ def search(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(positions, scores), each (queries, min(k, passages)), best first: the corpus read and
     embedded once, ``corpus_chunk`` passages at a time."""
+    cosine = similarity == "cosine"
+    return search_vectors(embedder, scaled(embedder.vectors(queries), cosine), corpus, k, cosine, corpus_chunk)
+
+
+def search_vectors(
+    embedder: Embedder, query_vectors: np.ndarray, corpus: Path, k: int, cosine: bool, corpus_chunk: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``search`` from the queries' vectors (already scaled for cosine)."""
     from bertkit.decoding.ranking import RunningTopK
 
-    cosine = similarity == "cosine"
-    query_vectors = _scaled(embedder.vectors(queries), cosine)
-    top = RunningTopK(len(queries), k)
+    top = RunningTopK(len(query_vectors), k)
     for texts in _chunks((text for _, text in corpus_rows(corpus)), corpus_chunk):
-        passages = _scaled(embedder.vectors(texts), cosine)
-        top.add(query_vectors @ passages.T)
+        top.add(query_vectors @ scaled(embedder.vectors(texts), cosine).T)
         notice("progress", f"corpus: {top.seen} passages embedded and searched", passages=top.seen)
     return top.result()
 
 
-def _scaled(vectors: np.ndarray, cosine: bool) -> np.ndarray:
+def scaled(vectors: np.ndarray, cosine: bool) -> np.ndarray:
     if not cosine:
         return vectors
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
