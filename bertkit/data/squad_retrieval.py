@@ -39,9 +39,8 @@ def build(squad: dict, test_articles: int = TEST_ARTICLES, where: str = "the SQu
         raise BertkitError(f"{where} is not nested SQuAD JSON", 'expected {"data": [{"title", "paragraphs"}]}')
     if not 1 <= test_articles < len(articles):
         raise BertkitError(
-            f"--test-articles must be between 1 and {len(articles) - 1} ({len(articles)} articles), "
-            f"got {test_articles}",
-            f"e.g. --test-articles {min(TEST_ARTICLES, len(articles) - 1)}",
+            f"{test_articles} held-out articles asked of {where}, which has {len(articles)}",
+            f"hold out between 1 and {len(articles) - 1} articles, e.g. {min(TEST_ARTICLES, len(articles) - 1)}",
         )
     first_test = len(articles) - test_articles
     result = RetrievalSet([], [], {"train": [], "test": []}, [], {"train": first_test, "test": test_articles})
