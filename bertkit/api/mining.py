@@ -2,7 +2,7 @@
 
 For each (anchor, positive) pair the model ranks the corpus (embedded once, in chunks, as
 `eval --data BEIR_DIR` searches: bertkit.api.retrieval), and the negatives are taken from its top
-``top_k`` passages, best-ranked first, after dropping:
+``candidates`` passages, best-ranked first, after dropping:
 
 1. copies of the positive or of the anchor (the same text, ignoring case and spacing);
 2. the first ``skip_top`` of the rest (the very top is where unlabelled positives hide);
@@ -49,7 +49,7 @@ class Mined:
 
 
 def mine(model: str, data: str, corpus: str, output: str, overwrite: bool = False, **options) -> Mined:
-    """``options``: MineOptions' fields (top_k, negatives, skip_top, margin, similarity, max_length,
+    """``options``: MineOptions' fields (candidates, negatives, skip_top, margin, similarity, max_length,
     corpus_chunk, batch_size, precision, threads)."""
     settings = MineOptions(data=data, corpus=corpus, output=output, overwrite=overwrite, **options).validate()
     target = _target(model, data, corpus, output, overwrite)
@@ -63,7 +63,7 @@ def mine(model: str, data: str, corpus: str, output: str, overwrite: bool = Fals
     anchor_vectors = scaled(embedder.vectors(anchors), cosine)
     positive_scores = np.einsum("ij,ij->i", anchor_vectors, scaled(embedder.vectors(positives), cosine))
     positions, scores = search_vectors(
-        embedder, anchor_vectors, corpus_path, settings.top_k, cosine, settings.corpus_chunk
+        embedder, anchor_vectors, corpus_path, settings.candidates, cosine, settings.corpus_chunk
     )
     wanted = set(positions.ravel().tolist())
     texts = {i: text for i, (_, text) in enumerate(corpus_rows(corpus_path)) if i in wanted}
@@ -79,7 +79,7 @@ def mine(model: str, data: str, corpus: str, output: str, overwrite: bool = Fals
             notice(
                 "data",
                 f"{result.short_pairs} of {result.pairs} pairs got fewer than {settings.negatives} negative(s) "
-                f"from their top {settings.top_k} (dropped: {_said(result.dropped)}); raise --top-k for more",
+                f"from their top {settings.candidates} (dropped: {_said(result.dropped)}); raise --candidates for more",
                 **result.dropped,
             ).text
         )

@@ -57,6 +57,7 @@ MAX_LENGTHS = {  # None: the command picks (the task's default; the probe's 128)
     "probing": (None, "Max tokens per row (truncated, as in finetune); default 128."),
     "pretraining": (None, "Tokens per block, [CLS] and [SEP] included; default 128."),
     "embedding": (128, "Tokens per window; longer inputs become overlapping windows."),
+    "retrieval": (256, "Tokens per window of a query or passage; a longer one becomes windows averaged, as embed."),
     "inspect attention": (128, TRUNCATED),
     "inspect tokens": (512, TRUNCATED),
 }

@@ -10,6 +10,7 @@ from bertkit.errors import BertkitError
 from bertkit.options.base import (
     DATA_PANEL,
     INFERENCE_PANEL,
+    MAX_LENGTHS,
     OUTPUT_PANEL,
     REQUIRED,
     batch_size_option,
@@ -19,6 +20,7 @@ from bertkit.options.base import (
     check_max_length,
     check_precision,
     check_threads,
+    max_length_option,
     option,
     precision_option,
     threads_option,
@@ -29,8 +31,7 @@ SIMILARITIES = ("cosine", "dot")
 RETRIEVED = 100  # passages kept per query: what MAP@100 and Recall@100 read
 CORPUS_CHUNK = 10_000  # passages embedded at a time: memory stays flat whatever the corpus's size
 SIMILARITY_HELP = "cosine (the vectors scaled to unit length) or dot (as they are)."
-RETRIEVAL_MAX_LENGTH = 256  # tokens per window of a query or passage; a longer passage: windows averaged, as embed
-MAX_LENGTH_HELP = "Tokens per window of a query or passage; a longer passage becomes windows averaged, as `embed`."
+RETRIEVAL_MAX_LENGTH = MAX_LENGTHS["retrieval"][0]
 
 
 @dataclass
@@ -46,7 +47,7 @@ class RetrievalOptions:
     )
     rerank_top: int = option(RETRIEVED, "Passages per query the reranker rescores.", RETRIEVAL_PANEL)
     similarity: str = option("cosine", SIMILARITY_HELP, RETRIEVAL_PANEL, choices=SIMILARITIES)
-    max_length: int = option(RETRIEVAL_MAX_LENGTH, MAX_LENGTH_HELP, RETRIEVAL_PANEL)
+    max_length: int = max_length_option("retrieval", RETRIEVAL_PANEL)
     corpus_chunk: int = option(CORPUS_CHUNK, "Passages embedded at a time (memory stays flat).", RETRIEVAL_PANEL)
 
     def validate(self, command: str = "bertkit eval") -> "RetrievalOptions":
@@ -74,7 +75,7 @@ class MineOptions:
         REQUIRED, "Triplets JSONL (anchor, positive, negative), in an existing directory.", OUTPUT_PANEL
     )
     overwrite: bool = option(False, "Replace --output if it exists.", OUTPUT_PANEL, flag=True)
-    top_k: int = option(10, "The model's best passages considered per anchor.", INFERENCE_PANEL)
+    candidates: int = option(10, "The model's best passages considered per anchor (its top k).", INFERENCE_PANEL)
     negatives: int = option(1, "Negatives kept per pair (one triplet each), the best-ranked first.", INFERENCE_PANEL)
     skip_top: int = option(
         0,
@@ -87,22 +88,22 @@ class MineOptions:
         INFERENCE_PANEL,
     )
     similarity: str = option("cosine", SIMILARITY_HELP, INFERENCE_PANEL, choices=SIMILARITIES)
-    max_length: int = option(RETRIEVAL_MAX_LENGTH, MAX_LENGTH_HELP, INFERENCE_PANEL)
+    max_length: int = max_length_option("retrieval")
     corpus_chunk: int = option(CORPUS_CHUNK, "Passages embedded at a time (memory stays flat).", INFERENCE_PANEL)
     batch_size: int = batch_size_option("inference")
     precision: str = precision_option()
     threads: int | None = threads_option()
 
     def validate(self, command: str = "bertkit mine") -> "MineOptions":
-        for flag, value in (("--top-k", self.top_k), ("--negatives", self.negatives)):
+        for flag, value in (("--candidates", self.candidates), ("--negatives", self.negatives)):
             check_at_least(value, flag, command)
         check_at_least(self.skip_top, "--skip-top", command, minimum=0)
         check_at_least(self.corpus_chunk, "--corpus-chunk", command)
-        if self.negatives + self.skip_top > self.top_k:
+        if self.negatives + self.skip_top > self.candidates:
             raise BertkitError(
-                f"--negatives {self.negatives} + --skip-top {self.skip_top} is more than the --top-k {self.top_k} "
-                "candidates considered",
-                "raise --top-k, or lower --negatives or --skip-top",
+                f"--negatives {self.negatives} + --skip-top {self.skip_top} is more than the "
+                f"--candidates {self.candidates} considered",
+                "raise --candidates, or lower --negatives or --skip-top",
             )
         if not math.isfinite(self.margin):
             raise BertkitError(f"--margin must be a number, got {self.margin}", "e.g. --margin 0.05")

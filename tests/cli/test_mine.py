@@ -81,7 +81,7 @@ def test_mine_reads_a_beir_corpus_and_replaces_with_overwrite(tmp_path, tiny_ber
     output.write_text("old\n")
     code, _, err = run_cli(
         *("mine", tiny_bert, "--data", pairs, "--corpus", corpus, "--output", output, "--overwrite"),
-        *("--margin", -10, "--top-k", 4, "--precision", "no"),
+        *("--margin", -10, "--candidates", 4, "--precision", "no"),
     )
     assert code == 0, err
     rows = [json.loads(line) for line in output.read_text().splitlines()]

@@ -147,9 +147,13 @@ CASES = [
     ),
     Case("mine-output-dir-missing", lambda c: mine(c, output=c.tmp / "no" / "t.jsonl"), ("does not exist",)),
     Case("mine-negatives-zero", lambda c: mine(c, "--negatives", 0), ("--negatives must be >= 1",)),
-    Case("mine-top-k-zero", lambda c: mine(c, "--top-k", 0), ("--top-k must be >= 1",)),
+    Case("mine-candidates-zero", lambda c: mine(c, "--candidates", 0), ("--candidates must be >= 1",)),
     Case("mine-skip-top-negative", lambda c: mine(c, "--skip-top", -1), ("--skip-top must be >= 0",)),
-    Case("mine-more-than-top-k", lambda c: mine(c, "--negatives", 3, "--skip-top", 8), ("more than the --top-k",)),
+    Case(
+        "mine-more-than-candidates",
+        lambda c: mine(c, "--negatives", 3, "--skip-top", 8),
+        ("more than the --candidates",),
+    ),
     Case("mine-margin-nan", lambda c: mine(c, "--margin", "nan"), ("--margin must be a number",)),
     Case(
         "mine-pairs-without-positive",
