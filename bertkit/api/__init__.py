@@ -35,6 +35,11 @@ _HOMES = {
     "pretrain_mlm": "pretraining",
     "PretrainResult": "pretraining",
     "push": "publishing",
+    "evaluate_retrieval": "retrieval",
+    "mine": "mining",
+    "Mined": "mining",
+    "Reranker": "reranker",
+    "build_squad_retrieval": "datasets",
 }
 __all__ = list(_HOMES)
 
