@@ -19,8 +19,6 @@ accuracy) and ``entities``.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from bertkit.data import readers
@@ -31,7 +29,6 @@ from bertkit.decoding.tags import (
     entity_spans,
     input_scheme,
     iob1_to_iob2,
-    split_words,
     tags_as_written,
     validate_bio,
 )
@@ -50,42 +47,18 @@ from bertkit.tasks.annotated import (
 )
 from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.tagging_input import (
+    CLASSIFICATION_FIELDS,
+    FORMAT_HINT,
+    QA_FIELDS,
+    TEXT_CANDIDATES,
+    TEXT_SUFFIXES,
+    looks_like_conll,
+    raw_examples,
+    reject_classification_header,
+)
 from bertkit.tasks.training_spec import TrainingSpec
 from bertkit.tasks.word_windows import encode_words, window_features
-
-TEXT_CANDIDATES = ("text", "sentence")
-BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
-TEXT_SUFFIXES = (".txt", ".conll", ".tsv", ".csv", ".bio", ".iob", ".iob2")  # never sniffed as JSON
-QA_FIELDS = {"paragraphs", "context", "qas", "answers"}
-CLASSIFICATION_FIELDS = {
-    "sentence",
-    "text",
-    "label",
-    "labels",
-    "sentence1",
-    "sentence2",
-    "question",
-    "question1",
-    "question2",
-    "premise",
-    "hypothesis",
-    "quality",
-    "gold_label",
-    "is_duplicate",
-    "#1 string",
-    "#2 string",
-    "review",
-    "content",
-    "class",
-    "target",
-    "text_a",
-    "text_b",
-    "index",
-}
-FORMAT_HINT = (
-    "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) "
-    "or JSON/JSONL records with 'tokens' and 'tags'"
-)
 
 
 class TaggingTask(Task):
@@ -143,12 +116,12 @@ class TaggingTask(Task):
             records = readers.parse_records(text, suffix if suffix in (".json", ".jsonl") else "", where)
             return self.from_records(records, source, purpose)
         if purpose == PREDICT:
-            if _looks_like_conll(text):
+            if looks_like_conll(text):
                 return read_conll(path, require_tags=False)
             if suffix in (".csv", ".tsv"):
                 return self.from_records(readers.parse_records(text, suffix, where), source, purpose)
-            return _raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
-        _reject_classification_header(text, suffix, where)
+            return raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
+        reject_classification_header(text, suffix, where)
         examples = read_conll(path)
         spaced = sum(" " in value for ex in examples for value in ex["tokens"] + ex["tags"])
         if spaced * 2 > sum(len(ex["tokens"]) for ex in examples):
@@ -168,7 +141,7 @@ class TaggingTask(Task):
             head = handle.read(1 << 16)
         if len(head) == 1 << 16:
             head = head.rsplit("\n", 1)[0]  # whole lines only
-        return _looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
+        return looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
 
     def from_records(self, records, source, purpose, hub=False):
         where = source.description
@@ -207,7 +180,7 @@ class TaggingTask(Task):
                     "give raw sentences under 'text', or words under 'tokens'",
                 )
             texts = [readers.text_value(r, column, row, where) for row, r in enumerate(records, 1)]
-        return _raw_examples(texts, where, "row")
+        return raw_examples(texts, where, "row")
 
     def _gold(self, examples: list[dict], where: str) -> Examples:
         tag_lists = [ex["tags"] for ex in examples]
@@ -338,50 +311,3 @@ def _file_tags(example: dict) -> list | None:
 
 def _types(examples: list[dict]) -> set:
     return {tag[2:] for ex in examples for tag in ex["tags"] if tag != "O"}
-
-
-def _raw_examples(texts: list[str], where: str, unit: str, trailing: bool = False) -> list[dict]:
-    """Examples from raw sentences: CoNLL-style words with character offsets into the text."""
-    while trailing and texts and not texts[-1].strip():
-        texts = texts[:-1]
-    examples = []
-    for number, text in enumerate(texts, 1):
-        words, offsets = split_words(text)
-        if not words:
-            raise BertkitError(
-                f"{where}: {unit} {number} has no words", f"remove empty {unit}s; one sentence per {unit}"
-            )
-        examples.append({"tokens": words, "text": text, "offsets": offsets})
-    if not examples:
-        raise BertkitError(f"{where}: no sentences to tag", "give one sentence per line")
-    return examples
-
-
-def _looks_like_conll(text: str) -> bool:
-    """A column file whose every line (of the first 500) ends in a BIO tag, or has -DOCSTART-."""
-    lines = [line for line in text.split("\n")[:500] if line.strip()]
-    if any(line.lstrip().startswith("-DOCSTART-") for line in lines):
-        return True
-    rows = [line.strip().split("\t") if "\t" in lines[0] else line.split() for line in lines]
-    return (
-        bool(rows)
-        and len({len(row) for row in rows}) == 1
-        and len(rows[0]) >= 2
-        and all(BIO_TAG.match(row[-1].strip()) for row in rows)
-    )
-
-
-def _reject_classification_header(text: str, suffix: str, where: str) -> None:
-    """Fail clearly on a classification file (a CSV, or a header such as ``sentence<TAB>label``)."""
-    first = next((line for line in text.split("\n") if line.strip()), "")
-    columns = [
-        c.strip()
-        for c in (first.split(",") if suffix == ".csv" else first.split("\t") if "\t" in first else first.split())
-    ]
-    named = {c.lower() for c in columns} & CLASSIFICATION_FIELDS
-    if suffix == ".csv" or (len(columns) >= 2 and named and not BIO_TAG.match(columns[-1])):
-        raise BertkitError(
-            f"{where}: this looks like sentence-level (classification) data (first line: "
-            f"{', '.join(columns)}), not token tagging",
-            FORMAT_HINT + "; for sentence labels use `bertkit finetune cls`",
-        )
