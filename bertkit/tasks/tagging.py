@@ -46,6 +46,16 @@ from bertkit.tasks.annotated import (
     with_notices,
 )
 from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
+from bertkit.tasks.document_context import (
+    CONTEXT_OPTIONS,
+    check_context_options,
+    context_pieces,
+    context_size,
+    document_ids,
+    in_context,
+    uses_documents,
+    with_context,
+)
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.tagging_input import (
     CLASSIFICATION_FIELDS,
@@ -88,6 +98,7 @@ class TaggingTask(Task):
         SPAN_ALIGNMENT,
         PREDICTION_FORMAT,
         *LOSS_OPTIONS,
+        *CONTEXT_OPTIONS,
     )
     prediction_fields = {
         "text": "the raw input sentence (absent for pre-tokenised input)",
@@ -98,6 +109,7 @@ class TaggingTask(Task):
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
+        check_context_options(self.options, self.max_length)
         stride = self.options.get("doc_stride")
         if stride is not None and (not isinstance(stride, int) or stride < 0):
             raise BertkitError(
@@ -117,10 +129,11 @@ class TaggingTask(Task):
             return self.from_records(records, source, purpose)
         if purpose == PREDICT:
             if looks_like_conll(text):
-                return read_conll(path, require_tags=False)
+                return self._in_documents(read_conll(path, require_tags=False), where)
             if suffix in (".csv", ".tsv"):
                 return self.from_records(readers.parse_records(text, suffix, where), source, purpose)
-            return raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
+            lines = raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
+            return in_context(lines, [None] * len(lines), self.options, where, True, "")
         reject_classification_header(text, suffix, where)
         examples = read_conll(path)
         spaced = sum(" " in value for ex in examples for value in ex["tokens"] + ex["tags"])
@@ -130,7 +143,18 @@ class TaggingTask(Task):
                 "(classification data), not one word per line",
                 FORMAT_HINT,
             )
-        return self._gold(examples, where)
+        return self._in_documents(self._gold(examples, where), where)
+
+    @property
+    def whole_input(self) -> bool:
+        return uses_documents(self.options)
+
+    def _in_documents(self, examples: list, where: str) -> list:
+        """A CoNLL file's sentences in their -DOCSTART- documents (those before the first marker are
+        one of their own), for --context document."""
+        marked = any("document" in ex for ex in examples)
+        ids = [ex.get("document", -1) for ex in examples] if marked else [None] * len(examples)
+        return in_context(examples, ids, self.options, where, False, "no -DOCSTART- line")
 
     def reads_whole(self, path) -> bool:
         if super().reads_whole(path):
@@ -146,7 +170,11 @@ class TaggingTask(Task):
     def from_records(self, records, source, purpose, hub=False):
         where = source.description
         records, said = annotated_records(records, self.options, SPANS, purpose, where)  # an annotation tool's export
-        return with_notices(self._from_plain(records, source, purpose), said)
+        examples = self._from_plain(records, source, purpose)
+        raw = purpose == PREDICT and all("text" in ex for ex in examples)  # sentences to tag: in their order
+        ids = document_ids(records, where)
+        examples = in_context(examples, ids, self.options, where, raw, "no 'document' field")
+        return with_notices(examples, said)
 
     def _from_plain(self, records, source, purpose):
         where = source.description
@@ -207,6 +235,8 @@ class TaggingTask(Task):
         # B- and I- of every type seen, even if a type only ever has one-word entities in training
         labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
         options = {**self.options, **({"input_scheme": seen["input_scheme"]} if seen.get("input_scheme") else {})}
+        if uses_documents(options):  # stored, so eval and predict use the context training used
+            options["context_tokens"] = context_size(options)
         index = {label: i for i, label in enumerate(labels)}
         ids = np.asarray([index[tag] for ex in examples for tag in ex["tags"]], dtype=np.int64)
         weighed = weigh_classes(options, np.bincount(ids, minlength=len(labels)), labels, False, len(ids))
@@ -228,10 +258,14 @@ class TaggingTask(Task):
     def preprocess(self, examples, tokenizer, train):
         encodings, vanished = encode_words(tokenizer, [ex["tokens"] for ex in examples])
         label_ids = {label: i for i, label in enumerate(self.labels or [])}
-        features, windowed, cut = [], 0, 0
+        features, windowed, cut, placed = [], 0, 0, 0
+        documents = uses_documents(self.options)
+        pieces = context_pieces(tokenizer, examples, context_size(self.options)) if documents else []
         for index, (example, encoding) in enumerate(zip(examples, encodings)):
             windows = window_features(encoding, self.max_length, self.options.get("doc_stride"))
             windowed += len(windows) > 1
+            if documents and pieces[index] and len(windows) == 1:  # a windowed sentence is its own context
+                placed += with_context(windows[0], encoding, pieces[index], self.max_length)
             budget = self.max_length - len(encoding.prefix) - len(encoding.suffix)
             cut += sum(len(tokens) > budget for tokens in encoding.word_tokens)
             for window in windows:
@@ -249,6 +283,7 @@ class TaggingTask(Task):
             "features": len(features),
             "words_without_subwords": vanished,
             "words_cut": cut,
+            **({"sentences_with_context": placed} if documents else {}),
         }
         if windowed:
             stats["notices"] = [
