@@ -82,6 +82,8 @@ def test_the_room_a_sentence_leaves_is_shared_between_the_sides():
     assert share(10, 2, 20) == (2, 8)  # what one side leaves goes to the other
     assert share(10, 20, 1) == (9, 1)
     assert share(0, 5, 5) == (0, 0)
+    assert share(128 - 2 - 20, 64, 64) == (53, 53)  # README: a 20-piece sentence at --max-length 128
+    assert share(256 - 2 - 20, 64, 64) == (64, 64)
 
 
 def test_context_is_the_neighbours_in_the_same_document_only(tmp_path):
