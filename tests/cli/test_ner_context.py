@@ -93,3 +93,24 @@ def test_the_encoding_is_the_same_and_requests_batched_together_keep_their_own_d
     assert encoded(request_b)[-1] == alone[0]
     merged = predictor.predict(request_a + request_b)  # the server's micro-batch of two requests
     assert merged == predictor.predict(request_a) + predictor.predict(request_b)
+
+
+def test_the_server_answers_a_document_as_predict_does(model, run_cli, tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from bertkit.serving.app import create_app
+
+    whole = tmp_path / "a.txt"
+    whole.write_text("\n".join(DOC_A) + "\n")
+    expected = [r["tags"] for r in rows(run_cli, "predict", model, "--input", whole)]
+    with TestClient(create_app(Predictor(str(model), quiet=True).load())) as client:
+        answer = client.post("/predict", json={"inputs": DOC_A})
+        assert answer.status_code == 200, answer.text
+        assert [r["tags"] for r in answer.json()["predictions"]] == expected
+        named = [{"text": t, "document": d} for t, d in zip(DOC_A + DOC_B[:1], [1, 1, 1, 2])]
+        answer = client.post("/predict", json={"inputs": named})
+        assert [r["tags"] for r in answer.json()["predictions"][:3]] == expected
+        back = client.post("/predict", json={"inputs": [{"text": t, "document": d} for t, d in zip(DOC_A, "aba")]})
+        assert back.status_code == 422 and "document 'a' comes back at row 3" in back.text
