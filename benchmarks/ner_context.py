@@ -50,22 +50,19 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
     started = time.perf_counter()
     result = api.finetune("ner", "conll2003", output, model=model, config=config, data_dir=str(data_dir()))
     finetune_seconds = time.perf_counter() - started
-    scores = {}
-    for split in ("dev", "test"):
-        began = time.perf_counter()
-        report = api.evaluate(
-            output,
-            split=split,
-            data_dir=str(data_dir()),
-            max_eval_samples=n_eval,
-            output=os.path.join(work, f"{split}.json"),
-        )
-        seconds = time.perf_counter() - began
-        scores[split] = {
-            "f1": round(100 * report["metrics"]["f1"], 2),
-            "examples": report["examples"],
-            "seconds": round(seconds, 1),
-        }
+    # dev: finetune's own evaluation of the model it saved (1 epoch: the last); test: `eval`, timed
+    scores = {"dev": {"f1": round(100 * result.metrics["f1"], 2), "examples": result.eval_examples}}
+    began = time.perf_counter()
+    report = api.evaluate(
+        output, split="test", data_dir=str(data_dir()), max_eval_samples=n_eval, output=os.path.join(work, "test.json")
+    )
+    seconds = time.perf_counter() - began
+    scores["test"] = {
+        "f1": round(100 * report["metrics"]["f1"], 2),
+        "examples": report["examples"],
+        "seconds": round(seconds, 1),
+        "examples_per_s": round(report["examples"] / seconds, 1),
+    }
     return {
         "context": context,
         "context_tokens": tokens if context == "document" else None,
@@ -82,14 +79,14 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
 
 def markdown(report: dict) -> str:
     lines = [
-        "| arm | train sentences | epochs | train ex/s | dev F1 | test F1 | eval s (dev / test) |",
+        "| arm | train sentences | epochs | train ex/s | dev F1 | test F1 | test eval ex/s |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in report["arms"]:
         name = "sentence" if row["context"] == "sentence" else f"document ({row['context_tokens']} pieces a side)"
         lines.append(
             f"| {name} | {row['train_sentences']:,} | {report['epochs']:g} | {row['train_examples_per_s']} | "
-            f"{row['dev']['f1']:.2f} | {row['test']['f1']:.2f} | {row['dev']['seconds']} / {row['test']['seconds']} |"
+            f"{row['dev']['f1']:.2f} | {row['test']['f1']:.2f} | {row['test']['examples_per_s']} |"
         )
     arms = {row["context"]: row for row in report["arms"]}
     if {"sentence", "document"} <= set(arms):
