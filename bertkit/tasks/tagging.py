@@ -172,7 +172,7 @@ class TaggingTask(Task):
         records, said = annotated_records(records, self.options, SPANS, purpose, where)  # an annotation tool's export
         examples = self._from_plain(records, source, purpose)
         raw = purpose == PREDICT and all("text" in ex for ex in examples)  # sentences to tag: in their order
-        ids = document_ids(records, where)
+        ids = document_ids(records, where) if self.whole_input else []  # a sentence model reads no ids
         examples = in_context(examples, ids, self.options, where, raw, "no 'document' field")
         return with_notices(examples, said)
 

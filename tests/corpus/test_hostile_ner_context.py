@@ -5,6 +5,7 @@ said, and run as sentences (the last test)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -92,6 +93,19 @@ CASES = [
         lambda c: ["predict", c.trained("ner"), "--input", c.file("in.txt", "john\n"), "--context", "page"],
         ("unknown --context 'page'",),
     ),
+    pytest.param(
+        Case(
+            "predict-context-document-on-ray",  # Ray predicts batches of rows apart: a document would be cut
+            lambda c: [
+                *predict(c, "in.jsonl", jsonl({"text": "john lives"}), "--context-tokens", 8),
+                "--ray",
+                "--output",
+                c.tmp / "o",
+            ],
+            ("--context document needs each document whole", "drop --ray"),
+        ),
+        marks=pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed"),
+    ),
     Case(
         "predict-context-on-a-cls-model",
         lambda c: ["predict", c.trained("cls"), "--input", c.file("in.txt", "good\n"), "--context", "document"],
@@ -100,12 +114,15 @@ CASES = [
 ]
 
 
+IDS = [case.values[0].id if hasattr(case, "values") else case.id for case in CASES]
+
+
 def test_the_corpus_covers_each_command():
-    assert len({case.id for case in CASES}) == len(CASES)
-    assert {case.id.split("-")[0] for case in CASES} == {"finetune", "eval", "predict"}
+    assert len(set(IDS)) == len(CASES)
+    assert {name.split("-")[0] for name in IDS} == {"finetune", "eval", "predict"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_bad_context_fails_in_one_line_and_writes_nothing(
     case, tmp_path, tiny_bert, trained, run_cli, monkeypatch, capsys
 ):

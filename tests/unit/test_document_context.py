@@ -185,3 +185,9 @@ def test_raw_sentences_are_one_document_and_records_name_theirs(tmp_path):
     assert [ex["context"] for ex in named[1:]] == [ex["context"] for ex in lines]
     with pytest.raises(BertkitError, match="'document' is True"):
         task.from_records([{"text": "john", "document": True}], Source("r"), PREDICT)
+
+
+def test_a_sentence_model_reads_no_document_ids():
+    task = TaggingTask(64, {}, LABELS)  # --context sentence: a 'document' field is the user's own business
+    examples = task.from_records([{"text": "john lives", "document": [1, 2]}], Source("r"), PREDICT)
+    assert "context" not in examples[0]
