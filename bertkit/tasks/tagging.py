@@ -10,6 +10,10 @@ Sentences longer than ``max_length`` sub-words are split into overlapping window
 labelled and predicted once, in the window where it has the most context (no averaging), so
 nothing is truncated. ``stats`` counts the sentences that needed windows.
 
+With option ``context`` = ``document`` (FLERT), each sentence is encoded between the word pieces of
+its neighbours in its document (bertkit/tasks/document_context.py: where documents come from, and
+how the room is shared); labels and predictions stay on the sentence's own words.
+
 Prediction input: lines of raw text (``.txt``, split into CoNLL-style words with character
 offsets), a ``text`` field in JSONL/JSON/CSV, pre-tokenised ``tokens`` in JSONL/JSON, or a
 CoNLL file. Each row gets ``words``, ``tags`` (valid IOB2; IOB1 for a sentence whose input tags
