@@ -77,6 +77,24 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
     }
 
 
+# What one train sentence costs, both arms together, on 2 shared cores: the sentence arm trains at
+# about 112 sentences/s (benchmarks/README.md, full-budget CoNLL), and document context at
+# --max-length 128 gives a CoNLL train sentence 109 word pieces instead of 20 (5.5x the tokens);
+# plus a contended machine's margin. FIXED: loading, preprocessing, dev and test in both arms.
+SECONDS_PER_SENTENCE, FIXED_SECONDS, TRAIN_SENTENCES = 0.075, 240, 14041
+
+
+def budget_for(finish_by: str) -> int:
+    """Train sentences (the same for both arms) that should let the run end by ``finish_by`` (UTC)."""
+    now = time.gmtime()
+    hours, minutes = (int(part) for part in finish_by.split(":"))
+    left = (hours * 60 + minutes) * 60 - (now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec)
+    fits = int((left - FIXED_SECONDS) / SECONDS_PER_SENTENCE)
+    if fits < 500:
+        raise SystemExit(f"--finish-by {finish_by}: {left} s left, too little for a meaningful run")
+    return min(fits, TRAIN_SENTENCES)
+
+
 def markdown(report: dict) -> str:
     lines = [
         "| arm | train sentences | epochs | train ex/s | dev F1 | test F1 | test eval ex/s |",
@@ -107,11 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="ner_context")
     parser.add_argument("--model", default="minilm", help="a model directory, to check the harness on a tiny one")
     parser.add_argument("--eval", type=int, default=None, help="first N dev/test sentences (default: all)")
+    parser.add_argument(
+        "--finish-by",
+        default=None,
+        help="HH:MM (UTC): without --train, the largest train slice that should end by then (budget_for)",
+    )
     args = parser.parse_args(argv)
     import subprocess
 
+    given = list(argv if argv is not None else os.sys.argv[1:])
+    if args.finish_by and args.train is None:
+        args.train = budget_for(args.finish_by)
+        given += ["--train", str(args.train)]
+        print(f"--finish-by {args.finish_by}: --train {args.train}", flush=True)
     report = {
-        "command": "python -m benchmarks.ner_context " + " ".join(argv if argv is not None else os.sys.argv[1:]),
+        "command": "python -m benchmarks.ner_context " + " ".join(given),
         "epochs": args.epochs,
         "recipe": RECIPE,
         "model": "minilm (all-MiniLM-L6-v2)",
