@@ -306,6 +306,8 @@ def _pipeline(
     from bertkit.api.streaming import Pipeline
 
     adapter = predictor.adapter
+    if adapter.whole_input:  # rows read with their neighbours (a document's sentences): one chunk
+        chunk_rows = first = None
 
     def chunks(skip: int) -> Iterator[Chunk]:
         read = stream.chunks(

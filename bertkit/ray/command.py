@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.options import INFERENCE_BATCH
-from bertkit.ray.datasets import check_pool, embed_dataset, predict_dataset, require_ray
+from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, require_ray
 from bertkit.ray.inputs import input_paths, read_input
 from bertkit.ray.outputs import (
     check_output,
@@ -116,7 +116,9 @@ def _check_options(command: str, model_dir: str, options: dict) -> None:
 
         keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order")
         given = {k: v for k, v in options.items() if k not in keys}
-        Predictor(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH), quiet=True, **given)
+        check_rows_apart(
+            Predictor(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH), quiet=True, **given)
+        )
     else:
         from bertkit.api.embedder import Embedder
 

@@ -40,7 +40,7 @@ def predict_dataset(
     from bertkit.api.prediction import Predictor
 
     # Validated here, on the driver, before any actor starts: a wrong option fails in one line.
-    Predictor(model_dir, batch_size=model_batch_size, quiet=True, **predictor_options)
+    check_rows_apart(Predictor(model_dir, batch_size=model_batch_size, quiet=True, **predictor_options))
     options = {k: v for k, v in predictor_options.items() if v is not None}
     _configure(ds, preserve_order)
     ds = _in_batches(ds, batch_size)
@@ -143,3 +143,12 @@ def _configure(ds, preserve_order: bool) -> None:
     if preserve_order:
         ds.context.execution_options.preserve_order = True
     ds.context.raise_original_map_exception = True
+
+
+def check_rows_apart(predictor) -> None:
+    """Ray predicts batches of rows apart: refuse a model whose rows need their neighbours."""
+    if predictor.adapter.whole_input:  # ner --context document: a batch boundary would cut a document
+        raise BertkitError(
+            "--context document needs each document whole, and --ray splits the input into batches",
+            "drop --ray, or give --context sentence",
+        )

@@ -86,6 +86,9 @@ class Task(ABC):
     names_outputs: bool = False  # its outputs are labels named in bertkit.json (a saved one without is corrupt)
     gold_fields: tuple = ()  # example fields an eval predictions row shows as the truth, as gold_<field>
     fold_group_field: str | None = None  # examples sharing its value stay in one fold (--folds)
+    # a row's prediction depends on the rows around it (ner --context document): predict reads the
+    # whole input as one chunk, so no neighbour is cut off by a chunk boundary
+    whole_input: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -10,6 +10,10 @@ Sentences longer than ``max_length`` sub-words are split into overlapping window
 labelled and predicted once, in the window where it has the most context (no averaging), so
 nothing is truncated. ``stats`` counts the sentences that needed windows.
 
+With option ``context`` = ``document`` (FLERT), each sentence is encoded between the word pieces of
+its neighbours in its document (bertkit/tasks/document_context.py: where documents come from, and
+how the room is shared); labels and predictions stay on the sentence's own words.
+
 Prediction input: lines of raw text (``.txt``, split into CoNLL-style words with character
 offsets), a ``text`` field in JSONL/JSON/CSV, pre-tokenised ``tokens`` in JSONL/JSON, or a
 CoNLL file. Each row gets ``words``, ``tags`` (valid IOB2; IOB1 for a sentence whose input tags
@@ -18,8 +22,6 @@ accuracy) and ``entities``.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -31,7 +33,6 @@ from bertkit.decoding.tags import (
     entity_spans,
     input_scheme,
     iob1_to_iob2,
-    split_words,
     tags_as_written,
     validate_bio,
 )
@@ -49,43 +50,29 @@ from bertkit.tasks.annotated import (
     with_notices,
 )
 from bertkit.tasks.base import PREDICT, TOKEN_CLASS, Examples, Learned, Task, TaskOption, seen_in
+from bertkit.tasks.document_context import (
+    CONTEXT_OPTIONS,
+    check_context_options,
+    context_pieces,
+    context_size,
+    document_ids,
+    in_context,
+    uses_documents,
+    with_context,
+)
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.tagging_input import (
+    CLASSIFICATION_FIELDS,
+    FORMAT_HINT,
+    QA_FIELDS,
+    TEXT_CANDIDATES,
+    TEXT_SUFFIXES,
+    looks_like_conll,
+    raw_examples,
+    reject_classification_header,
+)
 from bertkit.tasks.training_spec import TrainingSpec
 from bertkit.tasks.word_windows import encode_words, window_features
-
-TEXT_CANDIDATES = ("text", "sentence")
-BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
-TEXT_SUFFIXES = (".txt", ".conll", ".tsv", ".csv", ".bio", ".iob", ".iob2")  # never sniffed as JSON
-QA_FIELDS = {"paragraphs", "context", "qas", "answers"}
-CLASSIFICATION_FIELDS = {
-    "sentence",
-    "text",
-    "label",
-    "labels",
-    "sentence1",
-    "sentence2",
-    "question",
-    "question1",
-    "question2",
-    "premise",
-    "hypothesis",
-    "quality",
-    "gold_label",
-    "is_duplicate",
-    "#1 string",
-    "#2 string",
-    "review",
-    "content",
-    "class",
-    "target",
-    "text_a",
-    "text_b",
-    "index",
-}
-FORMAT_HINT = (
-    "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) "
-    "or JSON/JSONL records with 'tokens' and 'tags'"
-)
 
 
 class TaggingTask(Task):
@@ -115,6 +102,7 @@ class TaggingTask(Task):
         SPAN_ALIGNMENT,
         PREDICTION_FORMAT,
         *LOSS_OPTIONS,
+        *CONTEXT_OPTIONS,
     )
     prediction_fields = {
         "text": "the raw input sentence (absent for pre-tokenised input)",
@@ -125,6 +113,7 @@ class TaggingTask(Task):
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
+        check_context_options(self.options, self.max_length)
         stride = self.options.get("doc_stride")
         if stride is not None and (not isinstance(stride, int) or stride < 0):
             raise BertkitError(
@@ -143,12 +132,13 @@ class TaggingTask(Task):
             records = readers.parse_records(text, suffix if suffix in (".json", ".jsonl") else "", where)
             return self.from_records(records, source, purpose)
         if purpose == PREDICT:
-            if _looks_like_conll(text):
-                return read_conll(path, require_tags=False)
+            if looks_like_conll(text):
+                return self._in_documents(read_conll(path, require_tags=False), where)
             if suffix in (".csv", ".tsv"):
                 return self.from_records(readers.parse_records(text, suffix, where), source, purpose)
-            return _raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
-        _reject_classification_header(text, suffix, where)
+            lines = raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
+            return in_context(lines, [None] * len(lines), self.options, where, True, "")
+        reject_classification_header(text, suffix, where)
         examples = read_conll(path)
         spaced = sum(" " in value for ex in examples for value in ex["tokens"] + ex["tags"])
         if spaced * 2 > sum(len(ex["tokens"]) for ex in examples):
@@ -157,7 +147,18 @@ class TaggingTask(Task):
                 "(classification data), not one word per line",
                 FORMAT_HINT,
             )
-        return self._gold(examples, where)
+        return self._in_documents(self._gold(examples, where), where)
+
+    @property
+    def whole_input(self) -> bool:
+        return uses_documents(self.options)
+
+    def _in_documents(self, examples: list, where: str) -> list:
+        """A CoNLL file's sentences in their -DOCSTART- documents (those before the first marker are
+        one of their own), for --context document."""
+        marked = any("document" in ex for ex in examples)
+        ids = [ex.get("document", -1) for ex in examples] if marked else [None] * len(examples)
+        return in_context(examples, ids, self.options, where, False, "no -DOCSTART- line")
 
     def reads_whole(self, path) -> bool:
         if super().reads_whole(path):
@@ -168,12 +169,16 @@ class TaggingTask(Task):
             head = handle.read(1 << 16)
         if len(head) == 1 << 16:
             head = head.rsplit("\n", 1)[0]  # whole lines only
-        return _looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
+        return looks_like_conll(head)  # a CoNLL column file is one sentence per block: read whole
 
     def from_records(self, records, source, purpose, hub=False):
         where = source.description
         records, said = annotated_records(records, self.options, SPANS, purpose, where)  # an annotation tool's export
-        return with_notices(self._from_plain(records, source, purpose), said)
+        examples = self._from_plain(records, source, purpose)
+        raw = purpose == PREDICT and all("text" in ex for ex in examples)  # sentences to tag: in their order
+        ids = document_ids(records, where) if self.whole_input else []  # a sentence model reads no ids
+        examples = in_context(examples, ids, self.options, where, raw, "no 'document' field")
+        return with_notices(examples, said)
 
     def _from_plain(self, records, source, purpose):
         where = source.description
@@ -207,7 +212,7 @@ class TaggingTask(Task):
                     "give raw sentences under 'text', or words under 'tokens'",
                 )
             texts = [readers.text_value(r, column, row, where) for row, r in enumerate(records, 1)]
-        return _raw_examples(texts, where, "row")
+        return raw_examples(texts, where, "row")
 
     def _gold(self, examples: list[dict], where: str) -> Examples:
         tag_lists = [ex["tags"] for ex in examples]
@@ -234,6 +239,8 @@ class TaggingTask(Task):
         # B- and I- of every type seen, even if a type only ever has one-word entities in training
         labels = ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
         options = {**self.options, **({"input_scheme": seen["input_scheme"]} if seen.get("input_scheme") else {})}
+        if uses_documents(options):  # stored, so eval and predict use the context training used
+            options["context_tokens"] = context_size(options)
         index = {label: i for i, label in enumerate(labels)}
         ids = np.asarray([index[tag] for ex in examples for tag in ex["tags"]], dtype=np.int64)
         weighed = weigh_classes(options, np.bincount(ids, minlength=len(labels)), labels, False, len(ids))
@@ -255,10 +262,14 @@ class TaggingTask(Task):
     def preprocess(self, examples, tokenizer, train):
         encodings, vanished = encode_words(tokenizer, [ex["tokens"] for ex in examples])
         label_ids = {label: i for i, label in enumerate(self.labels or [])}
-        features, windowed, cut = [], 0, 0
+        features, windowed, cut, placed = [], 0, 0, 0
+        documents = uses_documents(self.options)
+        pieces = context_pieces(tokenizer, examples, context_size(self.options)) if documents else []
         for index, (example, encoding) in enumerate(zip(examples, encodings)):
             windows = window_features(encoding, self.max_length, self.options.get("doc_stride"))
             windowed += len(windows) > 1
+            if documents and pieces[index] and len(windows) == 1:  # a windowed sentence is its own context
+                placed += with_context(windows[0], encoding, pieces[index], self.max_length)
             budget = self.max_length - len(encoding.prefix) - len(encoding.suffix)
             cut += sum(len(tokens) > budget for tokens in encoding.word_tokens)
             for window in windows:
@@ -276,6 +287,7 @@ class TaggingTask(Task):
             "features": len(features),
             "words_without_subwords": vanished,
             "words_cut": cut,
+            **({"sentences_with_context": placed} if documents else {}),
         }
         if windowed:
             stats["notices"] = [
@@ -338,50 +350,3 @@ def _file_tags(example: dict) -> list | None:
 
 def _types(examples: list[dict]) -> set:
     return {tag[2:] for ex in examples for tag in ex["tags"] if tag != "O"}
-
-
-def _raw_examples(texts: list[str], where: str, unit: str, trailing: bool = False) -> list[dict]:
-    """Examples from raw sentences: CoNLL-style words with character offsets into the text."""
-    while trailing and texts and not texts[-1].strip():
-        texts = texts[:-1]
-    examples = []
-    for number, text in enumerate(texts, 1):
-        words, offsets = split_words(text)
-        if not words:
-            raise BertkitError(
-                f"{where}: {unit} {number} has no words", f"remove empty {unit}s; one sentence per {unit}"
-            )
-        examples.append({"tokens": words, "text": text, "offsets": offsets})
-    if not examples:
-        raise BertkitError(f"{where}: no sentences to tag", "give one sentence per line")
-    return examples
-
-
-def _looks_like_conll(text: str) -> bool:
-    """A column file whose every line (of the first 500) ends in a BIO tag, or has -DOCSTART-."""
-    lines = [line for line in text.split("\n")[:500] if line.strip()]
-    if any(line.lstrip().startswith("-DOCSTART-") for line in lines):
-        return True
-    rows = [line.strip().split("\t") if "\t" in lines[0] else line.split() for line in lines]
-    return (
-        bool(rows)
-        and len({len(row) for row in rows}) == 1
-        and len(rows[0]) >= 2
-        and all(BIO_TAG.match(row[-1].strip()) for row in rows)
-    )
-
-
-def _reject_classification_header(text: str, suffix: str, where: str) -> None:
-    """Fail clearly on a classification file (a CSV, or a header such as ``sentence<TAB>label``)."""
-    first = next((line for line in text.split("\n") if line.strip()), "")
-    columns = [
-        c.strip()
-        for c in (first.split(",") if suffix == ".csv" else first.split("\t") if "\t" in first else first.split())
-    ]
-    named = {c.lower() for c in columns} & CLASSIFICATION_FIELDS
-    if suffix == ".csv" or (len(columns) >= 2 and named and not BIO_TAG.match(columns[-1])):
-        raise BertkitError(
-            f"{where}: this looks like sentence-level (classification) data (first line: "
-            f"{', '.join(columns)}), not token tagging",
-            FORMAT_HINT + "; for sentence labels use `bertkit finetune cls`",
-        )
