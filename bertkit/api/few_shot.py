@@ -36,13 +36,12 @@ from bertkit.probing.setfit_files import CLASSIFIER, fit_logistic_head, write_se
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.few_shot import (
     DEFAULT_PAIRS,
-    SETFIT_BODY,
     check_problem_type,
     check_rows,
     contrastive_pairs,
 )
 from bertkit.tasks.learned import Examples, seen_in
-from bertkit.tasks.training_spec import TrainingSpec
+from bertkit.tasks.training_spec import SETFIT_BODY, TrainingSpec
 
 LOSS = "CosineSimilarityLoss: mean squared error of cos(u, v) against 1 (same label) or 0"
 

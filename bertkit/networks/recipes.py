@@ -16,8 +16,7 @@ from torch import nn
 from bertkit.networks.contrastive import SetFitBody
 from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
 from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
-from bertkit.tasks.few_shot import SETFIT_BODY
-from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, TrainingSpec
+from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, SETFIT_BODY, TrainingSpec
 
 
 @dataclass

@@ -7,7 +7,8 @@ positive pair (cosine target 1), two rows of different labels a negative pair (t
 logistic regression on the trained body's embeddings is the classifier. The pairs are drawn here as
 SetFit's ``num_iterations`` sampler draws them: every row anchors the same number of pairs, half
 positive and half negative, its partners drawn at random (a seeded ``random.Random``, so one seed
-gives one list of pairs). networks/contrastive.py trains on them; api/few_shot.py runs it all.
+gives one list of pairs). networks/contrastive.py trains on them (the recipe SETFIT_BODY of
+tasks/training_spec.py); api/few_shot.py runs it all.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from bertkit.tasks.base import TaskOption
 
 FINETUNE, SETFIT = "finetune", "setfit"
 RECIPES = (FINETUNE, SETFIT)
-SETFIT_BODY = "setfit-body"  # the TrainingSpec recipe that trains the body on pairs (networks/recipes.py)
 DEFAULT_PAIRS = 20
 SINGLE_LABEL = "single-label"
 
