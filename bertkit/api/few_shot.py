@@ -130,6 +130,7 @@ def train_body(plan: RunPlan, adapter, train_examples, eval_examples) -> _Body:
     logs = str(logging_dir(plan.output_path)) if plan.trackers else None
     engine = Engine(config.precision, config.seed, plan.trackers, logs, threads=plan.threads)
     encoder = load_encoder(model_ref, plan.model)
+    _for_training(encoder, config)
     train_features = adapter.preprocess(train_examples, tokenizer, train=False)
     eval_features = adapter.preprocess(eval_examples, tokenizer, train=False) if eval_examples else []
     per_row = int(adapter.options.get("pairs_per_example") or DEFAULT_PAIRS)
@@ -155,6 +156,16 @@ def train_body(plan: RunPlan, adapter, train_examples, eval_examples) -> _Body:
     )
     trained = recipes.finish_model(spec, engine.unwrap(network), model_ref, plan.model).model
     return _Body(engine, tokenizer, trained, report, train_features, eval_features, pairs, preprocessing)
+
+
+def _for_training(encoder, config) -> None:
+    """finetune's --freeze-embeddings and --save-memory, on the encoder both sides of a pair run."""
+    if config.freeze_embeddings:
+        encoder.get_input_embeddings().weight.requires_grad_(False)
+    if config.save_memory:
+        from bertkit.engine.attention_recompute import checkpoint_attention
+
+        checkpoint_attention(encoder)
 
 
 def _preprocessing(train_features, eval_features, pairs: int) -> dict:

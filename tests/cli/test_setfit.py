@@ -29,9 +29,7 @@ def setfit_dirs(tmp_path_factory, tiny_bert):
             write(train, 16, seed=1)
             write(dev, 24, seed=2)
             options = {"recipe": "setfit", "pairs_per_example": 6}
-            config = TrainConfig(
-                epochs=2, batch_size=8, lr=1e-3, seed=5, precision="no", task_options=options
-            )
+            config = TrainConfig(epochs=2, batch_size=8, lr=1e-3, seed=5, precision="no", task_options=options)
             result = api.finetune(
                 task, str(train), str(root / "model"), model=str(tiny_bert), eval_data=str(dev), config=config
             )
@@ -111,3 +109,18 @@ def test_serve_answers_from_the_directory(setfit_dirs):
     rows = answer.json()
     rows = rows.get("predictions", rows) if isinstance(rows, dict) else rows
     assert [set(row["probabilities"]) for row in rows] == [{"neg", "pos"}] * 2
+
+
+def test_overwrite_replaces_a_setfit_directory_but_keeps_a_file_of_the_user(tmp_path, tiny_bert, run_cli):
+    data = tmp_path / "train.csv"
+    write_sentiment_csv(data, 8, seed=3)
+    out = tmp_path / "model"
+    run = ("finetune", "cls", "--data", data, "--model", tiny_bert, "--output", out, "--epochs", 1)
+    setfit = ("--recipe", "setfit", "--pairs-per-example", 2)
+    assert run_cli(*run, *setfit)[0] == 0
+    code, _, stderr = run_cli(*run, *setfit, "--overwrite")
+    assert code == 0, stderr
+    (out / "1_Pooling" / "notes.txt").write_text("mine")
+    code, _, stderr = run_cli(*run, "--overwrite")  # a plain finetune over it: the user's file stays
+    assert code == 2 and "1_Pooling/notes.txt" in stderr
+    assert (out / "1_Pooling" / "notes.txt").read_text() == "mine" and (out / "model_head.pkl").is_file()
