@@ -79,8 +79,12 @@ def finetune_setfit(plan: RunPlan) -> FinetuneResult:
 
 def check_plan(plan: RunPlan) -> None:
     """What --recipe setfit does not do, refused before any data is read."""
-    check_problem_type(plan.adapter.options.get("problem_type"))
+    options = plan.adapter.options
+    check_problem_type(options.get("problem_type"))
     refused = [
+        ("--class-weights", options.get("class_weights") not in (None, "none")),
+        ("--loss", options.get("loss") not in (None, "cross-entropy")),
+        ("--focal-gamma", options.get("focal_gamma") is not None),
         ("--folds", plan.fold is not None),
         ("--save-every/--resume", plan.checkpoints is not None),
         ("--eval-every", bool(plan.config.eval_every)),
@@ -89,7 +93,8 @@ def check_plan(plan: RunPlan) -> None:
     for flag, given in refused:
         if given:
             raise BertkitError(
-                f"{flag} does not apply to --recipe setfit (the head is fitted once, after the body's training)",
+                f"{flag} does not apply to --recipe setfit (the body trains on pairs with the cosine loss, "
+                "then the head is fitted once)",
                 f"drop {flag}, or use --recipe finetune",
             )
 

@@ -67,6 +67,8 @@ CASES = [
     ),
     Case("with-save-every", lambda c: setfit(c, FEW, "--save-every", 2), ("--save-every/--resume does not apply",)),
     Case("with-folds", lambda c: setfit(c, FEW, "--folds", 2), ("--folds does not apply to --recipe setfit",)),
+    Case("with-class-weights", lambda c: setfit(c, FEW, "--class-weights", "auto"), ("--class-weights does not",)),
+    Case("with-focal-loss", lambda c: setfit(c, FEW, "--loss", "focal"), ("--loss does not apply",)),
     Case("with-patience", lambda c: setfit(c, FEW, "--patience", 2), ("--patience does not apply",)),
     Case("with-eval-every", lambda c: setfit(c, FEW, "--eval-every", 2), ("--eval-every does not apply",)),
 ]
