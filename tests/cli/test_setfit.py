@@ -124,3 +124,18 @@ def test_overwrite_replaces_a_setfit_directory_but_keeps_a_file_of_the_user(tmp_
     code, _, stderr = run_cli(*run, "--overwrite")  # a plain finetune over it: the user's file stays
     assert code == 2 and "1_Pooling/notes.txt" in stderr
     assert (out / "1_Pooling" / "notes.txt").read_text() == "mine" and (out / "model_head.pkl").is_file()
+
+
+def test_seeds_repeat_the_setfit_recipe_and_keep_one_directory(tmp_path, tiny_bert, run_cli):
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    write_sentiment_csv(train, 8, seed=3)
+    write_sentiment_csv(dev, 8, seed=4)
+    out = tmp_path / "model"
+    code, stdout, stderr = run_cli(
+        "finetune", "cls", "--data", train, "--eval-data", dev, "--model", tiny_bert, "--output", out,
+        "--epochs", 1, "--recipe", "setfit", "--pairs-per-example", 2, "--seeds", 2,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "accuracy over 2 seeds" in stdout
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert meta["probe"]["setfit"]["pairs"] == 16 and (out / "model_head.pkl").is_file()
