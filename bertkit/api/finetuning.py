@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
+from bertkit.api.finetune_result import FinetuneResult
 from bertkit.api.results import RESULTS_FILE, prediction_rows, said, said_warnings, training_results, verdict_on
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
@@ -19,28 +20,8 @@ from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
+from bertkit.tasks.few_shot import SETFIT, recipe_of
 from bertkit.tasks.learned import Examples, seen_in, stats_of
-
-
-@dataclass
-class FinetuneResult:
-    output_dir: str
-    metrics: dict
-    throughput: dict
-    history: list
-    best_epoch: float | None
-    train_examples: int
-    eval_examples: int
-    preprocessing: dict = field(default_factory=dict)
-    report: dict = field(default_factory=dict)  # figures, report.html, model card (bertkit.reporting)
-    runtime: dict = field(default_factory=dict)  # precision used (and why), threads
-    best_step: int | None = None
-    resumed_from: str | None = None  # the checkpoint this run continued from (--resume)
-    notices: list = field(default_factory=list)
-    before: dict = field(default_factory=dict)  # the starting model's scores (tasks that ask for them)
-    sections: dict = field(default_factory=dict)  # what the task adds to bertkit.json (Task.directory_sections)
-    eval_rows: list | None = None  # --folds: the held-out fold's prediction rows (row: its place in the data)
-    warnings: list = field(default_factory=list)  # a degenerate model (bertkit.metrics.degenerate), said
 
 
 def finetune(
@@ -71,6 +52,10 @@ def finetune(
     plan = plan_run(
         task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
     )
+    if recipe_of(plan.adapter.options) == SETFIT:  # few-shot: the body on pairs, then a head (api/few_shot.py)
+        from bertkit.api.few_shot import finetune_setfit
+
+        return finetune_setfit(plan)
     adapter, train_examples, eval_examples, held = _read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
     )

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from bertkit.networks.contrastive import SetFitBody
 from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
 from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
-from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, TrainingSpec
+from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, SETFIT_BODY, TrainingSpec
 
 
 @dataclass
@@ -82,7 +83,7 @@ class MaskedLM:
         return Finished(trained.model, {"pooler": carry_base_pooler(trained.model, model_ref, display_name)})
 
 
-RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM}
+RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, SETFIT_BODY: SetFitBody}
 
 
 def recipe(spec: TrainingSpec):

@@ -50,10 +50,15 @@ def card_text(probe_meta: dict, task_text: CardText) -> CardText:
         .replace("POOLING", name)
         .replace("HEAD", str(probe_meta.get("head") or PROBE_HEAD_FILE))
     )
-    return replace(
-        task_text,
-        pipeline=False,
-        snippet=snippet,
-        does=f"{task_text.does} with a logistic-regression probe (fitted by `bertkit probe`) on "
-        f"frozen `{name}`-pooled vectors of its base model",
+    does = (
+        f"{task_text.does} with a logistic-regression probe (fitted by `bertkit probe`) on "
+        f"frozen `{name}`-pooled vectors of its base model"
     )
+    if probe_meta.get("setfit"):  # `bertkit finetune --recipe setfit`: the encoder was trained first
+        does = (
+            f"{task_text.does} as SetFit does: its encoder trained on contrastive pairs of the labelled "
+            f"rows, then a logistic-regression head on `{name}`-pooled vectors (`setfit.SetFitModel."
+            "from_pretrained` loads the directory too)"
+        )
+        snippet = snippet.replace("  # the frozen base model", "  # the encoder trained on pairs")
+    return replace(task_text, pipeline=False, snippet=snippet, does=does)

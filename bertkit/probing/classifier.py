@@ -37,7 +37,7 @@ def fit_head(features: np.ndarray, labels: np.ndarray, num_labels: int, holdout:
         if value > best_score:
             best_c, best_score = c, value
     classifier = _fit(LogisticRegression, best_c, scaled, labels)
-    weight, bias = _full_head(classifier, num_labels)
+    weight, bias = full_head(classifier, num_labels)
     weight = weight / std
     return weight, bias - weight @ mean, best_c, search
 
@@ -49,7 +49,7 @@ def _fit(model_class, c: float, x: np.ndarray, y: np.ndarray):
         return model_class(C=c, max_iter=MAX_ITER).fit(x, y)
 
 
-def _full_head(classifier, num_labels: int) -> tuple[np.ndarray, np.ndarray]:
+def full_head(classifier, num_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """One row of weights per label. A binary sklearn model has one row w: logits (0, w.x + b) give
     exactly its probabilities under softmax."""
     weight = np.zeros((num_labels, classifier.coef_.shape[1]))

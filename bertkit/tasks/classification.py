@@ -28,6 +28,7 @@ from bertkit.tasks.classification_rows import (
     refuse_second_texts,
     without_unlabelled,
 )
+from bertkit.tasks.few_shot import FEW_SHOT_OPTIONS
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
@@ -99,6 +100,7 @@ class SingleSentenceTask(Task):
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
+        *FEW_SHOT_OPTIONS,
     )
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
@@ -356,4 +358,5 @@ class SentencePairTask(SingleSentenceTask):
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
+        *FEW_SHOT_OPTIONS,
     )

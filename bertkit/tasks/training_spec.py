@@ -17,6 +17,8 @@ from bertkit.errors import BertkitError
 # How the model trains and scores: the plain fine-tuning loop (the model's own forward, perhaps a
 # loss wrapper), or masked-LM pre-training (a masking collator, a trainer and a scorer of masked text).
 FINE_TUNE, MASKED_LM = "fine-tune", "masked-lm"
+# Few-shot classification (--recipe setfit, tasks/few_shot.py): the encoder on contrastive pairs of rows.
+SETFIT_BODY = "setfit-body"
 
 
 @dataclass(frozen=True)

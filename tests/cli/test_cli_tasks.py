@@ -13,6 +13,7 @@ from test_cli_classification import write_sentiment_csv
 
 LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map", "--scale-targets"}
 LOSS_FLAGS = {"--class-weights", "--loss", "--focal-gamma"}
+FEW_SHOT_FLAGS = {"--recipe", "--pairs-per-example"}  # cls, pair: --recipe setfit (tasks/few_shot.py)
 TASK_FLAGS = {
     "--text-column",
     "--text-pair-column",
@@ -24,6 +25,7 @@ TASK_FLAGS = {
     "--max-answer-length",
     *LABEL_KIND_FLAGS,
     *LOSS_FLAGS,
+    *FEW_SHOT_FLAGS,
 }
 
 
@@ -53,7 +55,15 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert (
         expected
         == {
-            "cls": {"--text-column", "--label-column", "--delimiter", "--data-format", *LABEL_KIND_FLAGS, *LOSS_FLAGS},
+            "cls": {
+                "--text-column",
+                "--label-column",
+                "--delimiter",
+                "--data-format",
+                *LABEL_KIND_FLAGS,
+                *LOSS_FLAGS,
+                *FEW_SHOT_FLAGS,
+            },
             "pair": {
                 "--text-column",
                 "--text-pair-column",
@@ -62,6 +72,7 @@ def test_task_help_shows_only_what_the_task_reads(task):
                 "--data-format",
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
+                *FEW_SHOT_FLAGS,
             },
             "ner": {"--doc-stride", "--data-format", "--span-alignment", *LOSS_FLAGS},
             "qa": {"--doc-stride", "--max-answer-length"},
