@@ -1,4 +1,5 @@
-"""CLI commands for features: probe, pretrain mlm, inspect attention|tokens (embed: bertkit/cli/embed.py).
+"""CLI commands for features: probe, pretrain mlm, inspect attention|tokens (embed: bertkit/cli/embed.py;
+pretrain bert: bertkit/cli/pretrain_bert.py).
 
 Thin Typer layer over bertkit.api.probing, bertkit.api.pretraining and bertkit.api.inspection;
 heavy imports stay inside the commands so `bertkit --help` stays instant.
@@ -166,16 +167,22 @@ def _pretrain_parameters() -> list:
 
 
 class PretrainGroup(TyperGroup):
-    """`pretrain mlm` is built when asked for: its options come from the mlm task's module."""
+    """`pretrain mlm|bert` is built when asked for: its options come from the task's module."""
 
     def list_commands(self, ctx):
-        return ["mlm"]
+        return ["mlm", "bert"]
 
     def get_command(self, ctx, name):
-        if name != "mlm":
+        if name == "mlm":
+            run, parameters = _pretrain_mlm, _pretrain_parameters()
+        elif name == "bert":
+            from bertkit.cli import pretrain_bert
+
+            run, parameters = pretrain_bert.pretrain_bert, pretrain_bert.parameters()
+        else:
             return None
         single = typer.Typer(add_completion=False)
-        single.command(name="mlm")(command(_pretrain_mlm, _pretrain_parameters()))
+        single.command(name=name)(command(run, parameters))
         return typer.main.get_command(single)
 
 
