@@ -9,9 +9,10 @@ probability 1/2, the rest of the chunk (the actual next sentences, label ``IS_NE
 they fill what A left of the budget - and the chunk's sentences after A go back to start the next
 chunk, so no text is skipped. A chunk of one sentence takes its actual next B from the sentences
 that follow it. Where no actual next exists (a document's last sentence alone) B must be random;
-the next pair that could be either is then made an actual next, so the labels stay 50/50. A pair
-longer than the budget is cut, one token at a time from the longer segment, at its front or back
-(drawn), as Google's ``truncate_seq_pair`` does.
+for every two such pairs, a later pair drawn random is made an actual next, so the labels stay 50/50. A pair
+longer than the budget is cut one token at a time from the longer segment, as Google's
+``truncate_seq_pair`` does, but always A at its front and B at its back (Google draws the end): the
+junction stays, so an actual next B starts with the very token that follows A.
 
 Everything is drawn from one ``random.Random(seed)``: the same documents and seed give the same
 pairs. A random B never comes from A's own document, so it is never A's own next sentence.
@@ -52,7 +53,7 @@ class _Builder:
     def __init__(self, documents: list, budget: int, seed: int):
         self.documents, self.budget, self.rng = documents, budget, random.Random(seed)
         self.with_text = [i for i, document in enumerate(documents) if document]
-        self.owed_next = 0  # random pairs that had to be random: that many coin flips turn to IS_NEXT
+        self.forced_random = 0  # random pairs that had to be random, not yet paid back
 
     def document_pairs(self, index: int) -> list[Pair]:
         document, pairs, chunk, length, i = self.documents[index], [], [], 0, 0
@@ -80,16 +81,18 @@ class _Builder:
         else:  # one sentence: its actual next ones follow it in the document
             b, last = self.following(document, last, room)
             b_document, label = index, IS_NEXT
-        a, b, truncated = truncate_pair(a, b, self.budget, self.rng)
+        a, b, truncated = truncate_pair(a, b, self.budget)
         return Pair(a, b, label, index, b_document, truncated), last
 
     def is_random(self, can_follow: bool) -> bool:
         if not can_follow:
-            self.owed_next += 1
+            self.forced_random += 1
             return True
         random_b = self.rng.random() < 0.5
-        if random_b and self.owed_next:
-            self.owed_next -= 1
+        # Turning a drawn RANDOM_NEXT into IS_NEXT moves the difference by 2, a forced one by 1:
+        # every second forced random pair pays back one draw.
+        if random_b and self.forced_random >= 2:
+            self.forced_random -= 2
             return False
         return random_b
 
@@ -115,16 +118,16 @@ class _Builder:
         return b, j - 1
 
 
-def truncate_pair(a: list, b: list, budget: int, rng: random.Random) -> tuple[list, list, bool]:
-    """(A, B, whether tokens were cut): the longer segment loses one token at a time, from its front
-    or its back (drawn), until both fit in ``budget`` (Google's truncate_seq_pair)."""
+def truncate_pair(a: list, b: list, budget: int) -> tuple[list, list, bool]:
+    """(A, B, whether tokens were cut): the longer segment loses one token at a time until both fit
+    in ``budget``; A from its front, B from its back, so the junction is kept: an actual next B still
+    starts with the token that follows A's last one."""
     if len(a) + len(b) <= budget:
         return a, b, False
     a, b = deque(a), deque(b)
     while len(a) + len(b) > budget:
-        longer = a if len(a) > len(b) else b
-        if rng.random() < 0.5:
-            longer.popleft()
+        if len(a) > len(b):
+            a.popleft()
         else:
-            longer.pop()
+            b.pop()
     return list(a), list(b), True

@@ -1,4 +1,5 @@
-"""`bertkit pretrain bert`: BERT's pre-training, masked LM + next-sentence prediction.
+"""`bertkit pretrain bert`: BERT's pre-training, masked LM + next-sentence prediction; and the
+options both pretrain commands share (pretrain mlm itself is in bertkit/cli/features.py).
 
 Thin Typer layer over bertkit.api.pretraining.pretrain_bert; the group `bertkit pretrain` (in
 bertkit/cli/features.py) builds it when asked for, with pretrain mlm's options (the masking rule's
@@ -13,8 +14,17 @@ import typer
 
 from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
 from bertkit.cli.options import config_file_parameter, from_dataclass, from_task, training_values
-from bertkit.options import RunOptions, TrainConfig, default_output
+from bertkit.options import MAX_LENGTHS, RunOptions, TrainConfig, default_output
 
+PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
+PRETRAIN_HELP = {
+    "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
+    "eval_data": "Held-out text; default: --eval-share of the documents.",
+    "output": "Model directory to create; default runs/mlm-<data>.",
+    "max_train_samples": "Use only the first N training documents.",
+    "max_eval_samples": "Use only the first N held-out documents.",
+    "max_length": MAX_LENGTHS["pretraining"][1],
+}
 BERT_HELP = {
     "output": "Model directory to create; default runs/bert-<data>.",
     "max_length": "Tokens per sentence pair, [CLS] A [SEP] B [SEP] included; default 128.",
@@ -60,7 +70,6 @@ def pretrain_bert(**values):
 
 
 def parameters() -> list:
-    from bertkit.cli.features import PRETRAIN_DEFAULTS, PRETRAIN_HELP
     from bertkit.tasks.bert_pretraining import BertPretrainingTask
 
     helps = {**PRETRAIN_HELP, **BERT_HELP}
