@@ -7,6 +7,8 @@ nothing written or removed."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from hostile import Case, Context, run_case
 from tiny_models import build_family
@@ -19,6 +21,23 @@ def pretrain(c: Context, data, *extra, model=None) -> list:
     if isinstance(data, tuple):
         data = c.file(*data)
     return ["pretrain", "bert", "--data", data, "--model", model or c.tiny, "--output", c.tmp / "out", *extra]
+
+
+def bert_model(c: Context):
+    """A `pretrain bert` output (trained once per session, copied per case)."""
+    if not hasattr(bert_model, "path"):
+        from bertkit.api.pretraining import pretrain_bert
+        from bertkit.config import TrainConfig
+
+        root = c.trained.root.parent / "outputs-bert"
+        root.mkdir(exist_ok=True)
+        (root / "corpus.txt").write_text(DOCUMENTS)
+        config = TrainConfig(epochs=1, batch_size=8, max_length=32)
+        pretrain_bert(str(root / "corpus.txt"), str(root / "bert"), model=str(c.tiny), config=config)
+        bert_model.path = root / "bert"
+    target = c.tmp / "bert-copy"
+    shutil.copytree(bert_model.path, target)
+    return target
 
 
 def family(c: Context, name: str):
@@ -83,6 +102,21 @@ CASES = [
         ("--eval-share must be in [0, 1)",),
     ),
     Case(
+        "export-a-pretrain-bert-output",
+        lambda c: ["export", "onnx", bert_model(c)],
+        ("`bertkit pretrain bert` output", "fine-tune it"),
+    ),
+    Case(
+        "predict-with-a-pretrain-bert-output",
+        lambda c: ["predict", bert_model(c), "--input", c.file("in.txt", "the film was good\n")],
+        ("does not apply to a BERT pre-training checkpoint", "bertkit finetune pair --model"),
+    ),
+    Case(
+        "serve-a-pretrain-bert-output",
+        lambda c: ["serve", bert_model(c), "--port", 8799],
+        ("does not apply to a BERT pre-training checkpoint",),
+    ),
+    Case(
         "a-classification-dataset",
         lambda c: pretrain(c, "sst2", "--eval-share", "0"),
         ("for the 'cls' task",),
@@ -92,7 +126,7 @@ CASES = [
 
 def test_the_corpus_covers_the_issue():
     ids = {case.id for case in CASES}
-    assert len(ids) == len(CASES) >= 15
+    assert len(ids) == len(CASES) >= 18
     assert {"one-document", "empty-file", "roberta-checkpoint", "distilbert-checkpoint", "max-length-4"} <= ids
 
 
