@@ -238,3 +238,38 @@ def test_pretrain_bert_then_finetune_from_the_output(tmp_path, tiny_bert, run_cl
     )  # fmt: skip
     assert code == 0, stderr
     assert (tmp_path / "cls" / "bertkit.json").is_file()
+
+
+def test_pretrain_bert_offers_pretrain_mlm_s_options():
+    from test_pretrain_options import option_names
+
+    assert option_names("pretrain", "bert") == option_names("pretrain", "mlm")  # --mask-rate ... shared
+
+
+def test_a_killed_pretrain_bert_run_resumes_to_the_same_bytes(tiny_bert, tmp_path):
+    """The masking generator and the pairs (drawn with --seed) come back: a run killed after a
+    checkpoint and resumed ends with the very bytes of an uninterrupted one (fp32)."""
+    import signal
+
+    from test_long_runs import assert_same_tensors, finish, run_here, start
+
+    write_corpus(tmp_path / "corpus.txt", 32, seed=1)
+
+    def command(output: str, *extra) -> list:
+        return [
+            "pretrain", "bert", "--data", str(tmp_path / "corpus.txt"), "--model", str(tiny_bert),
+            "--output", str(tmp_path / output), "--max-steps", "8", "--max-length", "24", "--batch-size", "8",
+            "--lr", "5e-3", "--eval-every", "4", "--save-every", "2", "--eval-share", "0.25", "--precision", "no",
+            "--seed", "11", *extra,
+        ]  # fmt: skip
+
+    killed = start(command("killed"), kill_at="KILL@save-6")
+    code, _, err = run_here(command("full"))
+    assert code == 0, err
+    code, _, _ = finish(killed, expect_ok=False)
+    assert code == -signal.SIGKILL and not (tmp_path / "killed").exists()
+    code, _, err = run_here(command("killed", "--resume"))
+    assert code == 0, err
+    assert_same_tensors(tmp_path / "full" / "model.safetensors", tmp_path / "killed" / "model.safetensors")
+    a, b = (json.loads((tmp_path / d / "bertkit.json").read_text()) for d in ("full", "killed"))
+    assert b["resumed_from"].endswith("step-4") and a["history"] == b["history"] and a["metrics"] == b["metrics"]
