@@ -33,6 +33,7 @@ _HOMES = {
     "select": "selection",
     "ProbeResult": "probing",
     "pretrain_mlm": "pretraining",
+    "pretrain_bert": "pretraining",
     "PretrainResult": "pretraining",
     "push": "publishing",
     "evaluate_retrieval": "retrieval",

@@ -11,6 +11,10 @@ The output directory holds an ``AutoModelForMaskedLM`` checkpoint that ``bertkit
 DIR``, ``bertkit embed`` and plain transformers load. BERT's pooler (the dense layer on [CLS] that
 sequence classifiers use) is not part of a masked-LM model; the base model's pooler is carried
 over unchanged, so fine-tuning from DIR starts from it rather than from a random one.
+
+``pretrain_bert`` is BERT's own pre-training, masked LM + next-sentence prediction (the ``bert``
+task): the same path, with sentence pairs instead of blocks. Its output is the whole pre-training
+model (``BertForPreTraining``), whose pooler NSP trained; ``finetune --model DIR`` reads it.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ def pretrain_mlm(
     report_to: str | None = None,
     resume: bool = False,
     resume_from: str | None = None,
+    task: str = "mlm",
+    task_options: dict | None = None,
 ) -> PretrainResult:
     """Continue masked-LM pre-training of ``model`` on the text in ``data``; save a model directory.
     ``finetune`` with the mlm task: the same options, checkpoints and ``resume``."""
@@ -67,10 +73,11 @@ def pretrain_mlm(
         "random_token_share": random_token_share,
         "whole_word_masking": whole_word_masking,
         "eval_share": eval_share,
+        **(task_options or {}),
     }
     config = replace(config, task_options={**config.task_options, **options})
     result = finetune(
-        "mlm",
+        task,
         data,
         output,
         model=model,
@@ -97,3 +104,24 @@ def pretrain_mlm(
         result.runtime,
         result.notices,
     )
+
+
+def pretrain_bert(
+    data: str, output: str, model: str = DEFAULT_MODEL, config: TrainConfig | None = None, **options
+) -> PretrainResult:
+    """BERT's pre-training of ``model`` on the documents in ``data``: masked LM + next-sentence
+    prediction on sentence pairs (the ``bert`` task); every option of ``pretrain_mlm``. A model type
+    without a next-sentence head (RoBERTa, DistilBERT, ModernBERT...) is refused before any work;
+    which heads start random (a bare encoder such as MiniLM has neither) is said before training."""
+    from bertkit.events import notice
+    from bertkit.models import load_config, resolve_model
+    from bertkit.networks.next_sentence import check_next_sentence_model, checkpoint_heads, describe_heads
+
+    config = config or TrainConfig(lr=PRETRAIN_LR)
+    model_ref = resolve_model(model)
+    check_next_sentence_model(load_config(model_ref, model), model)
+    heads = checkpoint_heads(model_ref)
+    if heads is None or not all(heads.values()):
+        notice("weights", describe_heads(heads), heads=heads)
+    pairs = {"pair_seed": config.seed}  # the training pairs are drawn with the run's seed
+    return pretrain_mlm(data, output, model=model, config=config, task="bert", task_options=pairs, **options)

@@ -1,4 +1,5 @@
-"""CLI commands for features: probe, pretrain mlm, inspect attention|tokens (embed: bertkit/cli/embed.py).
+"""CLI commands for features: probe, pretrain mlm, inspect attention|tokens (embed: bertkit/cli/embed.py;
+pretrain bert: bertkit/cli/pretraining.py).
 
 Thin Typer layer over bertkit.api.probing, bertkit.api.pretraining and bertkit.api.inspection;
 heavy imports stay inside the commands so `bertkit --help` stays instant.
@@ -30,6 +31,8 @@ from bertkit.cli.options import (
     task_values,
     training_values,
 )
+from bertkit.cli.pretraining import PRETRAIN_DEFAULTS, PRETRAIN_HELP, pretrain_bert
+from bertkit.cli.pretraining import parameters as bert_parameters
 from bertkit.options import (
     MAX_LENGTHS,
     MODEL_HELP,
@@ -103,17 +106,6 @@ def probe(task: ProbeTask, **values):
 _PROBE_OWN = {p.name for p in _probe_parameters(with_tasks=False)}
 
 
-PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
-PRETRAIN_HELP = {
-    "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
-    "eval_data": "Held-out text; default: --eval-share of the documents.",
-    "output": "Model directory to create; default runs/mlm-<data>.",
-    "max_train_samples": "Use only the first N training documents.",
-    "max_eval_samples": "Use only the first N held-out documents.",
-    "max_length": MAX_LENGTHS["pretraining"][1],
-}
-
-
 def _pretrain_mlm(**values):
     """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
     from bertkit.api.pretraining import pretrain_mlm as run_pretrain
@@ -165,17 +157,22 @@ def _pretrain_parameters() -> list:
     )
 
 
+# name -> (run, a function returning its parameters)
+PRETRAIN_COMMANDS = {"mlm": (_pretrain_mlm, _pretrain_parameters), "bert": (pretrain_bert, bert_parameters)}
+
+
 class PretrainGroup(TyperGroup):
-    """`pretrain mlm` is built when asked for: its options come from the mlm task's module."""
+    """`pretrain mlm|bert` is built when asked for: its options come from the task's module."""
 
     def list_commands(self, ctx):
-        return ["mlm"]
+        return list(PRETRAIN_COMMANDS)
 
     def get_command(self, ctx, name):
-        if name != "mlm":
+        if name not in PRETRAIN_COMMANDS:
             return None
+        run, parameters = PRETRAIN_COMMANDS[name]
         single = typer.Typer(add_completion=False)
-        single.command(name="mlm")(command(_pretrain_mlm, _pretrain_parameters()))
+        single.command(name=name)(command(run, parameters()))
         return typer.main.get_command(single)
 
 

@@ -207,12 +207,13 @@ def _file_entry(parity: Parity, fmt: Format, path: Path, reference: dict, torch_
 
 
 def _check_exportable(meta: dict, model_dir: str, name: str) -> None:
-    """A `pretrain mlm` output is a starting point, not a task model: its scorer masks tokens at
+    """A `pretrain mlm|bert` output is a starting point, not a task model: its scorer masks tokens at
     random inside the graph (no exported equivalent) and nothing serves its exported file (predict
     and serve run task models), so it is refused rather than exported half-way."""
     if meta.get("kind") == "pretrain":
+        command = f"bertkit pretrain {(meta.get('task') or {}).get('task', 'mlm')}"
         raise BertkitError(
-            f"{model_dir} is a `bertkit pretrain mlm` output (a masked-LM starting point), which has "
+            f"{model_dir} is a `{command}` output (a pre-training starting point), which has "
             f"no task to export to {name}",
             f"fine-tune it first (`bertkit finetune TASK --model {model_dir} ...`) and export that model",
         )

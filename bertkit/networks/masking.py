@@ -97,8 +97,9 @@ def mask_tokens(
 class MaskingCollator:
     """Pads like the shared Collator, then masks; the generator carries on across batches and epochs."""
 
-    def __init__(self, pad_token_id: int, rule: MaskRule, tables: VocabTables, seed: int):
-        self.pad = Collator(pad_token_id)
+    def __init__(self, pad_token_id: int, rule: MaskRule, tables: VocabTables, seed: int, targets: dict | None = None):
+        # ``targets``: feature keys carried into the batch besides the masked ids (the NSP label)
+        self.pad = Collator(pad_token_id, targets)
         self.rule, self.tables = rule, tables
         self.generator = torch.Generator().manual_seed(seed)
         self.generators = {"masking": self.generator}  # saved with checkpoints, so a resumed run masks alike
@@ -148,24 +149,37 @@ class MaskedLMScorer(nn.Module):
         self.model, self.rule, self.tables, self.seed = model, rule, tables, seed
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        masked, labels = input_ids.clone(), torch.full_like(input_ids, IGNORE)
-        for row, length in enumerate(attention_mask.sum(1).tolist()):
-            ids = input_ids[row, :length].cpu()
-            generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes()) ^ self.seed)
-            row_masked, row_labels = mask_tokens(
-                ids[None], torch.ones(1, length, dtype=torch.long), self.rule, self.tables, generator
-            )
-            masked[row, :length] = row_masked[0].to(masked.device)
-            labels[row, :length] = row_labels[0].to(labels.device)
+        masked, labels = mask_by_content(input_ids, attention_mask, self.rule, self.tables, self.seed)
         selected = labels != IGNORE
         logits = masked_logits(self.model, masked, attention_mask, token_type_ids, selected).float()
-        targets = labels[selected]
-        rows = selected.nonzero()[:, 0]
-        stats = torch.zeros(input_ids.shape[0], 3, device=input_ids.device)
-        stats[:, 0].index_add_(0, rows, F.cross_entropy(logits, targets, reduction="none"))
-        stats[:, 1].index_add_(0, rows, torch.ones_like(targets, dtype=stats.dtype))
-        stats[:, 2].index_add_(0, rows, (logits.argmax(-1) == targets).to(stats.dtype))
-        return {"mlm_stats": stats}
+        return {"mlm_stats": masked_stats(logits, labels, selected)}
+
+
+def mask_by_content(input_ids, attention_mask, rule: MaskRule, tables: VocabTables, seed: int = EVAL_SEED) -> tuple:
+    """(masked ids, labels) for held-out rows: each row masked by a generator seeded from its own
+    token ids, so a row's masks do not depend on its batch, its padding or the model scoring it."""
+    masked, labels = input_ids.clone(), torch.full_like(input_ids, IGNORE)
+    for row, length in enumerate(attention_mask.sum(1).tolist()):
+        ids = input_ids[row, :length].cpu()
+        generator = torch.Generator().manual_seed(zlib.crc32(ids.numpy().astype(np.int64).tobytes()) ^ seed)
+        row_masked, row_labels = mask_tokens(
+            ids[None], torch.ones(1, length, dtype=torch.long), rule, tables, generator
+        )
+        masked[row, :length] = row_masked[0].to(masked.device)
+        labels[row, :length] = row_labels[0].to(labels.device)
+    return masked, labels
+
+
+def masked_stats(logits: torch.Tensor, labels: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
+    """``(rows, 3)``: summed cross-entropy, chosen tokens and correct top-1 predictions per row, from
+    the logits at the ``selected`` positions (in row-major order)."""
+    targets = labels[selected]
+    rows = selected.nonzero()[:, 0]
+    stats = torch.zeros(labels.shape[0], 3, device=labels.device)
+    stats[:, 0].index_add_(0, rows, F.cross_entropy(logits, targets, reduction="none"))
+    stats[:, 1].index_add_(0, rows, torch.ones_like(targets, dtype=stats.dtype))
+    stats[:, 2].index_add_(0, rows, (logits.argmax(-1) == targets).to(stats.dtype))
+    return stats
 
 
 def carry_base_pooler(masked_lm, model_ref: str, display_name: str) -> str:

@@ -16,7 +16,14 @@ from torch import nn
 from bertkit.networks.contrastive import SetFitBody
 from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
 from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
-from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, SETFIT_BODY, TrainingSpec
+from bertkit.networks.next_sentence import (
+    LABEL,
+    PreTrainingScorer,
+    PreTrainingTrainer,
+    checkpoint_heads,
+    describe_heads,
+)
+from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, NEXT_SENTENCE, SETFIT_BODY, TrainingSpec
 
 
 @dataclass
@@ -83,7 +90,36 @@ class MaskedLM:
         return Finished(trained.model, {"pooler": carry_base_pooler(trained.model, model_ref, display_name)})
 
 
-RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, SETFIT_BODY: SetFitBody}
+class NextSentence:
+    """BERT's pre-training: pretrain mlm's masking collator carrying each pair's NSP label, a trainer
+    adding the NSP loss, a scorer returning NSP logits beside the masked-LM statistics. The whole
+    pre-training model is saved: the pooler that NSP trained is in it, for classifiers to read."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        return PreTrainingTrainer(model)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        tables = VocabTables.from_tokenizer(tokenizer, spec.mask_rule.whole_word)
+        return MaskingCollator(tokenizer.pad_token_id, spec.mask_rule, tables, seed, targets={LABEL: "class"})
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        tables = VocabTables.from_tokenizer(tokenizer, spec.mask_rule.whole_word)
+        return PreTrainingScorer(model, spec.mask_rule, tables)
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return NextSentence.scoring_network(spec, unwrap(model).model, tokenizer)
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        facts = {"pooler": "trained by next-sentence prediction", "heads": describe_heads(checkpoint_heads(model_ref))}
+        return Finished(trained.model, facts)
+
+
+RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, NEXT_SENTENCE: NextSentence, SETFIT_BODY: SetFitBody}
 
 
 def recipe(spec: TrainingSpec):

@@ -23,9 +23,10 @@ TASKS: dict = {
     "ner": "bertkit.tasks.tagging:TaggingTask",
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
     "mlm": "bertkit.tasks.mlm:MaskedLMTask",
+    "bert": "bertkit.tasks.bert_pretraining:BertPretrainingTask",
 }
-# Tasks trained by their own command (`bertkit pretrain mlm`), not by `bertkit finetune`.
-PRETRAINING_TASKS = {"mlm"}
+# Tasks trained by their own command (`bertkit pretrain mlm|bert`), not by `bertkit finetune`.
+PRETRAINING_TASKS = {"mlm", "bert"}
 FINETUNE_TASKS = tuple(name for name in TASKS if name not in PRETRAINING_TASKS)  # the built-in ones
 _plugins_loaded = False
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from bertkit.errors import BertkitError
 
 # How the model trains and scores: the plain fine-tuning loop (the model's own forward, perhaps a
-# loss wrapper), or masked-LM pre-training (a masking collator, a trainer and a scorer of masked text).
-FINE_TUNE, MASKED_LM = "fine-tune", "masked-lm"
+# loss wrapper), masked-LM pre-training (a masking collator, a trainer and a scorer of masked text),
+# or BERT's pre-training (the same masking, plus next-sentence prediction on sentence pairs).
+FINE_TUNE, MASKED_LM, NEXT_SENTENCE = "fine-tune", "masked-lm", "masked-lm+nsp"
 # Few-shot classification (--recipe setfit, tasks/few_shot.py): the encoder on contrastive pairs of rows.
 SETFIT_BODY = "setfit-body"
 
@@ -61,4 +62,4 @@ class TrainingSpec:
     loss: LossSpec | None = None  # None: the model's own loss (the plain, fastest path)
     head_bias: tuple | None = None  # the output bias a fresh head starts from (what the data taught)
     target_scaling: tuple | None = None  # (mean, std) trained on, folded into the head when training is done
-    mask_rule: MaskRule | None = None  # MASKED_LM: how tokens are chosen and replaced
+    mask_rule: MaskRule | None = None  # MASKED_LM, NEXT_SENTENCE: how tokens are chosen and replaced

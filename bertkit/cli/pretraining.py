@@ -1,0 +1,81 @@
+"""`bertkit pretrain bert`: BERT's pre-training, masked LM + next-sentence prediction; and the
+options both pretrain commands share (pretrain mlm itself is in bertkit/cli/features.py).
+
+Thin Typer layer over bertkit.api.pretraining.pretrain_bert; the group `bertkit pretrain` (in
+bertkit/cli/features.py) builds it when asked for, with pretrain mlm's options (the masking rule's
+flags are the mlm task's, shared by the bert task).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
+from bertkit.cli.options import config_file_parameter, from_dataclass, from_task, training_values
+from bertkit.options import MAX_LENGTHS, RunOptions, TrainConfig, default_output
+
+PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
+PRETRAIN_HELP = {
+    "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
+    "eval_data": "Held-out text; default: --eval-share of the documents.",
+    "output": "Model directory to create; default runs/mlm-<data>.",
+    "max_train_samples": "Use only the first N training documents.",
+    "max_eval_samples": "Use only the first N held-out documents.",
+    "max_length": MAX_LENGTHS["pretraining"][1],
+}
+BERT_HELP = {
+    "output": "Model directory to create; default runs/bert-<data>.",
+    "max_length": "Tokens per sentence pair, [CLS] A [SEP] B [SEP] included; default 128.",
+}
+
+
+def pretrain_bert(**values):
+    """Masked LM + next-sentence prediction on documents; the output is a --model for `bertkit finetune`."""
+    from bertkit.api.pretraining import pretrain_bert as run_pretrain
+    from bertkit.engine.interrupts import TrainingInterrupted
+    from bertkit.tasks.bert_pretraining import BertPretrainingTask
+
+    task_options, run, rest = training_values(values, [o.name for o in BertPretrainingTask.options_for("pretrain")])
+    config = TrainConfig(**rest)
+    data, output = run.pop("data"), run.pop("output")
+    output = output or default_output(data, "bert-")
+    try:
+        result = run_pretrain(data, output, config=config, **task_options, **run)
+    except TrainingInterrupted as stop:
+        typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
+        sys.exit(130)
+    if result.resumed_from:
+        typer.echo(f"resumed from {result.resumed_from}")
+    for part, stats in result.preprocessing.items():
+        if isinstance(stats, dict) and "pairs" in stats:
+            typer.echo(
+                f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, {stats['pairs']} sentence pairs "
+                f"of at most {config.max_length or 128} tokens ({stats['random_pairs']} with a random B, "
+                f"{stats['truncated_pairs']} cut to fit)"
+            )
+    if result.before:
+        typer.echo(f"before: held-out {format_metrics(result.before)}")
+    for entry in result.history:
+        typer.echo(
+            f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}"
+            + (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else "")
+        )
+    t = result.throughput
+    typer.echo(f"train: {t['examples_per_s']:.1f} pairs/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s")
+    echo_runtime(result.runtime)
+    echo_notices({"notices": result.notices})
+    typer.echo(f"saved to {result.output_dir}")
+
+
+def parameters() -> list:
+    from bertkit.tasks.bert_pretraining import BertPretrainingTask
+
+    helps = {**PRETRAIN_HELP, **BERT_HELP}
+    return (
+        from_dataclass(RunOptions, helps=helps)
+        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, helps=helps)
+        + from_task(BertPretrainingTask, "pretrain")
+        + [config_file_parameter("bert", "pretrain")]
+    )
