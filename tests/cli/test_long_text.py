@@ -1,0 +1,139 @@
+"""--long-text end to end: a tiny model on texts whose label is decided only after token 128, and
+one answer for a long row from predict, serve and the exported ONNX / OpenVINO backends."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import random
+
+import pytest
+
+FILLER = "the movie film plot story acting it was very this a an and of to in on with".split()
+POSITIVE, NEGATIVE = ["good", "great"], ["bad", "awful"]
+
+
+def write_late_label_csv(path, n: int, seed: int) -> list[dict]:
+    """130-139 words of filler (one token each in the tiny vocab), then 24 words that decide the
+    label: with [CLS], nothing before token 131 says anything about it."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = "pos" if i % 2 else "neg"
+        words = [rng.choice(FILLER) for _ in range(rng.randrange(130, 140))]
+        words += [rng.choice(POSITIVE if label == "pos" else NEGATIVE) for _ in range(24)]
+        rows.append({"text": " ".join(words), "label": label})
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["text", "label"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def late_label(tmp_path_factory, tiny_bert):
+    """how -> (model dir, its dev metrics), trained on first use at --max-length 128, 6 epochs each."""
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    root = tmp_path_factory.mktemp("long-text")
+    write_late_label_csv(root / "train.csv", 128, seed=1)
+    write_late_label_csv(root / "dev.csv", 32, seed=2)
+    trained = {}
+
+    def get(how: str):
+        if how not in trained:
+            config = TrainConfig(epochs=6, lr=2e-3, batch_size=16, max_length=128, task_options={"long_text": how})
+            result = api.finetune(
+                "cls", str(root / "train.csv"), str(root / how), model=str(tiny_bert), eval_data=str(root / "dev.csv"),
+                config=config,
+            )  # fmt: skip
+            trained[how] = (root / how, result.metrics)
+        return trained[how]
+
+    get.root = root
+    return get
+
+
+@pytest.mark.parametrize(("how", "learns"), [("truncate", False), ("head-tail", True), ("windows", True)])
+def test_only_head_tail_and_windows_read_a_label_decided_after_token_128(late_label, how, learns):
+    _, metrics = late_label(how)
+    if learns:
+        assert metrics["accuracy"] >= 0.95, metrics
+    else:
+        assert metrics["accuracy"] <= 0.75, metrics  # it never sees a word that decides the label
+
+
+def test_the_choice_is_stored_and_predict_rows_say_their_windows(late_label, run_cli, tmp_path):
+    model, _ = late_label("windows")
+    meta = json.loads((model / "bertkit.json").read_text())
+    assert meta["task"]["options"]["long_text"] == "windows"
+    rows = write_late_label_csv(tmp_path / "long.csv", 4, seed=3)
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in rows) + '{"text": "good film"}\n')
+    code, stdout, stderr = run_cli("predict", model, "--input", lines, "--precision", "no")
+    assert code == 0, stderr
+    predicted = [json.loads(line) for line in stdout.splitlines()]
+    assert [p["label"] for p in predicted[:4]] == [r["label"] for r in rows]
+    assert [p["windows"] for p in predicted] == [2, 2, 2, 2, 1] and not any("truncated" in p for p in predicted)
+    assert "4 of 5 texts were longer than a window and were read as overlapping windows" in stderr
+    code, stdout_max, stderr = run_cli(
+        "predict", model, "--input", lines, "--precision", "no", "--window-pooling", "max"
+    )
+    assert code == 0, stderr
+    assert stdout_max != stdout  # max pooling reads the same windows otherwise
+    code, stdout, stderr = run_cli("eval", model, "--data", late_label.root / "dev.csv", "--precision", "no")
+    assert code == 0, stderr and "accuracy 1.0000" in stdout
+
+
+def _probabilities(row: dict) -> list[float]:
+    return [row["probabilities"][k] for k in sorted(row["probabilities"])]
+
+
+@pytest.mark.parametrize("how", ["head-tail", "windows"])
+def test_predict_serve_onnx_and_openvino_agree_on_long_rows(late_label, run_cli, tmp_path, how):
+    from bertkit import api
+    from bertkit.api.prediction import Predictor
+
+    model, _ = late_label(how)
+    rows = write_late_label_csv(tmp_path / "long.csv", 6, seed=4)
+    texts = [r["text"] for r in rows] + ["good film", "the plot " * 120 + "bad"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    want = list(api.predict(str(model), str(tmp_path / "in.jsonl"), precision="no"))
+    assert [row.get("windows", 1) for row in want][-1] >= (2 if how == "windows" else 1)
+    answers = {}
+    if importlib.util.find_spec("fastapi") and importlib.util.find_spec("httpx"):
+        from fastapi.testclient import TestClient
+
+        from bertkit.serving.app import create_app
+
+        with TestClient(create_app(Predictor(str(model), precision="no", quiet=True).load())) as client:
+            response = client.post("/predict", content=json.dumps([{"text": t} for t in texts]))
+            assert response.status_code == 200, response.text
+            answers["serve"] = response.json()["predictions"]
+    for fmt, modules in (("onnx", ("onnx", "onnxruntime")), ("openvino", ("openvino",))):
+        if all(importlib.util.find_spec(m) for m in modules):
+            code, _, stderr = run_cli("export", fmt, model)
+            assert code == 0, stderr
+            answers[fmt] = list(api.predict(str(model), str(tmp_path / "in.jsonl"), backend=fmt))
+    if not answers:
+        pytest.skip("no serve or exported backend installed")
+    for name, got in answers.items():
+        # OpenVINO runs its own fp32 kernels (bf16 ones on a CPU with native bf16): its export report
+        # says how close it is (tests/cli/test_export_openvino.py); serve and ONNX agree to 1e-5
+        limit = _openvino_tolerance(model) if name == "openvino" else 1e-5
+        for a, b in zip(want, got):
+            assert [a["score"], *_probabilities(a)] == pytest.approx([b["score"], *_probabilities(b)], abs=limit), name
+            if abs(a["score"] - 0.5) > limit:  # a label the runtime's rounding cannot flip
+                assert _shape(a) == _shape(b), name
+
+
+def _openvino_tolerance(model) -> float:
+    report = json.loads((model / "openvino" / "export.json").read_text())
+    return 0.05 if "bf16" in report["fp32"]["computes_in"] else 1e-3
+
+
+def _shape(row: dict) -> dict:
+    """Everything a row says but its numbers."""
+    return {k: v for k, v in row.items() if k not in ("score", "probabilities")}
