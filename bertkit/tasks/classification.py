@@ -114,7 +114,6 @@ class SingleSentenceTask(Task):
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         self.kind = make_kind(self.options.get("problem_type"), self.options, self.labels)
-        check_long_text_options(self.options, self.max_length)
         self.windows = strategy(self.options) == WINDOWS  # several features per row, pooled in postprocess
 
     # --- what the label kind decides ------------------------------------------------------------
@@ -192,6 +191,7 @@ class SingleSentenceTask(Task):
         name = name or DEFAULT_KIND
         kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
         check_loss_options(self.options, has_classes=kind.names_outputs)
+        check_long_text_options(self.options, self.max_length, training=True)
         kind.check_options()
         return kind
 
@@ -234,6 +234,7 @@ class SingleSentenceTask(Task):
 
     def check_options(self):
         self.kind.check_options()
+        check_long_text_options(self.options, self.max_length, training=False)
 
     def check_probe_data(self, source, examples=None):
         """``examples``: the training examples as read (without them ``source`` is read again, since

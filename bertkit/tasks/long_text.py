@@ -62,12 +62,13 @@ _BELONGS = {"head_tokens": HEAD_TAIL, "stride": WINDOWS, "window_pooling": WINDO
 
 
 def strategy(options: dict) -> str:
-    return options.get("long_text") or TRUNCATE
+    return options.get("long_text", TRUNCATE)
 
 
-def check_long_text_options(options: dict, max_length: int) -> None:
-    """What can be checked without a tokenizer, when the task is made (before any data is read);
-    the limits that depend on the special tokens are checked by ``encode_rows``."""
+def check_long_text_options(options: dict, max_length: int, training: bool) -> None:
+    """What can be checked without a tokenizer, before any data is read: finetune's choice
+    (``training``), or the stored one with eval's and predict's --window-pooling. The limits that
+    depend on the special tokens are checked by ``encode_rows``."""
     how = strategy(options)
     if how not in STRATEGIES:
         raise BertkitError(f"unknown --long-text {how!r}", f"use one of {', '.join(STRATEGIES)}")
@@ -77,9 +78,14 @@ def check_long_text_options(options: dict, max_length: int) -> None:
     for name, owner in _BELONGS.items():
         if options.get(name) is not None and how != owner:
             flag = "--" + name.replace("_", "-")
+            if not training:  # eval, predict: the model was trained otherwise; only the flag can go
+                raise BertkitError(
+                    f"{flag} applies to models trained with --long-text {owner}; this one reads long texts by {how}",
+                    f"drop {flag}",
+                )
             raise BertkitError(
-                f"{flag} applies to --long-text {owner} only, and this model reads long texts by {how}",
-                f"drop {flag}, or train with --long-text {owner}",
+                f"{flag} applies to --long-text {owner} only, and this run reads long texts by {how}",
+                f"add --long-text {owner}, or drop {flag}",
             )
     for name in ("head_tokens", "stride"):
         value = options.get(name)

@@ -3,12 +3,21 @@ window pooling against a hand computation, and each option's limits."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.classification import SentencePairTask, SingleSentenceTask
-from bertkit.tasks.long_text import encode_rows, head_tail, pool_windows, template_of, window_spans
+from bertkit.tasks.long_text import (
+    check_long_text_options,
+    encode_rows,
+    head_tail,
+    pool_windows,
+    template_of,
+    window_spans,
+)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +126,7 @@ def test_postprocess_pools_each_rows_windows_for_every_label_kind(tokenizer, kin
     ("options", "max_length", "fragment"),
     [
         ({"long_text": "slide"}, 32, "unknown --long-text 'slide'"),
+        ({"long_text": ""}, 32, "unknown --long-text ''"),
         ({"long_text": "windows", "window_pooling": "sum"}, 32, "unknown --window-pooling 'sum'"),
         ({"window_pooling": "max"}, 32, "--window-pooling applies to --long-text windows only"),
         ({"long_text": "head-tail", "stride": 4}, 32, "--stride applies to --long-text windows only"),
@@ -125,9 +135,9 @@ def test_postprocess_pools_each_rows_windows_for_every_label_kind(tokenizer, kin
         ({"long_text": "head-tail", "head_tokens": 40}, 32, "--head-tokens 40 must be at least 0 and below"),
     ],
 )
-def test_options_that_cannot_work_are_refused_when_the_task_is_made(options, max_length, fragment):
-    with pytest.raises(BertkitError, match=".*".join(map(__import__("re").escape, [fragment]))):
-        SingleSentenceTask(max_length, options)
+def test_options_that_cannot_work_are_refused_before_any_data(options, max_length, fragment):
+    with pytest.raises(BertkitError, match=re.escape(fragment)):
+        check_long_text_options(options, max_length, training=True)
 
 
 def test_limits_that_need_the_tokenizer_are_refused_before_any_feature(tokenizer):
@@ -147,5 +157,5 @@ def test_the_choice_is_stored_with_the_task_and_eval_may_change_only_the_pooling
     assert task.state()["options"] == {"long_text": "windows", "stride": 8}
     assert task.apply_options({"window_pooling": "max"}, "predict").options["window_pooling"] == "max"
     truncating = SingleSentenceTask(64, {}, ["neg", "pos"])
-    with pytest.raises(BertkitError, match="--window-pooling applies to --long-text windows only"):
+    with pytest.raises(BertkitError, match="--window-pooling applies to models trained with --long-text windows"):
         truncating.apply_options({"window_pooling": "max"}, "predict")
