@@ -223,11 +223,12 @@ def _said(how, features, rows, long_rows, cut_firsts, room, first_cap, options, 
     stats = {"truncated": sum(1 for f in _firsts_of_rows(features) if f["truncated"])}
     notices = []
     if long_rows and how == HEAD_TAIL:
-        head = options.get("head_tokens")
-        shape = f"their first {head} tokens and the rest" if head is not None else "a quarter of the room"
+        given = options.get("head_tokens")
+        head = f"{given}" if given is not None else "a quarter of the room's"
+        unit = "second texts of pairs" if first_cap else "texts"
         notices.append(
-            f"{long_rows} of {rows} texts were longer than the window's room and were read head-tail "
-            f"({shape} from their end; {room} tokens of room)"
+            f"{long_rows} of {rows} {unit} were longer than the window's room and were read head-tail "
+            f"({head} tokens from their start, the rest of the room from their end)"
         )
     if how == WINDOWS:
         stats["windows"] = len(features)
