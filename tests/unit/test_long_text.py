@@ -159,3 +159,23 @@ def test_the_choice_is_stored_with_the_task_and_eval_may_change_only_the_pooling
     truncating = SingleSentenceTask(64, {}, ["neg", "pos"])
     with pytest.raises(BertkitError, match="--window-pooling applies to models trained with --long-text windows"):
         truncating.apply_options({"window_pooling": "max"}, "predict")
+
+
+@pytest.mark.parametrize("name", ["roberta-bpe", "modernbert-bpe", "albert-unigram", "deberta-unigram"])
+def test_every_tokenizer_family_keeps_its_own_special_tokens(name):
+    from tiny_models import TOKENIZERS
+
+    tokenizer = TOKENIZERS[name]()
+    texts, pairs = ["John visited Paris", "Anna met John ."], ["and met Anna", "Paris"]
+    for second in (None, pairs):
+        plain = tokenizer(texts, second)
+        for how in ("head-tail", "windows"):
+            encoded = encode_rows(tokenizer, texts, second, 64, {"long_text": how})
+            assert [f["input_ids"] for f in encoded.features] == plain["input_ids"], (how, second)
+            if "token_type_ids" in plain:
+                assert [f["token_type_ids"] for f in encoded.features] == plain["token_type_ids"]
+    long = " ".join(["John visited Paris and met Anna ."] * 20)
+    windows = encode_rows(tokenizer, [long], None, 24, {"long_text": "windows", "stride": 4}).features
+    first = tokenizer(long, truncation=True, max_length=24)["input_ids"]
+    assert len(windows) > 2 and windows[0]["input_ids"] == first  # the first window is what truncation keeps
+    assert all(len(w["input_ids"]) <= 24 for w in windows)
