@@ -139,3 +139,31 @@ def _openvino_tolerance(model) -> float:
 def _shape(row: dict) -> dict:
     """Everything a row says but its numbers."""
     return {k: v for k, v in row.items() if k not in ("score", "probabilities")}
+
+
+def test_a_pair_model_windows_only_its_second_text(tmp_path, tiny_bert, run_cli):
+    lines = ["sentence1\tsentence2\tlabel"]
+    for i in range(16):
+        word = "good" if i % 2 else "bad"
+        lines.append(
+            f"the film was {word}\tit was {word} {'the plot ' * (i % 3) * 10}\t{'same' if i % 4 < 2 else 'different'}"
+        )
+    (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
+    code, _, stderr = run_cli(
+        "finetune", "pair", "--data", tmp_path / "train.tsv", "--model", tiny_bert, "--output", tmp_path / "m",
+        "--epochs", "1", "--max-length", "24", "--long-text", "windows", "--stride", "2",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "texts were longer than a window and were read as overlapping windows" in stderr
+    long_first = "the film was " * 10
+    rows = [
+        {"text": "the film was good", "text_pair": "it was good " + "the plot " * 20},
+        {"text": long_first, "text_pair": "it was good"},
+    ]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, stdout, stderr = run_cli("predict", tmp_path / "m", "--input", tmp_path / "in.jsonl")
+    assert code == 0, stderr
+    first, second = [json.loads(line) for line in stdout.splitlines()]
+    assert first["windows"] > 2 and "truncated" not in first  # the second text is windowed, nothing lost
+    assert second["windows"] == 1 and second["truncated"] is True  # the first text was cut to half the room
+    assert "1 of 2 first texts of pairs were cut to 10 tokens" in stderr
