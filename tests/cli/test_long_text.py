@@ -167,3 +167,49 @@ def test_a_pair_model_windows_only_its_second_text(tmp_path, tiny_bert, run_cli)
     assert first["windows"] > 2 and "truncated" not in first  # the second text is windowed, nothing lost
     assert second["windows"] == 1 and second["truncated"] is True  # the first text was cut to half the room
     assert "1 of 2 first texts of pairs were cut to 10 tokens" in stderr
+
+
+@pytest.mark.parametrize("kind", ["single-label", "regression", "multi-label"])
+def test_predict_answers_the_mean_of_the_windows_logits_for_every_label_kind(tmp_path, tiny_bert, kind):
+    """The row's answer is the windows' logits, each from plain transformers, averaged and decoded."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.tasks import task_from_state
+
+    def label(i: int):
+        if kind == "regression":
+            return float(i % 2) + 0.5 * (i % 3)
+        if kind == "multi-label":
+            return (["a", "b"] if i % 3 == 0 else ["a"]) if i % 2 else ["b"]
+        return "pos" if i % 2 else "neg"
+
+    rows = [{"text": "the film was good" if i % 2 else "the plot was bad", "label": label(i)} for i in range(16)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    options = {"long_text": "windows", "stride": 2, **({"problem_type": "regression"} if kind == "regression" else {})}
+    config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=16, task_options=options)
+    api.finetune("cls", str(tmp_path / "train.jsonl"), str(tmp_path / "m"), model=str(tiny_bert), config=config)
+    texts = ["the film was good " * 8, "the plot was bad and the acting was poor " * 3, "good"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    got = list(api.predict(str(tmp_path / "m"), str(tmp_path / "in.jsonl"), precision="no"))
+
+    task = task_from_state(json.loads((tmp_path / "m" / "bertkit.json").read_text())["task"])
+    features = task.preprocess([{"text": t} for t in texts], AutoTokenizer.from_pretrained(tmp_path / "m"), False)
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "m").eval()
+    with torch.no_grad():
+        logits = [model(input_ids=torch.tensor([f["input_ids"]])).logits[0].double().numpy() for f in features]
+    for row, index in enumerate(range(len(texts))):
+        mine = np.mean([x for x, f in zip(logits, features) if f["example_index"] == index], axis=0)
+        want = task.format_prediction({"text": texts[row]}, {**task.kind.decode(mine[None])[0], "truncated": False})
+        assert got[row]["windows"] == sum(f["example_index"] == index for f in features)
+        assert {k: v for k, v in got[row].items() if k not in ("windows", "score", "probabilities")} == {
+            k: v for k, v in want.items() if k not in ("score", "probabilities")
+        }
+        if "score" in want:  # multi-label rows have none
+            assert got[row]["score"] == pytest.approx(want["score"], abs=1e-4)  # predict rounds to 4-6 decimals
+        for name, value in (want.get("probabilities") or {}).items():
+            assert got[row]["probabilities"][name] == pytest.approx(value, abs=1e-5)
+    assert [r["windows"] for r in got][:2] != [1, 1]
