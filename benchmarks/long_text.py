@@ -8,8 +8,9 @@ the repository, e.g.::
     git archive 81406d56e9c006de30f9d50737fd66177a4a1434 aclImdb/train/pos aclImdb/train/neg \\
         aclImdb/test/pos aclImdb/test/neg | tar -x -C /work/data-long
 
-Only reviews of at least ``--min-words`` words (300: 23 % of each split) are used, so the median
-review is long (about 450 words, 600 MiniLM tokens: the script prints it); ``--train`` of them from the
+Only reviews of at least ``--min-words`` words (300: 23 % of the train split, 22 % of the test
+split) are used, so the median review is long (417-454 words, about 600 MiniLM tokens, in the
+samples tried: the script prints it); ``--train`` of them from the
 train split and ``--test`` from the test split, half positive and half negative, seeded. Every run is
 MiniLM (``--model minilm``), one epoch, the same documents, batch, lr and seed; the only change is how a
 long review is read. Test accuracy is `bertkit eval` on the test documents; examples/s are documents
