@@ -30,6 +30,15 @@ from bertkit.tasks.classification_rows import (
 )
 from bertkit.tasks.few_shot import FEW_SHOT_OPTIONS
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
+from bertkit.tasks.long_text import (
+    LONG_TEXT_OPTIONS,
+    WINDOWS,
+    check_long_text_options,
+    encode_rows,
+    long_text_card,
+    pool_windows,
+    strategy,
+)
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.training_spec import TrainingSpec
 
@@ -101,11 +110,13 @@ class SingleSentenceTask(Task):
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
         *FEW_SHOT_OPTIONS,
+        *LONG_TEXT_OPTIONS,
     )
 
     def __init__(self, max_length: int | None = None, options: dict | None = None, labels: list | None = None):
         super().__init__(max_length, options, labels)
         self.kind = make_kind(self.options.get("problem_type"), self.options, self.labels)
+        self.windows = strategy(self.options) == WINDOWS  # several features per row, pooled in postprocess
 
     # --- what the label kind decides ------------------------------------------------------------
     main_metric = property(lambda self: self.kind.main_metric)
@@ -120,13 +131,14 @@ class SingleSentenceTask(Task):
             **{f: f"the input {'second ' if f == 'text_pair' else ''}text" for f in self.text_fields},
             **self.kind.prediction_fields,
             "truncated": "present (true) when the input was cut at --max-length",
+            **({"windows": "how many windows the row was read in (--long-text windows)"} if self.windows else {}),
         }
 
     names_outputs = property(lambda self: self.kind.names_outputs)
 
     @property
     def card_text(self):
-        return self.kind.card_text(self.base_card_text)
+        return long_text_card(self.kind.card_text(self.base_card_text), self.options)
 
     # --- reading -------------------------------------------------------------------------
     def from_records(self, records, source, purpose, hub=False):
@@ -181,6 +193,7 @@ class SingleSentenceTask(Task):
         name = name or DEFAULT_KIND
         kind = self.kind if name == self.kind.name else make_kind(name, self.options, self.labels)
         check_loss_options(self.options, has_classes=kind.names_outputs)
+        check_long_text_options(self.options, self.max_length, training=True)
         kind.check_options()
         return kind
 
@@ -223,6 +236,7 @@ class SingleSentenceTask(Task):
 
     def check_options(self):
         self.kind.check_options()
+        check_long_text_options(self.options, self.max_length, training=False)
 
     def check_probe_data(self, source, examples=None):
         """``examples``: the training examples as read (without them ``source`` is read again, since
@@ -272,24 +286,16 @@ class SingleSentenceTask(Task):
     def preprocess(self, examples, tokenizer, train):
         texts = [ex["text"] for ex in examples]
         pairs = [ex["text_pair"] for ex in examples] if len(self.text_fields) == 2 else None
-        encoded = tokenizer(texts, pairs, truncation=True, max_length=self.max_length)
-        truncated = self._truncated(encoded["input_ids"], texts, pairs, tokenizer)
-        features = []
-        for i, ids in enumerate(encoded["input_ids"]):
-            feature = {"input_ids": ids, "example_index": i, "truncated": i in truncated}
-            if "token_type_ids" in encoded:
-                feature["token_type_ids"] = encoded["token_type_ids"][i]
-            if "label" in examples[i]:
-                feature["labels"] = self.kind.target_of(examples[i]["label"])
-            features.append(feature)
-        stats = {"truncated": len(truncated)}
+        encoded = encode_rows(tokenizer, texts, pairs, self.max_length, self.options)
+        for feature in encoded.features:  # a window is trained with its row's label
+            if "label" in examples[feature["example_index"]]:
+                feature["labels"] = self.kind.target_of(examples[feature["example_index"]]["label"])
+        stats = dict(encoded.stats)
         notices = list(seen_in(examples).get("notices", [])) + (list(self.learned.notices) if train else [])
-        if truncated:
-            unit = "text pairs" if pairs else "texts"
-            notices.append(f"{len(truncated)} of {len(examples)} {unit} were truncated to {self.max_length} tokens")
+        notices += encoded.notices
         if notices:
             stats["notices"] = notices
-        return self.reported(features, stats)
+        return self.reported(encoded.features, stats)
 
     def training_spec(self):
         return TrainingSpec(
@@ -306,21 +312,16 @@ class SingleSentenceTask(Task):
         }
         return self.with_options(changes) if changes else self
 
-    def _truncated(self, input_ids, texts, pairs, tokenizer) -> set:
-        """Indices of the rows that lost tokens: only rows that came out at exactly max_length can
-        have, and only those are tokenized again, untruncated, to tell."""
-        full = [i for i, ids in enumerate(input_ids) if len(ids) >= self.max_length]
-        if not full:
-            return set()
-        lengths = tokenizer(
-            [texts[i] for i in full], [pairs[i] for i in full] if pairs else None, truncation=False, verbose=False
-        )["input_ids"]
-        return {i for i, ids in zip(full, lengths) if len(ids) > self.max_length}
-
     def postprocess(self, examples, features, outputs):
-        decoded = self.kind.decode(np.stack(outputs["logits"]).astype(np.float64))
-        # one feature per example, in example order
-        return [{**d, "truncated": f["truncated"]} for d, f in zip(decoded, features)]
+        logits = np.stack(outputs["logits"]).astype(np.float64)
+        if not self.windows:  # one feature per example, in example order
+            return [{**d, "truncated": f["truncated"]} for d, f in zip(self.kind.decode(logits), features)]
+        index = [f["example_index"] for f in features]
+        pooled, counts = pool_windows(logits, index, len(examples), self.options.get("window_pooling") or "mean")
+        cut = [False] * len(examples)
+        for i, feature in zip(index, features):
+            cut[i] = cut[i] or feature["truncated"]
+        return [{**d, "truncated": c, "windows": n} for d, c, n in zip(self.kind.decode(pooled), cut, counts)]
 
     def metrics(self, examples, predictions):
         return self.kind.scores([ex["label"] for ex in examples], predictions)
@@ -341,6 +342,8 @@ class SingleSentenceTask(Task):
         row = {**{f: example[f] for f in self.text_fields}, **self.kind.row(prediction)}
         if prediction["truncated"]:
             row["truncated"] = True
+        if "windows" in prediction:
+            row["windows"] = prediction["windows"]
         return row
 
 
@@ -359,4 +362,5 @@ class SentencePairTask(SingleSentenceTask):
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
         *FEW_SHOT_OPTIONS,
+        *LONG_TEXT_OPTIONS,
     )
