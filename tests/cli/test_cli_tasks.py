@@ -14,6 +14,7 @@ from test_cli_classification import write_sentiment_csv
 LABEL_KIND_FLAGS = {"--problem-type", "--label-columns", "--label-map", "--scale-targets"}
 LOSS_FLAGS = {"--class-weights", "--loss", "--focal-gamma"}
 FEW_SHOT_FLAGS = {"--recipe", "--pairs-per-example"}  # cls, pair: --recipe setfit (tasks/few_shot.py)
+LONG_TEXT_FLAGS = {"--long-text", "--head-tokens", "--stride", "--window-pooling"}  # cls, pair (tasks/long_text.py)
 CONTEXT_FLAGS = {"--context", "--context-tokens"}  # ner: document context (tasks/document_context.py)
 TASK_FLAGS = {
     "--text-column",
@@ -28,6 +29,7 @@ TASK_FLAGS = {
     *LOSS_FLAGS,
     *FEW_SHOT_FLAGS,
     *CONTEXT_FLAGS,
+    *LONG_TEXT_FLAGS,
 }
 
 
@@ -65,6 +67,7 @@ def test_task_help_shows_only_what_the_task_reads(task):
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
                 *FEW_SHOT_FLAGS,
+                *LONG_TEXT_FLAGS,
             },
             "pair": {
                 "--text-column",
@@ -75,6 +78,7 @@ def test_task_help_shows_only_what_the_task_reads(task):
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
                 *FEW_SHOT_FLAGS,
+                *LONG_TEXT_FLAGS,
             },
             "ner": {"--doc-stride", "--data-format", "--span-alignment", *LOSS_FLAGS, *CONTEXT_FLAGS},
             "qa": {"--doc-stride", "--max-answer-length"},
