@@ -59,6 +59,7 @@ def distill(
     taken, student = _student(teacher, layers, options, teacher_config)
     check_model_kept(Path(output).expanduser(), str(teacher))
     config = config or TrainConfig()
+    _check_task_options(task, config.task_options)
     if config.max_length is None:  # the length the teacher was trained (and its logits are computed) at
         config = replace(config, max_length=meta["task"].get("max_length"))
     plan = Distillation(str(teacher), meta, layers, options, taken, Path(output).expanduser())
@@ -77,6 +78,16 @@ def distill(
         resume_from=resume_from,
         distill=plan,
     )
+
+
+def _check_task_options(task: str, given: dict) -> None:
+    from bertkit.tasks import get_task_class
+
+    declared = {option.name for option in get_task_class(task).options_for("finetune")}
+    foreign = sorted(name for name in given if name not in declared)
+    if foreign:
+        flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+        raise BertkitError(f"{flags}: not an option of the teacher's task ({task})", f"drop {flags}")
 
 
 def _teacher_meta(teacher: str) -> dict:
@@ -229,8 +240,9 @@ class Distillation:
 
         sample = features[:SPEED_FEATURES]
         pad = getattr(student.config, "pad_token_id", 0) or 0
-        teacher_speed = measure_speed(self.teacher_network, sample, pad, engine.accelerator.device)
-        student_speed = measure_speed(student, sample, pad, engine.accelerator.device)
+        teacher_speed, student_speed = measure_speed(
+            (self.teacher_network, student), sample, pad, engine.accelerator.device
+        )
         size = (parameter_count(self.teacher_network), parameter_count(student))
         o = self.options
         return {

@@ -72,26 +72,29 @@ def parameter_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def measure_speed(model, features: list[dict], pad_token_id: int, device, batch_size: int = 32) -> float:
-    """Examples per second through ``model`` (no gradients, batches padded to their longest), the
-    best of three passes after a warm-up batch: what the card's speed ratio compares."""
+def measure_speed(models, features: list[dict], pad_token_id: int, device, batch_size: int = 32) -> list[float]:
+    """Examples per second through each of ``models`` (no gradients, batches padded to their longest):
+    passes alternate between the models and each keeps its best of three, so a machine busy for a
+    moment slows none of them more than the others. What the card's speed ratio compares."""
     import time
 
     collate = Collator(pad_token_id, {})
-    batches = [features[i : i + batch_size] for i in range(0, len(features), batch_size)]
-    if not batches:
-        return 0.0
-    model.eval()
-    inputs = [{k: v.to(device) for k, v in collate(batch).items()} for batch in batches]
-    best = float("inf")
+    inputs = [
+        {k: v.to(device) for k, v in collate(features[i : i + batch_size]).items()}
+        for i in range(0, len(features), batch_size)
+    ]
+    best = [float("inf")] * len(models)
     with torch.inference_mode():
-        model(**inputs[0])
-        for _ in range(3):  # the best of three passes: the least disturbed by other work on the machine
-            started = time.perf_counter()
-            for batch in inputs:
-                model(**batch)
-            best = min(best, time.perf_counter() - started)
-    return len(features) / best if best else 0.0
+        for model in models:
+            model.eval()
+            model(**inputs[0])  # warm-up
+        for _ in range(3):
+            for index, model in enumerate(models):
+                started = time.perf_counter()
+                for batch in inputs:
+                    model(**batch)
+                best[index] = min(best[index], time.perf_counter() - started)
+    return [len(features) / seconds if inputs and seconds else 0.0 for seconds in best]
 
 
 def distillation_loss(student, teacher, labels, temperature: float, alpha: float, soft_only=None):
