@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def _read_part(part: Path, count: int) -> list | None:
     try:
         with np.load(part) as stored:
             logits, lengths = stored["logits"], stored["lengths"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if len(lengths) != count:
         return None
