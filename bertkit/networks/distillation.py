@@ -119,10 +119,12 @@ def distillation_loss(student, teacher, labels, temperature: float, alpha: float
 def hidden_state_loss(student_states, teacher_states, layer_map, attention_mask, kind: str = "mse"):
     """Mean over the mapped layers and real tokens of the squared error per hidden unit (mse) or of
     1 - cosine (cosine); ``student_states[j + 1]`` is matched with ``teacher_states[layer_map[j]]``."""
-    mask = attention_mask.bool()
     losses = []
     for j, t in enumerate(layer_map):
-        s_h, t_h = student_states[j + 1][mask].float(), teacher_states[t][mask].float()
+        # a classifier's last layer may compute its first token only (bertkit.networks.first_token_head)
+        tokens = min(student_states[j + 1].shape[1], teacher_states[t].shape[1])
+        mask = attention_mask[:, :tokens].bool()
+        s_h, t_h = student_states[j + 1][:, :tokens][mask].float(), teacher_states[t][:, :tokens][mask].float()
         if kind == "cosine":
             losses.append((1 - F.cosine_similarity(s_h, t_h, dim=-1)).mean())
         else:
