@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
 
 
@@ -37,6 +38,9 @@ def test_layer_dropped_cls_student_evaluates_and_predicts(run_cli, trained, tmp_
     code, out, err = run_cli("predict", student, "--input", tmp_path / "in.txt")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert code == 0 and len(rows) == 2 and all(r["label"] in ("neg", "pos") for r in rows), err
+    pytest.importorskip("onnxruntime")
+    code, out, err = run_cli("export", "onnx", student, "--data", data)
+    assert code == 0 and (student / "onnx" / "model.onnx").is_file(), err
 
 
 def test_second_run_reads_the_teachers_logits_from_the_cache(run_cli, trained, tmp_path):

@@ -14,6 +14,7 @@ from bertkit.networks.distillation import (
     chosen_layers,
     distillation_loss,
     drop_layers,
+    hidden_state_loss,
     mapped_layers,
 )
 
@@ -72,6 +73,26 @@ def test_gradient_of_the_soft_term_keeps_its_scale_across_temperatures():
         distillation_loss(student, teacher, torch.tensor([0]), t, 1.0).backward()
         norms.append(student.grad.norm().item())
     assert 0.2 < norms[1] / norms[0] < 5
+
+
+def test_hidden_loss_compares_mapped_layers_on_real_tokens_only():
+    g = torch.Generator().manual_seed(1)
+    student = [torch.randn(2, 3, 4, generator=g) for _ in range(3)]  # embeddings + 2 layers
+    teacher = [torch.randn(2, 3, 4, generator=g) for _ in range(5)]  # embeddings + 4 layers
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    teacher[2][0, 2] = teacher[4][1, 1:] = 1e6  # at padding: must not count
+    real = [(0, 0), (0, 1), (1, 0)]
+
+    def mse(s, t):
+        return sum(((s[b, i] - t[b, i]) ** 2).mean().item() for b, i in real) / len(real)
+
+    want = (mse(student[1], teacher[2]) + mse(student[2], teacher[4])) / 2
+    got = hidden_state_loss(student, teacher, mapped_layers(4, 2), mask, "mse")
+    assert got.item() == pytest.approx(want, rel=1e-5)
+    same = hidden_state_loss(
+        student, [student[0], student[1], student[1], student[2], student[2]], [2, 4], mask, "cosine"
+    )
+    assert same.item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_chosen_layers_are_every_other_one_evenly_spaced():
