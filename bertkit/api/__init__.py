@@ -35,6 +35,8 @@ _HOMES = {
     "pretrain_mlm": "pretraining",
     "PretrainResult": "pretraining",
     "push": "publishing",
+    "distill": "distillation",
+    "DistillOptions": "distillation",
 }
 __all__ = list(_HOMES)
 
