@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 ROWS = (
-    ("teacher (MiniLM, 6 layers)", None),
+    ("teacher", None),
     ("--student-layers 3, distilled", {"student_layers": 3}),
     ("--student-layers 3, no teacher (--alpha 0)", {"student_layers": 3, "alpha": 0.0}),
     ("--student-layers 2, distilled", {"student_layers": 2}),
@@ -80,7 +80,7 @@ def run(args) -> dict:
             started = time.perf_counter()
             if student is None:
                 result = api.finetune(
-                    "cls", "sst2", teacher, model="minilm", data_dir=str(data_dir), config=config, overwrite=True
+                    "cls", "sst2", teacher, model=args.model, data_dir=str(data_dir), config=config, overwrite=True
                 )
                 out = teacher
             else:
@@ -102,13 +102,14 @@ def run(args) -> dict:
     for name, row in results.items():
         row["parameters"] = parameters(row["dir"])
         row["sentences_per_s"] = round(predict_speed(row["dir"], sentences), 1)
-    return {"train_rows": train or "all", "seeds": args.seeds, "rows": results}
+    return {"model": args.model, "train_rows": train or "all", "seeds": args.seeds, "rows": results}
 
 
 def table(report: dict) -> str:
     teacher = report["rows"][ROWS[0][0]]
     lines = [
-        f"SST-2 dev (872), MiniLM teacher, {report['train_rows']} train rows, 1 epoch, {report['seeds']} seed(s)",
+        f"SST-2 dev (872), teacher from {report['model']}, {report['train_rows']} train rows, 1 epoch, "
+        f"{report['seeds']} seed(s)",
         "",
         "| model | accuracy | spread | predict sentences/s (torch) | x teacher | parameters |",
         "|---|---|---|---|---|---|",
@@ -128,6 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=8000, help="SST-2 train rows (0: all)")
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--model", default="minilm", help="the teacher's starting checkpoint (6 layers or more)")
     parser.add_argument(
         "--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", str(ROOT.parent.parent / "shared" / "data"))
     )
