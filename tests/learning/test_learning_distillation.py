@@ -16,10 +16,11 @@ from conftest import DATA_DIR, minilm_or_skip, require_data
 pytestmark = pytest.mark.learning
 
 TEACHER_ROWS, STUDENT_ROWS = 2000, 500
-# Measured at these settings (seed 1, 2 shared cores): teacher 0.792; from the teacher's layers 0, 2, 4,
-# --alpha 0.5: 0.735, --alpha 0: 0.744, --alpha 1: 0.725. The margin over the pretrained layers is a
-# first bar (that run waited for the machine's heavy-run lock; see the branch's report).
-MARGIN = 0.02
+# Measured at these settings (seed 1, 2 shared cores): teacher 0.792; the distilled student (the
+# teacher's layers 0, 2, 4, --alpha 0.5) 0.735; the pretrained layers without the teacher 0.584.
+# (From the teacher's layers, --alpha 0: 0.744, --alpha 1: 0.725; with 4,000 more SST-2 sentences
+# as --unlabelled: 0.782.) One standard error on 872 rows is 1.6 points: the bar is 5 points.
+MARGIN = 0.05
 
 
 def pretrained_layers(model_ref: str, layers: list[int], directory):
