@@ -41,6 +41,8 @@ _HOMES = {
     "Mined": "mining",
     "Reranker": "reranker",
     "build_squad_retrieval": "datasets",
+    "distill": "distillation",
+    "DistillOptions": "distillation",
 }
 __all__ = list(_HOMES)
 

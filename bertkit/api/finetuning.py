@@ -7,7 +7,15 @@ from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
 from bertkit.api.finetune_result import FinetuneResult
-from bertkit.api.results import RESULTS_FILE, prediction_rows, said, said_warnings, training_results, verdict_on
+from bertkit.api.results import (
+    RESULTS_FILE,
+    prediction_rows,
+    said,
+    said_warnings,
+    training_results,
+    tuned_to_store,
+    verdict_on,
+)
 from bertkit.data import registry
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
@@ -39,6 +47,7 @@ def finetune(
     resume_from: str | None = None,
     on_evaluation=None,
     fold: tuple[int, int] | None = None,
+    distill=None,
 ) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
@@ -46,6 +55,7 @@ def finetune(
     checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
     ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
     ``fold`` (k, K): train on the other folds of ``data``, evaluate on fold k (bertkit.api.folds).
+    ``distill`` (bertkit.api.distillation.Distillation): train a student on a teacher's outputs.
 
     The order of events is the contract users rely on: every check that needs no model, then the
     data, then the model, then the work, then the directory written all at once."""
@@ -59,10 +69,14 @@ def finetune(
     adapter, train_examples, eval_examples, held = _read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
     )
-    adapter, loaded = _load(plan, adapter)
+    if distill is not None:  # the teacher's task and labels are the data's: checked before any model loads
+        distill.check_task(adapter)
+    adapter, loaded = _load(plan, adapter, distill)
     train_features, eval_features, preprocessing = _preprocess(
         adapter, loaded, train_examples, eval_examples, plan.checkpoints
     )
+    if distill is not None:  # the teacher's logits (cached), and the text it labels
+        train_features = distill.with_teacher(adapter, loaded.engine, loaded.tokenizer, train_features, preprocessing)
     spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
     trained = _train(
         loaded.engine,
@@ -77,10 +91,13 @@ def finetune(
         plan.checkpoints,
         on_evaluation,
         keep_predictions=fold is not None,
+        distill=distill,
     )
     from bertkit.networks import recipes
 
     finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
+    if distill is not None:  # what the student is, measured against its teacher
+        finished.facts["sections"] = distill.sections(loaded.engine, finished.model, train_features)
     adapter, result, meta = _record(
         plan,
         adapter.finished(),
@@ -113,7 +130,7 @@ class _Loaded:
     network: object
 
 
-def _load(plan: RunPlan, adapter) -> tuple:
+def _load(plan: RunPlan, adapter, distill=None) -> tuple:
     """(the task at the model's max length, the tokenizer, engine and weights); the checkpoint to resume
     is checked against the engine before any expensive work."""
     model_ref = resolve_model(plan.model)
@@ -134,7 +151,8 @@ def _load(plan: RunPlan, adapter) -> tuple:
         plan.checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
         plan.checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
-    network = speed_up(adapter, load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs()))
+    network = load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs())
+    network = speed_up(adapter, distill.student(network) if distill is not None else network)
     _for_training(network, plan.config)
     return adapter, _Loaded(model_ref, tokenizer, engine, network)
 
@@ -161,7 +179,7 @@ def _record(
     """(the task as saved, the result, bertkit.json's contents) of a trained run."""
     report, config, eval_source = trained.report, plan.config, plan.eval_source
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
-    stored, stored_notices = _tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
+    stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
     adapter = adapter.with_options(stored) if stored else adapter
     result = FinetuneResult(
         str(plan.output_path),
@@ -178,7 +196,7 @@ def _record(
         notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
-        sections=adapter.directory_sections(facts),
+        sections={**adapter.directory_sections(facts), **facts.get("sections", {})},
     )
     held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), eval_examples, held)
     known = registry.is_known(plan.data)
@@ -225,25 +243,6 @@ def _held_out(plan: RunPlan, adapter, result: FinetuneResult, predictions, eval_
     if eval_examples and not plan.eval_source:
         return f"{len(eval_examples)} held-out examples of the training data"
     return None
-
-
-def _tuned_to_store(tuned: dict, eval_source, config: TrainConfig) -> tuple[dict, list[str]]:
-    """(settings to store, what was done): what the task tuned on the saved model's evaluation (a
-    multi-label threshold) is stored with it, as `bertkit eval` stores it: only from the whole dev data."""
-    if not tuned:
-        return {}, []
-    shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
-    if eval_source is None or config.max_eval_samples is not None:
-        why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
-        return {}, [
-            f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was "
-            f"{why}; `bertkit eval DIR` on the whole dev data stores it"
-        ]
-    return tuned, [
-        f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are "
-        "at it; dev data that chose it flatters it a little: score a test split with `bertkit eval DIR "
-        "--split test`)"
-    ]
 
 
 def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
@@ -300,6 +299,7 @@ def _train(
     checkpoints,
     on_evaluation=None,
     keep_predictions=False,
+    distill=None,
 ) -> _Trained:
     """The engine's loop with what the task's TrainingSpec makes (bertkit/networks/recipes.py): what
     it trains, how it collates, how it evaluates."""
@@ -329,6 +329,9 @@ def _train(
         return metrics
 
     network = recipes.training_network(spec, network)
+    collator = recipes.training_collator(spec, tokenizer, config.seed)
+    if distill is not None:  # the loss on the teacher's outputs; batches carry its logits
+        network, collator = distill.training_network(network), distill.collator(tokenizer, adapter.targets)
     before = {}
     if adapter.evaluate_before_training and eval_examples:
         before = evaluate(network.to(engine.accelerator.device))
@@ -340,11 +343,12 @@ def _train(
         tokenizer.pad_token_id,
         evaluate if eval_examples else None,
         adapter.main_metric,
-        collate_fn=recipes.training_collator(spec, tokenizer, config.seed),
+        collate_fn=collator,
         checkpoints=checkpoints,
         targets=adapter.targets,
         greater_is_better=adapter.greater_is_better,
     )
+    network = distill.trained_model(network) if distill is not None else network
     return _Trained(network, report, before, evaluations, verdicts)
 
 

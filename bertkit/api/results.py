@@ -105,3 +105,22 @@ def _prefixed(prefix: str, metrics: dict) -> dict:
         for name, value in metrics.items()
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     }
+
+
+def tuned_to_store(tuned: dict, eval_source, config) -> tuple[dict, list[str]]:
+    """(settings to store, what was done): what the task tuned on the saved model's evaluation (a
+    multi-label threshold) is stored with it, as `bertkit eval` stores it: only from the whole dev data."""
+    if not tuned:
+        return {}, []
+    shown = ", ".join(f"{k} {v}" for k, v in tuned.items() if v is not None)
+    if eval_source is None or config.max_eval_samples is not None:
+        why = "held-out training examples" if eval_source is None else "part of it (--max-eval-samples)"
+        return {}, [
+            f"{shown} tuned on the evaluation data (the metrics above are at it) was NOT stored: it was "
+            f"{why}; `bertkit eval DIR` on the whole dev data stores it"
+        ]
+    return tuned, [
+        f"{shown} tuned on {eval_source.description} and stored with the model (the metrics above are "
+        "at it; dev data that chose it flatters it a little: score a test split with `bertkit eval DIR "
+        "--split test`)"
+    ]

@@ -43,6 +43,7 @@ class ModelMeta:
     tune: dict | None = None  # bertkit tune: the study, every trial, the importances (bertkit.api.tuning)
     folds: dict | None = None  # --folds: every fold's metrics and their spread (bertkit.api.folds)
     warnings: list | None = None  # what the run said about the model it made (a degenerate model)
+    distillation: dict | None = None  # bertkit distill: the teacher, the student, the loss, the measured ratios
 
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
@@ -85,6 +86,7 @@ META_KEYS = (
     "tune",
     "folds",
     "warnings",
+    "distillation",
 )
 
 
@@ -174,8 +176,9 @@ SECTION_TYPES = {
     "tune": (dict, type(None)),
     "folds": (dict, type(None)),
     "warnings": (list, type(None)),
+    "distillation": (dict, type(None)),
 }
-LATER = ("seeds", "tune", "folds", "warnings")
+LATER = ("seeds", "tune", "folds", "warnings", "distillation")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 

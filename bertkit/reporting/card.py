@@ -175,7 +175,27 @@ def _procedure(meta: dict) -> str:
     seconds, rate = throughput.get("train_seconds"), throughput.get("examples_per_s")
     if seconds is not None:
         lines += ["", f"Training took {seconds} s" + (f" ({rate} examples/s)." if rate is not None else ".")]
+    if meta.get("distillation"):
+        lines += ["", distillation_text(meta["distillation"])]
     return "\n".join(lines)
+
+
+def distillation_text(section: dict) -> str:
+    """bertkit distill's line: the teacher, the student, the loss and the measured ratios."""
+    student = section.get("student") or {}
+    made = (
+        f"the teacher's layers {student['layers_taken']}"
+        if student.get("layers_taken") is not None
+        else public_name(student.get("model"))
+    )
+    size, speed = section.get("parameters") or {}, section.get("speed") or {}
+    return (
+        f"Distilled from {public_name(section.get('teacher'))} ({section.get('teacher_layers')} layers) into a "
+        f"{student.get('layers')}-layer student made from {made}, with temperature {section.get('temperature')} "
+        f"and alpha {section.get('alpha')}. Parameters: {size.get('student')} ({size.get('ratio')} of the "
+        f"teacher's {size.get('teacher')}); predict speed: {speed.get('ratio')}x the teacher's "
+        f"({speed.get('examples')} training examples, torch, this machine)."
+    )
 
 
 def _versions(meta: dict) -> str:

@@ -1,0 +1,84 @@
+"""`bertkit distill` end to end on tiny models: the student directory is an ordinary bertkit model
+directory (eval, predict), bertkit.json and the card state the teacher and the ratios, the teacher's
+logits are read from the cache on a second run, and every kind of student trains."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
+
+
+def _distill(run_cli, teacher, data, output, *extra):
+    code, out, err = run_cli("distill", teacher, "--data", data, "--output", output, "--epochs", 1, *extra)
+    assert code == 0, err
+    return out, err
+
+
+def test_layer_dropped_cls_student_evaluates_and_predicts(run_cli, trained, tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text(CLS_CSV)
+    student = tmp_path / "student"
+    out, err = _distill(run_cli, trained("cls"), data, student, "--student-layers", 1)
+    assert "student: the teacher's layers [0] of 0..1" in out + err
+    meta = json.loads((student / "bertkit.json").read_text())
+    section = meta["distillation"]
+    assert section["teacher_layers"] == 2 and section["student"] == {
+        "model": str(trained("cls")),
+        "layers": 1,
+        "layers_taken": [0],
+    }
+    assert 0 < section["parameters"]["ratio"] < 1 and section["speed"]["ratio"] > 0
+    assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 1
+    assert "Distilled from" in (student / "README.md").read_text()
+    code, out, err = run_cli("eval", student, "--data", data)
+    assert code == 0 and "accuracy" in out, err
+    (tmp_path / "in.txt").write_text("the film was good\nthe plot was awful\n")
+    code, out, err = run_cli("predict", student, "--input", tmp_path / "in.txt")
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert code == 0 and len(rows) == 2 and all(r["label"] in ("neg", "pos") for r in rows), err
+    pytest.importorskip("onnxruntime")
+    code, out, err = run_cli("export", "onnx", student, "--data", data)
+    assert code == 0 and (student / "onnx" / "model.onnx").is_file(), err
+
+
+def test_second_run_reads_the_teachers_logits_from_the_cache(run_cli, trained, tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text(CLS_CSV)
+    out, err = _distill(run_cli, trained("cls"), data, tmp_path / "s")
+    assert "0 of 16 features read from the cache" in out + err
+    out, err = _distill(run_cli, trained("cls"), data, tmp_path / "s", "--overwrite", "--seed", 7)
+    assert "16 of 16 features read from the cache" in out + err
+    meta = json.loads((tmp_path / "s" / "bertkit.json").read_text())
+    assert meta["distillation"]["teacher_logits"] == {"reused": 16, "computed": 0}
+    data.write_text(CLS_CSV.replace("good", "fine"))  # other data: a new fingerprint, never the stale cache
+    out, err = _distill(run_cli, trained("cls"), data, tmp_path / "s", "--overwrite")
+    assert "0 of 16 features read from the cache" in out + err
+
+
+def test_ner_student_and_unlabelled_text_for_cls(run_cli, trained, tmp_path):
+    data = tmp_path / "train.txt"
+    data.write_text(NER_CONLL)
+    _distill(run_cli, trained("ner"), data, tmp_path / "ner-student", "--student-layers", 1)
+    code, out, err = run_cli("eval", tmp_path / "ner-student", "--data", data)
+    assert code == 0 and "f1" in out, err
+    cls_data = tmp_path / "train.csv"
+    cls_data.write_text(CLS_CSV)
+    (tmp_path / "more.txt").write_text("the acting was great\nthe story was poor\nit was fine\n")
+    _distill(run_cli, trained("cls"), cls_data, tmp_path / "s", "--unlabelled", tmp_path / "more.txt")
+    meta = json.loads((tmp_path / "s" / "bertkit.json").read_text())
+    assert meta["distillation"]["unlabelled"]["examples"] == 3
+    assert meta["preprocessing"]["unlabelled_features"] == 3
+    assert meta["distillation"]["teacher_logits"]["computed"] == 16 + 3
+
+
+def test_checkpoint_student_with_the_teachers_vocabulary_and_hidden_loss(run_cli, trained, tiny_bert, tmp_path):
+    data = tmp_path / "train.tsv"
+    data.write_text(PAIR_TSV)
+    for extra in (("--hidden-loss", "mse"), ("--hidden-loss", "cosine", "--alpha", "1")):
+        _distill(run_cli, trained("pair"), data, tmp_path / "s", "--student", tiny_bert, "--overwrite", *extra)
+        meta = json.loads((tmp_path / "s" / "bertkit.json").read_text())
+        assert meta["distillation"]["student"]["layers_taken"] is None
+        assert meta["distillation"]["hidden_loss"] == extra[1]
+    _distill(run_cli, trained("pair"), data, tmp_path / "l", "--student-layers", 1, "--hidden-loss", "mse")
