@@ -59,6 +59,7 @@ def finetune(
 
     The order of events is the contract users rely on: every check that needs no model, then the
     data, then the model, then the work, then the directory written all at once."""
+    # long: the order of events above is read top to bottom here, one call per step
     plan = plan_run(
         task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
     )
