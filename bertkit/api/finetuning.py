@@ -12,6 +12,7 @@ from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
+from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
@@ -20,6 +21,8 @@ from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_m
 from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
+
+LORA_LOW_LR = 1e-4  # below it, --lora says that adapters usually take larger steps
 
 
 @dataclass
@@ -96,6 +99,7 @@ def finetune(
     from bertkit.networks import recipes
 
     finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
+    save_weights = _lora_finished(finished, loaded.lora, adapter.model_class)
     adapter, result, meta = _record(
         plan,
         adapter.finished(),
@@ -116,6 +120,7 @@ def finetune(
         meta,
         resolved_options(plan, adapter),
         training_results(result),
+        save_weights,
     )
     return result
 
@@ -126,6 +131,7 @@ class _Loaded:
     tokenizer: object
     engine: object
     network: object
+    lora: dict | None = None  # --lora: what add_adapters made (bertkit.json's lora section)
 
 
 def _load(plan: RunPlan, adapter) -> tuple:
@@ -151,7 +157,46 @@ def _load(plan: RunPlan, adapter) -> tuple:
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = speed_up(adapter, load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs()))
     _for_training(network, plan.config)
-    return adapter, _Loaded(model_ref, tokenizer, engine, network)
+    return adapter, _Loaded(model_ref, tokenizer, engine, network, _with_adapters(network, plan, adapter))
+
+
+def _with_adapters(network, plan: RunPlan, adapter) -> dict | None:
+    """--lora: adapters into the network, the encoder frozen (bertkit/networks/lora.py); what was
+    made, said now (the trainable parameters) and recorded in bertkit.json."""
+    from bertkit.networks import lora
+
+    settings = lora.LoraSettings.of(plan.config)
+    if settings is None:
+        return None
+    if adapter.directory_kind != "finetune":
+        raise BertkitError("--lora trains adapters for finetune's tasks only", "drop --lora")
+    facts = lora.add_adapters(network, settings, plan.model)
+    local = Path(plan.model).expanduser()  # the base an adapter directory is loaded over, from anywhere
+    facts["base_model"] = str(local.resolve()) if local.exists() else plan.model
+    facts["saved"] = "adapter" if plan.config.save_adapter else "merged"
+    said_now = [lora.trainable_text(facts)]
+    if plan.config.lr < LORA_LOW_LR:
+        said_now.append(
+            f"--lr {plan.config.lr:g} with --lora: adapters usually need a larger learning rate "
+            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; README: LoRA adapters)"
+        )
+    for text in said_now:
+        notice("weights", text, **facts)
+    plan.notices.extend(said_now)
+    return facts
+
+
+def _lora_finished(finished, facts: dict | None, model_class: str):
+    """The merged model to save (the default), or a writer of the adapter files (--save-adapter)."""
+    if facts is None:
+        return None
+    from bertkit.networks import lora
+
+    finished.facts["lora"] = facts
+    if facts["saved"] == "merged":
+        finished.model = lora.merged(finished.model)
+        return None
+    return lambda directory, model: lora.save_adapter(directory, model, facts, model_class, facts["base_model"])
 
 
 def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpoints) -> tuple:
@@ -193,7 +238,7 @@ def _record(
         notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
-        sections=adapter.directory_sections(facts),
+        sections={**adapter.directory_sections(facts), **({"lora": facts["lora"]} if "lora" in facts else {})},
     )
     held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), eval_examples, held)
     known = registry.is_known(plan.data)
@@ -364,7 +409,15 @@ def _train(
 
 
 def _save(
-    engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None, results: dict
+    engine,
+    output_path: Path,
+    report,
+    network,
+    tokenizer,
+    meta: ModelMeta,
+    options: dict | None,
+    results: dict,
+    save_weights=None,
 ) -> dict:
     """The model directory, all or nothing, with its history, card, figures, report, results.json
     and the run's resolved options (one process)."""
@@ -377,7 +430,7 @@ def _save(
             if options is not None:
                 write_run_config(staging, options)
             write_json(staging / RESULTS_FILE, results)
-            record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta, save_weights)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written

@@ -31,6 +31,7 @@ from bertkit.cli.options import (
     training_values,
 )
 from bertkit.options import (
+    LORA_FIELDS,
     MAX_LENGTHS,
     MODEL_HELP,
     AttentionOptions,
@@ -159,7 +160,7 @@ def _pretrain_parameters() -> list:
 
     return (
         from_dataclass(RunOptions, helps=PRETRAIN_HELP)
-        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, helps=PRETRAIN_HELP)
+        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, exclude=LORA_FIELDS, helps=PRETRAIN_HELP)  # finetune's
         + from_task(MaskedLMTask, "pretrain")
         + [config_file_parameter("mlm", "pretrain")]
     )
