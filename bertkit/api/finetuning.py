@@ -12,17 +12,15 @@ from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
-from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.networks.lora import with_adapters  # torch-free to import: peft and torch load with --lora
 from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
-
-LORA_LOW_LR = 1e-4  # below it, --lora says that adapters usually take larger steps
 
 
 @dataclass
@@ -99,7 +97,7 @@ def finetune(
     from bertkit.networks import recipes
 
     finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
-    save_weights = _lora_finished(finished, loaded.lora, adapter.model_class)
+    recipes.finish_lora(finished, loaded.lora, adapter.model_class)  # merged, or written as adapter files
     adapter, result, meta = _record(
         plan,
         adapter.finished(),
@@ -115,12 +113,11 @@ def finetune(
         loaded.engine,
         plan.output_path,
         trained.report,
-        finished.model,
+        finished,
         loaded.tokenizer,
         meta,
         resolved_options(plan, adapter),
         training_results(result),
-        save_weights,
     )
     return result
 
@@ -157,46 +154,8 @@ def _load(plan: RunPlan, adapter) -> tuple:
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
     network = speed_up(adapter, load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs()))
     _for_training(network, plan.config)
-    return adapter, _Loaded(model_ref, tokenizer, engine, network, _with_adapters(network, plan, adapter))
-
-
-def _with_adapters(network, plan: RunPlan, adapter) -> dict | None:
-    """--lora: adapters into the network, the encoder frozen (bertkit/networks/lora.py); what was
-    made, said now (the trainable parameters) and recorded in bertkit.json."""
-    from bertkit.networks import lora
-
-    settings = lora.LoraSettings.of(plan.config)
-    if settings is None:
-        return None
-    if adapter.directory_kind != "finetune":
-        raise BertkitError("--lora trains adapters for finetune's tasks only", "drop --lora")
-    facts = lora.add_adapters(network, settings, plan.model)
-    local = Path(plan.model).expanduser()  # the base an adapter directory is loaded over, from anywhere
-    facts["base_model"] = str(local.resolve()) if local.exists() else plan.model
-    facts["saved"] = "adapter" if plan.config.save_adapter else "merged"
-    said_now = [lora.trainable_text(facts)]
-    if plan.config.lr < LORA_LOW_LR:
-        said_now.append(
-            f"--lr {plan.config.lr:g} with --lora: adapters usually need a larger learning rate "
-            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; README: LoRA adapters)"
-        )
-    for text in said_now:
-        notice("weights", text, **facts)
-    plan.notices.extend(said_now)
-    return facts
-
-
-def _lora_finished(finished, facts: dict | None, model_class: str):
-    """The merged model to save (the default), or a writer of the adapter files (--save-adapter)."""
-    if facts is None:
-        return None
-    from bertkit.networks import lora
-
-    finished.facts["lora"] = facts
-    if facts["saved"] == "merged":
-        finished.model = lora.merged(finished.model)
-        return None
-    return lambda directory, model: lora.save_adapter(directory, model, facts, model_class, facts["base_model"])
+    lora = with_adapters(network, plan.config, plan.model, adapter.directory_kind, plan.notices)  # --lora, or None
+    return adapter, _Loaded(model_ref, tokenizer, engine, network, lora)
 
 
 def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpoints) -> tuple:
@@ -409,15 +368,7 @@ def _train(
 
 
 def _save(
-    engine,
-    output_path: Path,
-    report,
-    network,
-    tokenizer,
-    meta: ModelMeta,
-    options: dict | None,
-    results: dict,
-    save_weights=None,
+    engine, output_path: Path, report, finished, tokenizer, meta: ModelMeta, options: dict | None, results: dict
 ) -> dict:
     """The model directory, all or nothing, with its history, card, figures, report, results.json
     and the run's resolved options (one process)."""
@@ -430,7 +381,7 @@ def _save(
             if options is not None:
                 write_run_config(staging, options)
             write_json(staging / RESULTS_FILE, results)
-            record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta, save_weights)
+            record = save_model_dir(staging, engine.unwrap(finished.model), tokenizer, meta, finished.save_weights)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written

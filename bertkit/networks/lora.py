@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from torch import nn
-
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.models import load_model, resolve_model
 
 ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
@@ -41,6 +40,7 @@ PEFT_TASK_TYPES = {
     "AutoModelForQuestionAnswering": "QUESTION_ANS",
 }
 PEFT_HINT = "pip install 'bertkit[lora]'"
+LOW_LR = 1e-4  # below it, --lora says that adapters usually take larger steps
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ def head_modules(model) -> list[str]:
 
 def linear_layers(model) -> list[str]:
     """The full names of the encoder's linear layers (the pooler's excepted: it is the head's)."""
+    from torch import nn  # here: finetune imports this module before it knows whether torch is needed
+
     prefix = encoder_prefix(model)
     return [
         name
@@ -232,9 +234,10 @@ def load_adapter_model(model_dir: str, record: dict, model_class: str, model_con
     try:
         base_ref = resolve_model(base)
         model = load_model(model_class, base_ref, base, config=model_config)
-    except BertkitError as exc:
+    except BertkitError as exc:  # said without load_model's "--model": eval and predict have no such flag
+        why = exc.message.removeprefix(f"--model {base}").removeprefix(": ").removeprefix(" ")
         raise BertkitError(
-            f"{model_dir} holds LoRA adapters over the base model {base}, which cannot be loaded ({exc.message})",
+            f"{model_dir} holds LoRA adapters over the base model {base}, which cannot be loaded ({why})",
             f"put the base model back where bertkit.json's lora.base_model says ({base}), or fine-tune again "
             "without --save-adapter",
         ) from None
@@ -273,3 +276,40 @@ def _load_adapter_weights(model, directory: Path) -> None:
             f"{directory}/{ADAPTER_WEIGHTS} does not fit the base model ({str(exc).splitlines()[-1].strip()[:160]})",
             "the base model changed since training; put the original back, or fine-tune again",
         ) from None
+
+
+def with_adapters(network, config, model_name: str, directory_kind: str, notices: list) -> dict | None:
+    """finetune's hook: adapters into ``network`` when ``config`` (a TrainConfig) asks for them;
+    what was made, said now (the trainable parameters; also added to ``notices``, the result's)
+    and kept for bertkit.json's lora section. None: full fine-tuning."""
+    settings = LoraSettings.of(config)
+    if settings is None:
+        return None
+    if directory_kind != "finetune":
+        raise BertkitError("--lora trains adapters for finetune's tasks only", "drop --lora")
+    facts = add_adapters(network, settings, model_name)
+    local = Path(model_name).expanduser()  # the base an adapter directory is loaded over, from anywhere
+    facts["base_model"] = str(local.resolve()) if local.exists() else model_name
+    facts["saved"] = "adapter" if config.save_adapter else "merged"
+    said = [trainable_text(facts)]
+    if config.lr < LOW_LR:
+        said.append(
+            f"--lr {config.lr:g} with --lora: adapters usually need a larger learning rate "
+            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; README: LoRA adapters)"
+        )
+    for text in said:
+        notice("weights", text, **facts)
+    notices.extend(said)
+    return facts
+
+
+def finish(finished, facts: dict | None, model_class: str):
+    """The model to save merged into ``finished`` (the default), or a writer of the adapter files
+    (--save-adapter) for save_model_dir; the lora section goes in ``finished.facts``."""
+    if facts is None:
+        return None
+    finished.facts["lora"] = facts
+    if facts["saved"] == "merged":
+        finished.model = merged(finished.model)
+        return None
+    return lambda directory, model: save_adapter(directory, model, facts, model_class, facts["base_model"])
