@@ -156,10 +156,13 @@ def main() -> None:
     parser.add_argument("--lora-lr", type=float, default=5e-4)
     parser.add_argument("--budget", type=float, default=1200, help="seconds; no new seed starts after it")
     parser.add_argument("--runs-dir", default="/tmp/bertkit-lora-bench")
+    parser.add_argument("--append", action="store_true", help="add to benchmarks/results/lora.json's runs")
     args = parser.parse_args()
     started, runs = time.perf_counter(), []
+    if args.append and (RESULTS / "lora.json").is_file():  # more seeds for the same table
+        runs = json.loads((RESULTS / "lora.json").read_text())["runs"]
     for seed in (int(s) for s in args.seeds.split(",")):
-        if runs and time.perf_counter() - started > args.budget:
+        if time.perf_counter() - started > args.budget:
             print(f"budget spent: stopping before seed {seed}", flush=True)
             break
         for data in DATASETS:
