@@ -147,6 +147,51 @@ def write(runs: list, args) -> None:
     (RESULTS / "lora.md").write_text("\n".join(lines) + "\n")
 
 
+def interleaved_steps(rounds: int, threads: int) -> dict:
+    """One training step (forward, backward, AdamW) of MiniLM's classifier on one SST-2-like batch
+    (32 x 24 tokens, fp32), full against LoRA 8, alternating so that a shared machine's load
+    drifts over both alike: the median step of each, and the memory its gradients and AdamW's
+    state take."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit.models import resolve_model
+    from bertkit.networks.lora import LoraSettings, add_adapters
+
+    torch.set_num_threads(threads)
+    path = resolve_model("minilm")
+    models = {"full": AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)}
+    models["lora 8"] = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+    add_adapters(models["lora 8"], LoraSettings(8, 16.0, 0.1, None), "minilm")
+    optimizers = {
+        name: torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-5, fused=True)
+        for name, m in models.items()
+    }
+    generator = torch.Generator().manual_seed(0)
+    batch = {"input_ids": torch.randint(1000, 20000, (32, 24), generator=generator)}
+    batch["labels"] = torch.randint(0, 2, (32,), generator=generator)
+    times = {name: [] for name in models}
+    for round_ in range(rounds + 1):
+        for name, model in models.items():
+            model.train()
+            started = time.perf_counter()
+            model(**batch).loss.backward()
+            optimizers[name].step()
+            optimizers[name].zero_grad(set_to_none=False)  # the gradients stay allocated, as in training
+            if round_:  # the first round warms up (allocations, kernels)
+                times[name].append(time.perf_counter() - started)
+    state = {}
+    for name, model in models.items():
+        trained = [p for p in model.parameters() if p.requires_grad]
+        state[name] = {
+            "median_step_ms": 1000 * statistics.median(times[name]),
+            "trainable_parameters": sum(p.numel() for p in trained),
+            # a gradient and AdamW's two moments per trained weight, fp32
+            "gradient_and_adam_mib": 3 * 4 * sum(p.numel() for p in trained) / 2**20,
+        }
+    return state
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="42,43,44")
@@ -157,7 +202,13 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1200, help="seconds; no new seed starts after it")
     parser.add_argument("--runs-dir", default="/tmp/bertkit-lora-bench")
     parser.add_argument("--append", action="store_true", help="add to benchmarks/results/lora.json's runs")
+    parser.add_argument("--steps-only", type=int, default=0, help="only interleaved_steps, this many rounds")
     args = parser.parse_args()
+    if args.steps_only:
+        steps = interleaved_steps(args.steps_only, args.threads)
+        print(json.dumps(steps, indent=2))
+        (RESULTS / "lora_steps.json").write_text(json.dumps({"command": " ".join(sys.argv), **steps}, indent=2) + "\n")
+        return
     started, runs = time.perf_counter(), []
     if args.append and (RESULTS / "lora.json").is_file():  # more seeds for the same table
         runs = json.loads((RESULTS / "lora.json").read_text())["runs"]
