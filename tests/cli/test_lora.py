@@ -197,3 +197,25 @@ def test_seeds_train_adapters_per_seed(run_cli, tiny_bert, data, tmp_path):
     assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
     code, _, stderr = run_cli("predict", out, "--input", data[1], "--output", tmp_path / "p.jsonl")
     assert code == 0, stderr
+
+
+@pytest.mark.parametrize("task", ["ner", "qa"])
+def test_ner_and_qa_adapters_predict_what_their_merged_models_do(task, run_cli, tiny_bert, tmp_path):
+    from hostile import NER_CONLL, QA_JSONL
+
+    data = tmp_path / ("train.txt" if task == "ner" else "train.jsonl")
+    data.write_text(NER_CONLL if task == "ner" else QA_JSONL)
+    rows = {}
+    for name, extra in (("merged", ()), ("adapter", ("--save-adapter",))):
+        out = tmp_path / name
+        common = ("--model", tiny_bert, "--output", out, "--epochs", 1, "--batch-size", 4, "--max-length", 64)
+        code, _, stderr = run_cli(
+            "finetune", task, "--data", data, *common, "--lr", "1e-2", "--precision", "no", "--lora", 2, *extra
+        )
+        assert code == 0, stderr
+        head = json.loads((out / "bertkit.json").read_text())["lora"]["head_parameters"]
+        assert head == (32 * 5 + 5 if task == "ner" else 32 * 2 + 2)  # classifier (O, B/I-PER, B/I-LOC) or qa_outputs
+        code, stdout, stderr = run_cli("predict", out, "--input", data, "--precision", "no")
+        assert code == 0, stderr
+        rows[name] = [json.loads(line) for line in stdout.splitlines()]
+    assert rows["merged"] == rows["adapter"] and len(rows["merged"]) == 8  # 8 sentences, 8 questions
