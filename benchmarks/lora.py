@@ -155,6 +155,8 @@ def interleaved_steps(rounds: int, threads: int) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification
 
+    sys.path.insert(0, str(REPO))  # this checkout's bertkit, as the training runs get (PYTHONPATH)
+
     from bertkit.models import resolve_model
     from bertkit.networks.lora import LoraSettings, add_adapters
 
