@@ -23,9 +23,20 @@ def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
     engine = Engine(precision, threads=threads)
     network = inference_network(str(model_dir), adapter, tokenizer, meta)
     if network is None:
-        network = speed_up(adapter, load_model(adapter.model_class, str(model_dir), str(model_dir), trained=True))
+        network = speed_up(adapter, trained_model(str(model_dir), adapter.model_class, meta, model_config))
     network = engine.prepare_model(network)
     return engine, network, tokenizer
+
+
+def trained_model(model_dir: str, model_class: str, meta: dict, model_config):
+    """The task model of a fine-tuned directory: its weights, or (finetune --lora --save-adapter)
+    its adapters merged over the base model bertkit.json records."""
+    record = meta.get("lora") or {}
+    if record.get("saved") == "adapter":
+        from bertkit.networks.lora import load_adapter_model  # torch and peft: for such a directory only
+
+        return load_adapter_model(model_dir, record, model_class, model_config)
+    return load_model(model_class, model_dir, model_dir, trained=True)
 
 
 def inference_network(model_dir: str, adapter, tokenizer, meta: dict | None = None):

@@ -13,7 +13,7 @@ from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.threads import check as check_threads
 from bertkit.events import notice
 from bertkit.model_dir import check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root
-from bertkit.options import TrainConfig
+from bertkit.options import LORA_FIELDS, TrainConfig
 from bertkit.tasks import finetune_tasks, get_task_class
 
 
@@ -144,6 +144,8 @@ def resolved_options(plan: RunPlan, adapter) -> dict:
     directory = registry.data_dir(plan.data_dir) if known else plan.data_dir and Path(plan.data_dir)
     train = plan.config.to_dict()
     given = train.pop("task_options")
+    if plan.verb != "finetune":  # pretrain has no --lora (its config.yaml must replay there)
+        train = {k: v for k, v in train.items() if k not in LORA_FIELDS}
     task_options = {o.name: given.get(o.name, o.default) for o in adapter.options_for(plan.verb)}
     return {
         "task": plan.task,

@@ -26,6 +26,7 @@ from bertkit.inference import score, speed_up
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.networks.lora import with_adapters  # torch-free to import: peft and torch load with --lora
 from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.few_shot import SETFIT, recipe_of
@@ -97,6 +98,7 @@ def finetune(
     from bertkit.networks import recipes
 
     finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
+    recipes.finish_lora(finished, loaded.lora, adapter.model_class)  # merged, or written as adapter files
     if distill is not None:  # what the student is, measured against its teacher
         finished.facts["sections"] = distill.sections(loaded.engine, finished.model, train_features)
     adapter, result, meta = _record(
@@ -114,7 +116,7 @@ def finetune(
         loaded.engine,
         plan.output_path,
         trained.report,
-        finished.model,
+        finished,
         loaded.tokenizer,
         meta,
         resolved_options(plan, adapter),
@@ -129,6 +131,7 @@ class _Loaded:
     tokenizer: object
     engine: object
     network: object
+    lora: dict | None = None  # --lora: what add_adapters made (bertkit.json's lora section)
 
 
 def _load(plan: RunPlan, adapter, distill=None) -> tuple:
@@ -155,7 +158,8 @@ def _load(plan: RunPlan, adapter, distill=None) -> tuple:
     network = load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs())
     network = speed_up(adapter, distill.student(network) if distill is not None else network)
     _for_training(network, plan.config)
-    return adapter, _Loaded(model_ref, tokenizer, engine, network)
+    lora = with_adapters(network, plan.config, plan.model, adapter.directory_kind, plan.notices)  # --lora, or None
+    return adapter, _Loaded(model_ref, tokenizer, engine, network, lora)
 
 
 def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpoints) -> tuple:
@@ -197,7 +201,11 @@ def _record(
         notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
-        sections={**adapter.directory_sections(facts), **facts.get("sections", {})},
+        sections={
+            **adapter.directory_sections(facts),
+            **facts.get("sections", {}),
+            **({"lora": facts["lora"]} if "lora" in facts else {}),
+        },
     )
     held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), eval_examples, held)
     known = registry.is_known(plan.data)
@@ -354,7 +362,7 @@ def _train(
 
 
 def _save(
-    engine, output_path: Path, report, network, tokenizer, meta: ModelMeta, options: dict | None, results: dict
+    engine, output_path: Path, report, finished, tokenizer, meta: ModelMeta, options: dict | None, results: dict
 ) -> dict:
     """The model directory, all or nothing, with its history, card, figures, report, results.json
     and the run's resolved options (one process)."""
@@ -367,7 +375,7 @@ def _save(
             if options is not None:
                 write_run_config(staging, options)
             write_json(staging / RESULTS_FILE, results)
-            record = save_model_dir(staging, engine.unwrap(network), tokenizer, meta)
+            record = save_model_dir(staging, engine.unwrap(finished.model), tokenizer, meta, finished.save_weights)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written

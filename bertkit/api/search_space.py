@@ -38,6 +38,8 @@ NOT_SEARCHABLE = (
     "max_train_samples",
     "max_eval_samples",
     "seed",
+    "lora_targets",  # which layers, and how the model is saved: not numbers to search
+    "save_adapter",
     *(f.name for f in dataclasses.fields(DatasetOptions)),  # which data: not a hyperparameter
 )
 HINT = "e.g. `lr: {low: 1e-5, high: 1e-4, log: true}`, `batch_size: [16, 32]`, `epochs: 3` (see `bertkit tune --help`)"

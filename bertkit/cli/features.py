@@ -34,6 +34,7 @@ from bertkit.cli.options import (
 from bertkit.cli.pretraining import PRETRAIN_DEFAULTS, PRETRAIN_HELP, pretrain_bert
 from bertkit.cli.pretraining import parameters as bert_parameters
 from bertkit.options import (
+    LORA_FIELDS,
     MAX_LENGTHS,
     MODEL_HELP,
     AttentionOptions,
@@ -151,7 +152,7 @@ def _pretrain_parameters() -> list:
 
     return (
         from_dataclass(RunOptions, helps=PRETRAIN_HELP)
-        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, helps=PRETRAIN_HELP)
+        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, exclude=LORA_FIELDS, helps=PRETRAIN_HELP)  # finetune's
         + from_task(MaskedLMTask, "pretrain")
         + [config_file_parameter("mlm", "pretrain")]
     )

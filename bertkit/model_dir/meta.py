@@ -44,6 +44,7 @@ class ModelMeta:
     folds: dict | None = None  # --folds: every fold's metrics and their spread (bertkit.api.folds)
     warnings: list | None = None  # what the run said about the model it made (a degenerate model)
     distillation: dict | None = None  # bertkit distill: the teacher, the student, the loss, the measured ratios
+    lora: dict | None = None  # finetune --lora: rank, alpha, targets, trainable parameters, base model, how saved
 
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
@@ -87,6 +88,7 @@ META_KEYS = (
     "folds",
     "warnings",
     "distillation",
+    "lora",
 )
 
 
@@ -112,9 +114,14 @@ def data_record(
     }
 
 
-def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta) -> dict:
-    """Save the model, its tokenizer and ``bertkit.json``; returns what bertkit.json holds."""
-    model.save_pretrained(directory)
+def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta, save_weights=None) -> dict:
+    """Save the model, its tokenizer and ``bertkit.json``; returns what bertkit.json holds.
+    ``save_weights(directory, model)`` writes the model's files instead of ``save_pretrained``
+    (LoRA's adapter directory)."""
+    if save_weights is not None:
+        save_weights(directory, model)
+    else:
+        model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     record = meta.to_json()
     write_json(directory / META_FILE, record)  # last: a directory with bertkit.json is complete
@@ -177,8 +184,9 @@ SECTION_TYPES = {
     "folds": (dict, type(None)),
     "warnings": (list, type(None)),
     "distillation": (dict, type(None)),
+    "lora": (dict, type(None)),
 }
-LATER = ("seeds", "tune", "folds", "warnings", "distillation")
+LATER = ("seeds", "tune", "folds", "warnings", "distillation", "lora")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 

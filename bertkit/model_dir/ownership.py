@@ -47,6 +47,8 @@ OURS = (
     "config.json",
     "generation_config.json",
     "model.safetensors",
+    "adapter_config.json",  # finetune --lora --save-adapter (peft's format)
+    "adapter_model.safetensors",
     "model-*.safetensors",
     "model.safetensors.index.json",
     "pytorch_model.bin",

@@ -32,6 +32,7 @@ class Finished:
 
     model: nn.Module
     facts: dict = field(default_factory=dict)
+    save_weights: object = None  # writes the model's files instead of save_pretrained (LoRA's adapter files)
 
 
 class FineTune:
@@ -154,6 +155,15 @@ def scores_with_wrapper(spec: TrainingSpec) -> bool:
 def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
     """The model to save from what ``training_network`` trained, and what finishing it did."""
     return recipe(spec).finish(spec, trained, model_ref, display_name)
+
+
+def finish_lora(finished: Finished, facts: dict | None, model_class: str) -> None:
+    """--lora (networks/lora.py): the adapters merged into the model to save, or (--save-adapter)
+    ``finished.save_weights`` writes the adapter files."""
+    if facts is not None:
+        from bertkit.networks.lora import finish  # peft: only for a LoRA run
+
+        finished.save_weights = finish(finished, facts, model_class)
 
 
 def fold_scaling(model, mean: float, std: float) -> None:

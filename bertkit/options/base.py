@@ -16,6 +16,7 @@ PRECISIONS = ("auto", "no", "fp16", "bf16")
 DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL = "Data", "Model and output", "Training", "Output"
 LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
 INFERENCE_PANEL = "Inference"
+LORA_PANEL = "LoRA adapters (README: LoRA adapters)"
 MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end there
 MIN_LENGTH, MAX_LENGTH = 8, 8192  # below 8 no text fits beside the special tokens; 8192: the longest models
 REQUIRED = ...  # a field without a default: a required option on the command line

@@ -17,6 +17,7 @@ from bertkit.options.base import (
     DATA_PANEL,
     INFERENCE_BATCH,
     LONG_PANEL,
+    LORA_PANEL,
     MAX_SEED,
     MODEL_PANEL,
     OUTPUT_PANEL,
@@ -83,6 +84,31 @@ class TrainConfig(DatasetOptions):
     keep_checkpoints: int | None = option(
         None, "Keep the K newest checkpoints plus the best (default: all).", LONG_PANEL
     )
+    # LoRA (bertkit/networks/lora.py): None everywhere is full fine-tuning
+    lora: int | None = option(
+        None,
+        "Train LoRA adapters of rank R (peft) instead of every weight: the encoder stays frozen, the task head "
+        "trains; the output is saved merged (a plain transformers model).",
+        LORA_PANEL,
+        metavar="R",
+    )
+    lora_alpha: float | None = option(
+        None, "LoRA alpha: the update is scaled by alpha/R; default 2R (a scale of 2 at any rank).", LORA_PANEL
+    )
+    lora_dropout: float | None = option(None, "Dropout on the adapters' input, in [0, 1); default 0.1.", LORA_PANEL)
+    lora_targets: str | None = option(
+        None,
+        "Comma-separated linear layers to adapt (names or name endings); default the attention's query and value "
+        "projections (query,value for BERT).",
+        LORA_PANEL,
+    )
+    save_adapter: bool = option(
+        False,
+        "With --lora: save only the adapters and the head (peft's format) and the base model's name; eval, predict "
+        "and serve load them over the base model.",
+        LORA_PANEL,
+        flag=True,
+    )
 
     def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
         """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
@@ -127,10 +153,38 @@ class TrainConfig(DatasetOptions):
         check_precision(self.precision)
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
+        check_lora(self, command)
         return self
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+LORA_DEFAULT_DROPOUT = 0.1
+LORA_FIELDS = ("lora", "lora_alpha", "lora_dropout", "lora_targets", "save_adapter")  # finetune's and tune's only
+
+
+def check_lora(config: TrainConfig, command: str) -> None:
+    """--lora's companions only with it, each in its range (the targets are checked on the model)."""
+    if config.lora is None:
+        given = [name for name in LORA_FIELDS[1:] if getattr(config, name) not in (None, False)]
+        if given:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+            raise BertkitError(f"{flags} applies only with --lora", "add --lora R (e.g. --lora 8), or drop it")
+        return
+    if config.lora < 1:
+        fail(f"--lora is the adapters' rank, a whole number >= 1, got {config.lora}", command)
+    alpha, dropout = config.lora_alpha, config.lora_dropout
+    if alpha is not None and not (math.isfinite(alpha) and alpha > 0):
+        fail(f"--lora-alpha must be a finite number > 0, got {alpha}", command)
+    if dropout is not None and not (math.isfinite(dropout) and 0 <= dropout < 1):
+        fail(f"--lora-dropout must be in [0, 1), got {dropout}", command)
+    if config.lora_targets is not None and not [t for t in config.lora_targets.split(",") if t.strip()]:
+        fail("--lora-targets names no layer", command)
+    if config.lazy_embeddings:
+        raise BertkitError(
+            "--lazy-embeddings updates word embeddings that --lora freezes", "drop --lazy-embeddings or --lora"
+        )
 
 
 @dataclass

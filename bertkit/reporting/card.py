@@ -82,6 +82,11 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
         usage = f"```python\n{Template(text.snippet).safe_substitute(values)}\n```\n\nor with bertkit: {text.cli}."
     else:
         usage = f"Use it with bertkit: {text.cli}."
+    lora = meta.get("lora")
+    if lora:  # finetune --lora: what trained, and (--save-adapter) how the adapter directory loads
+        summary.append(lora_summary(lora))
+        if lora.get("saved") == "adapter":
+            usage = adapter_usage(meta, model_name) + f"\n\nor with bertkit: {text.cli}."
     limitations = Template(text.limitations).safe_substitute(values)
     return CardData(
         front_matter=front_matter(meta, model_name, text, metrics),
@@ -94,6 +99,32 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
         evaluation=evaluation_section(meta, metrics, figures),
         limitations="\n".join(filter(None, (limitations, CAVEAT))),
         versions=_versions(meta),
+    )
+
+
+def lora_summary(lora: dict) -> str:
+    saved = (
+        "merged into the weights: an ordinary model"
+        if lora.get("saved") != "adapter"
+        else "saved as peft adapter files over its base model"
+    )
+    return (
+        f"Trained with LoRA (rank {lora['rank']}, alpha {lora['alpha']:g}, on {', '.join(lora['targets'])}; "
+        f"{lora['trainable_parameters']:,} trainable parameters of {lora['base_parameters']:,}), {saved}."
+    )
+
+
+def adapter_usage(meta: dict, model_name: str) -> str:
+    """A finetune --lora --save-adapter directory: peft puts the adapters over the base model."""
+    from bertkit.tasks import task_from_state
+
+    model_class = task_from_state(meta["task"]).model_class
+    base = base_model_id(meta["lora"].get("base_model")) or "PATH/TO/THE/BASE/MODEL"
+    return (
+        "```python\nfrom peft import PeftModel\n"
+        f"from transformers import AutoConfig, {model_class}\n\n"
+        f"base = {model_class}.from_pretrained({base!r}, config=AutoConfig.from_pretrained({model_name!r}))\n"
+        f"model = PeftModel.from_pretrained(base, {model_name!r}).merge_and_unload().eval()\n```"
     )
 
 

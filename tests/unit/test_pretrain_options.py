@@ -39,6 +39,7 @@ def test_pretrain_offers_every_training_option_finetune_has():
     cls_only = {"--" + o.name.replace("_", "-") for o in get_task_class("cls").options_for("finetune")}
     # several runs for the spread of a task metric (seeds, folds) are fine-tuning's, not pre-training's
     repeats = {"--seeds", "--folds", "--keep-all"}
+    repeats |= {"--lora", "--lora-alpha", "--lora-dropout", "--lora-targets", "--save-adapter"}  # adapters: finetune's
     assert finetune - cls_only - repeats <= pretrain, sorted(finetune - cls_only - repeats - pretrain)
     assert "--config" in pretrain
     for option in (
