@@ -57,6 +57,11 @@ OURS = (
     "added_tokens.json",
     "*.model",
     "chat_template*",
+    # a sentence-transformers directory (finetune embedding): its modules and pooling
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling",
 )
 
 
@@ -88,7 +93,7 @@ def card_state(path: Path) -> str:
 MANIFEST = ".bertkit-owned.json"  # in each directory bertkit makes that is not a model directory
 # The folders inside a model directory and what bertkit writes in them: the figures, an export's files.
 EXPORT_FILES = ("export.json", "model*.onnx", "model*.onnx.data", "model*.xml", "model*.bin")
-FOLDERS = {"figures": ("*.png",), "onnx": EXPORT_FILES, "openvino": EXPORT_FILES}
+FOLDERS = {"figures": ("*.png",), "onnx": EXPORT_FILES, "openvino": EXPORT_FILES, "1_Pooling": ("config.json",)}
 # bertkit's own by their names: a staging folder (.NAME.partial-<pid>-<random>), an atomic file's
 # temporary (.NAME.<pid>-<random>.tmp), a checkpoint being written (.step-N.tmp), a probe, and the
 # parts of an unfinished streamed output (.NAME.bertkit-partial, checked inside by its layout).

@@ -15,7 +15,7 @@ from torch import nn
 
 from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
 from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
-from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, TrainingSpec
+from bertkit.tasks.training_spec import BI_ENCODER, FINE_TUNE, MASKED_LM, TrainingSpec
 
 
 @dataclass
@@ -82,7 +82,41 @@ class MaskedLM:
         return Finished(trained.model, {"pooler": carry_base_pooler(trained.model, model_ref, display_name)})
 
 
-RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM}
+class BiEncoder:
+    """Sentence embeddings (networks/bi_encoder.py): towers padded apart, a similarity loss over
+    pooled vectors, evaluation and scoring on the pooled vectors, a sentence-transformers directory."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        from bertkit.networks.bi_encoder import BiEncoderTrainer
+
+        return BiEncoderTrainer(model, spec.embedding)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        from bertkit.networks.bi_encoder import BiEncoderCollator
+
+        return BiEncoderCollator(tokenizer.pad_token_id)
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        from bertkit.networks.embedding import EmbeddingNetwork
+        from bertkit.networks.pooling import parse_pooling
+
+        return EmbeddingNetwork(model, parse_pooling(spec.embedding.pooling))
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return BiEncoder.scoring_network(spec, unwrap(model).encoder, tokenizer)
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        from bertkit.networks.bi_encoder import SentenceEncoder
+
+        return Finished(SentenceEncoder(trained.encoder, spec.embedding.max_length, spec.embedding.pooling))
+
+
+RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, BI_ENCODER: BiEncoder}
 
 
 def recipe(spec: TrainingSpec):

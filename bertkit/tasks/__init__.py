@@ -23,6 +23,7 @@ TASKS: dict = {
     "ner": "bertkit.tasks.tagging:TaggingTask",
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
     "mlm": "bertkit.tasks.mlm:MaskedLMTask",
+    "embedding": "bertkit.tasks.embedding:EmbeddingTask",
 }
 # Tasks trained by their own command (`bertkit pretrain mlm`), not by `bertkit finetune`.
 PRETRAINING_TASKS = {"mlm"}
