@@ -24,6 +24,7 @@ TASKS: dict = {
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
     "mlm": "bertkit.tasks.mlm:MaskedLMTask",
     "embedding": "bertkit.tasks.embedding:EmbeddingTask",
+    "rerank": "bertkit.tasks.rerank:RerankTask",
 }
 # Tasks trained by their own command (`bertkit pretrain mlm`), not by `bertkit finetune`.
 PRETRAINING_TASKS = {"mlm"}
