@@ -1,0 +1,126 @@
+"""`bertkit finetune embedding` and `finetune rerank` end to end on the tiny BERT: the saved
+directories load in sentence-transformers (SentenceTransformer, CrossEncoder) and give what
+`bertkit embed` / `bertkit predict` give; eval and predict work on them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+PAIRS = [
+    ("the film was good", "it was a great movie"),
+    ("the plot was bad", "the story was awful"),
+    ("john lives in paris", "john lives in france"),
+    ("mary visited berlin", "mary went to germany"),
+    ("the actor was fine", "the acting was good"),
+    ("the film was good", "it was a great movie"),
+]
+STS = "sentence1,sentence2,score\n" + "".join(
+    f"{a},{b},{s}\n"
+    for a, b, s in [
+        ("the film was good", "it was a great movie", 4.5),
+        ("the plot was bad", "john lives in paris", 0.5),
+        ("mary visited berlin", "mary went to germany", 4),
+        ("the actor was fine", "the story was awful", 1),
+    ]
+)
+QUERIES = [
+    ("who lives in paris ?", "john lives in paris .", "mary visited berlin ."),
+    ("what was the film ?", "the film was good .", "the city was london ."),
+    ("where did mary go ?", "mary went to germany .", "the plot was bad ."),
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def embedding_dir(tiny_bert, tmp_path_factory):
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    root = tmp_path_factory.mktemp("embedding")
+    data = write_jsonl(root / "pairs.jsonl", [{"anchor": a, "positive": p} for a, p in PAIRS])
+    (root / "sts.csv").write_text(STS)
+    api.finetune(
+        "embedding",
+        str(data),
+        str(root / "model"),
+        model=str(tiny_bert),
+        eval_data=str(root / "sts.csv"),
+        config=TrainConfig(epochs=1, batch_size=4, precision="no", lr=1e-3),
+    )
+    return root
+
+
+def test_embedding_directory_loads_in_sentence_transformers_with_bertkit_embeds_vectors(embedding_dir, run_cli):
+    st = pytest.importorskip("sentence_transformers")
+    texts = embedding_dir / "texts.txt"
+    texts.write_text("the film was good\njohn lives in paris\nthe plot was bad , very bad\n")
+    out = embedding_dir / "vectors.npy"
+    code, _, err = run_cli("embed", embedding_dir / "model", "--input", texts, "--output", out, "--precision", "no")
+    assert code == 0, err
+    ours = np.load(out)
+    theirs = st.SentenceTransformer(str(embedding_dir / "model"), device="cpu").encode(
+        texts.read_text().splitlines(), convert_to_numpy=True
+    )
+    assert ours.shape == theirs.shape == (3, 32)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    # sentence-transformers truncates where bertkit trained: --max-length
+    assert st.SentenceTransformer(str(embedding_dir / "model"), device="cpu").get_max_seq_length() == 128
+
+
+def test_embedding_eval_is_the_spearman_of_the_cosine_and_predict_gives_it(embedding_dir, run_cli):
+    code, out, err = run_cli("eval", embedding_dir / "model", "--precision", "no")
+    assert code == 0, err
+    metrics = json.loads((embedding_dir / "model" / "eval-sts.json").read_text())["metrics"]
+    code, out, err = run_cli("predict", embedding_dir / "model", "--input", embedding_dir / "sts.csv", "--precision", "no")
+    assert code == 0, err
+    cosines = [json.loads(line)["score"] for line in out.splitlines()]
+    gold = [4.5, 0.5, 4, 1]
+    rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731 (no ties here)
+    assert metrics["spearman"] == pytest.approx(float(np.corrcoef(rank(cosines), rank(gold))[0, 1]), abs=1e-4)
+
+
+def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(tiny_bert, tmp_path, run_cli):
+    st = pytest.importorskip("sentence_transformers")
+    rows = [
+        {"query": q, "passage": p, "label": label}
+        for _ in range(3)
+        for q, good, bad in QUERIES
+        for p, label in ((good, 1), (bad, 0))
+    ]
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    out = tmp_path / "model"
+    code, stdout, err = run_cli(
+        "finetune", "rerank", "--data", data, "--eval-data", data, "--model", tiny_bert, "--output", out,
+        "--epochs", 1, "--batch-size", 4, "--precision", "no",
+    )  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert {"ndcg@10", "mrr@10", "auc"} <= set(meta["metrics"])  # grouped by query: the ranking measures
+    code, stdout, err = run_cli("predict", out, "--input", data, "--precision", "no")
+    assert code == 0, err
+    ours = [json.loads(line)["score"] for line in stdout.splitlines()]
+    theirs = st.CrossEncoder(str(out), device="cpu").predict([(r["query"], r["passage"]) for r in rows])
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_ranking_measures_by_hand():
+    from bertkit.tasks.rerank import auc, ranking_scores
+
+    examples = [{"query": "q", "label": g} for g in (0, 2, 1)] + [{"query": "r", "label": g} for g in (1, 0)]
+    scores = [0.9, 0.5, 0.1, 0.2, 0.8]
+    got = ranking_scores(examples, scores)
+    # q: ranked 0, 2, 1 (gains 0, 2, 1); ideal 2, 1, 0. r: ranked 0, 1 (gains 0, 1)
+    ndcg_q = (2 / np.log2(3) + 1 / np.log2(4)) / (2 + 1 / np.log2(3))
+    ndcg_r = (1 / np.log2(3)) / 1
+    assert got["ndcg@10"] == pytest.approx((ndcg_q + ndcg_r) / 2)
+    assert got["mrr@10"] == pytest.approx((1 / 2 + 1 / 2) / 2)
+    # positives 0.5, 0.1, 0.2 against negatives 0.9, 0.3: one pair of six ordered right; a tie counts half
+    assert auc([False, True, True, True, False], [0.9, 0.5, 0.1, 0.2, 0.3]) == pytest.approx(1 / 6)
+    assert auc([False, True], [0.4, 0.4]) == pytest.approx(0.5)
