@@ -31,9 +31,7 @@ ANCHORS = ("anchor", "query", "sentence1", "text", "sentence")
 POSITIVES = ("positive", "sentence2", "passage", "text_pair")
 SCORES = ("score", "label", "similarity")
 OBJECTIVES = ("mnrl", "cosent")
-COLUMNS_HINT = (
-    "give anchor,positive[,negative] columns (in-batch negatives) or sentence1,sentence2,score (CoSENT)"
-)
+COLUMNS_HINT = "give anchor,positive[,negative] columns (in-batch negatives) or sentence1,sentence2,score (CoSENT)"
 SCALE = 20.0  # sentence-transformers' scale for both losses
 
 
@@ -235,7 +233,6 @@ class EmbeddingTask(Task):
         return {**row, "embedding": [round(float(x), 6) for x in prediction["embedding"]]}
 
 
-
 def choose_columns(columns: list, where: str) -> tuple:
     """(anchor, positive, negative or None, score or None): the columns training reads."""
     score = next((c for c in SCORES if c in columns), None)
@@ -244,7 +241,9 @@ def choose_columns(columns: list, where: str) -> tuple:
     anchor = next((c for c in ANCHORS if c in columns), None)
     positive = next((c for c in POSITIVES if c in columns), None)
     if anchor is None or positive is None:
-        raise BertkitError(f"{where}: no anchor and positive columns (found {', '.join(map(str, columns))})", COLUMNS_HINT)
+        raise BertkitError(
+            f"{where}: no anchor and positive columns (found {', '.join(map(str, columns))})", COLUMNS_HINT
+        )
     return anchor, positive, ("negative" if "negative" in columns else None), None
 
 
@@ -299,4 +298,3 @@ def truncation_stats(truncated: int, texts: int, max_length: int) -> dict:
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
-

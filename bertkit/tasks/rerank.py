@@ -70,7 +70,9 @@ class RerankTask(Task):
         query = next((c for c in QUERIES if c in columns), None)
         passage = next((c for c in PASSAGES if c in columns), None)
         if query is None or passage is None:
-            raise BertkitError(f"{source.description}: no query and passage columns (found {', '.join(columns)})", COLUMNS_HINT)
+            raise BertkitError(
+                f"{source.description}: no query and passage columns (found {', '.join(columns)})", COLUMNS_HINT
+            )
         label = next((c for c in LABELS if c in columns), None)
         if label is None and purpose != "predict":
             raise BertkitError(f"{source.description}: no label column (found {', '.join(columns)})", COLUMNS_HINT)
@@ -142,7 +144,11 @@ class RerankTask(Task):
         if self.main_metric not in result:
             raise BertkitError(
                 f"the evaluation data cannot give {self.main_metric} (it needs "
-                + ("queries with a relevant passage" if self.main_metric != "auc" else "both relevant and irrelevant pairs")
+                + (
+                    "queries with a relevant passage"
+                    if self.main_metric != "auc"
+                    else "both relevant and irrelevant pairs"
+                )
                 + ")",
                 "evaluate on query,passage,label rows that hold both kinds",
             )

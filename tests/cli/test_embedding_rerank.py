@@ -78,7 +78,9 @@ def test_embedding_eval_is_the_spearman_of_the_cosine_and_predict_gives_it(embed
     code, out, err = run_cli("eval", embedding_dir / "model", "--precision", "no")
     assert code == 0, err
     metrics = json.loads((embedding_dir / "model" / "eval-sts.json").read_text())["metrics"]
-    code, out, err = run_cli("predict", embedding_dir / "model", "--input", embedding_dir / "sts.csv", "--precision", "no")
+    code, out, err = run_cli(
+        "predict", embedding_dir / "model", "--input", embedding_dir / "sts.csv", "--precision", "no"
+    )
     assert code == 0, err
     cosines = [json.loads(line)["score"] for line in out.splitlines()]
     gold = [4.5, 0.5, 4, 1]

@@ -125,4 +125,3 @@ def test_gradcache_gives_the_gradients_of_the_whole_batch(tiny_bert, symmetric):
     assert whole.keys() == cached.keys() and whole
     for name in whole:
         assert torch.allclose(cached[name], whole[name], atol=1e-5, rtol=1e-4), name
-
