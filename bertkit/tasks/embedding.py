@@ -216,6 +216,13 @@ class EmbeddingTask(Task):
             for first, second in vectors
         ]
 
+    def check_eval_examples(self, examples, source):
+        if len({float(ex["score"]) for ex in examples}) < 2:
+            raise BertkitError(
+                f"{source.description}: every gold score of the evaluation pairs is the same, so Spearman is undefined",
+                "evaluate on pairs with different scores",
+            )
+
     def metrics(self, examples, predictions):
         gold = [float(ex["score"]) for ex in examples]
         if len(set(gold)) < 2:

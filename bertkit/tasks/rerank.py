@@ -133,6 +133,14 @@ class RerankTask(Task):
             scores[feature["example_index"]] = 1 / (1 + math.exp(-float(np.asarray(logits).reshape(-1)[0])))
         return scores
 
+    def check_eval_examples(self, examples, source):
+        """The evaluation data must give the main metric, known before training."""
+        placeholder = [0.5] * len(examples)
+        try:
+            self.metrics(examples, placeholder)
+        except BertkitError as exc:
+            raise BertkitError(f"{source.description}: {exc.message}", exc.hint) from None
+
     def metrics(self, examples, predictions):
         gold = [ex["label"] for ex in examples]
         result = {}
