@@ -126,3 +126,28 @@ def test_ranking_measures_by_hand():
     # positives 0.5, 0.1, 0.2 against negatives 0.9, 0.3: one pair of six ordered right; a tie counts half
     assert auc([False, True, True, True, False], [0.9, 0.5, 0.1, 0.2, 0.3]) == pytest.approx(1 / 6)
     assert auc([False, True], [0.4, 0.4]) == pytest.approx(0.5)
+
+
+def test_serve_embeds_with_bertkit_embeds_vectors_and_refuses_what_embed_cannot(embedding_dir, run_cli, trained):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertkit.api.prediction import Predictor
+    from bertkit.serving.app import create_app
+
+    texts = ["the film was good", "john lives in paris"]
+    (embedding_dir / "two.txt").write_text("\n".join(texts) + "\n")
+    out = embedding_dir / "two.npy"
+    code, _, err = run_cli("embed", embedding_dir / "model", "--input", embedding_dir / "two.txt", "--output", out)
+    assert code == 0, err
+    with TestClient(create_app(Predictor(str(embedding_dir / "model"), quiet=True).load())) as client:
+        answer = client.post("/embed", json={"inputs": [{"text": t} for t in texts]})
+        assert answer.status_code == 200, answer.text
+        np.testing.assert_allclose(np.array(answer.json()["embeddings"]), np.load(out), atol=1e-5)
+        pair = client.post("/embed", json={"text": "a film", "text_pair": "a movie"})
+        assert pair.status_code == 422 and "single texts" in pair.json()["error"]
+        scored = client.post("/predict", json={"text": "a film", "text_pair": "a movie"})
+        assert scored.status_code == 200 and -1 <= scored.json()["predictions"][0]["score"] <= 1
+    with TestClient(create_app(Predictor(str(trained("cls")), quiet=True).load())) as client:
+        refused = client.post("/embed", json={"text": "a film"})
+        assert refused.status_code == 400 and "POST /predict" in refused.json()["hint"]
