@@ -44,6 +44,7 @@ class EmbeddingTask(Task):
     targets = {}  # the bi-encoder collator makes each batch (bertkit/networks/bi_encoder.py)
     prediction_fields = {"embedding": "the text's vector (one input text)", "score": "the pair's cosine"}
     gold_fields = ("score",)
+    evaluate_before_training = True  # the zero-shot Spearman of the starting encoder, beside the trained one
     card_text = CardText(
         hub_task="sentence-similarity",
         title="Sentence Similarity",
