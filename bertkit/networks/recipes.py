@@ -15,7 +15,7 @@ from torch import nn
 
 from bertkit.networks.losses import TrainingLoss, set_head_bias, with_loss
 from bertkit.networks.masking import MaskedLMScorer, MaskedLMTrainer, MaskingCollator, VocabTables, carry_base_pooler
-from bertkit.tasks.training_spec import BI_ENCODER, FINE_TUNE, MASKED_LM, TrainingSpec
+from bertkit.tasks.training_spec import BI_ENCODER, FINE_TUNE, LISTWISE, MASKED_LM, TrainingSpec
 
 
 @dataclass
@@ -116,7 +116,36 @@ class BiEncoder:
         return Finished(SentenceEncoder(trained.encoder, spec.embedding.max_length, spec.embedding.pooling))
 
 
-RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, BI_ENCODER: BiEncoder}
+class Listwise:
+    """A reranker trained on each query's passages at once (networks/listwise.py); the model, its
+    evaluation and its scoring are the plain one-logit cross-encoder's."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        from bertkit.networks.listwise import ListwiseTrainer
+
+        return ListwiseTrainer(model)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        from bertkit.networks.listwise import ListwiseCollator
+
+        return ListwiseCollator(tokenizer.pad_token_id)
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        return model
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return unwrap(model).model
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        return Finished(trained.model)
+
+
+RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, BI_ENCODER: BiEncoder, LISTWISE: Listwise}
 
 
 def recipe(spec: TrainingSpec):

@@ -21,7 +21,7 @@ from bertkit.data.readers import text_value
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import MULTI_HOT, CardText, Task, TaskOption, require_nonempty
 from bertkit.tasks.learned import Examples, Learned
-from bertkit.tasks.training_spec import LossSpec, TrainingSpec
+from bertkit.tasks.training_spec import LISTWISE, LossSpec, TrainingSpec
 
 QUERIES = ("query", "question", "sentence1", "text")
 PASSAGES = ("passage", "document", "sentence2", "text_pair", "context")
@@ -52,9 +52,25 @@ class RerankTask(Task):
         super().__init__(max_length, options, labels)
         if self.options.get("grouped"):
             self.main_metric = "ndcg@10"
+        if self.options.get("rerank_loss", "bce") not in ("bce", "listwise"):
+            raise BertkitError(
+                f"--rerank-loss {self.options['rerank_loss']!r} is not a reranker loss", "use bce or listwise"
+            )
+
+    @property
+    def listwise(self) -> bool:
+        return self.options.get("rerank_loss") == "listwise"
 
     # learned from the training data and stored with the model; no command offers them as flags
     options_declared = (
+        TaskOption(
+            "rerank_loss",
+            str,
+            "bce (each pair alone) or listwise (softmax cross-entropy over each query's passages; "
+            "--batch-size then counts queries).",
+            ("finetune",),
+            "bce",
+        ),
         TaskOption("label_max", float, "The highest training label (targets are label / it).", ()),
         TaskOption("grouped", bool, "The training data holds several passages per query.", ()),
     )
@@ -98,6 +114,11 @@ class RerankTask(Task):
         for ex in examples:
             per_query[ex["query"]] = per_query.get(ex["query"], 0) + 1
         grouped = any(n > 1 for n in per_query.values())
+        if self.listwise and not grouped:
+            raise BertkitError(
+                "--rerank-loss listwise needs several passages per query; every query here has one",
+                "group passages under their query, or leave out --rerank-loss (bce)",
+            )
         return Learned(options={"label_max": max(1.0, max(labels)), "grouped": grouped or None})
 
     # --- features --------------------------------------------------------------------------
@@ -121,9 +142,13 @@ class RerankTask(Task):
         stats = {"pairs": len(examples), "truncated": truncated}
         if truncated:
             stats["notices"] = [f"{truncated} of {len(examples)} pairs were cut at --max-length {self.max_length}"]
+        if train and self.listwise:
+            features = by_query(examples, features, stats)
         return self.reported(features, stats)
 
     def training_spec(self):
+        if self.listwise:
+            return TrainingSpec(LISTWISE)
         return TrainingSpec(loss=LossSpec(target=MULTI_HOT))
 
     # --- decoding and scores -----------------------------------------------------------------------
@@ -165,6 +190,33 @@ class RerankTask(Task):
     def format_prediction(self, example, prediction):
         row = {"id": example["id"]} if "id" in example else {}
         return {**row, "score": round(float(prediction), 6)}
+
+
+def by_query(examples: list[dict], features: list[dict], stats: dict) -> list[dict]:
+    """Listwise training features: one per query with its pairs and their relevance; a query with
+    one passage or none relevant teaches a softmax nothing and is left out (counted, said)."""
+    groups: dict = {}
+    for example, feature in zip(examples, features):
+        groups.setdefault(example["query"], []).append(feature)
+    queries, skipped = [], 0
+    for pairs in groups.values():
+        relevance = [pair["labels"][0] for pair in pairs]
+        if len(pairs) < 2 or max(relevance) <= 0:
+            skipped += 1
+            continue
+        longest = max(pairs, key=lambda pair: len(pair["input_ids"]))
+        queries.append({"input_ids": longest["input_ids"], "pairs": pairs, "relevance": relevance})
+    if not queries:
+        raise BertkitError(
+            "--rerank-loss listwise: no query has two passages with one relevant",
+            "group passages under their query, or leave out --rerank-loss (bce)",
+        )
+    stats["queries"] = len(queries)
+    if skipped:
+        stats.setdefault("notices", []).append(
+            f"{skipped} queries with one passage or none relevant left out of listwise training"
+        )
+    return queries
 
 
 def relevance(value, row: int, field: str, where: str) -> float:

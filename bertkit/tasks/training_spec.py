@@ -66,6 +66,7 @@ class TrainingSpec:
 # A bi-encoder (bertkit/networks/bi_encoder.py): two or three texts encoded by one encoder and pooled,
 # trained on the similarity of their vectors; a cross-encoder reranker trained listwise.
 BI_ENCODER = "bi-encoder"
+LISTWISE = "listwise"  # a cross-encoder trained on each query's passages at once (networks/listwise.py)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def test_embedding_eval_is_the_spearman_of_the_cosine_and_predict_gives_it(embed
     assert metrics["spearman"] == pytest.approx(float(np.corrcoef(rank(cosines), rank(gold))[0, 1]), abs=1e-4)
 
 
-def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(tiny_bert, tmp_path, run_cli):
+@pytest.mark.parametrize("loss", ["bce", "listwise"])
+def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(tiny_bert, tmp_path, run_cli, loss):
     st = pytest.importorskip("sentence_transformers")
     rows = [
         {"query": q, "passage": p, "label": label}
@@ -100,11 +101,12 @@ def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(ti
     out = tmp_path / "model"
     code, stdout, err = run_cli(
         "finetune", "rerank", "--data", data, "--eval-data", data, "--model", tiny_bert, "--output", out,
-        "--epochs", 1, "--batch-size", 4, "--precision", "no",
+        "--epochs", 1, "--batch-size", 4, "--precision", "no", "--rerank-loss", loss,
     )  # fmt: skip
     assert code == 0, err
     meta = json.loads((out / "bertkit.json").read_text())
     assert {"ndcg@10", "mrr@10", "auc"} <= set(meta["metrics"])  # grouped by query: the ranking measures
+    assert meta["task"]["options"].get("rerank_loss", "bce") == loss
     code, stdout, err = run_cli("predict", out, "--input", data, "--precision", "no")
     assert code == 0, err
     ours = [json.loads(line)["score"] for line in stdout.splitlines()]

@@ -115,6 +115,27 @@ CASES = [
         lambda c: rerank(c, jsonl({"query": "q", "passage": "p", "label": 0})),
         ("every training label is 0",),
     ),
+    Case("rerank-loss-unknown", lambda c: rerank(c, RERANK, "--rerank-loss", "pairwise"), ("not a reranker loss",)),
+    Case(
+        "rerank-listwise-one-passage-per-query",
+        lambda c: rerank(
+            c,
+            jsonl({"query": "q", "passage": "p", "label": 1}, {"query": "r", "passage": "s", "label": 0}),
+            "--rerank-loss",
+            "listwise",
+        ),
+        ("needs several passages per query",),
+    ),
+    Case(
+        "rerank-listwise-no-query-with-a-relevant-passage",
+        lambda c: rerank(
+            c,
+            RERANK.replace('"label": 1', '"label": 0') + jsonl({"query": "z", "passage": "p", "label": 1}),
+            "--rerank-loss",
+            "listwise",
+        ),
+        ("no query has two passages with one relevant",),
+    ),
     Case(
         "rerank-eval-without-both-kinds",
         lambda c: rerank(
