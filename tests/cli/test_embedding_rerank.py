@@ -153,3 +153,21 @@ def test_serve_embeds_with_bertkit_embeds_vectors_and_refuses_what_embed_cannot(
     with TestClient(create_app(Predictor(str(trained("cls")), quiet=True).load())) as client:
         refused = client.post("/embed", json={"text": "a film"})
         assert refused.status_code == 400 and "POST /predict" in refused.json()["hint"]
+
+
+def test_embedding_directory_exports_to_onnx_and_predicts_the_same_vectors(embedding_dir, run_cli, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(embedding_dir / "model", model)
+    code, _, err = run_cli("export", "onnx", model)
+    assert code == 0, err
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the film was good\nmary went to germany\n")
+    rows = {}
+    for backend in ("torch", "onnx"):
+        code, out, err = run_cli("predict", model, "--input", texts, "--backend", backend, "--precision", "no")
+        assert code == 0, err
+        rows[backend] = [json.loads(line)["embedding"] for line in out.splitlines()]
+    np.testing.assert_allclose(rows["onnx"], rows["torch"], atol=1e-5)
