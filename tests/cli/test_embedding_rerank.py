@@ -171,3 +171,20 @@ def test_embedding_directory_exports_to_onnx_and_predicts_the_same_vectors(embed
         assert code == 0, err
         rows[backend] = [json.loads(line)["embedding"] for line in out.splitlines()]
     np.testing.assert_allclose(rows["onnx"], rows["torch"], atol=1e-5)
+
+
+def test_an_embedding_directory_with_its_exports_is_replaced_by_overwrite(embedding_dir, tiny_bert, run_cli, tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(embedding_dir / "model", model)
+    (model / "onnx").mkdir(exist_ok=True)
+    (model / "onnx" / "export.json").write_text("{}")
+    args = ["finetune", "embedding", "--data", embedding_dir / "pairs.jsonl", "--model", tiny_bert, "--output", model]
+    code, _, err = run_cli(*args, "--epochs", 1, "--batch-size", 3, "--cache-batch", 2, "--overwrite")
+    assert code == 0, err  # 1_Pooling/, modules.json, ... are bertkit's: replaced, not refused
+    assert not (model / "onnx").exists() and (model / "1_Pooling" / "config.json").is_file()
+    (model / "1_Pooling" / "notes.txt").write_text("mine")
+    code, _, err = run_cli(*args, "--epochs", 1, "--overwrite")
+    assert code == 2 and "notes.txt" in err  # a file of the user's inside it is never deleted
+    assert (model / "1_Pooling" / "notes.txt").read_text() == "mine"
