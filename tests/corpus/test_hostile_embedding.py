@@ -29,6 +29,20 @@ def rerank(c: Context, data: str, *extra) -> list:
     return c.finetune("rerank", ("rr.jsonl", data), *extra)
 
 
+def model_of(c: Context, task: str):
+    """A tiny trained embedding or rerank directory, trained once beside the corpus's shared models."""
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    target = c.trained.root / f"h3-{task}"
+    if not (target / "bertkit.json").is_file():
+        data = c.trained.root / f"h3-{task}.jsonl"
+        data.write_text(PAIRS if task == "embedding" else RERANK)
+        config = TrainConfig(epochs=1, batch_size=2, precision="no")
+        api.finetune(task, str(data), str(target), model=str(c.tiny), config=config)
+    return target
+
+
 CASES = [
     Case(
         "pairs-empty-positive",
@@ -135,6 +149,31 @@ CASES = [
             "listwise",
         ),
         ("no query has two passages with one relevant",),
+    ),
+    Case(
+        "eval-embedding-on-unscored-pairs",
+        lambda c: ["eval", model_of(c, "embedding"), "--data", c.file("dev.jsonl", PAIRS)],
+        ("needs scored pairs",),
+    ),
+    Case(
+        "predict-embedding-no-text-column",
+        lambda c: ["predict", model_of(c, "embedding"), "--input", c.file("in.jsonl", jsonl({"words": "a b"}))],
+        ("no text column",),
+    ),
+    Case(
+        "eval-rerank-label-not-a-number",
+        lambda c: [
+            "eval",
+            model_of(c, "rerank"),
+            "--data",
+            c.file("dev.jsonl", RERANK + jsonl({"query": "q", "passage": "p", "label": "yes"})),
+        ],
+        ("label 'yes' is not a relevance",),
+    ),
+    Case(
+        "predict-rerank-no-passage",
+        lambda c: ["predict", model_of(c, "rerank"), "--input", c.file("in.jsonl", jsonl({"query": "q"}))],
+        ("no query and passage columns",),
     ),
     Case(
         "rerank-eval-without-both-kinds",
