@@ -125,3 +125,20 @@ def test_gradcache_gives_the_gradients_of_the_whole_batch(tiny_bert, symmetric):
     assert whole.keys() == cached.keys() and whole
     for name in whole:
         assert torch.allclose(cached[name], whole[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_the_task_gives_one_text_one_id_so_the_loss_can_mask_its_duplicates(tiny_bert):
+    from transformers import AutoTokenizer
+
+    from bertkit.tasks.embedding import EmbeddingTask
+
+    rows = [
+        {"text": "the film was good", "text_pair": "it was great", "negative": None},
+        {"text": "the plot was bad", "text_pair": "it was awful", "negative": None},
+        {"text": "a good film", "text_pair": "it was great", "negative": None},
+    ]
+    features = EmbeddingTask().preprocess(rows, AutoTokenizer.from_pretrained(tiny_bert), train=True)
+    ids = [f["text_pair_id"] for f in features]
+    assert ids[0] == ids[2] != ids[1]
+    batch = BiEncoderCollator(0)(features)
+    assert batch["text_pair_id"].tolist() == ids and "negative_input_ids" not in batch
