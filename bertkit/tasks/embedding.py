@@ -24,6 +24,7 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.metrics.regression import regression_scores
 from bertkit.tasks.base import PREDICT, TRAIN, CardText, Task, TaskOption, require_nonempty
+from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
 from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
 
@@ -51,8 +52,22 @@ class EmbeddingTask(Task):
         pipeline=False,
         does="embeds a text as one vector (mean pooling); cosine similarity compares two",
         example={"text": "the film was good"},
+        snippet=f"""import torch
+from transformers import AutoModel, AutoTokenizer
+
+{MODEL_DIR_LINE}
+tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
+model = AutoModel.from_pretrained(MODEL_DIR).eval()
+inputs = tokenizer([$text], truncation=True, max_length=$max_length, return_tensors="pt")
+with torch.no_grad():
+    hidden = model(**inputs).last_hidden_state
+# mean pooling over the real tokens ([CLS] and [SEP] included): sentence_transformers.SentenceTransformer(MODEL_DIR)
+# gives the same vector
+mask = inputs["attention_mask"].unsqueeze(-1).float()
+print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         cli="`bertkit embed DIR --input FILE --output vectors.npy`, or "
         "`sentence_transformers.SentenceTransformer(DIR).encode(texts)`",
+        limitations=TRUNCATED,
     )
     options_declared = (
         TaskOption("loss", str, "mnrl (pairs/triplets, in-batch negatives) or cosent (scored pairs).", ("finetune",)),

@@ -20,6 +20,7 @@ import numpy as np
 from bertkit.data.readers import text_value
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import MULTI_HOT, CardText, Task, TaskOption, require_nonempty
+from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
 from bertkit.tasks.training_spec import LISTWISE, LossSpec, TrainingSpec
 
@@ -44,8 +45,18 @@ class RerankTask(Task):
         pipeline=False,
         does="scores how relevant a passage is to a query",
         example={"query": "who lives in paris ?", "passage": "john lives in paris ."},
+        snippet=f"""import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+{MODEL_DIR_LINE}
+tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
+model = AutoModelForSequenceClassification.from_pretrained(MODEL_DIR).eval()
+inputs = tokenizer([$query], [$passage], truncation=True, max_length=$max_length, return_tensors="pt")
+with torch.no_grad():  # relevance: the sigmoid of the one logit (sentence_transformers.CrossEncoder's score)
+    print(torch.sigmoid(model(**inputs).logits[0, 0]).item())""",
         cli="`bertkit predict DIR --input pairs.jsonl` (query, passage per row), or "
         "`sentence_transformers.CrossEncoder(DIR).predict(pairs)`",
+        limitations=TRUNCATED,
     )
 
     def __init__(self, max_length=None, options=None, labels=None):

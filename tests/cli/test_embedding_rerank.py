@@ -188,3 +188,44 @@ def test_an_embedding_directory_with_its_exports_is_replaced_by_overwrite(embedd
     code, _, err = run_cli(*args, "--epochs", 1, "--overwrite")
     assert code == 2 and "notes.txt" in err  # a file of the user's inside it is never deleted
     assert (model / "1_Pooling" / "notes.txt").read_text() == "mine"
+
+
+def _card_snippet_answer(directory, tmp_path):
+    """The model card's snippet run as printed (MODEL_DIR pointed here): its last printed line."""
+    import re
+    import subprocess
+    import sys
+
+    card = (directory / "README.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)\n```", card, re.S)
+    code = re.sub(r"^MODEL_DIR = .*$", f"MODEL_DIR = {json.dumps(str(directory))}", block, count=1, flags=re.M)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_embedding_card_snippet_gives_predicts_vector(embedding_dir, run_cli, tmp_path):
+    from bertkit.tasks.embedding import EmbeddingTask
+
+    (tmp_path / "in.jsonl").write_text(json.dumps(EmbeddingTask.card_text.example) + "\n")
+    code, out, err = run_cli("predict", embedding_dir / "model", "--input", tmp_path / "in.jsonl", "--precision", "no")
+    assert code == 0, err
+    np.testing.assert_allclose(
+        _card_snippet_answer(embedding_dir / "model", tmp_path), json.loads(out)["embedding"], atol=1e-5
+    )
+
+
+def test_the_rerank_card_snippet_gives_predicts_score(tiny_bert, tmp_path, run_cli):
+    from bertkit.tasks.rerank import RerankTask
+
+    rows = [{"query": q, "passage": p, "label": 1} for q, p, _ in QUERIES] + [
+        {"query": q, "passage": n, "label": 0} for q, _, n in QUERIES
+    ]
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    out = tmp_path / "model"
+    code, _, err = run_cli("finetune", "rerank", "--data", data, "--model", tiny_bert, "--output", out, "--epochs", 1)
+    assert code == 0, err
+    (tmp_path / "in.jsonl").write_text(json.dumps(RerankTask.card_text.example) + "\n")
+    code, stdout, err = run_cli("predict", out, "--input", tmp_path / "in.jsonl", "--precision", "no")
+    assert code == 0, err
+    assert _card_snippet_answer(out, tmp_path) == pytest.approx(json.loads(stdout)["score"], abs=1e-5)
