@@ -39,6 +39,7 @@ class RerankTask(Task):
     targets = {"labels": MULTI_HOT}  # one soft target per pair: BCE with logits
     prediction_fields = {"score": "relevance: the sigmoid of the one logit"}
     gold_fields = ("label",)
+    fold_group_field = "query"  # --folds keeps a query's passages on one side
     card_text = CardText(
         hub_task="text-ranking",
         title="Text Ranking",
