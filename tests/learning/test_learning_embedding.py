@@ -1,4 +1,4 @@
-"""Learning test for `finetune embedding`: CoSENT on a slice of the STS-B training pairs raises
+"""Learning test for `finetune embedding`: CoSENT on 3,000 STS-B training pairs raises
 the dev Spearman of MiniLM's mean-pooled cosine above its zero-shot value (the same dev pairs,
 scored before training by the same evaluation: bertkit.json's ``before``)."""
 
@@ -18,7 +18,9 @@ def test_cosent_on_stsb_raises_dev_spearman_above_zero_shot(tmp_path):
     from bertkit import api
     from bertkit.config import TrainConfig
 
-    config = TrainConfig(epochs=1, batch_size=16, lr=2e-5, max_train_samples=1500, max_eval_samples=600, seed=42)
+    # the whole dev split: on its first 600 pairs (one genre) MiniLM is already at 0.926 zero-shot, and
+    # 1,500 training pairs left it there (0.923)
+    config = TrainConfig(epochs=1, batch_size=16, lr=2e-5, max_train_samples=3000, seed=42)
     result = api.finetune(
         "embedding", "stsb", str(tmp_path / "emb"), model="minilm", data_dir=str(DATA_DIR), config=config
     )
