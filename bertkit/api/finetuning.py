@@ -140,6 +140,7 @@ def _load(plan: RunPlan, adapter, distill=None) -> tuple:
     model_ref = resolve_model(plan.model)
     model_config = load_config(model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
     adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config, plan.model)
+    adapter.check_model_config(model_config, plan.model)
     tokenizer = load_tokenizer(model_ref, plan.model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
     from bertkit.engine.tracking import logging_dir

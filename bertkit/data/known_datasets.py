@@ -26,6 +26,7 @@ class DatasetSpec:
     extra_fields: bool = False  # headerless rows may carry trailing fields beyond ``headerless``
     column_labels: dict = field(default_factory=dict)  # column -> label names (a dataset's ClassLabel features)
     located: object = None  # hub_datasets.Located: any dataset that is not a known name
+    also_for: tuple = ()  # other tasks that read it as it is (STS-B: scored pairs for embeddings)
 
     def labels_of(self, column) -> tuple | None:
         """The label names of ``column`` (its ClassLabel feature's), else the dataset's."""
@@ -165,6 +166,7 @@ DATASETS: dict[str, DatasetSpec] = {
             suffix=".tsv",
             extra_fields=True,
             problem_type="regression",
+            also_for=("embedding",),
         ),
         DatasetSpec(
             "goemotions",

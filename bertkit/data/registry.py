@@ -97,7 +97,7 @@ def resolve(
             raise BertkitError(f"file not found: {data}", f"check the path, or use a known dataset name ({known})")
         raise BertkitError(f"--data {data}: no such file and not a known dataset", f"known names: {known}")
     spec = DATASETS[data]
-    if task and spec.task != task:
+    if task and spec.task != task and task not in spec.also_for:
         if command == "finetune":
             raise BertkitError(
                 f"dataset {data} is for the '{spec.task}' task, not '{task}'", f"use `bertkit finetune {spec.task}`"

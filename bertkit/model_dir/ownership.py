@@ -59,7 +59,7 @@ OURS = (
     "added_tokens.json",
     "*.model",
     "chat_template*",
-    # sentence-transformers' description of the encoder and SetFit's head (finetune --recipe setfit)
+    # sentence-transformers' directory files (finetune embedding, --recipe setfit) and SetFit's head
     "modules.json",
     "sentence_bert_config.json",
     "config_sentence_transformers.json",

@@ -23,7 +23,15 @@ from bertkit.networks.next_sentence import (
     checkpoint_heads,
     describe_heads,
 )
-from bertkit.tasks.training_spec import FINE_TUNE, MASKED_LM, NEXT_SENTENCE, SETFIT_BODY, TrainingSpec
+from bertkit.tasks.training_spec import (
+    BI_ENCODER,
+    FINE_TUNE,
+    LISTWISE,
+    MASKED_LM,
+    NEXT_SENTENCE,
+    SETFIT_BODY,
+    TrainingSpec,
+)
 
 
 @dataclass
@@ -120,7 +128,77 @@ class NextSentence:
         return Finished(trained.model, facts)
 
 
-RECIPES = {FINE_TUNE: FineTune, MASKED_LM: MaskedLM, NEXT_SENTENCE: NextSentence, SETFIT_BODY: SetFitBody}
+class BiEncoder:
+    """Sentence embeddings (networks/bi_encoder.py): towers padded apart, a similarity loss over
+    pooled vectors, evaluation and scoring on the pooled vectors, a sentence-transformers directory."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        from bertkit.networks.bi_encoder import BiEncoderTrainer
+
+        return BiEncoderTrainer(model, spec.embedding)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        from bertkit.networks.bi_encoder import BiEncoderCollator
+
+        return BiEncoderCollator(tokenizer.pad_token_id)
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        from bertkit.networks.embedding import EmbeddingNetwork
+        from bertkit.networks.pooling import parse_pooling
+
+        return EmbeddingNetwork(model, parse_pooling(spec.embedding.pooling))
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return BiEncoder.scoring_network(spec, unwrap(model).encoder, tokenizer)
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        from bertkit.networks.bi_encoder import SentenceEncoder
+
+        return Finished(SentenceEncoder(trained.encoder, spec.embedding.max_length, spec.embedding.pooling))
+
+
+class Listwise:
+    """A reranker trained on each query's passages at once (networks/listwise.py); the model, its
+    evaluation and its scoring are the plain one-logit cross-encoder's."""
+
+    @staticmethod
+    def training_network(spec: TrainingSpec, model):
+        from bertkit.networks.listwise import ListwiseTrainer
+
+        return ListwiseTrainer(model)
+
+    @staticmethod
+    def training_collator(spec: TrainingSpec, tokenizer, seed: int):
+        from bertkit.networks.listwise import ListwiseCollator
+
+        return ListwiseCollator(tokenizer.pad_token_id)
+
+    @staticmethod
+    def scoring_network(spec: TrainingSpec, model, tokenizer):
+        return model
+
+    @staticmethod
+    def evaluation_network(spec: TrainingSpec, model, tokenizer, unwrap):
+        return unwrap(model).model
+
+    @staticmethod
+    def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
+        return Finished(trained.model)
+
+
+RECIPES = {
+    FINE_TUNE: FineTune,
+    MASKED_LM: MaskedLM,
+    NEXT_SENTENCE: NextSentence,
+    SETFIT_BODY: SetFitBody,
+    BI_ENCODER: BiEncoder,
+    LISTWISE: Listwise,
+}
 
 
 def recipe(spec: TrainingSpec):

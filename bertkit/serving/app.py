@@ -67,7 +67,7 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
         hint = {
-            404: "the routes are POST /predict, GET /health, GET /info",
+            404: "the routes are POST /predict, POST /embed (embedding models), GET /health, GET /info",
             405: f"{request.url.path} does not take {request.method}",
         }.get(exc.status_code)
         return _error(exc.status_code, str(exc.detail), hint)
@@ -112,8 +112,7 @@ def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> 
     async def info():
         return {**predictor.info(), "limits": limits}
 
-    @app.post("/predict")
-    async def predict(request: Request):
+    async def rows_of(request: Request) -> list | JSONResponse:
         body = await read_body(request, limits["max_request_bytes"])
         if isinstance(body, JSONResponse):
             return body
@@ -123,10 +122,28 @@ def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> 
         try:  # rows are validated before they join a batch: a bad one fails its own request only
             examples = predictor.examples(records)
             request.state.rows = len(examples)
-            rows = await batcher.submit(examples)
+            return await batcher.submit(examples)
         except BertkitError as exc:
             return _error(422, exc.message, exc.hint)
-        return {"predictions": rows}
+
+    @app.post("/predict")
+    async def predict(request: Request):
+        rows = await rows_of(request)
+        return rows if isinstance(rows, JSONResponse) else {"predictions": rows}
+
+    @app.post("/embed")
+    async def embed(request: Request):
+        """An embedding model's vectors, one per text: ``{"embeddings": [[...], ...]}``."""
+        if "embedding" not in predictor.adapter.prediction_fields:
+            return _error(
+                400, f"/embed serves embedding models; this is a {predictor.adapter.name} model", "use POST /predict"
+            )
+        rows = await rows_of(request)
+        if isinstance(rows, JSONResponse):
+            return rows
+        if any("embedding" not in row for row in rows):
+            return _error(422, "/embed takes single texts (a pair gives its cosine)", "send pairs to POST /predict")
+        return {"embeddings": [row["embedding"] for row in rows]}
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes | JSONResponse:

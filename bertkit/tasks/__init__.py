@@ -23,6 +23,8 @@ TASKS: dict = {
     "ner": "bertkit.tasks.tagging:TaggingTask",
     "qa": "bertkit.tasks.qa:QuestionAnsweringTask",
     "mlm": "bertkit.tasks.mlm:MaskedLMTask",
+    "embedding": "bertkit.tasks.embedding:EmbeddingTask",
+    "rerank": "bertkit.tasks.rerank:RerankTask",
     "bert": "bertkit.tasks.bert_pretraining:BertPretrainingTask",
 }
 # Tasks trained by their own command (`bertkit pretrain mlm|bert`), not by `bertkit finetune`.

@@ -186,6 +186,10 @@ class Task(ABC):
         """Fail when the data just read (``examples``, else ``source``) is not one class per text
         (`bertkit probe` fits only that)."""
 
+    def check_model_config(self, config, model: str) -> None:
+        """Fail when the model (its transformers config, read before any weights) cannot train with
+        this task's options (a Matryoshka dimension above the model's width)."""
+
     def check_eval_examples(self, examples: list[dict], source: Source) -> None:
         """Fail early when evaluation data cannot be scored by this model."""
 

@@ -63,3 +63,27 @@ class TrainingSpec:
     head_bias: tuple | None = None  # the output bias a fresh head starts from (what the data taught)
     target_scaling: tuple | None = None  # (mean, std) trained on, folded into the head when training is done
     mask_rule: MaskRule | None = None  # MASKED_LM, NEXT_SENTENCE: how tokens are chosen and replaced
+    embedding: "EmbeddingLoss | None" = None  # BI_ENCODER: the similarity loss
+
+
+# A bi-encoder (bertkit/networks/bi_encoder.py): two or three texts encoded by one encoder and pooled,
+# trained on the similarity of their vectors; a cross-encoder reranker trained listwise.
+BI_ENCODER = "bi-encoder"
+LISTWISE = "listwise"  # a cross-encoder trained on each query's passages at once (networks/listwise.py)
+
+
+@dataclass(frozen=True)
+class EmbeddingLoss:
+    """How a bi-encoder trains: ``objective`` "mnrl" (in-batch negatives over (anchor, positive
+    [, negative]) rows) or "cosent" (scored pairs); ``scale`` multiplies the cosines (20, as
+    sentence-transformers); ``symmetric`` adds the positive-to-anchor direction (mnrl);
+    ``cache_batch``: GradCache mini-batch size (None: the whole batch at once); ``dims``: the
+    Matryoshka dimensions the loss is summed over (None: the full vector only)."""
+
+    objective: str = "mnrl"
+    scale: float = 20.0
+    symmetric: bool = False
+    cache_batch: int | None = None
+    dims: tuple | None = None
+    pooling: str = "mean"
+    max_length: int = 128  # what sentence-transformers truncates at (sentence_bert_config.json)

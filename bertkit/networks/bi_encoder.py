@@ -1,0 +1,251 @@
+"""A bi-encoder: texts encoded one by one by the same encoder, mean-pooled, trained on the cosine
+of their vectors (bertkit/tasks/embedding.py says what with, as an ``EmbeddingLoss``).
+
+* ``mnrl_loss``: MultipleNegativesRankingLoss (Henderson et al. 2017; sentence-transformers'
+  default): cross-entropy over ``scale`` x cosine of each anchor against every positive and
+  negative in the batch, its own positive the target. A candidate whose text is the anchor's own
+  positive (a duplicate row) is masked, not counted as a negative.
+* ``cosent_loss``: CoSENT (Su 2022, sentence-transformers' CoSENTLoss): log(1 + sum over pairs
+  (i, j) with gold_i > gold_j of exp(scale (cos_j - cos_i))).
+* Matryoshka (Kusupati et al. 2022): the loss summed over the vectors cut to each dimension.
+* GradCache (Gao et al. 2021, sentence-transformers' Cached MNRL): the batch's vectors are
+  computed without gradients in mini-batches, the loss and its gradient with respect to the vectors
+  once, then each mini-batch runs again with gradients and back-propagates its part. The same
+  gradients as the whole batch at once, with the memory of one mini-batch. The engine's
+  ``loss.backward()`` reaches a hook on the returned loss that runs the second pass, so the engine
+  needs nothing of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.networks.collate import Collator
+from bertkit.networks.pooling import Pooling, masked_mean
+from bertkit.tasks.training_spec import EmbeddingLoss
+
+TOWERS = ("text", "text_pair", "negative")  # feature prefixes: "" for the anchor, "text_pair_", "negative_"
+INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def prefix(tower: str) -> str:
+    return "" if tower == "text" else f"{tower}_"
+
+
+def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
+
+
+def mnrl_loss(anchors, positives, negatives=None, scale=20.0, positive_ids=None, candidate_ids=None):
+    """In-batch negatives. ``positive_ids`` (B) and ``candidate_ids`` (B or 2B, the positives' then
+    the negatives' text ids): a candidate other than row i's own positive with the text of row i's
+    positive is masked out of row i's negatives."""
+    candidates = positives if negatives is None else torch.cat([positives, negatives])
+    scores = cosine_matrix(anchors.float(), candidates.float()) * scale
+    target = torch.arange(len(anchors), device=scores.device)
+    if positive_ids is not None:
+        same = positive_ids[:, None] == candidate_ids[None, :]
+        same[target, target] = False
+        scores = scores.masked_fill(same, float("-inf"))
+    return F.cross_entropy(scores, target)
+
+
+def cosent_loss(first, second, gold, scale=20.0):
+    """log(1 + sum_{gold_i > gold_j} exp(scale (cos_j - cos_i)))."""
+    scores = F.cosine_similarity(first.float(), second.float()) * scale
+    differences = scores[None, :] - scores[:, None]  # [i, j] = s_j - s_i
+    ordered = gold[:, None] > gold[None, :]
+    differences = differences.masked_fill(~ordered, float("-inf"))
+    zero = torch.zeros(1, device=scores.device, dtype=scores.dtype)
+    return torch.logsumexp(torch.cat([zero, differences.flatten()]), dim=0)
+
+
+def embedding_loss(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
+    """The spec's loss of the towers' vectors, summed over the Matryoshka dimensions (the full
+    vector alone without them)."""
+    total = 0.0
+    for dim in spec.dims or (None,):
+        cut = {tower: v[:, :dim] if dim else v for tower, v in vectors.items()}
+        total = total + one_loss(spec, cut, batch)
+    return total
+
+
+def one_loss(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
+    if spec.objective == "cosent":
+        return cosent_loss(vectors["text"], vectors["text_pair"], batch["score"].float(), spec.scale)
+    negatives = vectors.get("negative")
+    ids = batch.get("text_pair_id")
+    candidate_ids = ids if negatives is None or ids is None else torch.cat([ids, batch["negative_id"]])
+    loss = mnrl_loss(vectors["text"], vectors["text_pair"], negatives, spec.scale, ids, candidate_ids)
+    if spec.symmetric:  # positive -> anchor over the anchors, duplicates of its anchor masked
+        anchor_ids = batch.get("text_id")
+        back = mnrl_loss(vectors["text_pair"], vectors["text"], None, spec.scale, anchor_ids, anchor_ids)
+        loss = (loss + back) / 2
+    return loss
+
+
+class BiEncoderCollator:
+    """Pads each tower on its own (dynamic padding, as the shared Collator) and keeps the text ids
+    and scores the loss reads."""
+
+    def __init__(self, pad_token_id: int):
+        self.pad = Collator(pad_token_id)
+
+    def __call__(self, features: list[dict]) -> dict:
+        batch = {}
+        for tower in TOWERS:
+            key = prefix(tower)
+            if f"{key}input_ids" not in features[0]:
+                continue
+            part = [{k: f[key + k] for k in ("input_ids", "token_type_ids") if key + k in f} for f in features]
+            batch.update({key + k: v for k, v in self.pad(part).items()})
+            batch[f"{tower}_id"] = torch.tensor([f[f"{tower}_id"] for f in features], dtype=torch.long)
+        if "score" in features[0]:
+            batch["score"] = torch.tensor([f["score"] for f in features], dtype=torch.float32)
+        return batch
+
+
+class BiEncoderTrainer(nn.Module):
+    """What the engine trains: ``forward(**batch).loss``; ``encoder`` is the model saved."""
+
+    def __init__(self, encoder, spec: EmbeddingLoss):
+        super().__init__()
+        self.encoder, self.spec = encoder, spec
+
+    @property
+    def config(self):  # the engine's CPU kernels look at the model through it
+        return self.encoder.config
+
+    def get_input_embeddings(self):
+        return self.encoder.get_input_embeddings()
+
+    def embed(self, inputs: dict) -> torch.Tensor:
+        hidden = self.encoder(**inputs).last_hidden_state
+        return masked_mean(hidden, inputs["attention_mask"])
+
+    def forward(self, **batch):
+        towers = {t: tower_inputs(batch, t) for t in TOWERS if prefix(t) + "input_ids" in batch}
+        if self.spec.cache_batch is None or not torch.is_grad_enabled():
+            vectors = {t: self.embed(inputs) for t, inputs in towers.items()}
+            return types.SimpleNamespace(loss=embedding_loss(self.spec, vectors, batch))
+        return types.SimpleNamespace(loss=self.cached_loss(towers, batch))
+
+    def cached_loss(self, towers: dict, batch: dict) -> torch.Tensor:
+        """GradCache: the loss (a leaf) and its gradients with respect to the vectors, now; the
+        encoder's gradients when the engine back-propagates the loss (``_second_pass``)."""
+        size = self.spec.cache_batch
+        chunks, vectors, states = {}, {}, {}
+        with torch.no_grad():
+            for tower, inputs in towers.items():
+                chunks[tower] = split(inputs, size)
+                states[tower] = []
+                parts = []
+                for chunk in chunks[tower]:
+                    states[tower].append(rng_state())
+                    parts.append(self.embed(chunk))
+                vectors[tower] = torch.cat(parts)
+        leaves = {t: v.detach().requires_grad_() for t, v in vectors.items()}
+        with torch.enable_grad():
+            loss = embedding_loss(self.spec, leaves, batch)
+            grads = torch.autograd.grad(loss, list(leaves.values()))
+        cached = dict(zip(leaves, grads))
+        result = loss.detach().requires_grad_()
+        result.register_hook(lambda grad_output: self._second_pass(chunks, states, cached, grad_output))
+        return result
+
+    def _second_pass(self, chunks: dict, states: dict, cached: dict, grad_output: torch.Tensor) -> None:
+        after = rng_state()
+        with torch.enable_grad():
+            for tower, parts in chunks.items():
+                start = 0
+                for chunk, state in zip(parts, states[tower]):
+                    set_rng_state(state)  # the same dropout masks as the first pass
+                    vectors = self.embed(chunk)
+                    grad = cached[tower][start : start + len(vectors)] * grad_output
+                    start += len(vectors)
+                    torch.autograd.backward(vectors, grad.to(vectors.dtype))
+        set_rng_state(after)
+        return None
+
+
+def tower_inputs(batch: dict, tower: str) -> dict:
+    key = prefix(tower)
+    return {k: batch[key + k] for k in INPUTS if key + k in batch}
+
+
+def split(inputs: dict, size: int) -> list[dict]:
+    """Mini-batches of ``size`` rows, each trimmed to its own longest row."""
+    rows = len(inputs["input_ids"])
+    parts = []
+    for start in range(0, rows, size):
+        part = {k: v[start : start + size] for k, v in inputs.items()}
+        longest = int(part["attention_mask"].sum(1).max())
+        parts.append({k: v[:, :longest] for k, v in part.items()})
+    return parts
+
+
+def rng_state() -> tuple:
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+
+def set_rng_state(state: tuple) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])
+
+
+class SentenceEncoder(nn.Module):
+    """The model saved: the encoder, plus the files that make its directory a sentence-transformers
+    model (Transformer + mean Pooling: the vectors `bertkit embed DIR` gives)."""
+
+    def __init__(self, encoder, max_length: int, pooling: str = "mean"):
+        super().__init__()
+        self.encoder, self.max_length, self.pooling = encoder, max_length, pooling
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    def save_pretrained(self, directory, **kwargs) -> None:
+        self.encoder.save_pretrained(directory, **kwargs)
+        write_sentence_transformers_files(Path(directory), self.encoder.config.hidden_size, self.max_length)
+
+
+ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling")
+
+
+def write_sentence_transformers_files(directory: Path, dim: int, max_length: int) -> None:
+    """sentence-transformers' layout (the one every Hub embedding model has): a Transformer at the
+    root, mean pooling in 1_Pooling; no Normalize module, as `bertkit embed` without --normalize."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    pooling = {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    _write(directory / "modules.json", modules)
+    _write(directory / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
+    _write(directory / "1_Pooling" / "config.json", pooling)
+    _write(
+        directory / "config_sentence_transformers.json",
+        {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"},
+    )
+
+
+def _write(path: Path, value) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+MEAN = Pooling("mean")
