@@ -78,7 +78,7 @@ def tune(
     """Search ``space`` (bertkit.api.search_space) for ``trials`` trials; ``fixed``: hyperparameters
     given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
     optuna = require_optuna()
-    config = config or TrainConfig()
+    config = _checked_config(task, config or TrainConfig(), options)
     _check_request(trials, options)
     # --max-steps sets the run's length: epochs would be searched for nothing (and ranked by chance)
     searched = read_space(space, tuple(fixed) + (("epochs",) if config.max_steps else ()))
@@ -109,6 +109,20 @@ def tune(
             discard_owned(root, "removing what the refused run made")
         raise
     return _finish(optuna, study, name, url, output_path, root, ran, best_here)
+
+
+def _checked_config(task: str, config: TrainConfig, options: dict) -> TrainConfig:
+    """Every option a trial's finetune would refuse, refused before the study or its folder exists:
+    the hyperparameters, --threads, --report-to and the task's own options."""
+    from bertkit.engine.threads import check as check_threads
+    from bertkit.engine.tracking import parse_report_to
+
+    command = f"bertkit tune {task}"
+    config = config.validate(command)
+    check_threads(options.get("threads"), command.removeprefix("bertkit "))
+    parse_report_to(options.get("report_to"))
+    get_task_class(task)(config.max_length, dict(config.task_options)).check_training_options()
+    return config
 
 
 def _check_request(trials, options: dict) -> None:
