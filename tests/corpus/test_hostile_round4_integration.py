@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, Case, Context, run_case
 
+DOCUMENTS = "".join(f"the film was good .\nthe plot was bad .\nit was a great {w} .\n\n" for w in "abcdef")
+
 pytest.importorskip("optuna")
 
 
@@ -36,6 +38,30 @@ def tune(c: Context, task: str, data: tuple, *extra) -> list:
 
 def tune_cls(c: Context, *extra) -> list:
     return tune(c, "cls", ("t.csv", CLS_CSV), *extra)
+
+
+def distill(c: Context, *extra) -> list:
+    """A distill command line from the shared tiny cls model, writing to <tmp>/out."""
+    return ["distill", c.trained("cls"), "--data", c.file("t.csv", CLS_CSV), "--output", c.tmp / "out", *extra]
+
+
+def pretrain_bert(c: Context, *extra) -> list:
+    return [
+        "pretrain",
+        "bert",
+        "--data",
+        c.file("d.txt", DOCUMENTS),
+        "--model",
+        c.tiny,
+        "--output",
+        c.tmp / "out",
+        *extra,
+    ]
+
+
+def select(c: Context, *extra) -> list:
+    pool = c.file("pool.txt", "the film was good\nthe plot was bad\n")
+    return ["select", c.trained("cls"), "--input", pool, "--n", 1, "--output", c.tmp / "out", *extra]
 
 
 CASES = [
@@ -118,6 +144,68 @@ CASES = [
         lambda c: tune(c, "ner", ("t.txt", NER_CONLL), "--context", "document", "--context-tokens", 200),
         ("--context-tokens 200 leaves no room for the sentence",),
     ),
+    # --- distill: the training flags it shares with finetune, refused naming distill's own --help -------
+    *(
+        Case(
+            f"distill-{flag[2:]}-{value}",
+            lambda c, a=(flag, value): distill(c, *a),
+            (fragment, "bertkit distill --help"),
+        )
+        for flag, value, fragment in (
+            ("--eval-batch-size", 0, "--eval-batch-size must be >= 1"),
+            ("--weight-decay", -1, "--weight-decay must be >= 0"),
+            ("--max-grad-norm", -1, "--max-grad-norm must be >= 0"),
+            ("--log-every", 0, "--log-every must be >= 1"),
+            ("--max-train-samples", 0, "--max-train-samples must be >= 1"),
+        )
+    ),
+    Case(
+        "distill-save-memory-fp16-on-cpu",
+        lambda c: distill(c, "--save-memory", "--precision", "fp16"),
+        ("--precision fp16 needs a GPU",),
+    ),
+    Case(
+        "distill-lazy-embeddings-frozen",
+        lambda c: distill(c, "--freeze-embeddings", "--lazy-embeddings"),
+        ("--lazy-embeddings updates",),
+    ),
+    # --- pretrain bert: the 80/10/10 shares, and the training flags ------------------------------------
+    Case(
+        "pretrain-bert-mask-share-above-one",
+        lambda c: pretrain_bert(c, "--mask-token-share", 1.5),
+        ("--mask-token-share and --random-token-share must be >= 0 and add up to at most 1",),
+    ),
+    Case(
+        "pretrain-bert-random-share-negative",
+        lambda c: pretrain_bert(c, "--random-token-share", -0.1),
+        ("--random-token-share must be >= 0",),
+    ),
+    Case(
+        "pretrain-bert-shares-add-above-one",
+        lambda c: pretrain_bert(c, "--mask-token-share", 0.9, "--random-token-share", 0.2),
+        ("add up to at most 1", "0.8 and 0.1"),
+    ),
+    *(
+        Case(
+            f"pretrain-bert-{flag[2:]}-{value}",
+            lambda c, a=(flag, value): pretrain_bert(c, *a),
+            (fragment, "bertkit pretrain bert --help"),
+        )
+        for flag, value, fragment in (
+            ("--eval-batch-size", 0, "--eval-batch-size must be >= 1"),
+            ("--weight-decay", -1, "--weight-decay must be >= 0"),
+            ("--max-grad-norm", -1, "--max-grad-norm must be >= 0"),
+            ("--log-every", 0, "--log-every must be >= 1"),
+            ("--max-train-samples", 0, "--max-train-samples must be >= 1"),
+        )
+    ),
+    Case(
+        "pretrain-bert-lazy-embeddings-frozen",
+        lambda c: pretrain_bert(c, "--freeze-embeddings", "--lazy-embeddings", "--save-memory"),
+        ("--lazy-embeddings updates",),
+    ),
+    # --- select --chunk-rows ----------------------------------------------------------------------------
+    Case("select-chunk-rows-zero", lambda c: select(c, "--chunk-rows", 0), ("--chunk-rows must be >= 1",)),
 ]
 
 
