@@ -144,6 +144,17 @@ CASES = [
         lambda c: tune(c, "ner", ("t.txt", NER_CONLL), "--context", "document", "--context-tokens", 200),
         ("--context-tokens 200 leaves no room for the sentence",),
     ),
+    # --- tune: data its first trial refuses leaves no study behind ------------------------------------
+    Case(
+        "tune-data-missing-label-column",
+        lambda c: tune(c, "cls", ("t.csv", "text,lab\nthe film was good,pos\nthe film was bad,neg\n")),
+        ("missing label column", "--label-column"),
+    ),
+    Case(
+        "tune-ner-data-not-conll",
+        lambda c: tune(c, "ner", ("t.txt", "john B-PER extra\nlives\n\n")),
+        ("t.txt:2: 1 columns, but the first data line has 3",),
+    ),
     # --- distill: the training flags it shares with finetune, refused naming distill's own --help -------
     *(
         Case(
