@@ -52,13 +52,13 @@ def distill(
     from bertkit.api.finetuning import finetune
 
     options = (options or DistillOptions()).validate()
+    config = (config or TrainConfig()).validate("bertkit distill")  # its hints name distill's --help
     meta = _teacher_meta(teacher)
     task = meta["task"]["task"]
     teacher_config = load_config(str(teacher), str(teacher))
     layers = teacher_config.num_hidden_layers
     taken, student = _student(teacher, layers, options, teacher_config)
     check_model_kept(Path(output).expanduser(), str(teacher))
-    config = config or TrainConfig()
     _check_task_options(task, config.task_options)
     if config.max_length is None:  # the length the teacher was trained (and its logits are computed) at
         config = replace(config, max_length=meta["task"].get("max_length"))

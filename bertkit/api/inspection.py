@@ -12,8 +12,9 @@ import math
 from pathlib import Path
 
 from bertkit.errors import BertkitError
-from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
+from bertkit.model_dir import META_FILE, atomic_file, check_inputs_kept, check_output_file, load_meta
 from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
+from bertkit.tasks.long_text import HEAD_TAIL, WINDOWS
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 PLOTS_HINT = "pip install 'bertkit[plots]' (matplotlib), or use --json for the raw weights"
@@ -25,7 +26,12 @@ def tokens(model: str, text: str, text_pair: str | None = None, max_length: int 
     """Word pieces with ids, segment ids, positions, word index and character offsets."""
     tokenizer = load_tokenizer(resolve_model(model), model)
     encoded, truncated = _encode(tokenizer, text, text_pair, max_length)
-    return {"model": model, "tokens": _token_rows(tokenizer, encoded), "truncated": truncated}
+    return {
+        "model": model,
+        "tokens": _token_rows(tokenizer, encoded),
+        "truncated": truncated,
+        "long_text": long_text_note(model, max_length, text_pair is not None) if truncated else None,
+    }
 
 
 def attention(
@@ -68,7 +74,38 @@ def attention(
         "tokens": _token_rows(tokenizer, encoded),
         "weights": [[[round(float(x), 6) for x in row] for row in matrix] for matrix in weights],
         "truncated": truncated,
+        "long_text": long_text_note(model, max_length, text_pair is not None) if truncated else None,
     }
+
+
+def long_text_note(model: str, max_length: int, pair: bool = False) -> str | None:
+    """What a cut input hides for a model trained with --long-text head-tail or windows (inspect
+    shows the plain encoding, cut at ``max_length``); None for any other model."""
+    directory = Path(model).expanduser()
+    if not (directory / META_FILE).is_file():
+        return None  # a Hub name or a plain checkpoint: it reads what the tokenizer cuts
+    task = load_meta(str(directory))["task"]
+    options, trained = task.get("options") or {}, task.get("max_length")
+    how = options.get("long_text")
+    if how == HEAD_TAIL:
+        head = options.get("head_tokens")
+        head = f"{head} tokens" if head is not None else "a quarter of the room"
+        return (
+            f"this model reads a long text by --long-text head-tail, its start ({head}) and its end in one "
+            f"{trained}-token window, not the cut shown here"
+        )
+    if how != WINDOWS:
+        return None
+    if pair:  # the first text is cut to half the room in each window: no plain cut equals a window
+        shown = "none of them is the cut shown here"
+    elif max_length == trained:
+        shown = "this is its first window"
+    else:
+        shown = f"give --max-length {trained} to see its first"
+    return (
+        f"this model reads a long text in overlapping windows of {trained} tokens (--long-text windows) and "
+        f"pools their logits: {shown}"
+    )
 
 
 def check_output(output: str | None, model: str, figure: bool) -> Path | None:

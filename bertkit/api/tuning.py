@@ -78,7 +78,7 @@ def tune(
     """Search ``space`` (bertkit.api.search_space) for ``trials`` trials; ``fixed``: hyperparameters
     given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
     optuna = require_optuna()
-    config = config or TrainConfig()
+    config = _checked_config(task, config or TrainConfig(), options)
     _check_request(trials, options)
     # --max-steps sets the run's length: epochs would be searched for nothing (and ranked by chance)
     searched = read_space(space, tuple(fixed) + (("epochs",) if config.max_steps else ()))
@@ -87,7 +87,7 @@ def tune(
     name = study_name or f"bertkit-{task}-{output_path.name}"
     _check_outputs(task, data, output_path, root, name, overwrite, options, DatasetChoice.of(config))
     url = storage or f"sqlite:///{root / STUDY_FILE}"
-    created, ran, best_here = not root.exists(), [], {}
+    created, ran, best_here, study = not root.exists(), [], {}, None
     try:
         study = _create_study(optuna, url, name, root, get_task_class(task)(None, dict(config.task_options)), config)
         _check_study(optuna, study, name, searched, output_path)
@@ -105,10 +105,33 @@ def tune(
                 on_trial(_trial_summary(study.trials[trial.number]))
             _drop_losers(optuna, study, root)
     except BertkitError:
-        if created and not ran:  # refused before any trial here: what this run made goes again
+        if created and _nothing_finished(optuna, study, ran):  # refused (the data, the model): undone
             discard_owned(root, "removing what the refused run made")
         raise
     return _finish(optuna, study, name, url, output_path, root, ran, best_here)
+
+
+def _nothing_finished(optuna, study, ran: list) -> bool:
+    """The study this run created holds only trials that failed here: a mistake that every trial
+    would meet again (bad data), not a search to resume; another process's trial keeps it."""
+    if not ran or study is None:
+        return True
+    trials = study.get_trials(deepcopy=False)
+    return all(t.number in ran and t.state == optuna.trial.TrialState.FAIL for t in trials)
+
+
+def _checked_config(task: str, config: TrainConfig, options: dict) -> TrainConfig:
+    """Every option a trial's finetune would refuse, refused before the study or its folder exists:
+    the hyperparameters, --threads, --report-to and the task's own options."""
+    from bertkit.engine.threads import check as check_threads
+    from bertkit.engine.tracking import parse_report_to
+
+    command = f"bertkit tune {task}"
+    config = config.validate(command)
+    check_threads(options.get("threads"), command.removeprefix("bertkit "))
+    parse_report_to(options.get("report_to"))
+    get_task_class(task)(config.max_length, dict(config.task_options)).check_training_options()
+    return config
 
 
 def _check_request(trials, options: dict) -> None:

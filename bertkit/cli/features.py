@@ -205,7 +205,7 @@ def inspect_attention(model: str, **values):
         max_length=given.max_length,
     )
     if result["truncated"]:
-        typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
+        typer.echo(_truncation_line(result, given.max_length), err=True)
     if given.as_json:
         payload = json.dumps(result, ensure_ascii=False) + "\n"
         if target is None:
@@ -241,7 +241,13 @@ def inspect_tokens(model: str, **values):
                 f"{word:>4}  {row['start']}-{row['end']}"
             )
     if result["truncated"]:
-        typer.echo(f"the input was truncated to --max-length {given.max_length} tokens", err=True)
+        typer.echo(_truncation_line(result, given.max_length), err=True)
+
+
+def _truncation_line(result: dict, max_length: int) -> str:
+    """One line: the cut, and what a --long-text head-tail or windows model reads instead."""
+    cut = f"the input was truncated to --max-length {max_length} tokens"
+    return f"{cut}; {result['long_text']}" if result.get("long_text") else cut
 
 
 TOKENS_HELP = {"text": "The text to tokenize.", "as_json": "One JSON object instead of a table."}

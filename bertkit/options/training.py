@@ -154,6 +154,15 @@ class TrainConfig(DatasetOptions):
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         check_lora(self, command)
+        if self.lazy_embeddings and (self.precision in ("no", "fp16") or self.freeze_embeddings):
+            # the engine's rule (engine/optimisation.py), where no model is needed to see it: before
+            # a cache (distill's teacher logits) or a study (tune) is written
+            raise BertkitError(
+                "--lazy-embeddings updates the rows of bf16 master weights that one process trains, with word "
+                "embeddings of their own",
+                "train in bf16 (--precision bf16), in one process, with trainable embeddings not tied to an "
+                "output layer; or drop --lazy-embeddings",
+            )
         return self
 
     def to_dict(self) -> dict:

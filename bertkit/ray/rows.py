@@ -52,6 +52,7 @@ FIELD_TYPES = {
     "label": "string",
     "score": "float64",
     "truncated": "bool",
+    "windows": "int64",  # --long-text windows: how many windows the row was read in
     "answer": "string",
     "start": "int64",
     "end": "int64",

@@ -179,6 +179,11 @@ class Task(ABC):
         """Fail when this task's options (eval's, predict's merged in) do not fit this model; a
         hook of ``apply_options``, which callers use (a direct call still works)."""
 
+    def check_training_options(self) -> None:
+        """Fail on a training option that cannot work, from the options alone (no data, no model):
+        `bertkit tune` asks before it creates its study. Most tasks check in ``__init__``; a task
+        that checks while reading its data repeats those checks here."""
+
     def check_predictable(self) -> None:
         """Fail when this model cannot predict (`predict`, `serve`), before anything is loaded."""
 

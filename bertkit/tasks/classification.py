@@ -28,7 +28,7 @@ from bertkit.tasks.classification_rows import (
     refuse_second_texts,
     without_unlabelled,
 )
-from bertkit.tasks.few_shot import FEW_SHOT_OPTIONS
+from bertkit.tasks.few_shot import FEW_SHOT_OPTIONS, recipe_of
 from bertkit.tasks.label_kinds import DEFAULT_KIND, KINDS, LIST_KIND, is_list_label, make_kind
 from bertkit.tasks.long_text import (
     LONG_TEXT_OPTIONS,
@@ -237,6 +237,16 @@ class SingleSentenceTask(Task):
     def check_options(self):
         self.kind.check_options()
         check_long_text_options(self.options, self.max_length, training=False)
+
+    def check_training_options(self):
+        """finetune's checks of ``_training_kind`` and ``recipe_of`` that need no data; a loss that
+        needs classes is refused here only when --problem-type says there are none."""
+        recipe_of(self.options)
+        check_long_text_options(self.options, self.max_length, training=True)
+        given_kind = bool(self.options.get("problem_type"))
+        check_loss_options(self.options, has_classes=not given_kind or self.kind.names_outputs)
+        if given_kind:
+            self.kind.check_options()
 
     def check_probe_data(self, source, examples=None):
         """``examples``: the training examples as read (without them ``source`` is read again, since

@@ -154,3 +154,35 @@ def test_truncation_is_said(tiny_bert, run_cli):
     )
     assert code == 0
     assert len(json.loads(stdout)["tokens"]) == 5 and "truncated to --max-length 5" in stderr
+
+
+@pytest.mark.parametrize("how", ["truncate", "head-tail", "windows"])
+def test_a_long_text_model_says_what_the_cut_hides(how, tiny_bert, tmp_path, run_cli):
+    """inspect shows the plain cut; a head-tail or windows model says, in the same one line, that it
+    reads otherwise, and a windows model's first window is exactly that cut at its --max-length."""
+    from transformers import AutoTokenizer
+
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.tasks.long_text import encode_rows
+
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "the movie was good,pos\nthe movie was bad,neg\n" * 4)
+    config = TrainConfig(epochs=1, batch_size=8, max_length=12, task_options={"long_text": how})
+    api.finetune("cls", str(data), str(tmp_path / how), model=str(tiny_bert), config=config)
+    text = " ".join(["the movie was very good and the acting was bad"] * 3)  # 30 word pieces
+
+    code, stdout, stderr = run_cli("inspect", "tokens", tmp_path / how, "--text", text, "--max-length", 12, "--json")
+    assert code == 0, stderr
+    lines = [line for line in stderr.splitlines() if "truncated" in line]
+    assert len(lines) == 1 and lines[0].startswith("the input was truncated to --max-length 12 tokens")
+    assert ("--long-text" in lines[0]) == (how != "truncate")
+    if how == "windows":
+        assert "this is its first window" in lines[0]
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / how)
+        first = encode_rows(tokenizer, [text], None, 12, {"long_text": "windows"}).features[0]["input_ids"]
+        assert [row["id"] for row in json.loads(stdout)["tokens"]] == first
+        _, _, stderr = run_cli("inspect", "tokens", tmp_path / how, "--text", text, "--max-length", 10)
+        assert "give --max-length 12 to see its first" in stderr
+    if how == "head-tail":
+        assert "its start (a quarter of the room) and its end in one 12-token window" in lines[0]
