@@ -102,7 +102,8 @@ def run_one(train: Path, test: Path, work: Path, how: str, length: int, args) ->
 def table(rows: list[dict], facts: dict) -> str:
     lines = [
         f"IMDB reviews of >= {facts['min_words']} words (median {facts['median_words']} words): "
-        f"{facts['train']} train / {facts['test']} test documents, MiniLM, 1 epoch, batch "
+        f"{facts['train']} train / {facts['test']} test documents, MiniLM, "
+        f"{facts['epochs']} epoch{'s' if facts['epochs'] != 1 else ''}, batch "
         f"{facts['batch_size']}, lr {facts['lr']}, seed {facts['seed']}; {facts['machine']}.",
         "",
         "| --long-text | --max-length | test accuracy | error % | train docs/s | eval docs/s | windows (test) |",
@@ -147,6 +148,7 @@ def main() -> None:
         "median_words": int(statistics.median(words)),
         "train": args.train,
         "test": args.test,
+        "epochs": args.epochs,
         "batch_size": args.batch_size,
         "lr": args.lr,
         "seed": args.seed,
