@@ -27,9 +27,10 @@ from bertkit.models import load_config, load_model, load_tokenizer, resolve_mode
 from bertkit.options import TrainConfig
 from bertkit.options.distillation import DistillOptions
 from bertkit.tasks.base import PREDICT
+from bertkit.tasks.label_kinds import DEFAULT_KIND
 
 TASKS = ("cls", "pair", "ner")
-SINGLE_LABEL = (None, "single-label", "single_label_classification")
+SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
 SPEED_FEATURES = 256  # the training features timed through teacher and student for the speed ratio
 IGNORED = -100  # an unlabelled row's gold label: not scored by the hard loss
 

@@ -14,7 +14,7 @@ import typer
 
 from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
 from bertkit.cli.options import config_file_parameter, from_dataclass, from_task, training_values
-from bertkit.options import MAX_LENGTHS, RunOptions, TrainConfig, default_output
+from bertkit.options import LORA_FIELDS, MAX_LENGTHS, RunOptions, TrainConfig, default_output
 
 PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
 PRETRAIN_HELP = {
@@ -75,7 +75,7 @@ def parameters() -> list:
     helps = {**PRETRAIN_HELP, **BERT_HELP}
     return (
         from_dataclass(RunOptions, helps=helps)
-        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, helps=helps)
+        + from_dataclass(TrainConfig, PRETRAIN_DEFAULTS, exclude=LORA_FIELDS, helps=helps)  # as pretrain mlm
         + from_task(BertPretrainingTask, "pretrain")
         + [config_file_parameter("bert", "pretrain")]
     )

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.label_kinds import DEFAULT_KIND
 
 FINETUNE, SETFIT = "finetune", "setfit"
 RECIPES = (FINETUNE, SETFIT)
 DEFAULT_PAIRS = 20
-SINGLE_LABEL = "single-label"
+SINGLE_LABEL = DEFAULT_KIND  # the one kind setfit trains (the kind is named in its own module)
 
 FEW_SHOT_OPTIONS = (
     TaskOption(
