@@ -29,9 +29,8 @@ from bertkit.cli.options import (
     single_command,
     split,
     task_values,
-    training_values,
 )
-from bertkit.cli.pretraining import PRETRAIN_DEFAULTS, PRETRAIN_HELP, pretrain_bert
+from bertkit.cli.pretraining import PRETRAIN_DEFAULTS, PRETRAIN_HELP, echo_history, pretrain_bert, run_pretraining
 from bertkit.cli.pretraining import parameters as bert_parameters
 from bertkit.options import (
     LORA_FIELDS,
@@ -110,33 +109,16 @@ _PROBE_OWN = {p.name for p in _probe_parameters(with_tasks=False)}
 def _pretrain_mlm(**values):
     """Continued masked-LM pre-training; the output directory is a --model for `bertkit finetune`."""
     from bertkit.api.pretraining import pretrain_mlm as run_pretrain
-    from bertkit.engine.interrupts import TrainingInterrupted
     from bertkit.tasks.mlm import MaskedLMTask
 
-    task_options, run, rest = training_values(values, [o.name for o in MaskedLMTask.options_for("pretrain")])
-    config = TrainConfig(**rest)
-    data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, "mlm-")
-    try:
-        result = run_pretrain(data, output, config=config, **task_options, **run)
-    except TrainingInterrupted as stop:
-        typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
-        sys.exit(130)
-    if result.resumed_from:
-        typer.echo(f"resumed from {result.resumed_from}")
+    result, config = run_pretraining(values, MaskedLMTask, run_pretrain, "mlm-")
     for part, stats in result.preprocessing.items():
         if isinstance(stats, dict) and "blocks" in stats:
             typer.echo(
                 f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, packed into "
                 f"{stats['blocks']} blocks of at most {config.max_length or 128} tokens"
             )
-    if result.before:
-        typer.echo(f"before: held-out {format_metrics(result.before)}")
-    for entry in result.history:
-        typer.echo(
-            f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}"
-            + (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else "")
-        )
+    echo_history(result)
     t = result.throughput
     typer.echo(
         f"train: {t['examples_per_s']:.1f} blocks/s, {t['tokens_per_s']:.0f} tokens/s, "

@@ -31,16 +31,15 @@ BERT_HELP = {
 }
 
 
-def pretrain_bert(**values):
-    """Masked LM + next-sentence prediction on documents; the output is a --model for `bertkit finetune`."""
-    from bertkit.api.pretraining import pretrain_bert as run_pretrain
+def run_pretraining(values: dict, task_class, run_pretrain, prefix: str):
+    """What both pretrain commands do with their flags: the options split, the run (Ctrl-C said
+    once, exit 130), then the resume line; returns the result and the config for the caller's lines."""
     from bertkit.engine.interrupts import TrainingInterrupted
-    from bertkit.tasks.bert_pretraining import BertPretrainingTask
 
-    task_options, run, rest = training_values(values, [o.name for o in BertPretrainingTask.options_for("pretrain")])
+    task_options, run, rest = training_values(values, [o.name for o in task_class.options_for("pretrain")])
     config = TrainConfig(**rest)
     data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, "bert-")
+    output = output or default_output(data, prefix)
     try:
         result = run_pretrain(data, output, config=config, **task_options, **run)
     except TrainingInterrupted as stop:
@@ -48,13 +47,11 @@ def pretrain_bert(**values):
         sys.exit(130)
     if result.resumed_from:
         typer.echo(f"resumed from {result.resumed_from}")
-    for part, stats in result.preprocessing.items():
-        if isinstance(stats, dict) and "pairs" in stats:
-            typer.echo(
-                f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, {stats['pairs']} sentence pairs "
-                f"of at most {config.max_length or 128} tokens ({stats['random_pairs']} with a random B, "
-                f"{stats['truncated_pairs']} cut to fit)"
-            )
+    return result, config
+
+
+def echo_history(result) -> None:
+    """The held-out score before training and each epoch's losses, as both pretrain commands print them."""
     if result.before:
         typer.echo(f"before: held-out {format_metrics(result.before)}")
     for entry in result.history:
@@ -62,6 +59,22 @@ def pretrain_bert(**values):
             f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}"
             + (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else "")
         )
+
+
+def pretrain_bert(**values):
+    """Masked LM + next-sentence prediction on documents; the output is a --model for `bertkit finetune`."""
+    from bertkit.api.pretraining import pretrain_bert as run_pretrain
+    from bertkit.tasks.bert_pretraining import BertPretrainingTask
+
+    result, config = run_pretraining(values, BertPretrainingTask, run_pretrain, "bert-")
+    for part, stats in result.preprocessing.items():
+        if isinstance(stats, dict) and "pairs" in stats:
+            typer.echo(
+                f"{part}: {stats['documents']} documents, {stats['tokens']} tokens, {stats['pairs']} sentence pairs "
+                f"of at most {config.max_length or 128} tokens ({stats['random_pairs']} with a random B, "
+                f"{stats['truncated_pairs']} cut to fit)"
+            )
+    echo_history(result)
     t = result.throughput
     typer.echo(f"train: {t['examples_per_s']:.1f} pairs/s, {t['tokens_per_s']:.0f} tokens/s, {t['train_seconds']:.1f}s")
     echo_runtime(result.runtime)
