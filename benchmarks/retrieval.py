@@ -8,7 +8,11 @@ bertkit's `evaluate_retrieval` (trec_eval's measures), on the held-out test arti
   (corpus 2,067 paragraphs; test: 1,988 questions of the last 10 articles, never trained on).
 * Embedding: the first ``--train-pairs`` rows of train-pairs.jsonl (question, its paragraph).
   sentence-transformers samples batches with its NO_DUPLICATES sampler (what its docs recommend for
-  MNRL); bertkit masks a duplicate text out of a row's negatives instead (README).
+  MNRL; ``--st-sampler batch_sampler``: plain shuffled batches); bertkit masks a duplicate text out
+  of a row's negatives instead (README). NO_DUPLICATES defers a row whose text is already in the
+  batch, so its last batches of an epoch can be smaller; the trainer still stops after
+  ceil(rows / batch) steps, as bertkit does (the steps of both are in the JSON). With very few
+  distinct paragraphs (a tiny ``--train-pairs``) its batches are much smaller than bertkit's.
 * Reranker rows: the first ``--rerank-queries`` train questions, each with its paragraph (label 1)
   and ``--negatives`` hard negatives mined by zero-shot MiniLM (`bertkit.api.mining.mine`, its
   defaults but ``--negatives``) from the train articles' paragraphs only (label 0). Both rerankers
@@ -84,25 +88,27 @@ def train_corpus(beir: Path, out: Path) -> Path:
     return write_jsonl(out, (row for row in read_jsonl(beir / "corpus.jsonl") if row["_id"] in judged))
 
 
-def rerank_rows(work: Path, beir: Path, queries: int, negatives: int, threads: int) -> tuple[Path, dict]:
-    """(query, passage, label) rows: each of the first ``queries`` train questions with its paragraph
-    (1) and the hard negatives zero-shot MiniLM mines for it (0)."""
+def rerank_rows(work: Path, beir: Path, args) -> tuple[Path, dict]:
+    """(query, passage, label) rows: each of the first ``--rerank-queries`` train questions with its
+    paragraph (1) and the ``--negatives`` hard negatives the zero-shot model mines for it (0)."""
     from bertkit.api.mining import mine
     from bertkit.data.beir import corpus_rows
 
-    pairs = write_jsonl(work / "rerank-pairs.jsonl", read_jsonl(beir / "train-pairs.jsonl")[:queries])
+    pairs = write_jsonl(work / "rerank-pairs.jsonl", read_jsonl(beir / "train-pairs.jsonl")[: args.rerank_queries])
     corpus = train_corpus(beir, work / "train-corpus.jsonl")
-    mined = mine("minilm", str(pairs), str(corpus), str(work / "triplets.jsonl"), negatives=negatives, threads=threads)
+    triplets = str(work / "triplets.jsonl")
+    settings = {"negatives": args.negatives, "threads": args.threads, "precision": "no"}
+    mined = mine(args.model, str(pairs), str(corpus), triplets, **settings)
     texts = dict(corpus_rows(corpus))
     assert all(row["positive"] in texts.values() for row in read_jsonl(pairs)), "a positive is not a passage"
     rows, seen = [], set()
     for triplet in read_jsonl(work / "triplets.jsonl"):
-        query = triplet["anchor"]
-        if query not in seen:  # the positive once per question, then each of its negatives
-            seen.add(query)
-            rows.append({"query": query, "passage": triplet["positive"], "label": 1})
+        query, positive = triplet["anchor"], triplet["positive"]
+        if (query, positive) not in seen:  # the positive once per pair (a question may be asked twice)
+            seen.add((query, positive))
+            rows.append({"query": query, "passage": positive, "label": 1})
         rows.append({"query": query, "passage": triplet["negative"], "label": 0})
-    facts = {"questions": len(seen), "rows": len(rows), "negatives": len(rows) - len(seen)}
+    facts = {"pairs": len(seen), "rows": len(rows), "negatives": len(rows) - len(seen)}
     facts["mined"] = {k: v for k, v in vars(mined).items() if isinstance(v, (int, float, str, dict))}
     return write_jsonl(work / "rerank-rows.jsonl", rows), facts
 
@@ -180,7 +186,8 @@ def worker(spec: dict) -> None:
         model = SentenceTransformer(str(path), device="cpu" if common["use_cpu"] else None)
         model.max_seq_length = spec["max_length"]
         dataset = Dataset.from_dict({"anchor": [r["anchor"] for r in rows], "positive": [r["positive"] for r in rows]})
-        arguments = SentenceTransformerTrainingArguments(**common, batch_sampler=BatchSamplers.NO_DUPLICATES)
+        sampler = BatchSamplers.NO_DUPLICATES if spec["st_sampler"] == "no_duplicates" else BatchSamplers.BATCH_SAMPLER
+        arguments = SentenceTransformerTrainingArguments(**common, batch_sampler=sampler)
         trainer = SentenceTransformerTrainer(
             model=model, args=arguments, train_dataset=dataset, loss=MultipleNegativesRankingLoss(model)
         )
@@ -274,7 +281,7 @@ def run(args, work: Path) -> dict:
         record["st_evaluator_mnrl_st"] = st_cross_check(work / "st-mnrl", test, args.threads)
         print(json.dumps({"st evaluator (mnrl st)": record["st_evaluator_mnrl_st"]}), flush=True)
 
-    rows, record["rows"]["rerank"] = rerank_rows(work, beir, args.rerank_queries, args.negatives, args.threads)
+    rows, record["rows"]["rerank"] = rerank_rows(work, beir, args)
     step("rerank bertkit", bertkit_train("rerank", rows, work / "bk-rerank", args), "trainings")
     step("rerank st", st_train("rerank", rows, work / "st-rerank", args), "trainings")
     subset = sub_beir(beir, "test", args.rerank_eval_queries, work / "rerank-beir")
@@ -306,8 +313,9 @@ def markdown(record: dict) -> str:
         "",
         "Settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()),
         "",
-        "| row | queries | nDCG@10 | MRR@10 | R@10 | R@100 | training s | bertkit/ST time |",
-        "|---|---|---|---|---|---|---|---|",
+        "| row | queries | nDCG@10 | MRR@10 | R@10 | R@100 | training s | bertkit/ST | process s | bertkit/ST "
+        "| steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     trainings = record["trainings"]
     for name, kind in TABLE_ROWS:
@@ -316,21 +324,26 @@ def markdown(record: dict) -> str:
             continue
         measures = " | ".join(f"{score['metrics'][m]:.4f}" for m in MEASURES)
         queries = score.get("queries", record["scores"]["rerank top20 bertkit"]["queries"])
-        seconds, ratio = "", ""
+        times = " | | | |"
         if kind:
-            side = "bertkit" if name.endswith("bertkit") else "st"
-            seconds = f"{trainings[f'{kind} {side}']['train_s']:.1f}"
-            ratio = f"{trainings[f'{kind} bertkit']['train_s'] / trainings[f'{kind} st']['train_s']:.2f}x"
-        lines.append(f"| {name} | {queries} | {measures} | {seconds} | {ratio} |")
+            ours, theirs = trainings[f"{kind} bertkit"], trainings[f"{kind} st"]
+            mine = ours if name.endswith("bertkit") else theirs
+            process = mine.get("process_s", mine["train_s"])  # bertkit's training time is its whole process
+            times = (
+                f" {mine['train_s']:.1f} | {ours['train_s'] / theirs['train_s']:.2f}x | {process:.1f} | "
+                f"{ours['train_s'] / theirs['process_s']:.2f}x | {mine['steps']}"
+            )
+        lines.append(f"| {name} | {queries} | {measures} |{times} |")
     if "st_evaluator_mnrl_st" in record:
         check = record["st_evaluator_mnrl_st"]
         lines += ["", "sentence-transformers' InformationRetrievalEvaluator on `mnrl st`: "]
         lines[-1] += ", ".join(f"{m} {check[m]:.4f}" for m in MEASURES)
     lines += [
         "",
-        "Training s: bertkit's whole `finetune` process; sentence-transformers' train() + save_pretrained "
-        "(its whole process: `process_s` in the JSON). Reranked rows: the bertkit-trained retriever's top N "
-        "rescored, so R@100 after top 20 is R@20.",
+        "Training s: bertkit's whole `finetune` process (start-up, reading, model load, training, the "
+        "directory written; its training loop alone is `loop_s` in the JSON); sentence-transformers' "
+        "train() + save_pretrained. Process s: each side's whole process. Reranked rows: the bertkit-trained "
+        "retriever's top N rescored, so R@100 after top 20 is R@20.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -349,6 +362,12 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=256, help="training tokens per text (pair for rerank)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default="minilm")
+    parser.add_argument(
+        "--st-sampler",
+        choices=("no_duplicates", "batch_sampler"),
+        default="no_duplicates",
+        help="sentence-transformers' batch sampler for MNRL (its docs recommend no_duplicates)",
+    )
     parser.add_argument("--cross-check", action="store_true", help="also InformationRetrievalEvaluator on ST's model")
     parser.add_argument("--work", default=None, help="a new directory for the models and runs (default: temporary)")
     parser.add_argument("--name", default="retrieval")
@@ -377,6 +396,7 @@ def main() -> None:
         "seed": args.seed,
         "precision": "fp32",
         "threads": args.threads,
+        "ST MNRL sampler": args.st_sampler,
     }
     record["command"] = " ".join(sys.argv)
     record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
