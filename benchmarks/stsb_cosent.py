@@ -88,7 +88,6 @@ def bertkit_train(seed: int, out: Path, args) -> dict:
         "steps": meta["throughput"].get("optimizer_steps"),
         "own_spearman": meta["metrics"].get("spearman"),
         "own_spearman_before": (meta.get("before") or {}).get("spearman"),
-        "loss": meta.get("loss") or meta.get("training", {}).get("loss"),
         "load_average": os.getloadavg()[0],
     }
 
@@ -142,6 +141,10 @@ def worker(spec: dict) -> None:
     print(json.dumps({"train_s": round(time.perf_counter() - started, 2), "steps": trainer.state.global_step}))
 
 
+def number(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def markdown(record: dict) -> str:
     lines = [
         "# STS-B dev (1,500 pairs): Spearman of the embedding cosine, bertkit CoSENT against sentence-transformers",
@@ -155,7 +158,7 @@ def markdown(record: dict) -> str:
     for seed, run in record["runs"].items():
         ours, theirs = run["bertkit"], run["st"]
         ratio = f"{ours['train_s'] / theirs['train_s']:.2f}x ({ours['loop_s'] / theirs['train_s']:.2f}x loop)"
-        own = f"{ours['own_spearman']:.4f} (before {ours['own_spearman_before']:.4f})"
+        own = f"{number(ours['own_spearman'])} (before {number(ours['own_spearman_before'])})"
         lines.append(
             f"| CoSENT bertkit | {seed} | {ours['spearman']:.4f} | {own} | {ours['train_s']:.1f} | "
             f"{ours['loop_s']:.1f} | {ratio} |"
