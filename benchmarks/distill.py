@@ -28,6 +28,9 @@ ROWS = (
     ("--student-layers 2, distilled", {"student_layers": 2}),
     ("3 pretrained layers (0, 2, 4), no teacher", "pretrained"),
 )
+# Tang et al. 2019: the teacher labels more text. Opt-in (--with-unlabelled N): the next N SST-2
+# training sentences after the --train slice, their labels dropped, as --unlabelled.
+UNLABELLED_ROW = "--student-layers 3, distilled + unlabelled"
 
 
 def dev_sentences(data_dir: Path) -> list[str]:
@@ -99,6 +102,29 @@ def pretrained_layers(model: str, layers: list[int], directory: Path) -> str:
     return str(directory)
 
 
+def unlabelled_file(data_dir: Path, skip: int, rows: int, work: Path) -> str:
+    """SST-2 training sentences ``skip`` .. ``skip + rows`` (never the labelled slice), one a line."""
+    lines = (data_dir / "sst2" / "train.tsv").read_text().splitlines()[1:]
+    sentences = [line.split("\t")[0] for line in lines if line.strip()][skip : skip + rows]
+    path = work / f"unlabelled-{skip}-{rows}.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    return str(path)
+
+
+def chosen_rows(args, data_dir: Path, work: Path) -> list:
+    """ROWS, or only --only's (by position), plus the unlabelled row with --with-unlabelled."""
+    rows = list(ROWS)
+    if args.with_unlabelled:
+        if not args.train:
+            raise SystemExit("--with-unlabelled needs a --train slice: the sentences after it are the unlabelled text")
+        work.mkdir(parents=True, exist_ok=True)
+        extra = unlabelled_file(data_dir, args.train, args.with_unlabelled, work)
+        rows.append((UNLABELLED_ROW, {"student_layers": 3, "unlabelled": extra}))
+    if args.only:
+        rows = [rows[int(i)] for i in args.only.split(",")]
+    return rows
+
+
 def run(args) -> dict:
     from bertkit import api
     from bertkit.api.distillation import distill
@@ -108,11 +134,12 @@ def run(args) -> dict:
     work, data_dir = Path(args.work), Path(args.data_dir)
     train = args.train or None
     sentences = dev_sentences(data_dir)
-    results = {name: {"accuracy": [], "seconds": []} for name, _ in ROWS}
+    rows = chosen_rows(args, data_dir, work)
+    results = {name: {"accuracy": [], "seconds": []} for name, _ in rows}
     for seed in range(42, 42 + args.seeds):
         config = TrainConfig(epochs=1, lr=5e-5, batch_size=32, max_train_samples=train, seed=seed, max_length=64)
         teacher = str(work / f"teacher-{seed}")
-        for name, student in ROWS:
+        for name, student in rows:
             started = time.perf_counter()
             if student == "pretrained":  # the student's shape cut from the checkpoint, not from the teacher
                 out = str(work / f"pretrained3-{seed}")
@@ -126,7 +153,7 @@ def run(args) -> dict:
                 )
                 out = teacher
             else:
-                out = str(work / f"{'-'.join(f'{k}{v}' for k, v in student.items())}-{seed}")
+                out = str(work / f"{'-'.join(f'{k}{Path(str(v)).stem}' for k, v in student.items())}-{seed}")
                 result = distill(
                     teacher,
                     "sst2",
@@ -141,18 +168,28 @@ def run(args) -> dict:
             row["seconds"].append(round(time.perf_counter() - started, 1))
             row["dir"] = out
             print(name, seed, result.metrics, flush=True)
+    if args.merge:  # the rows run before, from --out's JSON (their directories still in --work)
+        before = json.loads(Path(args.out + ".json").read_text())["rows"]
+        results = {**{name: row for name, row in before.items() if name not in results}, **results}
     speeds = predict_speeds({name: row["dir"] for name, row in results.items()}, sentences, data_dir)
     for name, row in results.items():
         row["parameters"] = parameters(row["dir"])
         row["sentences_per_s"] = speeds[name]
-    return {"model": args.model, "train_rows": train or "all", "seeds": args.seeds, "rows": results}
+    return {
+        "model": args.model,
+        "train_rows": train or "all",
+        "unlabelled_rows": args.with_unlabelled,
+        "seeds": args.seeds,
+        "rows": results,
+    }
 
 
 def table(report: dict) -> str:
     teacher = report["rows"][ROWS[0][0]]
+    extra = report.get("unlabelled_rows")
     lines = [
         f"SST-2 dev (872), teacher from {report['model']}, {report['train_rows']} train rows, 1 epoch, "
-        f"{report['seeds']} seed(s)",
+        f"{report['seeds']} seed(s)" + (f"; unlabelled: the next {extra:,} train sentences" if extra else ""),
         "",
         "Predict: sentences/s on the dev sentences, best of 3 alternating rounds; x = against the teacher "
         "in torch fp32.",
@@ -182,6 +219,9 @@ def main() -> None:
     parser.add_argument(
         "--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", str(ROOT.parent.parent / "shared" / "data"))
     )
+    parser.add_argument("--with-unlabelled", type=int, default=0, help="add the distilled + N unlabelled row")
+    parser.add_argument("--only", default="", help="run only these rows (positions, e.g. 5)")
+    parser.add_argument("--merge", action="store_true", help="keep --out's other rows (their dirs in --work)")
     parser.add_argument("--work", default="/tmp/bertkit-distill-bench")
     parser.add_argument("--out", default=str(ROOT / "results" / "distill"))
     args = parser.parse_args()
