@@ -20,7 +20,7 @@ from conftest import minilm_or_skip, require_data
 pytestmark = pytest.mark.learning
 
 TRAIN_PAIRS = 2000
-GAIN = 0.01  # set from the measurement (see the test's comment)
+GAIN = 0.01
 
 
 def test_mnrl_on_train_articles_raises_held_out_ndcg_above_zero_shot(tmp_path):
@@ -47,7 +47,8 @@ def test_mnrl_on_train_articles_raises_held_out_ndcg_above_zero_shot(tmp_path):
     api.finetune("embedding", str(pairs), str(tmp_path / "mnrl"), model="minilm", config=config)
     trained = evaluate_retrieval(str(tmp_path / "mnrl"), str(beir), "test", output=str(tmp_path / "mnrl.json"))
     print(f"after MNRL on {TRAIN_PAIRS} train pairs: {trained['metrics']}")
-    # Measured at exactly these settings: see benchmarks/results/retrieval.md ("mnrl bertkit" against
-    # "zero-shot"). One standard error of nDCG@10 over 1,988 queries is about 0.008, and the two runs
-    # are scored on the same queries (the difference's error is smaller).
+    # Measured at exactly these settings (benchmarks/results/retrieval.md): zero-shot 0.800, after MNRL
+    # 0.826 (sentence-transformers' trainer on the same pairs: 0.828). One standard error of nDCG@10
+    # over 1,988 queries is about 0.008 and both are scored on the same queries (the difference's
+    # error is smaller): the bar asks for 0.01 of the 0.026 gained.
     assert trained["metrics"]["ndcg@10"] >= zero["metrics"]["ndcg@10"] + GAIN
