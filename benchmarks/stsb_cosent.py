@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.side_by_side import write_results
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -224,13 +225,7 @@ def main() -> None:
         "threads": args.threads,
         "seeds": args.seeds,
     }
-    record["command"] = " ".join(sys.argv)
-    record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
-    record["wall_s"] = round(time.perf_counter() - started, 1)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(record, indent=2) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(markdown(record))
-    print(markdown(record))
+    print(write_results(record, args.name, markdown, started))
 
 
 if __name__ == "__main__":
