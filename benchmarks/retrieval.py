@@ -24,8 +24,10 @@ search time of 2,067 passages that every row pays).
 * Wall time: bertkit's is the whole `python -m bertkit finetune ...` process (start-up, reading,
   model load, training, the directory written); sentence-transformers' is ``trainer.train()`` plus
   ``save_pretrained`` (its whole worker process is recorded too). Each training runs alone in its own
-  process, sequentially, with ``--threads`` torch threads, fp32 on both (bertkit ``--precision no``;
-  sentence-transformers on a CPU trains in fp32); the load average is recorded after each.
+  process, sequentially, with ``--threads`` torch threads, fp32 on both by default (bertkit
+  ``--precision no``), or each side's bf16 (``--precision bf16 --st-precision bf16``: bertkit's bf16
+  weights with fp32 master weights, the Trainer's CPU autocast); the load average is recorded.
+* ``--extra-seeds 43,44``: MNRL on both sides again with those seeds (after the rest), for the spread.
 
     flock /tmp/heavy.lock python -m benchmarks.retrieval [--train-pairs 4000] [--rerank-queries 1000]
         [--rerank-eval-queries 300] [--epochs 1] [--batch-size 32] [--lr 2e-5] [--seed 42]
@@ -121,7 +123,8 @@ def bertkit_train(task: str, data: Path, out: Path, args) -> dict:
     command = [sys.executable, "-m", "bertkit", "finetune", task, "--data", str(data), "--model", args.model]
     command += ["--output", str(out), "--overwrite", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
     command += ["--lr", str(args.lr), "--seed", str(args.seed), "--max-length", str(args.max_length)]
-    command += ["--warmup-ratio", str(WARMUP), "--weight-decay", str(WEIGHT_DECAY), "--precision", "no"]
+    command += ["--warmup-ratio", str(WARMUP), "--weight-decay", str(WEIGHT_DECAY)]
+    command += ["--precision", "bf16" if args.precision == "bf16" else "no"]
     command += ["--threads", str(args.threads)]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
@@ -181,6 +184,7 @@ def worker(spec: dict) -> None:
         logging_steps=10_000,
         disable_tqdm=True,
         use_cpu=not torch.cuda.is_available(),
+        bf16=spec["st_precision"] == "bf16",  # the Trainer's autocast (its weights stay fp32)
     )
     path = resolve_model(spec["model"])
     if spec["kind"] == "mnrl":
@@ -294,6 +298,12 @@ def run(args, work: Path) -> dict:
             target = work / f"eval-{side}-{top}.json"
             step(name, scored(work / "bk-mnrl", subset, target, args, reranker, top), "scores")
     record["scores"]["retriever on the rerank subset"] = {"metrics": record["scores"][name]["retriever_metrics"]}
+    for seed in args.extra_seeds:  # MNRL again on other seeds: the spread of both sides
+        again = argparse.Namespace(**{**vars(args), "seed": seed})
+        for side, train in (("bertkit", bertkit_train), ("st", st_train)):
+            name, out = f"mnrl {side} seed {seed}", work / f"{side}-mnrl-{seed}"
+            step(name, train("embedding" if side == "bertkit" else "mnrl", pairs, out, again), "trainings")
+            step(name, scored(out, test, work / f"eval-{side}-mnrl-{seed}.json", args), "scores")
     return record
 
 
@@ -307,6 +317,39 @@ TABLE_ROWS = (
     ("rerank top100 bertkit", "rerank"),
     ("rerank top100 st", "rerank"),
 )
+
+
+def seed_table(record: dict) -> list[str]:
+    """MNRL per seed (the main run's and ``--extra-seeds``'), nDCG@10 mean ± std, time ratios."""
+    import statistics
+
+    seeds = [record["settings"]["seed"], *record["settings"].get("extra seeds", [])]
+    if len(seeds) < 2:
+        return []
+    lines = ["", "MNRL per seed (nDCG@10; training s as above):", ""]
+    lines += ["| seed | bertkit | ST | bertkit s | ST s | ST/bertkit time |", "|---|---|---|---|---|---|"]
+    found = {"bertkit": [], "st": []}
+    for seed in seeds:
+        tail = "" if seed == seeds[0] else f" seed {seed}"
+        cells = {side: (record["scores"].get(f"mnrl {side}{tail}"), record["trainings"].get(f"mnrl {side}{tail}"))
+                 for side in found}  # fmt: skip
+        if any(score is None or time is None for score, time in cells.values()):
+            continue
+        for side, (score, _) in cells.items():
+            found[side].append(score["metrics"]["ndcg@10"])
+        (ours, our_time), (theirs, their_time) = cells["bertkit"], cells["st"]
+        lines.append(
+            f"| {seed} | {ours['metrics']['ndcg@10']:.4f} | {theirs['metrics']['ndcg@10']:.4f} | "
+            f"{our_time['train_s']:.1f} | {their_time['train_s']:.1f} | "
+            f"{their_time['train_s'] / our_time['train_s']:.2f}x |"
+        )
+    if len(found["st"]) > 1:
+        mean = {side: (statistics.mean(v), statistics.stdev(v)) for side, v in found.items()}
+        lines.append(
+            f"| mean ± std | {mean['bertkit'][0]:.4f} ± {mean['bertkit'][1]:.4f} | "
+            f"{mean['st'][0]:.4f} ± {mean['st'][1]:.4f} | | | |"
+        )
+    return lines
 
 
 def markdown(record: dict) -> str:
@@ -337,6 +380,7 @@ def markdown(record: dict) -> str:
                 f"{ours['train_s'] / theirs['process_s']:.2f}x | {mine['steps']}"
             )
         lines.append(f"| {name} | {queries} | {measures} |{times} |")
+    lines += seed_table(record)
     if "st_evaluator_mnrl_st" in record:
         check = record["st_evaluator_mnrl_st"]
         lines += ["", "sentence-transformers' InformationRetrievalEvaluator on `mnrl st`: "]
@@ -363,9 +407,25 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--max-length", type=int, default=256, help="training tokens per text (pair for rerank)")
+    parser.add_argument(
+        "--extra-seeds", type=lambda text: [int(x) for x in text.split(",") if x], default=[],
+        help="MNRL (both sides) again on these seeds, after the rest: the spread, e.g. 43,44",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--eval-precision", default="auto", help="the scorer's, one for every model (auto: bf16 where the CPU has it)"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bertkit's training precision (bf16: --precision bf16)",
+    )
+    parser.add_argument(
+        "--st-precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="sentence-transformers' (bf16: the Trainer's autocast)",
     )
     parser.add_argument("--model", default="minilm")
     parser.add_argument(
@@ -400,7 +460,8 @@ def main() -> None:
         "weight decay": WEIGHT_DECAY,
         "max length": args.max_length,
         "seed": args.seed,
-        "precision": "fp32",
+        "extra seeds": args.extra_seeds,
+        "precision": f"bertkit {args.precision}, sentence-transformers {args.st_precision}",
         "scoring precision": args.eval_precision,
         "threads": args.threads,
         "ST MNRL sampler": args.st_sampler,

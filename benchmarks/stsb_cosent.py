@@ -1,8 +1,9 @@
 """STS-B side by side: `bertkit finetune embedding --data stsb` (CoSENT, the loss for scored pairs)
 against sentence-transformers' SentenceTransformerTrainer with CoSENTLoss, on the same model (the
 bundled MiniLM), training rows (the first ``--train-rows`` of sts-train.csv), batch size, lr,
-epochs, warmup, weight decay, max length and seeds; fp32 on both (bertkit ``--precision no``;
-sentence-transformers on a CPU trains in fp32).
+epochs, warmup, weight decay, max length and seeds; fp32 on both by default (bertkit ``--precision
+no``), or each side's bf16 (``--precision bf16 --st-precision bf16``: bertkit's bf16 weights with
+fp32 master weights, the Trainer's CPU autocast).
 
 The score: the Spearman correlation of the cosine of the two sentences' vectors with the gold score
 on the whole dev set (1,500 pairs), computed the same way for every model (the directory loaded in
@@ -75,7 +76,8 @@ def bertkit_train(seed: int, out: Path, args) -> dict:
     command += ["--data-dir", str(data_dir()), "--max-train-samples", str(args.train_rows)]
     command += ["--output", str(out), "--overwrite", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
     command += ["--lr", str(args.lr), "--seed", str(seed), "--max-length", str(args.max_length)]
-    command += ["--warmup-ratio", str(WARMUP), "--weight-decay", str(WEIGHT_DECAY), "--precision", "no"]
+    command += ["--warmup-ratio", str(WARMUP), "--weight-decay", str(WEIGHT_DECAY)]
+    command += ["--precision", "bf16" if args.precision == "bf16" else "no"]
     command += ["--threads", str(args.threads)]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
@@ -134,6 +136,7 @@ def worker(spec: dict) -> None:
         logging_steps=10_000,
         disable_tqdm=True,
         use_cpu=True,
+        bf16=spec["st_precision"] == "bf16",  # the Trainer's autocast (its weights stay fp32)
     )
     trainer = SentenceTransformerTrainer(model=model, args=arguments, train_dataset=dataset, loss=CoSENTLoss(model))
     started = time.perf_counter()
@@ -193,6 +196,10 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bertkit's training precision")
+    parser.add_argument(
+        "--st-precision", choices=("fp32", "bf16"), default="fp32", help="sentence-transformers' (bf16: autocast)"
+    )
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--name", default="stsb_cosent")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -221,7 +228,7 @@ def main() -> None:
         "warmup ratio": WARMUP,
         "weight decay": WEIGHT_DECAY,
         "max length": args.max_length,
-        "precision": "fp32",
+        "precision": f"bertkit {args.precision}, sentence-transformers {args.st_precision}",
         "threads": args.threads,
         "seeds": args.seeds,
     }

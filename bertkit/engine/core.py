@@ -152,7 +152,8 @@ class Engine:
         acc = self.accelerator
         # seed + rank: each process draws its own dropout masks (DDP copies rank 0's weights anyway)
         set_seed(self.seed, device_specific=True)
-        plan = StepPlan([len(f["input_ids"]) for f in features], config, acc.num_processes, acc.process_index)
+        collate = collate_fn or Collator(pad_token_id, targets)
+        plan = StepPlan.of(features, config, acc, collate)
         if checkpoints is not None:  # the saved fp32 weights go in before bf16 master weights copy them
             checkpoints.load_weights(model)
         optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
@@ -163,7 +164,6 @@ class Engine:
                 acc, optimisation.optimizer, optimisation.scheduler, greater_is_better=greater_is_better
             )
         model = optimisation.prepare(model)
-        collate = collate_fn or Collator(pad_token_id, targets)
         # a collator that draws (masked LM) names its generators: checkpoints save and restore them
         generators = getattr(collate, "generators", {})
         selection = Selection(evaluate, main_metric, greater_is_better, config.patience, best_weights)

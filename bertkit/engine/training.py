@@ -58,16 +58,25 @@ class StepPlan:
     """How long the run is, in this rank's batches and in optimizer steps. Every rank builds the
     same numbers from the same lengths and seed, so every rank steps, evaluates and saves together."""
 
-    def __init__(self, lengths: list[int], config, world: int, rank: int):
+    def __init__(self, lengths: list[int], config, world: int, rank: int, grouped: bool = True):
+        """``grouped`` False: plain shuffled batches (a mega-batch of one batch is just a batch)."""
         self.lengths, self.world, self.rank, self.accum = lengths, world, rank, config.grad_accum
         self.epochs, self.max_steps = config.epochs, config.max_steps
-        self.sampler = LengthGroupedBatches(lengths, config.batch_size, config.seed)
+        self.sampler = LengthGroupedBatches(lengths, config.batch_size, config.seed, group=50 if grouped else 1)
         self.per_rank = math.ceil(len(self.sampler) / world)  # the same on every rank (shard_batches)
         self.steps_per_epoch = math.ceil(self.per_rank / self.accum)
         # the epsilon keeps e.g. 0.1 x 30 steps (3.0000000000000004 in floats) at 3
         self.total_steps = config.max_steps or max(1, math.ceil(self.steps_per_epoch * config.epochs - 1e-9))
         full_epochs, rest_steps = divmod(self.total_steps, self.steps_per_epoch)
         self.total_batches = full_epochs * self.per_rank + min(rest_steps * self.accum, self.per_rank)
+
+    @classmethod
+    def of(cls, features: list[dict], config, accelerator, collate) -> "StepPlan":
+        """The plan of ``features``: length-grouped batches, unless the collator says its batches
+        must be random (``random_batches``: in-batch negatives, contrastive pairs)."""
+        grouped = not getattr(collate, "random_batches", False)
+        lengths = [len(f["input_ids"]) for f in features]
+        return cls(lengths, config, accelerator.num_processes, accelerator.process_index, grouped)
 
     def epochs_left(self, state: Progress) -> range:
         if state.step >= self.total_steps or state.stopped_early:  # a resumed run that had finished

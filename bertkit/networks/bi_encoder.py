@@ -14,6 +14,8 @@ of their vectors (bertkit/tasks/embedding.py says what with, as an ``EmbeddingLo
   gradients as the whole batch at once, with the memory of one mini-batch. The engine's
   ``loss.backward()`` reaches a hook on the returned loss that runs the second pass, so the engine
   needs nothing of its own.
+* Each tower runs in length-sorted chunks on the CPU (sorted_chunks.py): the same loss without
+  the padding of a random batch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.networks.collate import Collator
-from bertkit.networks.pooling import Pooling, masked_mean
+from bertkit.networks.pooling import Pooling
+from bertkit.networks.sorted_chunks import mean_pooled
 from bertkit.tasks.training_spec import EmbeddingLoss
 
 TOWERS = ("text", "text_pair", "negative")  # feature prefixes: "" for the anchor, "text_pair_", "negative_"
@@ -94,6 +97,10 @@ class BiEncoderCollator:
     """Pads each tower on its own (dynamic padding, as the shared Collator) and keeps the text ids
     and scores the loss reads."""
 
+    # In-batch negatives are rows that meet at random, as in sentence-transformers: the engine does
+    # not group these batches by the anchor's length (sorted chunks take the padding out instead).
+    random_batches = True
+
     def __init__(self, pad_token_id: int):
         self.pad = Collator(pad_token_id)
 
@@ -126,8 +133,7 @@ class BiEncoderTrainer(nn.Module):
         return self.encoder.get_input_embeddings()
 
     def embed(self, inputs: dict) -> torch.Tensor:
-        hidden = self.encoder(**inputs).last_hidden_state
-        return masked_mean(hidden, inputs["attention_mask"])
+        return mean_pooled(self.encoder, inputs)
 
     def forward(self, **batch):
         towers = {t: tower_inputs(batch, t) for t in TOWERS if prefix(t) + "input_ids" in batch}

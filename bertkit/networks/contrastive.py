@@ -2,7 +2,8 @@
 
 Each training feature is one pair (tasks/few_shot.py draws them): the first row's token ids under
 the usual keys, the second's under ``*_b``, and ``similarity`` (1.0 same label, 0.0 not). Both rows
-are mean-pooled as `bertkit embed` pools them (pooling.py), and the loss is SetFit's default,
+are mean-pooled as `bertkit embed` pools them (pooling.py; in length-sorted chunks on the CPU,
+sorted_chunks.py), and the loss is SetFit's default,
 sentence-transformers' CosineSimilarityLoss: the mean squared error between cos(u, v) and the
 target. The engine trains it like any model: ``forward(**batch).loss``.
 """
@@ -16,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from bertkit.networks.collate import Collator
-from bertkit.networks.pooling import masked_mean
+from bertkit.networks.sorted_chunks import mean_pooled
 
 SECOND = "_b"  # the suffix of the second row's keys in a pair feature
 SIMILARITY = "similarity"
@@ -66,8 +67,7 @@ class CosineSimilarityTrainer(nn.Module):
 
     def embed(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
-        return masked_mean(hidden, attention_mask)
+        return mean_pooled(self.encoder, {"input_ids": input_ids, "attention_mask": attention_mask, **extra})
 
     def forward(self, labels=None, **batch) -> PairLoss:
         first = self.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))

@@ -119,3 +119,25 @@ def test_without_targets_the_kinds_are_inferred_as_before():
 def test_an_unknown_target_kind_is_refused():
     with pytest.raises(ValueError, match="regression"):
         Collator(0, {"labels": "regression"})
+
+
+def test_a_plan_of_random_batches_ignores_lengths_a_grouped_one_does_not():
+    """Bi-encoder and SetFit batches must meet at random (their collators say random_batches): the
+    same rows go together whatever their lengths; the default groups rows of similar length."""
+    import types
+
+    from bertkit.engine.training import StepPlan
+
+    config = types.SimpleNamespace(grad_accum=1, epochs=1, max_steps=None, batch_size=4, seed=3)
+    lengths = [n % 7 * 10 + 5 for n in range(64)]  # 7 very different lengths, interleaved
+    random_plan = StepPlan(lengths, config, 1, 0, grouped=False)
+    other_lengths = StepPlan(list(reversed(lengths)), config, 1, 0, grouped=False)
+    random_batches = sorted(map(sorted, random_plan.shard(0)[0]))
+    assert random_batches == sorted(map(sorted, other_lengths.shard(0)[0]))  # lengths play no part
+    assert sorted(i for b in random_batches for i in b) == list(range(64))
+    grouped = StepPlan(lengths, config, 1, 0).shard(0)[0]
+
+    def spread(batches):  # the mean range of lengths inside a batch
+        return sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
+
+    assert spread(grouped) < 10 < spread(random_batches)

@@ -150,11 +150,14 @@ def test_cached_teacher_logits_equal_fresh_ones_and_a_changed_fingerprint_recomp
     from bertkit.engine import Engine
 
     engine = Engine("no")
-    model = _tiny_classifier(2).eval()
+    device = engine.accelerator.device  # the teacher is placed where the engine runs, as api/distillation.py does
+    model = _tiny_classifier(2).eval().to(device)
     rng = np.random.default_rng(0)
     features = [{"input_ids": [2, *rng.integers(5, 40, n).tolist(), 3]} for n in rng.integers(1, 12, 37)]
     with torch.inference_mode():  # fresh: one feature at a time, no padding
-        fresh = [model(input_ids=torch.tensor([f["input_ids"]])).logits[0].numpy() for f in features]
+        fresh = [
+            model(input_ids=torch.tensor([f["input_ids"]], device=device)).logits[0].cpu().numpy() for f in features
+        ]
     first = teacher_logits(engine, model, features, False, 0, 8, tmp_path, {"teacher": "a"})
     again = teacher_logits(engine, model, features, False, 0, 8, tmp_path, {"teacher": "a"})
     assert (first.computed, first.reused) == (37, 0) and (again.computed, again.reused) == (0, 37)
@@ -177,6 +180,7 @@ def test_cached_token_logits_round_trip(tmp_path):
     ).eval()
     features = [{"input_ids": [2, *range(5, 5 + n), 3]} for n in (3, 1, 7, 2)]
     engine = Engine("no")
+    model.to(engine.accelerator.device)
     first = teacher_logits(engine, model, features, True, 0, 2, tmp_path, {})
     again = teacher_logits(engine, model, features, True, 0, 2, tmp_path, {})
     assert again.reused == 4
@@ -189,7 +193,8 @@ def test_a_truncated_cache_part_is_computed_again(tmp_path):
     from bertkit.api.teacher_cache import teacher_logits
     from bertkit.engine import Engine
 
-    engine, model = Engine("no"), _tiny_classifier(1).eval()
+    engine = Engine("no")
+    model = _tiny_classifier(1).eval().to(engine.accelerator.device)
     features = [{"input_ids": [2, 7, 3]}] * 5
     first = teacher_logits(engine, model, features, False, 0, 8, tmp_path, {})
     part = next(first.folder.glob("part-*.npz"))

@@ -1,0 +1,53 @@
+"""Mean-pooled vectors of a training batch, computed over length-sorted chunks on the CPU.
+
+A bi-encoder's batch is random on purpose (in-batch negatives, SetFit's pairs), so its towers
+cannot be length-grouped as the engine groups a classifier's batches: a tower of 32 SQuAD
+paragraphs (133 tokens on average, up to 256) padded to its longest row is about half padding.
+Here the rows are sorted by length and run in chunks of at most ``CPU_CHUNK_TOKENS`` padded
+tokens, each trimmed to its own longest row, and the vectors go back to the batch's order. The
+loss is the same function of the same rows (padding is masked out of attention and of the mean),
+so the gradients are the same; measured on 32 SQuAD paragraphs, a MiniLM forward and backward took
+8.0 s whole and 3.5 s in chunks of 4 rows (fp32), 6.0 and 2.2 s (bf16) on 2 cores: besides the
+padding, chunks of about 1,000 tokens keep the CPU's working set in its caches. On a GPU the batch
+runs whole (its kernels want large batches).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bertkit.networks.pooling import masked_mean
+
+CPU_CHUNK_TOKENS = 1024  # padded tokens per chunk: the measured sweet spot (4 paragraphs of ~250 tokens)
+
+
+def mean_pooled(encoder, inputs: dict, chunk_tokens: int | None = CPU_CHUNK_TOKENS) -> torch.Tensor:
+    """``encoder(**inputs)``'s last layer mean-pooled over each row's real tokens, in row order.
+    ``inputs`` are right-padded (the Collator's); ``chunk_tokens`` None runs the batch whole."""
+    mask = inputs["attention_mask"]
+    if chunk_tokens is None or mask.device.type != "cpu" or len(mask) < 2:
+        return _pooled(encoder, inputs)
+    lengths = mask.sum(1)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    vectors = []
+    for rows in chunks([int(n) for n in lengths[order]], chunk_tokens):
+        index = order[rows[0] : rows[-1] + 1]
+        longest = int(lengths[index[0]])
+        vectors.append(_pooled(encoder, {key: value[index, :longest] for key, value in inputs.items()}))
+    return torch.cat(vectors)[torch.argsort(order)]
+
+
+def chunks(sorted_lengths: list[int], budget: int) -> list[list[int]]:
+    """Consecutive positions of rows sorted longest first, grouped so that each group's rows x its
+    longest (its first) stay within ``budget`` tokens; a row longer than the budget goes alone."""
+    groups: list[list[int]] = []
+    for position, _ in enumerate(sorted_lengths):
+        if groups and (len(groups[-1]) + 1) * sorted_lengths[groups[-1][0]] <= budget:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+    return groups
+
+
+def _pooled(encoder, inputs: dict) -> torch.Tensor:
+    return masked_mean(encoder(**inputs).last_hidden_state, inputs["attention_mask"])
