@@ -5,8 +5,9 @@ For each size (labelled sentences per class) and seed, the rows are drawn from S
 (a seeded shuffle, the first N of each label), and every side is scored on the whole dev set (872).
 
 * bertkit setfit and SetFit: the same pairs per row (``--pairs-per-example 2k`` is SetFit's
-  ``num_iterations=k``), batch size, body learning rate, epochs, max length, fp32 on both (SetFit
-  trains in fp32 on a CPU: ``use_amp`` is CUDA's); their training wall time is compared (SetFit's:
+  ``num_iterations=k``), batch size, body learning rate, epochs, max length; fp32 on both by default,
+  or bertkit in bf16 with ``--precision bf16`` (each side's best on a CPU with bf16: SetFit trains
+  in fp32 there, its ``use_amp`` is CUDA's); their training wall time is compared (SetFit's:
   ``trainer.train()``, body and head; bertkit's: the whole command, data reading, pairs, head,
   evaluation and the directory written included).
 * bertkit finetune: the same rows, batch size and epochs of steps as setfit (one epoch of setfit is
@@ -33,7 +34,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 SIDES = ("bertkit_setfit", "setfit", "bertkit_finetune", "bertkit_probe")
 BATCH, LR, EPOCHS, MAX_LENGTH, FINETUNE_LR = 16, 2e-5, 1, 64, 5e-5
-MODEL = {"name": "minilm"}  # --model: another checkpoint (a tiny one checks that the script runs)
+MODEL = {"name": "minilm", "precision": "no"}  # --model, --precision (bertkit's sides; "no": fp32)
 
 
 def data_dir() -> Path:
@@ -62,7 +63,13 @@ def run_bertkit_setfit(train: Path, dev: Path, out: Path, seed: int, pairs: int)
 
     options = {"recipe": "setfit", "pairs_per_example": pairs}
     config = TrainConfig(
-        epochs=EPOCHS, lr=LR, batch_size=BATCH, seed=seed, max_length=MAX_LENGTH, precision="no", task_options=options
+        epochs=EPOCHS,
+        lr=LR,
+        batch_size=BATCH,
+        seed=seed,
+        max_length=MAX_LENGTH,
+        precision=MODEL["precision"],
+        task_options=options,
     )
     started = time.perf_counter()
     result = api.finetune("cls", str(train), str(out), model=MODEL["name"], eval_data=str(dev), config=config)
@@ -115,7 +122,7 @@ def run_bertkit_finetune(train: Path, dev: Path, out: Path, seed: int, steps: in
         batch_size=BATCH,
         seed=seed,
         max_length=MAX_LENGTH,
-        precision="no",
+        precision=MODEL["precision"],
         eval_every=epochs * -(-rows // BATCH),  # one evaluation, at the end: as setfit's
     )
     started = time.perf_counter()
@@ -128,7 +135,14 @@ def run_bertkit_probe(train: Path, dev: Path, out: Path, seed: int) -> dict:
 
     started = time.perf_counter()
     result = api.probe(
-        "cls", str(train), str(out), model=MODEL["name"], eval_data=str(dev), seed=seed, holdout=0.25, precision="no"
+        "cls",
+        str(train),
+        str(out),
+        model=MODEL["name"],
+        eval_data=str(dev),
+        seed=seed,
+        holdout=0.25,
+        precision=MODEL["precision"],
     )
     return {"accuracy": result.metrics["accuracy"], "wall_s": round(time.perf_counter() - started, 2)}
 
@@ -204,8 +218,11 @@ def main() -> None:
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--name", default="few_shot")
     parser.add_argument("--model", default="minilm")
+    parser.add_argument(
+        "--precision", choices=("no", "bf16"), default="no", help="bertkit's (SetFit trains in fp32 on a CPU)"
+    )
     args = parser.parse_args()
-    MODEL["name"] = args.model
+    MODEL["name"], MODEL["precision"] = args.model, args.precision
     sizes, seeds = [int(s) for s in args.sizes.split(",")], [int(s) for s in args.seeds.split(",")]
     sides = tuple(args.sides.split(","))
     settings = {
@@ -216,7 +233,7 @@ def main() -> None:
         "epochs": EPOCHS,
         "max_length": MAX_LENGTH,
         "pairs per example": args.pairs,
-        "precision": "fp32",
+        "precision": f"bertkit {'fp32' if args.precision == 'no' else args.precision}, SetFit fp32",
         "seeds": seeds,
         "cpu cores": os.cpu_count(),
     }

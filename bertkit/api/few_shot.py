@@ -7,7 +7,8 @@ differs is what is trained, in two stages:
 1. the body: the encoder on contrastive pairs of the labelled rows (tasks/few_shot.py draws them;
    networks/contrastive.py holds the cosine-similarity loss, through the SETFIT_BODY recipe);
 2. the head: scikit-learn's LogisticRegression on the trained body's mean-pooled embeddings of the
-   training rows (probing/setfit_files.py), scored once on the evaluation data.
+   training rows (L2-normalised where the checkpoint's sentence-transformers modules normalise, as
+   SetFit's body does: probing/setfit_files.py), scored once on the evaluation data.
 
 The directory is a probe's (the encoder, ``probe_head.safetensors``, bertkit.json's ``probe``
 section), so `eval`, `predict` and `serve` run it unchanged; and SetFit's files beside it make it a
@@ -32,7 +33,7 @@ from bertkit.events import notice
 from bertkit.model_dir import PROBE_HEAD_FILE, ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_tokenizer, resolve_model
-from bertkit.probing.setfit_files import CLASSIFIER, fit_logistic_head, write_setfit_files
+from bertkit.probing.setfit_files import CLASSIFIER, base_normalizes, fit_logistic_head, write_setfit_files
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.few_shot import (
     DEFAULT_PAIRS,
@@ -56,6 +57,7 @@ class _Body:
     eval_features: list
     pairs: list
     preprocessing: dict
+    normalize: bool = False  # the head reads unit vectors (the checkpoint's sentence-transformers modules say so)
 
 
 @dataclass
@@ -160,7 +162,21 @@ def train_body(plan: RunPlan, adapter, train_examples, eval_examples) -> _Body:
         targets={},
     )
     trained = recipes.finish_model(spec, engine.unwrap(network), model_ref, plan.model).model
-    return _Body(engine, tokenizer, trained, report, train_features, eval_features, pairs, preprocessing)
+    normalize = _head_normalizes(model_ref, plan.model)
+    return _Body(engine, tokenizer, trained, report, train_features, eval_features, pairs, preprocessing, normalize)
+
+
+def _head_normalizes(model_ref: str, display_name: str) -> bool:
+    """Whether the head reads unit vectors (as SetFit's body gives them for this checkpoint), said."""
+    normalize = base_normalizes(str(model_ref))
+    if normalize:
+        notice(
+            "data",
+            f"head: on L2-normalised embeddings ({display_name}'s sentence-transformers modules end in "
+            "Normalize, so SetFit's body gives unit vectors)",
+            normalize=True,
+        )
+    return normalize
 
 
 def _for_training(encoder, config) -> None:
@@ -196,7 +212,8 @@ def fit_head(plan: RunPlan, adapter, body: _Body, train_examples, eval_examples)
     batch, pad = plan.config.eval_batch_size, body.tokenizer.pad_token_id
 
     def vectors(features) -> np.ndarray:
-        return np.stack(run_network(body.engine, embedder, features, batch, pad)).astype(np.float64)
+        found = np.stack(run_network(body.engine, embedder, features, batch, pad)).astype(np.float64)
+        return found / np.maximum(np.linalg.norm(found, axis=-1, keepdims=True), 1e-12) if body.normalize else found
 
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     classifier, weight, bias = fit_logistic_head(
@@ -236,6 +253,7 @@ def record(plan: RunPlan, adapter, body: _Body, head: _Head, train_examples, eva
         "head": PROBE_HEAD_FILE,
         "pooling": "mean",
         "classifier": CLASSIFIER,
+        "normalize": body.normalize,
         "encoder": "trained on contrastive pairs of the labelled rows (--recipe setfit)",
         "setfit": {
             "pairs_per_example": int(adapter.options.get("pairs_per_example") or DEFAULT_PAIRS),
@@ -288,7 +306,7 @@ def save(plan: RunPlan, adapter, body: _Body, head: _Head, meta: ModelMeta, resu
             weights = {"weight": head.weight.astype(np.float32), "bias": head.bias.astype(np.float32)}
             save_file(weights, str(staging / PROBE_HEAD_FILE))
             dim = int(head.weight.shape[1])
-            write_setfit_files(staging, head.classifier, adapter.labels, adapter.max_length, dim)
+            write_setfit_files(staging, head.classifier, adapter.labels, adapter.max_length, dim, body.normalize)
             written = build_report(staging, record_, name=plan.output_path.name)
     body.engine.accelerator.wait_for_everyone()
     return written

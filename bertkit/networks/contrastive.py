@@ -40,6 +40,10 @@ def pair_feature(first: dict, second: dict, similarity: float) -> dict:
 class PairCollator:
     """Each side padded to its own longest row (the padding collator, twice), and the targets."""
 
+    # Random batches, as SetFit's: grouped by the first row's length, a batch would hold the pairs
+    # of one or two anchor rows (each anchors --pairs-per-example of them).
+    random_batches = True
+
     def __init__(self, pad_token_id: int):
         self.pad = Collator(pad_token_id, {})
 

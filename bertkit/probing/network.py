@@ -18,9 +18,9 @@ class ProbeNetwork(nn.Module):
     """Frozen encoder + pooling + the linear head: ``forward`` returns ``{"logits": ...}`` like a
     transformers classifier, so the classification task's eval/predict path runs unchanged."""
 
-    def __init__(self, embedder, weight: torch.Tensor, bias: torch.Tensor):
+    def __init__(self, embedder, weight: torch.Tensor, bias: torch.Tensor, normalize: bool = False):
         super().__init__()
-        self.embedder = embedder
+        self.embedder, self.normalize = embedder, normalize  # normalize: the head read unit vectors
         self.head = nn.Linear(weight.shape[1], weight.shape[0])
         with torch.no_grad():
             self.head.weight.copy_(weight)
@@ -28,6 +28,8 @@ class ProbeNetwork(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         vectors = self.embedder(input_ids, attention_mask, token_type_ids)["embedding"]
+        if self.normalize:
+            vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
         return {"logits": self.head(vectors.to(self.head.weight.dtype))}
 
 
@@ -41,4 +43,4 @@ def load_probe(model_dir: str, probe_meta: dict) -> ProbeNetwork:
         )
     tensors = load_file(str(head_path))
     embedder = EmbeddingNetwork(load_encoder(str(model_dir), str(model_dir)), parse_pooling(probe_meta["pooling"]))
-    return ProbeNetwork(embedder, tensors["weight"], tensors["bias"])
+    return ProbeNetwork(embedder, tensors["weight"], tensors["bias"], bool(probe_meta.get("normalize")))

@@ -44,6 +44,7 @@ def test_the_run_trains_on_pairs_and_records_them(setfit_dirs):
     meta = json.loads((model / "bertkit.json").read_text())
     assert meta["task"]["options"]["recipe"] == "setfit" and meta["task"]["labels"] == ["neg", "pos"]
     assert meta["probe"]["pooling"] == "mean"
+    assert meta["probe"]["normalize"] is False  # a plain checkpoint: SetFit's body gives raw vectors
     assert meta["probe"]["setfit"] == {
         **meta["probe"]["setfit"],
         "pairs_per_example": 6,
@@ -84,6 +85,56 @@ def test_setfit_loads_the_directory_and_predicts_as_bertkit_does(setfit_dirs, tm
     ours = np.array([[row["probabilities"][name] for name in loaded.labels] for row in rows])
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
     assert list(loaded.predict(inputs)) == [row["label"] for row in rows]
+
+
+def _sentence_transformers_copy(tiny_bert, root):
+    """tiny_bert as a sentence-transformers model whose modules end in Normalize (as all-MiniLM)."""
+    import shutil
+
+    base = root / "st-base"
+    shutil.copytree(tiny_bert, base)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (base / "modules.json").write_text(json.dumps(modules))
+    (base / "1_Pooling").mkdir()
+    (base / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True})
+    )
+    return base
+
+
+def test_a_checkpoint_that_normalises_gets_a_head_on_unit_vectors_as_in_setfit(tiny_bert, tmp_path, run_cli):
+    """SetFit's body is the checkpoint as a SentenceTransformer: with a Normalize module its head reads
+    unit vectors. bertkit's does too, says so, and SetFit loads the directory with the same answers."""
+    setfit = pytest.importorskip("setfit")
+    from bertkit import api
+    from bertkit.options import TrainConfig
+
+    base = _sentence_transformers_copy(tiny_bert, tmp_path)
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    write_sentiment_csv(train, 16, seed=1)
+    write_sentiment_csv(dev, 24, seed=2)
+    options = {"recipe": "setfit", "pairs_per_example": 6}
+    config = TrainConfig(epochs=1, batch_size=8, lr=1e-3, seed=5, precision="no", task_options=options)
+    api.finetune("cls", str(train), str(tmp_path / "model"), model=str(base), eval_data=str(dev), config=config)
+    model = tmp_path / "model"
+    assert json.loads((model / "bertkit.json").read_text())["probe"]["normalize"] is True
+    assert json.loads((model / "config_setfit.json").read_text())["normalize_embeddings"] is True
+    out = tmp_path / "predictions.jsonl"
+    code, _, stderr = run_cli("predict", model, "--input", dev, "--output", out, "--precision", "no")
+    assert code == 0, stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    loaded = setfit.SetFitModel.from_pretrained(str(model))
+    theirs = np.asarray(loaded.predict_proba([row["text"] for row in rows], as_numpy=True))
+    ours = np.array([[row["probabilities"][name] for name in loaded.labels] for row in rows])
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    # and the head is really one of unit vectors: on the raw vectors its answers differ
+    raw = loaded.model_body.encode([row["text"] for row in rows], normalize_embeddings=False)
+    assert np.abs(np.linalg.norm(raw, axis=1) - 1).max() > 0.05
+    assert not np.allclose(loaded.model_head.predict_proba(raw), theirs, atol=1e-3)
 
 
 def test_eval_scores_the_directory_as_the_run_did(setfit_dirs, tmp_path, run_cli):
