@@ -56,7 +56,8 @@ def test_setfit_on_16_per_class_beats_finetune_on_the_same_rows(tmp_path):
     )
     assert setfit.train_examples == finetune.train_examples == 32 and setfit.eval_examples == 872
     assert setfit.throughput["optimizer_steps"] == finetune.throughput["optimizer_steps"] == 40
-    # Measured (seed 0, 2 busy cores): setfit 0.658, finetune 0.561 (majority 0.509). One standard error
-    # on 872 rows is 1.7 points: the margin asked for is more than two of them.
+    # Measured (seed 0, 2 quiet cores, bf16): setfit 0.706 (0.658 before the head read normalised
+    # vectors), finetune 0.561 (majority 0.509). One standard error on 872 rows is 1.7 points: the
+    # margin asked for is more than two of them.
     assert setfit.metrics["accuracy"] >= finetune.metrics["accuracy"] + 0.04
     assert setfit.metrics["accuracy"] >= 0.62

@@ -1,3 +1,6 @@
+"""Which checkpoints make --recipe setfit's head read unit vectors (probing/setfit_files.py)."""
+
+from __future__ import annotations
 
 
 def test_a_checkpoint_normalises_only_when_its_sentence_transformers_modules_end_in_normalize(tmp_path):
