@@ -61,4 +61,8 @@ def card_text(probe_meta: dict, task_text: CardText) -> CardText:
             "from_pretrained` loads the directory too)"
         )
         snippet = snippet.replace("  # the frozen base model", "  # the encoder trained on pairs")
+    if probe_meta.get("normalize"):  # the head was fitted on unit vectors (as SetFit's body gives them)
+        snippet = snippet.replace(
+            "probabilities = (vector", "vector = torch.nn.functional.normalize(vector, dim=-1)\nprobabilities = (vector"
+        )
     return replace(task_text, pipeline=False, snippet=snippet, does=does)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 
 import numpy as np
@@ -131,6 +132,12 @@ def test_a_checkpoint_that_normalises_gets_a_head_on_unit_vectors_as_in_setfit(t
     theirs = np.asarray(loaded.predict_proba([row["text"] for row in rows], as_numpy=True))
     ours = np.array([[row["probabilities"][name] for name in loaded.labels] for row in rows])
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    # the model card's snippet normalises too, and answers as predict does
+    from test_model_card import _predict, _run_snippet
+
+    label, probabilities = _run_snippet(model, tmp_path).split(" ", 1)
+    row = _predict(run_cli, model, tmp_path)
+    assert label == row["label"] and ast.literal_eval(probabilities) == pytest.approx(row["probabilities"], abs=1e-4)
     # and the head is really one of unit vectors: on the raw vectors its answers differ
     raw = loaded.model_body.encode([row["text"] for row in rows], normalize_embeddings=False)
     assert np.abs(np.linalg.norm(raw, axis=1) - 1).max() > 0.05
