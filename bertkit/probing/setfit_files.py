@@ -4,8 +4,8 @@ SetFit model as well as a bertkit one.
 The head is SetFit's: scikit-learn's LogisticRegression (C = 1) on the body's embeddings, which are
 the mean-pooled vectors, L2-normalised where the starting checkpoint's sentence-transformers modules
 end in ``Normalize`` (all-MiniLM-L6-v2's do): SetFit's body is that checkpoint as a
-SentenceTransformer, so its head reads unit vectors there. On raw vectors (norm ~ 5 for MiniLM) the
-same C regularises far less, and with 16 labelled rows that head scored 2.5 points under SetFit's
+SentenceTransformer, so its head reads unit vectors there. On raw vectors (norm ~ 4 for MiniLM) the
+same C regularises far less, and with 16 labelled rows that head scored 2.3 points under SetFit's
 (SST-2, 8 seeds); normalised, the two agree.
 bertkit runs it folded into a linear layer (``probe_head.safetensors``, as a probe's: softmax of
 ``weight @ vector + bias`` gives exactly ``predict_proba``); SetFit runs the pickled estimator
