@@ -204,7 +204,7 @@ def _preprocessing(train_features, eval_features, pairs: int) -> dict:
 
 def fit_head(plan: RunPlan, adapter, body: _Body, train_examples, eval_examples) -> _Head:
     """SetFit's head on the trained body's embeddings of the training rows; its eval metrics."""
-    from bertkit.networks.embedding import EmbeddingNetwork
+    from bertkit.networks.embedding import EmbeddingNetwork, l2_normalize
     from bertkit.networks.embedding import run as run_network
     from bertkit.networks.pooling import parse_pooling
 
@@ -212,8 +212,8 @@ def fit_head(plan: RunPlan, adapter, body: _Body, train_examples, eval_examples)
     batch, pad = plan.config.eval_batch_size, body.tokenizer.pad_token_id
 
     def vectors(features) -> np.ndarray:
-        found = np.stack(run_network(body.engine, embedder, features, batch, pad)).astype(np.float64)
-        return found / np.maximum(np.linalg.norm(found, axis=-1, keepdims=True), 1e-12) if body.normalize else found
+        found = np.stack(run_network(body.engine, embedder, features, batch, pad))
+        return (l2_normalize(found) if body.normalize else found).astype(np.float64)
 
     labels = np.array([adapter.labels.index(ex["label"]) for ex in train_examples])
     classifier, weight, bias = fit_logistic_head(

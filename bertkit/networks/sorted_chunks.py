@@ -41,7 +41,7 @@ def chunks(sorted_lengths: list[int], budget: int) -> list[list[int]]:
     """Consecutive positions of rows sorted longest first, grouped so that each group's rows x its
     longest (its first) stay within ``budget`` tokens; a row longer than the budget goes alone."""
     groups: list[list[int]] = []
-    for position, _ in enumerate(sorted_lengths):
+    for position in range(len(sorted_lengths)):
         if groups and (len(groups[-1]) + 1) * sorted_lengths[groups[-1][0]] <= budget:
             groups[-1].append(position)
         else:
