@@ -27,7 +27,8 @@ search time of 2,067 passages that every row pays).
   process, sequentially, with ``--threads`` torch threads, fp32 on both by default (bertkit
   ``--precision no``), or each side's bf16 (``--precision bf16 --st-precision bf16``: bertkit's bf16
   weights with fp32 master weights, the Trainer's CPU autocast); the load average is recorded.
-* ``--extra-seeds 43,44``: MNRL on both sides again with those seeds (after the rest), for the spread.
+* ``--extra-seeds 43,44``: MNRL on both sides again with those seeds (after the rest), for the spread;
+  ``--rerank-seeds 43,44``: the same for the rerankers (same rows, rescoring the seed-42 retriever).
 
     flock /tmp/heavy.lock python -m benchmarks.retrieval [--train-pairs 4000] [--rerank-queries 1000]
         [--rerank-eval-queries 300] [--epochs 1] [--batch-size 32] [--lr 2e-5] [--seed 42]
@@ -118,6 +119,11 @@ def rerank_rows(work: Path, beir: Path, args) -> tuple[Path, dict]:
     return write_jsonl(work / "rerank-rows.jsonl", rows), facts
 
 
+def child_env() -> dict:
+    """This environment with the repository first on the import path (any PYTHONPATH kept after it)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
 def bertkit_train(task: str, data: Path, out: Path, args) -> dict:
     """The whole `python -m bertkit finetune TASK` process, timed from outside."""
     command = [sys.executable, "-m", "bertkit", "finetune", task, "--data", str(data), "--model", args.model]
@@ -127,7 +133,7 @@ def bertkit_train(task: str, data: Path, out: Path, args) -> dict:
     command += ["--precision", "bf16" if args.precision == "bf16" else "no"]
     command += ["--threads", str(args.threads)]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
+    done = subprocess.run(command, cwd=REPO, env=child_env(), capture_output=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bertkit finetune {task} failed:\n{done.stderr.decode(errors='replace')[-3000:]}")
@@ -145,7 +151,7 @@ def st_train(kind: str, data: Path, out: Path, args) -> dict:
     spec = {"kind": kind, "data": str(data), "out": str(out), **{k: v for k, v in vars(args).items() if k != "work"}}
     command = [sys.executable, "-m", "benchmarks.retrieval", "--worker", json.dumps(spec)]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
+    done = subprocess.run(command, cwd=REPO, env=child_env(), capture_output=True)
     process = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"sentence-transformers {kind} failed:\n{done.stderr.decode(errors='replace')[-3000:]}")
@@ -304,6 +310,18 @@ def run(args, work: Path) -> dict:
             name, out = f"mnrl {side} seed {seed}", work / f"{side}-mnrl-{seed}"
             step(name, train("embedding" if side == "bertkit" else "mnrl", pairs, out, again), "trainings")
             step(name, scored(out, test, work / f"eval-{side}-mnrl-{seed}.json", args), "scores")
+    for seed in args.rerank_seeds:  # the rerankers again on other seeds, over the same retriever
+        again = argparse.Namespace(**{**vars(args), "seed": seed})
+        for side, train in (("bertkit", bertkit_train), ("st", st_train)):
+            out = work / f"{side}-rerank-{seed}"
+            step(f"rerank {side} seed {seed}", train("rerank", rows, out, again), "trainings")
+            for top in (20, 100):
+                target = work / f"eval-{side}-{top}-{seed}.json"
+                step(
+                    f"rerank top{top} {side} seed {seed}",
+                    scored(work / "bk-mnrl", subset, target, args, out, top),
+                    "scores",
+                )
     return record
 
 
@@ -319,19 +337,20 @@ TABLE_ROWS = (
 )
 
 
-def seed_table(record: dict) -> list[str]:
-    """MNRL per seed (the main run's and ``--extra-seeds``'), nDCG@10 mean ± std, time ratios."""
+def seed_table(record: dict, kind: str = "mnrl", scores: str = "mnrl", extra: str = "extra seeds") -> list[str]:
+    """``kind`` per seed (the main run's and ``--extra-seeds``' or ``--rerank-seeds``'): nDCG@10 of
+    the ``scores`` rows, mean ± std, time ratios."""
     import statistics
 
-    seeds = [record["settings"]["seed"], *record["settings"].get("extra seeds", [])]
+    seeds = [record["settings"]["seed"], *record["settings"].get(extra, [])]
     if len(seeds) < 2:
         return []
-    lines = ["", "MNRL per seed (nDCG@10; training s as above):", ""]
+    lines = ["", f"{scores} per seed (nDCG@10; training s as above):", ""]
     lines += ["| seed | bertkit | ST | bertkit s | ST s | ST/bertkit time |", "|---|---|---|---|---|---|"]
     found = {"bertkit": [], "st": []}
     for seed in seeds:
         tail = "" if seed == seeds[0] else f" seed {seed}"
-        cells = {side: (record["scores"].get(f"mnrl {side}{tail}"), record["trainings"].get(f"mnrl {side}{tail}"))
+        cells = {side: (record["scores"].get(f"{scores} {side}{tail}"), record["trainings"].get(f"{kind} {side}{tail}"))
                  for side in found}  # fmt: skip
         if any(score is None or time is None for score, time in cells.values()):
             continue
@@ -381,6 +400,8 @@ def markdown(record: dict) -> str:
             )
         lines.append(f"| {name} | {queries} | {measures} |{times} |")
     lines += seed_table(record)
+    for top in (20, 100):
+        lines += seed_table(record, "rerank", f"rerank top{top}", "rerank seeds")
     if "st_evaluator_mnrl_st" in record:
         check = record["st_evaluator_mnrl_st"]
         lines += ["", "sentence-transformers' InformationRetrievalEvaluator on `mnrl st`: "]
@@ -410,6 +431,10 @@ def main() -> None:
     parser.add_argument(
         "--extra-seeds", type=lambda text: [int(x) for x in text.split(",") if x], default=[],
         help="MNRL (both sides) again on these seeds, after the rest: the spread, e.g. 43,44",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rerank-seeds", type=lambda text: [int(x) for x in text.split(",") if x], default=[],
+        help="both rerankers again on these seeds (same rows, same retriever): their spread, e.g. 43,44",
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -461,6 +486,7 @@ def main() -> None:
         "max length": args.max_length,
         "seed": args.seed,
         "extra seeds": args.extra_seeds,
+        "rerank seeds": args.rerank_seeds,
         "precision": f"bertkit {args.precision}, sentence-transformers {args.st_precision}",
         "scoring precision": args.eval_precision,
         "threads": args.threads,
