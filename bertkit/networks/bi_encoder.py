@@ -14,8 +14,8 @@ of their vectors (bertkit/tasks/embedding.py says what with, as an ``EmbeddingLo
   gradients as the whole batch at once, with the memory of one mini-batch. The engine's
   ``loss.backward()`` reaches a hook on the returned loss that runs the second pass, so the engine
   needs nothing of its own.
-* On the CPU the towers run joined, in length-sorted chunks (sorted_chunks.py): the same loss
-  without the padding of a random batch, and one forward per step instead of one per tower.
+* Each tower runs in length-sorted chunks on the CPU (sorted_chunks.py): the same loss without
+  the padding of a random batch.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from torch import nn
 
 from bertkit.networks.collate import Collator
 from bertkit.networks.pooling import Pooling
-from bertkit.networks.sorted_chunks import mean_pooled, mean_pooled_towers
+from bertkit.networks.sorted_chunks import mean_pooled
 from bertkit.tasks.training_spec import EmbeddingLoss
 
 TOWERS = ("text", "text_pair", "negative")  # feature prefixes: "" for the anchor, "text_pair_", "negative_"
@@ -138,7 +138,7 @@ class BiEncoderTrainer(nn.Module):
     def forward(self, **batch):
         towers = {t: tower_inputs(batch, t) for t in TOWERS if prefix(t) + "input_ids" in batch}
         if self.spec.cache_batch is None or not torch.is_grad_enabled():
-            vectors = dict(zip(towers, mean_pooled_towers(self.encoder, list(towers.values()))))
+            vectors = {t: self.embed(inputs) for t, inputs in towers.items()}
             return types.SimpleNamespace(loss=embedding_loss(self.spec, vectors, batch))
         return types.SimpleNamespace(loss=self.cached_loss(towers, batch))
 

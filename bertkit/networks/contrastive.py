@@ -17,11 +17,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from bertkit.networks.collate import Collator
-from bertkit.networks.sorted_chunks import mean_pooled, mean_pooled_towers
+from bertkit.networks.sorted_chunks import mean_pooled
 
 SECOND = "_b"  # the suffix of the second row's keys in a pair feature
 SIMILARITY = "similarity"
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass
@@ -75,8 +74,10 @@ class CosineSimilarityTrainer(nn.Module):
         return mean_pooled(self.encoder, {"input_ids": input_ids, "attention_mask": attention_mask, **extra})
 
     def forward(self, labels=None, **batch) -> PairLoss:
-        rows = [{key: batch[key + end] for key in INPUTS if key + end in batch} for end in ("", SECOND)]
-        first, second = mean_pooled_towers(self.encoder, rows)  # on the CPU: one forward for both rows
+        first = self.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        second = self.embed(
+            batch["input_ids" + SECOND], batch["attention_mask" + SECOND], batch.get("token_type_ids" + SECOND)
+        )
         similarity = F.cosine_similarity(first.float(), second.float(), dim=-1)
         loss = F.mse_loss(similarity, labels.float()) if labels is not None else similarity.new_zeros(())
         return PairLoss(loss, similarity)

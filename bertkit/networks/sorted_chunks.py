@@ -15,7 +15,6 @@ runs whole (its kernels want large batches).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from bertkit.networks.pooling import masked_mean
 
@@ -36,23 +35,6 @@ def mean_pooled(encoder, inputs: dict, chunk_tokens: int | None = CPU_CHUNK_TOKE
         longest = int(lengths[index[0]])
         vectors.append(_pooled(encoder, {key: value[index, :longest] for key, value in inputs.items()}))
     return torch.cat(vectors)[torch.argsort(order)]
-
-
-def mean_pooled_towers(encoder, towers: list[dict], chunk_tokens: int | None = CPU_CHUNK_TOKENS) -> list[torch.Tensor]:
-    """``mean_pooled`` of each tower (a bi-encoder's anchors, positives, negatives), in tower order.
-    On the CPU the towers run joined, as one batch: their rows sorted together, so that the short
-    texts of every tower share chunks and a step runs one forward instead of one per tower (for
-    short sentences such as STS-B's or SST-2's, a forward's fixed cost is most of its time)."""
-    same_keys = all(tower.keys() == towers[0].keys() for tower in towers)
-    on_cpu = towers[0]["attention_mask"].device.type == "cpu"
-    if chunk_tokens is None or not on_cpu or len(towers) < 2 or not same_keys:
-        return [mean_pooled(encoder, tower, chunk_tokens) for tower in towers]
-    width = max(tower["attention_mask"].shape[1] for tower in towers)
-    joined = {  # right-padded to the widest tower: the padding is masked, and each chunk trims it
-        key: torch.cat([F.pad(tower[key], (0, width - tower[key].shape[1])) for tower in towers]) for key in towers[0]
-    }
-    vectors = mean_pooled(encoder, joined, chunk_tokens)
-    return list(vectors.split([len(tower["attention_mask"]) for tower in towers]))
 
 
 def chunks(sorted_lengths: list[int], budget: int) -> list[list[int]]:

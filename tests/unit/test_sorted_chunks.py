@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bertkit.networks.sorted_chunks import chunks, mean_pooled, mean_pooled_towers  # noqa: E402
+from bertkit.networks.sorted_chunks import chunks, mean_pooled  # noqa: E402
 
 TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
 
@@ -47,29 +47,3 @@ def test_sorted_chunks_give_the_whole_batchs_vectors_and_gradients_in_row_order(
     assert whole_grads.keys() == split_grads.keys() and whole_grads
     for name in whole_grads:
         assert torch.allclose(split_grads[name], whole_grads[name], atol=1e-5, rtol=1e-4), name
-
-
-def test_towers_joined_on_the_cpu_give_each_towers_own_vectors_and_the_same_gradients(tiny_bert):
-    """Two towers of different padded widths (short rows, long rows) joined into one sorted batch:
-    each tower's vectors and every gradient as when each tower runs on its own."""
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    towers = [dict(tokenizer(texts, padding=True, return_tensors="pt")) for texts in (TEXTS[::2], TEXTS[1::2])]
-    assert towers[0]["input_ids"].shape[1] != towers[1]["input_ids"].shape[1]  # joining pads one of them
-
-    def run(pool):
-        encoder = AutoModel.from_pretrained(tiny_bert).eval()
-        first, second = pool(encoder)
-        (first * second.flip(0)).sum().backward()  # a loss that mixes the towers' rows
-        grads = {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
-        return first.detach(), second.detach(), grads
-
-    alone = run(lambda encoder: [mean_pooled(encoder, tower, 16) for tower in towers])
-    joined = run(lambda encoder: mean_pooled_towers(encoder, towers, 16))
-    for ours, theirs in zip(joined[:2], alone[:2]):
-        assert ours.shape == theirs.shape and torch.allclose(ours, theirs, atol=1e-5)
-    assert not torch.allclose(alone[0][0], alone[1][0], atol=1e-3)  # a tower mix-up would show
-    assert alone[2].keys() == joined[2].keys() and alone[2]
-    for name, grad in alone[2].items():
-        assert torch.allclose(joined[2][name], grad, atol=1e-5, rtol=1e-4), name
