@@ -12,7 +12,7 @@ DEMO_ROWS ?= 4000
 # The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
 BERTKIT ?= $(BIN)/bertkit
 
-.PHONY: install lint format test test-fast test-no-learning demo bench bench-quick reproduce clean
+.PHONY: install lint format test test-learning test-fast demo bench bench-quick reproduce clean
 
 $(BIN)/bertkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,17 +32,21 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## The whole test suite (after the lint): unit, end-to-end CLI on a tiny BERT, and learning tests on MiniLM + real data.
+# pytest-xdist processes for the tests, one torch thread each (tiny models: a process per core beats
+# threads); a machine with more cores and memory can raise it.
+TEST_WORKERS ?= 2
+
+## Lint, then the unit, CLI and corpus layers on TEST_WORKERS processes (about 10 minutes on 2 cores).
 test: install lint
-	$(BIN)/python -m pytest -q --durations=12
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not learning" -n $(TEST_WORKERS) --durations=12
+
+## The learning tests: the real MiniLM fine-tuned on real data (CI runs them after make test).
+test-learning: install
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m learning -n $(TEST_WORKERS) --durations=12
 
 ## The unit layer: functions and classes, no command line (about a minute on 2 quiet cores).
 test-fast: install
 	$(BIN)/python -m pytest -q -m unit
-
-## Everything but the learning tests (the CLI end to end and the hostile corpora: about 15 minutes on 2 cores).
-test-no-learning: install
-	$(BIN)/python -m pytest -q -m "not learning"
 
 ## Fine-tune the bundled MiniLM on DEMO_ROWS SST-2 rows (4,000: a few minutes on 2 CPU cores), evaluate, predict.
 ## runs/ is not in git: bertkit creates the output's parent directories.

@@ -146,7 +146,7 @@ def test_ci_runs_the_readme_commands_in_a_clean_clone(tmp_path):
     readme = (REPO / "README.md").read_text()
     quickstart = readme.split("## Quickstart", 1)[1].split("```")[1]
     readme_targets = re.findall(r"^make (\S+)", quickstart, re.M)
-    assert readme_targets == ["demo", "test"]
+    assert readme_targets == ["demo", "test", "test-learning"]
 
     bin_dir, log = tmp_path / "bin", tmp_path / "make.log"
     bin_dir.mkdir()
@@ -158,8 +158,25 @@ def test_ci_runs_the_readme_commands_in_a_clean_clone(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     subprocess.run([str(REPO / ".ci" / "run")], env=env, check=True, capture_output=True)
     calls = [line.split("|") for line in log.read_text().strip().split("\n")]
-    assert [args.split()[0] for _, args, _ in calls] == ["test", "demo"]
-    assert "DEMO_ROWS=" in calls[1][1]
+    assert [args.split()[0] for _, args, _ in calls] == ["test", "test-learning", "demo"]
+    assert "DEMO_ROWS=" in calls[2][1]
     for cwd, _, listing in calls:
         assert Path(cwd) != REPO and not Path(cwd).exists()  # a temporary clone, removed afterwards
         assert "Makefile" in listing.split() and ".venv" not in listing.split() and "runs" not in listing.split()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_test_and_make_test_learning_split_the_suite_between_them():
+    """`make test` leaves out exactly the tests `make test-learning` runs (CI runs both), each on
+    pytest-xdist workers with one torch thread."""
+
+    def pytest_args(target: str) -> list[str]:
+        (command,) = [c for c in make_recipe(target) if "pytest" in c]
+        assert command[0] == "OMP_NUM_THREADS=1"
+        options = command[command.index("pytest") + 1 :]
+        assert "-n" in options
+        return options
+
+    quick, learning = pytest_args("test"), pytest_args("test-learning")
+    assert quick[quick.index("-m") + 1] == "not learning"
+    assert learning[learning.index("-m") + 1] == "learning"

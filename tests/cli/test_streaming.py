@@ -440,13 +440,25 @@ def test_a_part_record_naming_another_file_is_redone_not_read(trained, tmp_path)
     assert source.read_text().count("\n") == 300  # the input left as it was
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child, before bertkit starts: SIGINT acts (Python raises KeyboardInterrupt). A test
+    suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT
+    ignored, as POSIX shells do for background jobs; bertkit then rightly ignores it too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_stdin_run_stopped_after_a_chunk_keeps_no_parts_and_says_no_resume(trained, tmp_path):
     """Standard input cannot be read again (--resume refuses it): a stdin run into a file stopped
     after a chunk leaves no partial directory and does not say `rerun with --resume`."""
     output = tmp_path / "p.jsonl"
     command = bertkit_cmd("predict", trained("cls"), "--input", "-", "--output", output, "--chunk-rows", 100)
     process = subprocess.Popen(
-        command, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        command,
+        env=env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     process.stdin.write("".join(json.dumps({"id": i, "text": "a good film"}) + "\n" for i in range(150)).encode())
     process.stdin.flush()  # the first chunk (64 rows) is done while the input is still open
@@ -455,6 +467,9 @@ def test_a_stdin_run_stopped_after_a_chunk_keeps_no_parts_and_says_no_resume(tra
     while time.monotonic() < deadline and not (progress.is_file() and json.loads(progress.read_text())["parts"]):
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
+    # stdin stays open until the process ends: only the signal can end it. (communicate() closes
+    # stdin at once, and on a busy machine the end of input could win the race and finish the run.)
+    process.wait(timeout=60)
     _, err = process.communicate(timeout=60)
     assert process.returncode != 0 and b"--resume" not in err, err.decode()
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no partial directory
