@@ -416,6 +416,10 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train-pairs", type=int, default=4000)
@@ -429,11 +433,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--max-length", type=int, default=256, help="training tokens per text (pair for rerank)")
     parser.add_argument(
-        "--extra-seeds", type=lambda text: [int(x) for x in text.split(",") if x], default=[],
+        "--extra-seeds", type=seed_list, default=[],
         help="MNRL (both sides) again on these seeds, after the rest: the spread, e.g. 43,44",
     )  # fmt: skip
     parser.add_argument(
-        "--rerank-seeds", type=lambda text: [int(x) for x in text.split(",") if x], default=[],
+        "--rerank-seeds", type=seed_list, default=[],
         help="both rerankers again on these seeds (same rows, same retriever): their spread, e.g. 43,44",
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
