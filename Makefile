@@ -35,14 +35,15 @@ format: install
 # pytest-xdist processes for the tests, one torch thread each (tiny models: a process per core beats
 # threads); a machine with more cores and memory can raise it.
 TEST_WORKERS ?= 2
+PYTEST = OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=12
 
 ## Lint, then the unit, CLI and corpus layers on TEST_WORKERS processes (about 10 minutes on 2 cores).
 test: install lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not learning" -n $(TEST_WORKERS) --durations=12
+	$(PYTEST) -m "not learning"
 
 ## The learning tests: the real MiniLM fine-tuned on real data (CI runs them after make test).
 test-learning: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m learning -n $(TEST_WORKERS) --durations=12
+	$(PYTEST) -m learning
 
 ## The unit layer: functions and classes, no command line (about a minute on 2 quiet cores).
 test-fast: install

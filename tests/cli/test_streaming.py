@@ -467,8 +467,8 @@ def test_a_stdin_run_stopped_after_a_chunk_keeps_no_parts_and_says_no_resume(tra
     while time.monotonic() < deadline and not (progress.is_file() and json.loads(progress.read_text())["parts"]):
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    # stdin stays open until the process ends: only the signal can end it. (communicate() closes
-    # stdin at once, and on a busy machine the end of input could win the race and finish the run.)
+    # stdin stays open until the process ends, so only the signal can end it: a signal that does not
+    # act fails here as a timeout, not as a whole run finished when communicate() closes stdin.
     process.wait(timeout=60)
     _, err = process.communicate(timeout=60)
     assert process.returncode != 0 and b"--resume" not in err, err.decode()
