@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import torch
 
+from bertkit.networks.packed import PACKING, TRAINING_ATTENTION
+
 LEVELS = 1 << 16
 
 
@@ -91,7 +93,7 @@ def restore_dropout(model: torch.nn.Module) -> None:
 
 
 # Attention written the eager way (the same math), with FastDropout's masks on the probabilities.
-ATTENTION = "bertkit_cpu_train"
+ATTENTION = TRAINING_ATTENTION
 # model types whose attention goes through transformers' AttentionInterface with BERT's signature
 EAGER_TYPES = ("bert", "roberta", "electra")  # each checked in tests/unit/test_cpu_training.py
 
@@ -102,6 +104,10 @@ def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def attention_for_training(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    packing = kwargs.get(PACKING)
+    if packing is not None:  # rows packed into one (networks/packed.py): attend within each row
+        query, key, value = packing.padded(query), packing.padded(key), packing.padded(value)
+        attention_mask = packing.additive_mask(query.dtype)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     weights = torch.matmul(query * scaling, key.transpose(2, 3))  # scaling q: d, not length, values per row
     if attention_mask is not None:
@@ -109,7 +115,10 @@ def attention_for_training(module, query, key, value, attention_mask, scaling=No
     weights = torch.softmax(weights, dim=-1)
     if module.training and dropout > 0:
         weights = fast_dropout(weights, dropout)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+    output = torch.matmul(weights, value).transpose(1, 2)
+    if packing is not None:
+        return packing.packed(output), None
+    return output.contiguous(), weights
 
 
 def _register_attention() -> None:

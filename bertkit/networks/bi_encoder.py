@@ -132,6 +132,10 @@ class BiEncoderTrainer(nn.Module):
     def get_input_embeddings(self):
         return self.encoder.get_input_embeddings()
 
+    def set_attn_implementation(self, name: str) -> None:
+        """The engine's CPU training attention goes to the encoder (with it, towers run packed)."""
+        self.encoder.set_attn_implementation(name)
+
     def embed(self, inputs: dict) -> torch.Tensor:
         return mean_pooled(self.encoder, inputs)
 

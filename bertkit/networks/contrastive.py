@@ -69,6 +69,10 @@ class CosineSimilarityTrainer(nn.Module):
     def get_input_embeddings(self):
         return self.encoder.get_input_embeddings()
 
+    def set_attn_implementation(self, name: str) -> None:
+        """The engine's CPU training attention goes to the encoder (with it, towers run packed)."""
+        self.encoder.set_attn_implementation(name)
+
     def embed(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         return mean_pooled(self.encoder, {"input_ids": input_ids, "attention_mask": attention_mask, **extra})

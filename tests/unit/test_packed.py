@@ -1,0 +1,126 @@
+"""Packed towers (bertkit/networks/packed.py): the real tokens of a batch's rows run as one sequence,
+attention row by row; the vectors and the gradients must be the padded batch's."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tiny_models import build_family  # noqa: E402
+
+from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
+from bertkit.networks.bi_encoder import BiEncoderTrainer  # noqa: E402
+from bertkit.networks.contrastive import CosineSimilarityTrainer  # noqa: E402
+from bertkit.networks.packed import PACKED_TYPES, can_pack, packed_mean  # noqa: E402
+from bertkit.networks.pooling import masked_mean  # noqa: E402
+from bertkit.networks.sorted_chunks import mean_pooled  # noqa: E402
+from bertkit.tasks.training_spec import EmbeddingLoss  # noqa: E402
+
+TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
+
+
+def _encoder_and_inputs(family: str, tmp_path, pairs: bool = False):
+    from transformers import AutoModel, AutoTokenizer
+
+    directory = build_family(family, tmp_path / family)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    encoder = AutoModel.from_pretrained(directory, attn_implementation="sdpa")
+    encoded = (
+        tokenizer(TEXTS, TEXTS[::-1], padding=True, return_tensors="pt")
+        if pairs
+        else tokenizer(TEXTS, padding=True, return_tensors="pt")
+    )
+    return encoder, dict(encoded)
+
+
+def _padded_reference(encoder, inputs):
+    return masked_mean(encoder(**inputs).last_hidden_state, inputs["attention_mask"])
+
+
+def _vectors_and_grads(encoder, inputs, pooled):
+    encoder.zero_grad(set_to_none=True)
+    vectors = pooled(encoder, inputs)
+    (vectors * torch.arange(1.0, vectors.shape[1] + 1)).sum().backward()  # weighs each row's order
+    return vectors.detach(), {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("family", PACKED_TYPES)
+@pytest.mark.parametrize("pairs", [False, True])
+def test_packed_rows_give_the_padded_batchs_vectors_and_gradients(family, pairs, tmp_path):
+    encoder, inputs = _encoder_and_inputs(family, tmp_path, pairs)
+    encoder.eval()  # no dropout: both runs see one network
+    padded, padded_grads = _vectors_and_grads(encoder, inputs, _padded_reference)
+    CpuTrainingKernels(encoder).apply()
+    assert can_pack(encoder)
+    lengths = inputs["attention_mask"].sum(1)
+    assert lengths.min() < lengths.max()  # rows of different lengths: padding to take out
+    if pairs:
+        assert inputs["token_type_ids"].max() == 1  # segment ids travel with their tokens
+    packed, packed_grads = _vectors_and_grads(encoder, inputs, packed_mean)
+    assert torch.allclose(packed, padded, atol=1e-5)
+    assert not torch.allclose(padded[0], padded[1], atol=1e-3)  # distinct rows: a mix-up would show
+    assert padded_grads.keys() == packed_grads.keys() and padded_grads
+    for name in padded_grads:
+        assert torch.allclose(packed_grads[name], padded_grads[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_a_packed_row_does_not_see_the_other_rows(tmp_path):
+    encoder, inputs = _encoder_and_inputs("bert", tmp_path)
+    encoder.eval()
+    CpuTrainingKernels(encoder).apply()
+    before = packed_mean(encoder, inputs)
+    changed = {k: v.clone() for k, v in inputs.items()}
+    changed["input_ids"][1, 1:5] = changed["input_ids"][1, 1:5].flip(0)  # another row's words reordered
+    after = packed_mean(encoder, changed)
+    assert not torch.allclose(after[1], before[1], atol=1e-4)
+    others = [0, 2, 3, 4, 5]
+    assert torch.allclose(after[others], before[others], atol=1e-6)
+
+
+def test_packing_needs_the_training_attention_and_a_type_that_counts_positions_from_zero(tmp_path):
+    encoder, inputs = _encoder_and_inputs("bert", tmp_path)
+    assert not can_pack(encoder)  # SDPA: it would ignore the rows; mean_pooled runs padded
+    kernels = CpuTrainingKernels(encoder)
+    kernels.apply()
+    assert can_pack(encoder)
+    kernels.undo()
+    assert not can_pack(encoder)
+    roberta, _ = _encoder_and_inputs("roberta", tmp_path)
+    CpuTrainingKernels(roberta).apply()
+    assert not can_pack(roberta)  # its positions start after the padding id
+
+
+@pytest.mark.parametrize("wrapper", ["bi-encoder", "setfit"])
+def test_the_training_wrappers_take_the_cpu_attention_and_run_their_towers_packed(wrapper, tmp_path, monkeypatch):
+    encoder, inputs = _encoder_and_inputs("bert", tmp_path)
+    model = (
+        BiEncoderTrainer(encoder, EmbeddingLoss(objective="mnrl"))
+        if wrapper == "bi-encoder"
+        else CosineSimilarityTrainer(encoder)
+    )
+    kernels = CpuTrainingKernels(model)
+    kernels.apply()
+    assert can_pack(encoder)
+    calls = []
+    import bertkit.networks.sorted_chunks as sorted_chunks
+
+    monkeypatch.setattr(
+        sorted_chunks, "packed_mean", lambda enc, part: calls.append(len(part["input_ids"])) or packed_mean(enc, part)
+    )
+    model.eval()
+    with torch.no_grad():
+        vectors = model.embed(**inputs) if wrapper == "setfit" else model.embed(inputs)
+    assert sum(calls) == len(TEXTS)
+    assert torch.allclose(vectors, _padded_reference(encoder, inputs), atol=1e-5)
+    kernels.undo()
+    assert encoder.config._attn_implementation == "sdpa"
+
+
+def test_mean_pooled_packs_each_sorted_chunk(tmp_path):
+    encoder, inputs = _encoder_and_inputs("bert", tmp_path)
+    encoder.eval()
+    reference = _padded_reference(encoder, inputs).detach()
+    CpuTrainingKernels(encoder).apply()
+    assert torch.allclose(mean_pooled(encoder, inputs, 16).detach(), reference, atol=1e-5)  # several chunks
+    assert torch.allclose(mean_pooled(encoder, inputs).detach(), reference, atol=1e-5)  # one chunk
