@@ -15,6 +15,12 @@ the rows of this batch's tokens only (``nn.Embedding(sparse=True)``) and is adde
 fp32 gradient buffer row by row; clipping reads and scales those rows only. A dense 30,522 x 384
 gradient would otherwise be allocated, zeroed and copied every step. The buffer the optimizer sees
 is the same dense gradient, zeros included, so AdamW's update is unchanged.
+
+Off the CPU, clipping never waits for the device: the norm stays a device tensor and the
+gradients are multiplied by ``min(1, max_norm / norm)`` unconditionally (torch's own
+``clip_grad_norm_`` does the same), over the embedding's whole gradient buffer (rows without a
+gradient are zeros), so the host keeps queueing kernels ahead of the GPU. Reading the norm into
+Python and picking rows (``float``, ``torch.unique``) would make it wait at every step.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ class MasterWeights:
                 tensors.append(master)
             if tensors:
                 self.groups.append({**group, "params": tensors})
+        # a GPU (or other accelerator): clipping must not read values back (see the module's doc)
+        self.on_device = next(model.parameters()).device.type != "cpu"
         self._fresh = True  # the next accumulate() starts a new step's gradients
         self._rows = False  # this step's embedding rows, once asked for (False: not yet)
         # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
@@ -138,6 +146,8 @@ class MasterWeights:
     def grad_norm(self, scale_to: float | None = None) -> torch.Tensor:
         """The total L2 norm of the gradients; with ``scale_to``, clip them to that norm (as
         ``torch.nn.utils.clip_grad_norm_`` does, without touching a zero row)."""
+        if self.on_device:
+            return self._grad_norm_without_waiting(scale_to)
         norms = [torch.linalg.vector_norm(grad) for _, grad in self.flats]
         rows = None
         if self.sparse is not None and self.sparse[2] is not None:
@@ -156,6 +166,15 @@ class MasterWeights:
                     self.sparse[2].mul_(coef)
                 elif rows is not None and len(rows):
                     self.sparse[2].index_copy_(0, rows, picked.mul_(coef))
+        return total
+
+    def _grad_norm_without_waiting(self, scale_to: float | None) -> torch.Tensor:
+        grads = [grad for _, grad in self.flats]
+        if self.sparse is not None and self.sparse[2] is not None:
+            grads.append(self.sparse[2])
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(grad) for grad in grads]))
+        if scale_to is not None:
+            torch._foreach_mul_(grads, (scale_to / (total + 1e-6)).clamp(max=1.0))
         return total
 
     def clip_(self, max_norm: float) -> torch.Tensor:

@@ -154,6 +154,10 @@ class DistillationLoss(nn.Module):
     def get_input_embeddings(self):
         return self.model.get_input_embeddings()
 
+    def set_attn_implementation(self, name: str) -> None:
+        """The engine's CPU training attention goes to the trained model."""
+        self.model.set_attn_implementation(name)
+
     def train(self, mode: bool = True):
         super().train(mode)
         if self.teacher is not None:

@@ -35,6 +35,10 @@ class TrainingLoss(nn.Module):
     def get_input_embeddings(self):
         return self.model.get_input_embeddings()
 
+    def set_attn_implementation(self, name: str) -> None:
+        """The engine's CPU training attention goes to the trained model."""
+        self.model.set_attn_implementation(name)
+
     def forward(self, labels=None, **inputs):
         outputs = self.model(**inputs)
         if labels is not None:

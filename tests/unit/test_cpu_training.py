@@ -129,14 +129,19 @@ def test_tied_embeddings_stay_dense(tiny_bert):
     assert master.sparse_module is None and not model.get_input_embeddings().sparse
 
 
-def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert):
-    """Clipping one flat buffer per group (and the embedding's written rows) = clip_grad_norm_."""
+@pytest.mark.parametrize("on_device", [False, True])
+def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert, on_device):
+    """Clipping one flat buffer per group (and the embedding's written rows) = clip_grad_norm_;
+    ``on_device``: the GPU's path (no value read back: the norm a tensor, the scale unconditional),
+    run here on the CPU."""
     for sparse in (False, True):
         torch.manual_seed(1)
         model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
         reference = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
         reference.load_state_dict(model.state_dict())
         master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=sparse)
+        assert not master.on_device
+        master.on_device = on_device
         reference.to(torch.bfloat16)  # the same bf16 forward as the model's
         ids = torch.randint(5, 30, (4, 6))
         labels = torch.tensor([0, 1, 1, 0])
@@ -184,3 +189,28 @@ def test_kernels_do_nothing_off_the_cpu(tiny_bert):
     kernels = CpuTrainingKernels(model, enabled=False)
     kernels.apply()
     assert model.config._attn_implementation == "sdpa" and not any(type(m) is FastDropout for m in model.modules())
+
+
+@pytest.mark.parametrize("wrapper", ["loss", "distillation", "bi-encoder", "setfit"])
+def test_every_training_wrapper_passes_the_cpu_attention_to_its_model(wrapper, tiny_bert):
+    """A task that wraps its model (class weights or focal loss, distillation, a bi-encoder, SetFit's
+    body) trains with the same CPU attention as a bare model, and gets SDPA back for evaluation."""
+    from transformers import AutoModel
+
+    from bertkit.networks.bi_encoder import BiEncoderTrainer
+    from bertkit.networks.contrastive import CosineSimilarityTrainer
+    from bertkit.networks.distillation import DistillationLoss
+    from bertkit.networks.losses import TrainingLoss
+    from bertkit.tasks.training_spec import EmbeddingLoss
+
+    if wrapper in ("loss", "distillation"):
+        inner = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2)
+        model = TrainingLoss(inner, "class", [1.0, 2.0]) if wrapper == "loss" else DistillationLoss(inner, 2.0, 0.5)
+    else:
+        inner = AutoModel.from_pretrained(str(tiny_bert))
+        model = BiEncoderTrainer(inner, EmbeddingLoss()) if wrapper == "bi-encoder" else CosineSimilarityTrainer(inner)
+    kernels = CpuTrainingKernels(model)
+    kernels.apply()
+    assert inner.config._attn_implementation == ATTENTION
+    kernels.undo()
+    assert inner.config._attn_implementation == "sdpa"
