@@ -31,6 +31,7 @@ from accelerate.utils import (
 from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
 from bertkit.engine.cpu_kernels import CpuTrainingKernels
+from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
@@ -248,7 +249,7 @@ class Engine:
         loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)
         paced = isinstance(progress, LineProgress)  # off a terminal: it also counts examples
-        with torch.inference_mode(), self.autocast():
+        with torch.inference_mode(), self.autocast(), varying_shape_attention(acc.device):
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
                 batch = collate([features[j] for j in indices])

@@ -17,6 +17,7 @@ import torch
 
 from bertkit.engine.batching import LengthGroupedBatches, shard_batches
 from bertkit.engine.checkpoints import Progress
+from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.interrupts import TrainingInterrupted, test_signal
 from bertkit.engine.progress import LineProgress
 from bertkit.errors import BertkitError
@@ -212,10 +213,12 @@ class Run:
 
     def backward(self, batch: dict, sync: bool, window: int):
         """Forward and backward of one micro-batch; returns its (undivided) loss."""
-        batch = {k: v.to(self.acc.device) for k, v in batch.items()}
+        # non-blocking: a GPU need not finish the last step before this batch is queued
+        batch = {k: v.to(self.acc.device, non_blocking=True) for k, v in batch.items()}
         # Between optimizer steps gradients stay local; the all-reduce runs on the last backward.
         with contextlib.nullcontext() if sync else self.acc.no_sync(self.model):
-            loss = self.model(**batch).loss
+            with varying_shape_attention(self.acc.device):  # the backward keeps the kernel chosen here
+                loss = self.model(**batch).loss
             self.acc.backward(loss / window)
         self.optimisation.accumulate(sync)
         return loss
