@@ -31,6 +31,7 @@ from torch import nn
 from bertkit.networks.collate import Collator
 from bertkit.networks.pooling import Pooling
 from bertkit.networks.sorted_chunks import mean_pooled
+from bertkit.networks.wrapped import WrappedModel
 from bertkit.tasks.training_spec import EmbeddingLoss
 
 TOWERS = ("text", "text_pair", "negative")  # feature prefixes: "" for the anchor, "text_pair_", "negative_"
@@ -118,23 +119,14 @@ class BiEncoderCollator:
         return batch
 
 
-class BiEncoderTrainer(nn.Module):
+class BiEncoderTrainer(WrappedModel):
     """What the engine trains: ``forward(**batch).loss``; ``encoder`` is the model saved."""
+
+    wrapped_attribute = "encoder"
 
     def __init__(self, encoder, spec: EmbeddingLoss):
         super().__init__()
         self.encoder, self.spec = encoder, spec
-
-    @property
-    def config(self):  # the engine's CPU kernels look at the model through it
-        return self.encoder.config
-
-    def get_input_embeddings(self):
-        return self.encoder.get_input_embeddings()
-
-    def set_attn_implementation(self, name: str) -> None:
-        """The engine's CPU training attention goes to the encoder (with it, towers run packed)."""
-        self.encoder.set_attn_implementation(name)
 
     def embed(self, inputs: dict) -> torch.Tensor:
         return mean_pooled(self.encoder, inputs)

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from bertkit.networks.collate import Collator
 from bertkit.networks.sorted_chunks import mean_pooled
+from bertkit.networks.wrapped import WrappedModel
 
 SECOND = "_b"  # the suffix of the second row's keys in a pair feature
 SIMILARITY = "similarity"
@@ -55,23 +56,14 @@ class PairCollator:
         return batch
 
 
-class CosineSimilarityTrainer(nn.Module):
+class CosineSimilarityTrainer(WrappedModel):
     """The encoder (``AutoModel``) trained so that cos(mean(u), mean(v)) meets each pair's target."""
+
+    wrapped_attribute = "encoder"
 
     def __init__(self, encoder: nn.Module):
         super().__init__()
         self.encoder = encoder
-
-    @property
-    def config(self):  # the engine's CPU kernels and embedding handling look at the model through it
-        return self.encoder.config
-
-    def get_input_embeddings(self):
-        return self.encoder.get_input_embeddings()
-
-    def set_attn_implementation(self, name: str) -> None:
-        """The engine's CPU training attention goes to the encoder (with it, towers run packed)."""
-        self.encoder.set_attn_implementation(name)
 
     def embed(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.networks.collate import IGNORED, Collator
+from bertkit.networks.wrapped import WrappedModel
 
 TEACHER_KEY, SOFT_ONLY_KEY = "teacher_logits", "soft_only"
 
@@ -132,7 +133,7 @@ def hidden_state_loss(student_states, teacher_states, layer_map, attention_mask,
     return torch.stack(losses).mean()
 
 
-class DistillationLoss(nn.Module):
+class DistillationLoss(WrappedModel):
     """The student with the distillation loss; ``teacher`` (frozen, for --hidden-loss only: its
     hidden states are too big to cache) runs forward on every batch. Without teacher logits (the
     evaluations during training) it returns the student's own outputs."""
@@ -146,17 +147,6 @@ class DistillationLoss(nn.Module):
             teacher.requires_grad_(False)
             teacher.eval()
             self.layer_map = mapped_layers(teacher.config.num_hidden_layers, model.config.num_hidden_layers)
-
-    @property
-    def config(self):  # the engine's CPU kernels and embedding handling look at the model through it
-        return self.model.config
-
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
-
-    def set_attn_implementation(self, name: str) -> None:
-        """The engine's CPU training attention goes to the trained model."""
-        self.model.set_attn_implementation(name)
 
     def train(self, mode: bool = True):
         super().train(mode)

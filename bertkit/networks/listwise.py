@@ -10,9 +10,9 @@ import types
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bertkit.networks.collate import Collator
+from bertkit.networks.wrapped import WrappedModel
 
 
 class ListwiseCollator:
@@ -39,17 +39,10 @@ def listwise_loss(logits: torch.Tensor, group: torch.Tensor, relevance: torch.Te
     return torch.stack(losses).mean()
 
 
-class ListwiseTrainer(nn.Module):
+class ListwiseTrainer(WrappedModel):
     def __init__(self, model):
         super().__init__()
         self.model = model
-
-    @property
-    def config(self):
-        return self.model.config
-
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
 
     def forward(self, group, relevance, **inputs):
         logits = self.model(**inputs).logits.reshape(-1)

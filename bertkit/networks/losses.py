@@ -14,30 +14,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.networks.wrapped import WrappedModel
 from bertkit.tasks.loss_options import loss_spec
 from bertkit.tasks.training_spec import LossSpec
 
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 
 
-class TrainingLoss(nn.Module):
+class TrainingLoss(WrappedModel):
     def __init__(self, model: nn.Module, target: str, weights=None, gamma: float = 0.0):
         """``target``: "class", "multi_hot" or "float" (label_kinds.LabelKind.target)."""
         super().__init__()
         self.model, self.target, self.gamma = model, target, float(gamma)
         weight = torch.as_tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("weight", weight, persistent=False)
-
-    @property
-    def config(self):  # the engine's CPU kernels and embedding handling look at the model through it
-        return self.model.config
-
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
-
-    def set_attn_implementation(self, name: str) -> None:
-        """The engine's CPU training attention goes to the trained model."""
-        self.model.set_attn_implementation(name)
 
     def forward(self, labels=None, **inputs):
         outputs = self.model(**inputs)

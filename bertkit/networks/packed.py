@@ -8,7 +8,10 @@ into ONE row of ``T`` tokens (each keeping its own position and segment ids) and
 puts them back into their rows (padded, masked, as before) and packs its output again. The mean
 over each row's tokens is taken from the packed tokens. The vectors are the padded batch's, up to
 float rounding; only the work on padding is gone (the idea of transformers' padding-free
-collator, which needs flash attention; this works with the CPU training attention).
+collator, which needs flash attention; this works with the CPU training attention). Measured: both
+towers' forward and backward 222 -> 188 ms a step (eager attention padded -> packed, MiniLM bf16,
+16 STS-B pairs); with this and the CPU training attention the bi-encoder had lacked (244 ms with
+SDPA), STS-B CoSENT's loop went from 1.27x to 1.48x sentence-transformers' speed (README, 6 seeds).
 
 It applies while the CPU training kernels are on (engine/cpu_kernels.py: their attention reads the
 ``Packing`` passed along by the model) and for model types whose position ids count from 0 in each

@@ -191,24 +191,31 @@ def test_kernels_do_nothing_off_the_cpu(tiny_bert):
     assert model.config._attn_implementation == "sdpa" and not any(type(m) is FastDropout for m in model.modules())
 
 
-@pytest.mark.parametrize("wrapper", ["loss", "distillation", "bi-encoder", "setfit"])
+@pytest.mark.parametrize("wrapper", ["loss", "distillation", "listwise", "bi-encoder", "setfit"])
 def test_every_training_wrapper_passes_the_cpu_attention_to_its_model(wrapper, tiny_bert):
-    """A task that wraps its model (class weights or focal loss, distillation, a bi-encoder, SetFit's
-    body) trains with the same CPU attention as a bare model, and gets SDPA back for evaluation."""
+    """A task that wraps its model (class weights or focal loss, distillation, a listwise reranker,
+    a bi-encoder, SetFit's body) trains with the same CPU attention as a bare model, and gets SDPA
+    back for evaluation."""
     from transformers import AutoModel
 
     from bertkit.networks.bi_encoder import BiEncoderTrainer
     from bertkit.networks.contrastive import CosineSimilarityTrainer
     from bertkit.networks.distillation import DistillationLoss
+    from bertkit.networks.listwise import ListwiseTrainer
     from bertkit.networks.losses import TrainingLoss
     from bertkit.tasks.training_spec import EmbeddingLoss
 
-    if wrapper in ("loss", "distillation"):
+    if wrapper in ("loss", "distillation", "listwise"):
         inner = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2)
-        model = TrainingLoss(inner, "class", [1.0, 2.0]) if wrapper == "loss" else DistillationLoss(inner, 2.0, 0.5)
+        wrappers = {
+            "loss": lambda: TrainingLoss(inner, "class", [1.0, 2.0]),
+            "listwise": lambda: ListwiseTrainer(inner),
+        }
+        model = wrappers.get(wrapper, lambda: DistillationLoss(inner, 2.0, 0.5))()
     else:
         inner = AutoModel.from_pretrained(str(tiny_bert))
         model = BiEncoderTrainer(inner, EmbeddingLoss()) if wrapper == "bi-encoder" else CosineSimilarityTrainer(inner)
+    assert model.config is inner.config and model.get_input_embeddings() is inner.get_input_embeddings()
     kernels = CpuTrainingKernels(model)
     kernels.apply()
     assert inner.config._attn_implementation == ATTENTION
