@@ -28,7 +28,8 @@ search time of 2,067 passages that every row pays).
   ``--precision no``), or each side's bf16 (``--precision bf16 --st-precision bf16``: bertkit's bf16
   weights with fp32 master weights, the Trainer's CPU autocast); the load average is recorded.
 * ``--extra-seeds 43,44``: MNRL on both sides again with those seeds (after the rest), for the spread;
-  ``--rerank-seeds 43,44``: the same for the rerankers (same rows, rescoring the seed-42 retriever).
+  ``--rerank-seeds 43,44``: the same for the rerankers (same rows, rescoring the seed-42 retriever);
+  ``--skip-rerank``: the embedding models only.
 
     flock /tmp/heavy.lock python -m benchmarks.retrieval [--train-pairs 4000] [--rerank-queries 1000]
         [--rerank-eval-queries 300] [--epochs 1] [--batch-size 32] [--lr 2e-5] [--seed 42]
@@ -294,6 +295,20 @@ def run(args, work: Path) -> dict:
         record["st_evaluator_mnrl_st"] = st_cross_check(work / "st-mnrl", test, args.threads)
         print(json.dumps({"st evaluator (mnrl st)": record["st_evaluator_mnrl_st"]}), flush=True)
 
+    if not args.skip_rerank:
+        rerank(args, work, beir, record, step)
+    for seed in args.extra_seeds:  # MNRL again on other seeds: the spread of both sides
+        again = argparse.Namespace(**{**vars(args), "seed": seed})
+        for side, train in (("bertkit", bertkit_train), ("st", st_train)):
+            name, out = f"mnrl {side} seed {seed}", work / f"{side}-mnrl-{seed}"
+            step(name, train("embedding" if side == "bertkit" else "mnrl", pairs, out, again), "trainings")
+            step(name, scored(out, test, work / f"eval-{side}-mnrl-{seed}.json", args), "scores")
+    return record
+
+
+def rerank(args, work: Path, beir: Path, record: dict, step) -> None:
+    """Both rerankers on rows mined from the train articles, rescoring the bertkit retriever's top
+    20 and top 100 of the first test questions; ``--rerank-seeds`` again on other seeds."""
     rows, record["rows"]["rerank"] = rerank_rows(work, beir, args)
     step("rerank bertkit", bertkit_train("rerank", rows, work / "bk-rerank", args), "trainings")
     step("rerank st", st_train("rerank", rows, work / "st-rerank", args), "trainings")
@@ -304,12 +319,6 @@ def run(args, work: Path) -> dict:
             target = work / f"eval-{side}-{top}.json"
             step(name, scored(work / "bk-mnrl", subset, target, args, reranker, top), "scores")
     record["scores"]["retriever on the rerank subset"] = {"metrics": record["scores"][name]["retriever_metrics"]}
-    for seed in args.extra_seeds:  # MNRL again on other seeds: the spread of both sides
-        again = argparse.Namespace(**{**vars(args), "seed": seed})
-        for side, train in (("bertkit", bertkit_train), ("st", st_train)):
-            name, out = f"mnrl {side} seed {seed}", work / f"{side}-mnrl-{seed}"
-            step(name, train("embedding" if side == "bertkit" else "mnrl", pairs, out, again), "trainings")
-            step(name, scored(out, test, work / f"eval-{side}-mnrl-{seed}.json", args), "scores")
     for seed in args.rerank_seeds:  # the rerankers again on other seeds, over the same retriever
         again = argparse.Namespace(**{**vars(args), "seed": seed})
         for side, train in (("bertkit", bertkit_train), ("st", st_train)):
@@ -322,7 +331,6 @@ def run(args, work: Path) -> dict:
                     scored(work / "bk-mnrl", subset, target, args, out, top),
                     "scores",
                 )
-    return record
 
 
 TABLE_ROWS = (
@@ -388,7 +396,7 @@ def markdown(record: dict) -> str:
         if score is None:
             continue
         measures = " | ".join(f"{score['metrics'][m]:.4f}" for m in MEASURES)
-        queries = score.get("queries", record["scores"]["rerank top20 bertkit"]["queries"])
+        queries = score.get("queries") or record["scores"]["rerank top20 bertkit"]["queries"]
         times = " | | | |"
         if kind:
             ours, theirs = trainings[f"{kind} bertkit"], trainings[f"{kind} st"]
@@ -440,6 +448,7 @@ def main() -> None:
         "--rerank-seeds", type=seed_list, default=[],
         help="both rerankers again on these seeds (same rows, same retriever): their spread, e.g. 43,44",
     )  # fmt: skip
+    parser.add_argument("--skip-rerank", action="store_true", help="train and score the embedding models only")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--eval-precision", default="auto", help="the scorer's, one for every model (auto: bf16 where the CPU has it)"
