@@ -100,26 +100,36 @@ def _batch(tiny_bert, texts, pairs, negatives=None):
     return BiEncoderCollator(tokenizer.pad_token_id)(features)
 
 
-def _gradients(tiny_bert, spec, batch, scale=1.0):
+def _gradients(tiny_bert, spec, batch, scale=1.0, packed=False):
+    """``packed``: with the engine's CPU training kernels on, whose attention runs the towers packed."""
     from transformers import AutoModel
+
+    from bertkit.engine.cpu_kernels import CpuTrainingKernels
+    from bertkit.networks.packed import can_pack
 
     encoder = AutoModel.from_pretrained(tiny_bert)
     encoder.eval()  # no dropout: the two passes must see the same network
     trainer = BiEncoderTrainer(encoder, spec)
+    if packed:
+        CpuTrainingKernels(trainer).apply()  # eval mode stays: FastDropout does nothing there
+    assert can_pack(encoder) == packed
     loss = trainer(**batch).loss
     (loss * scale).backward()
     return float(loss.detach()), {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
 
 
 @pytest.mark.parametrize("symmetric", [False, True])
-def test_gradcache_gives_the_gradients_of_the_whole_batch(tiny_bert, symmetric):
+@pytest.mark.parametrize("packed", [False, True])
+def test_gradcache_gives_the_gradients_of_the_whole_batch(tiny_bert, symmetric, packed):
+    """Also with the towers packed (the CPU training kernels on): the cached mini-batches are packed
+    on their own, and still give the whole padded batch's gradients."""
     texts = ["the film was good", "the plot was bad", "john lives in paris", "mary visited berlin", "it was fine"]
     pairs = ["it was a great movie", "the story was awful", "john lives in france", "mary went to germany", "ok"]
     negatives = ["the plot was bad", "a good film", "mary lives in london", "john went to paris", "not fine"]
     batch = _batch(tiny_bert, texts, pairs, negatives)
     whole_loss, whole = _gradients(tiny_bert, EmbeddingLoss(symmetric=symmetric, dims=(32, 8)), batch, 0.5)
     cached_loss, cached = _gradients(
-        tiny_bert, EmbeddingLoss(symmetric=symmetric, dims=(32, 8), cache_batch=2), batch, 0.5
+        tiny_bert, EmbeddingLoss(symmetric=symmetric, dims=(32, 8), cache_batch=2), batch, 0.5, packed
     )
     assert cached_loss == pytest.approx(whole_loss, abs=1e-6)
     assert whole.keys() == cached.keys() and whole
