@@ -13,16 +13,8 @@
 set -uo pipefail
 root=$PWD
 gpu=$root/benchmarks/work/gpu
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$gpu"/whl/*.whl
+source "$root/benchmarks/device_setup.sh"  # wheels, fp32 weights
 export PYTHONPATH=/tmp/site BERTKIT_DATA_DIR=$gpu/data
-python3 - "$gpu/minilm/" <<'PY'
-import sys
-from safetensors.torch import load_file, save_file
-d = sys.argv[1]
-save_file({k: v.float() for k, v in load_file(d + "model16.safetensors").items()}, d + "model.safetensors", metadata={"format": "pt"})
-PY
-rm "$gpu/minilm/model16.safetensors"
-nvidia-smi -L
 python3 -c "import torch, transformers, sentence_transformers as s, tokenizers as t; print(torch.__version__, transformers.__version__, s.__version__, t.__version__)"
 rm -rf /tmp/rg
 timeout "${BUDGET:-520}" python3 -m benchmarks.retrieval --model "$gpu/minilm" --train-pairs 2000 \

@@ -12,17 +12,9 @@
 set -uo pipefail
 root=$PWD
 gpu=$root/benchmarks/work/gpu
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$gpu"/whl/*.whl
-python3 - "$gpu/minilm/" <<'PY'
-import sys
-from safetensors.torch import load_file, save_file
-d = sys.argv[1]
-save_file({k: v.float() for k, v in load_file(d + "model16.safetensors").items()}, d + "model.safetensors", metadata={"format": "pt"})
-PY
-rm "$gpu/minilm/model16.safetensors"
+source "$root/benchmarks/device_setup.sh"  # wheels, fp32 weights
 gunzip -c "$gpu/rerank-rows.jsonl.gz" > /tmp/rows.jsonl
 wc -l /tmp/rows.jsonl
-nvidia-smi -L
 ARGS="finetune rerank --data /tmp/rows.jsonl --model $gpu/minilm --overwrite --epochs 1 --batch-size 32 --lr 2e-5 --seed 42 --max-length 256 --warmup-ratio 0.1 --weight-decay 0.01 --precision bf16 --threads 16"
 since() { python3 -c "import sys,time; print(round(time.time()-float(sys.argv[1]),1))" "$1"; }
 loop() { python3 -c "import json,sys; t=json.load(open(sys.argv[1]+'/bertkit.json'))['throughput']; print(sys.argv[2], 'loop_s', t['train_seconds'], 'steps', t['optimizer_steps'])" "$1" "$2"; }

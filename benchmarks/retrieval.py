@@ -333,6 +333,8 @@ def rerank(args, work: Path, beir: Path, record: dict, step) -> None:
                 )
 
 
+RERANK_SETTINGS = ("rerank questions", "negatives", "rerank seeds")
+
 TABLE_ROWS = (
     ("zero-shot", None),
     ("mnrl bertkit", "mnrl"),
@@ -505,6 +507,9 @@ def main() -> None:
         "threads": args.threads,
         "ST MNRL sampler": args.st_sampler,
     }
+    if args.skip_rerank:  # no reranker was trained: its settings would describe nothing
+        record["settings"] = {k: v for k, v in record["settings"].items() if k not in RERANK_SETTINGS}
+        record["settings"]["rerankers"] = "skipped"
     print(write_results(record, args.name, markdown, started))
 
 

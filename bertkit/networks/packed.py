@@ -34,10 +34,9 @@ PACKING = "bertkit_packing"
 @dataclass
 class Packing:
     """Where each packed token sits in the padded ``rows x longest`` grid (``index``: flat
-    positions of the real tokens, in row order) and which row it belongs to (``row``)."""
+    positions of the real tokens, in row order)."""
 
     index: torch.Tensor
-    row: torch.Tensor
     rows: int
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
@@ -74,9 +73,8 @@ def packed_mean(encoder, inputs: dict) -> torch.Tensor:
     rows, longest = keep.shape
     lengths = keep.sum(1)
     index = keep.flatten().nonzero().squeeze(1)
-    row = index // longest
     positions = (index % longest).unsqueeze(0)
-    packing = Packing(index=index, row=row, rows=rows, longest=longest, keep=keep)
+    packing = Packing(index=index, rows=rows, longest=longest, keep=keep)
     extra = (
         {"token_type_ids": inputs["token_type_ids"].flatten()[index].unsqueeze(0)} if "token_type_ids" in inputs else {}
     )
@@ -87,5 +85,5 @@ def packed_mean(encoder, inputs: dict) -> torch.Tensor:
         **{PACKING: packing},
     )
     tokens = out.last_hidden_state[0]
-    sums = tokens.new_zeros(rows, tokens.shape[-1]).index_add(0, row, tokens)
+    sums = tokens.new_zeros(rows, tokens.shape[-1]).index_add(0, index // longest, tokens)  # by row
     return sums / lengths.clamp(min=1).to(tokens.dtype)[:, None]
