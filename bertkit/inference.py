@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bertkit.methods import recorded_methods
 from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
 from bertkit.options import check_at_least, check_batch_size, check_precision
@@ -29,13 +30,12 @@ def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
 
 
 def trained_model(model_dir: str, model_class: str, meta: dict, model_config):
-    """The task model of a fine-tuned directory: its weights, or (finetune --lora --save-adapter)
-    its adapters merged over the base model bertkit.json records."""
-    record = meta.get("lora") or {}
-    if record.get("saved") == "adapter":
-        from bertkit.networks.lora import load_adapter_model  # torch and peft: for such a directory only
-
-        return load_adapter_model(model_dir, record, model_class, model_config)
+    """The task model of a fine-tuned directory: its weights, or what the method that saved it in its
+    own way loads (an adapter directory: its adapters merged over the base model it records)."""
+    for method in recorded_methods(meta):
+        model = method.load_trained(model_dir, meta, model_class, model_config)
+        if model is not None:
+            return model
     return load_model(model_class, model_dir, model_dir, trained=True)
 
 

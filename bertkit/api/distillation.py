@@ -1,38 +1,32 @@
 """`bertkit distill TEACHER_DIR`: train a smaller student on a fine-tuned teacher's softened outputs.
 
-It is ``api.finetune`` with a ``Distillation`` handed in: the same reading, engine, evaluation and
-all-or-nothing model directory. The distillation adds, at fixed points of that run: a check that
-the teacher's task and labels are the data's (before any model loads), the student (the teacher's
-encoder with fewer layers, or another checkpoint with the teacher's vocabulary), the teacher's
-logits for every training feature (computed once, cached: bertkit/api/teacher_cache.py), the
-unlabelled text the teacher labels, the loss (bertkit/networks/distillation.py), and bertkit.json's
-``distillation`` section: the teacher, the layers taken, the parameter and measured speed ratios.
-
-Not for qa: a span model's logits are two distributions over a window's tokens, whose windows a
-student with another --max-length would cut differently; refused, said so.
+It is ``api.finetune`` with the distillation method added (bertkit/methods/distillation.py: its
+hooks run at the spine's fixed points). This entry checks what needs no model: the teacher
+directory, the student (the teacher's encoder with fewer layers, or another checkpoint with the
+teacher's vocabulary), the task options, and reads the student's input as the teacher's (its long
+texts and document context: a student that read other inputs would learn logits for text it never
+sees).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from bertkit.api.streaming import check_model_kept
-from bertkit.api.teacher_cache import cache_root, teacher_fingerprint, teacher_logits
-from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
-from bertkit.events import notice
+from bertkit.methods.distillation import TASKS, Distillation
 from bertkit.model_dir import load_meta
-from bertkit.models import load_config, load_model, load_tokenizer, resolve_model
+from bertkit.models import load_config, load_tokenizer, resolve_model
 from bertkit.options import TrainConfig
 from bertkit.options.distillation import DistillOptions
-from bertkit.tasks.base import PREDICT
+from bertkit.tasks.document_context import CONTEXT_OPTIONS
 from bertkit.tasks.label_kinds import DEFAULT_KIND
+from bertkit.tasks.long_text import LONG_TEXT_OPTIONS
 
-TASKS = ("cls", "pair", "ner")
 SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
-SPEED_FEATURES = 256  # the training features timed through teacher and student for the speed ratio
-IGNORED = -100  # an unlabelled row's gold label: not scored by the hard loss
+# The options that say what a model reads: the student reads as its teacher did
+INPUT_OPTIONS = tuple(option.name for option in LONG_TEXT_OPTIONS + CONTEXT_OPTIONS)
 
 
 def distill(
@@ -61,6 +55,7 @@ def distill(
     taken, student = _student(teacher, layers, options, teacher_config)
     check_model_kept(Path(output).expanduser(), str(teacher))
     _check_task_options(task, config.task_options)
+    config = replace(config, task_options=_teacher_inputs(meta, config.task_options))
     if config.max_length is None:  # the length the teacher was trained (and its logits are computed) at
         config = replace(config, max_length=meta["task"].get("max_length"))
     plan = Distillation(str(teacher), meta, layers, options, taken, Path(output).expanduser())
@@ -77,7 +72,7 @@ def distill(
         threads=threads,
         resume=resume,
         resume_from=resume_from,
-        distill=plan,
+        methods=[plan],
     )
 
 
@@ -89,6 +84,21 @@ def _check_task_options(task: str, given: dict) -> None:
     if foreign:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
         raise BertkitError(f"{flags}: not an option of the teacher's task ({task})", f"drop {flags}")
+
+
+def _teacher_inputs(meta: dict, given: dict) -> dict:
+    """The student's task options, reading its input as the teacher's (a different value given: refused)."""
+    recorded = meta["task"].get("options") or {}
+    taught = {name: recorded[name] for name in INPUT_OPTIONS if recorded.get(name) is not None}
+    for name, value in taught.items():
+        if name in given and given[name] != value:
+            flag = "--" + name.replace("_", "-")
+            raise BertkitError(
+                f"{flag} {given[name]}: the teacher read its input with {flag} {value}; a student that reads other "
+                "input learns the teacher's outputs for text it never sees",
+                f"drop {flag} (the student reads as its teacher did)",
+            )
+    return {**given, **taught}
 
 
 def _teacher_meta(teacher: str) -> dict:
@@ -153,136 +163,3 @@ def _check_vocabulary(teacher: str, student: str) -> None:
         f"{shown or 'ids differ'}): the teacher's logits would be for other tokens",
         "give a --student with the teacher's tokenizer, or use --student-layers",
     )
-
-
-@dataclass
-class Distillation:
-    """What a distillation adds to a finetune run (api/finetuning.py calls it at fixed points)."""
-
-    teacher: str
-    meta: dict
-    teacher_layers: int
-    options: DistillOptions
-    taken: list | None  # the teacher layers the student starts from (None: a --student checkpoint)
-    output: Path
-    teacher_network: object = None
-    unlabelled: list = field(default_factory=list)
-    record: dict = field(default_factory=dict)
-
-    def check_task(self, adapter) -> None:
-        """The data's labels are the teacher's (ids included); the unlabelled text reads as the task's."""
-        labels = self.meta["task"].get("labels")
-        if adapter.labels != labels:
-            raise BertkitError(
-                f"the data's labels {adapter.labels} are not the teacher's {labels}: its logits are for other classes",
-                "give data with the teacher's label set, or a teacher trained on this data's labels",
-            )
-        if self.options.unlabelled is not None:
-            self.unlabelled = _read_unlabelled(adapter, self.options.unlabelled)
-
-    def student(self, network):
-        """The teacher's model with only the layers taken (a --student checkpoint: as loaded)."""
-        if self.taken is None:
-            return network
-        from bertkit.networks.distillation import drop_layers
-
-        notice(
-            "weights",
-            f"student: the teacher's layers {self.taken} of 0..{self.teacher_layers - 1} (0-based), "
-            "with its embeddings and head",
-            layers=self.taken,
-        )
-        return drop_layers(network, self.taken)
-
-    def with_teacher(self, adapter, engine, tokenizer, features: list, preprocessing: dict) -> list:
-        """The training features (and the unlabelled text's) with the teacher's logits."""
-        from bertkit.export.fingerprint import fingerprint
-
-        if self.unlabelled:
-            extra = adapter.preprocess(self.unlabelled, tokenizer, train=False)
-            features = list(features) + [_soft_only(f, adapter.per_token_outputs) for f in extra]
-            preprocessing["unlabelled_features"] = len(extra)
-        self.teacher_network = load_model(adapter.model_class, self.teacher, self.teacher, trained=True)
-        self.teacher_network.to(engine.accelerator.device).eval()
-        print_ = teacher_fingerprint(fingerprint(self.teacher), features, adapter.targets, engine.precision)
-        cached = teacher_logits(
-            engine,
-            self.teacher_network,
-            features,
-            adapter.per_token_outputs,
-            tokenizer.pad_token_id,
-            32,
-            cache_root(self.output),
-            print_,
-        )
-        self.record["teacher_logits"] = {"reused": cached.reused, "computed": cached.computed}
-        return [{**f, "teacher_logits": logits} for f, logits in zip(features, cached.logits)]
-
-    def training_network(self, network):
-        from bertkit.networks.distillation import DistillationLoss
-
-        o = self.options
-        teacher = self.teacher_network if o.hidden_loss else None
-        return DistillationLoss(network, o.temperature, o.alpha, teacher, o.hidden_loss, o.hidden_weight)
-
-    def collator(self, tokenizer, targets):
-        from bertkit.networks.distillation import DistillCollator
-
-        return DistillCollator(tokenizer.pad_token_id, targets)
-
-    def trained_model(self, network):
-        from bertkit.networks.distillation import DistillationLoss
-
-        return network.model if isinstance(network, DistillationLoss) else network
-
-    def sections(self, engine, student, features: list) -> dict:
-        """bertkit.json's ``distillation`` section: the teacher, the student, the loss, the ratios."""
-        from bertkit.networks.distillation import measure_speed, parameter_count
-
-        sample = features[:SPEED_FEATURES]
-        pad = getattr(student.config, "pad_token_id", 0) or 0
-        teacher_speed, student_speed = measure_speed(
-            (self.teacher_network, student), sample, pad, engine.accelerator.device
-        )
-        size = (parameter_count(self.teacher_network), parameter_count(student))
-        o = self.options
-        return {
-            "distillation": {
-                "teacher": self.teacher,
-                "teacher_layers": self.teacher_layers,
-                "student": {
-                    "model": o.student or self.teacher,
-                    "layers": student.config.num_hidden_layers,
-                    "layers_taken": self.taken,
-                },
-                "temperature": o.temperature,
-                "alpha": o.alpha,
-                "hidden_loss": o.hidden_loss,
-                "hidden_weight": o.hidden_weight if o.hidden_loss else None,
-                "unlabelled": {"file": o.unlabelled, "examples": len(self.unlabelled)} if o.unlabelled else None,
-                "parameters": {"teacher": size[0], "student": size[1], "ratio": round(size[1] / size[0], 4)},
-                "speed": {
-                    "teacher_examples_per_s": round(teacher_speed, 1),
-                    "student_examples_per_s": round(student_speed, 1),
-                    "ratio": round(student_speed / teacher_speed, 2) if teacher_speed else None,
-                    "examples": len(sample),
-                },
-                **self.record,
-            }
-        }
-
-
-def _read_unlabelled(adapter, path: str) -> list:
-    """The examples of ``path`` read as the task reads predict's input (no labels needed)."""
-    if adapter.per_token_outputs:
-        raise BertkitError("--unlabelled applies to cls and pair (sentence-level logits)", "drop --unlabelled")
-    file = Path(path).expanduser()
-    examples = adapter.read(Source(str(file), path=file), PREDICT)
-    if not examples:
-        raise BertkitError(f"--unlabelled {path} holds no examples", "give a text file, one example per line")
-    return [{k: v for k, v in example.items() if k != "label"} for example in examples]
-
-
-def _soft_only(feature: dict, per_token: bool) -> dict:
-    labels = [IGNORED] * len(feature["input_ids"]) if per_token else IGNORED
-    return {**feature, "labels": labels, "soft_only": True}

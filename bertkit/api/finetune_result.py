@@ -1,4 +1,4 @@
-"""What `bertkit finetune` returns (api/finetuning.py, api/few_shot.py, and the runs of seeds, folds
+"""What `bertkit finetune` returns (api/finetuning.py, and the runs of seeds, folds
 and tune that repeat it)."""
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
 from bertkit.api.finetune_result import FinetuneResult
@@ -23,13 +22,13 @@ from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
 from bertkit.events import notice
 from bertkit.inference import score, speed_up
+from bertkit.methods import Run, check_methods, chosen_methods
+from bertkit.methods.base import FOLDS, RESUME, SINGLE, TUNE
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.networks.lora import with_adapters  # torch-free to import: peft and torch load with --lora
 from bertkit.options import TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
-from bertkit.tasks.few_shot import SETFIT, recipe_of
 from bertkit.tasks.learned import Examples, seen_in, stats_of
 
 
@@ -48,7 +47,7 @@ def finetune(
     resume_from: str | None = None,
     on_evaluation=None,
     fold: tuple[int, int] | None = None,
-    distill=None,
+    methods: list | tuple = (),
 ) -> FinetuneResult:
     """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
     its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
@@ -56,7 +55,8 @@ def finetune(
     checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
     ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
     ``fold`` (k, K): train on the other folds of ``data``, evaluate on fold k (bertkit.api.folds).
-    ``distill`` (bertkit.api.distillation.Distillation): train a student on a teacher's outputs.
+    ``methods``: training methods a command adds to those the options request (bertkit/methods/:
+    a command may add its own); their hooks run at the fixed points below.
 
     The order of events is the contract users rely on: every check that needs no model, then the
     data, then the model, then the work, then the directory written all at once."""
@@ -64,88 +64,59 @@ def finetune(
     plan = plan_run(
         task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
     )
-    if recipe_of(plan.adapter.options) == SETFIT:  # few-shot: the body on pairs, then a head (api/few_shot.py)
-        from bertkit.api.few_shot import finetune_setfit
-
-        return finetune_setfit(plan)
-    adapter, train_examples, eval_examples, held = _read_examples(
+    chosen = chosen_methods(plan.config, methods)
+    check_methods(chosen, task, run_modes(plan, on_evaluation))
+    for method in chosen:
+        method.check_plan(plan)
+    run = Run(plan, notices=plan.notices)
+    run.adapter, run.train_examples, run.eval_examples, held = _read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
     )
-    if distill is not None:  # the teacher's task and labels are the data's: checked before any model loads
-        distill.check_task(adapter)
-    adapter, loaded = _load(plan, adapter, distill)
-    train_features, eval_features, preprocessing = _preprocess(
-        adapter, loaded, train_examples, eval_examples, plan.checkpoints
-    )
-    if distill is not None:  # the teacher's logits (cached), and the text it labels
-        train_features = distill.with_teacher(adapter, loaded.engine, loaded.tokenizer, train_features, preprocessing)
-    spec = adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
-    trained = _train(
-        loaded.engine,
-        adapter,
-        spec,
-        loaded.network,
-        loaded.tokenizer,
-        plan.config,
-        train_features,
-        eval_examples,
-        eval_features,
-        plan.checkpoints,
-        on_evaluation,
-        keep_predictions=fold is not None,
-        distill=distill,
-    )
+    for method in chosen:  # the data each method needs is checked before any model loads
+        method.check_data(run)
+    network = _load(run, chosen)
+    _preprocess(run, plan.checkpoints)
+    for method in chosen:  # a method's own targets, or other features to train on
+        run.train_features = method.training_features(run.train_features, run)
+    spec = run.adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
+    for method in chosen:
+        spec = method.training_spec(spec)
+    trained = _train(run, chosen, spec, network, on_evaluation, keep_predictions=fold is not None)
     from bertkit.networks import recipes
 
-    finished = recipes.finish_model(spec, trained.network, loaded.model_ref, model)
-    recipes.finish_lora(finished, loaded.lora, adapter.model_class)  # merged, or written as adapter files
-    if distill is not None:  # what the student is, measured against its teacher
-        finished.facts["sections"] = distill.sections(loaded.engine, finished.model, train_features)
-    adapter, result, meta = _record(
-        plan,
-        adapter.finished(),
-        finished.facts,
-        trained,
-        loaded.engine,
-        preprocessing,
-        train_examples,
-        eval_examples,
-        held,
-    )
-    result.report = _save(
-        loaded.engine,
-        plan.output_path,
-        trained.report,
-        finished,
-        loaded.tokenizer,
-        meta,
-        resolved_options(plan, adapter),
-        training_results(result),
-    )
+    finished = recipes.finish_model(spec, trained.network, run.model_ref, model)
+    sections = {}
+    for method in chosen:  # each method's finishing, and what it records
+        method.finish(finished, run)
+        sections.update(method.sections(finished, run))
+    adapter, result, meta = _record(run, chosen, finished.facts, sections, trained, held)
+    result.report = _save(run, chosen, trained.report, finished, meta, resolved_options(plan, adapter), result)
     return result
 
 
-@dataclass
-class _Loaded:
-    model_ref: str
-    tokenizer: object
-    engine: object
-    network: object
-    lora: dict | None = None  # --lora: what add_adapters made (bertkit.json's lora section)
+def run_modes(plan: RunPlan, on_evaluation) -> tuple:
+    """How this run is driven, for the methods' declarations (bertkit/methods/base.py MODES)."""
+    modes = [FOLDS] if plan.fold else [SINGLE]
+    if plan.checkpoints is not None:
+        modes.append(RESUME)
+    if on_evaluation is not None:
+        modes.append(TUNE)
+    return tuple(modes)
 
 
-def _load(plan: RunPlan, adapter, distill=None) -> tuple:
-    """(the task at the model's max length, the tokenizer, engine and weights); the checkpoint to resume
-    is checked against the engine before any expensive work."""
-    model_ref = resolve_model(plan.model)
-    model_config = load_config(model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
+def _load(run: Run, chosen: list):
+    """The network to train (the task at the model's max length, the tokenizer and engine in ``run``);
+    the checkpoint to resume is checked against the engine before any expensive work."""
+    plan, adapter = run.plan, run.adapter
+    run.model_ref = resolve_model(plan.model)
+    model_config = load_config(run.model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
     adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config, plan.model)
     adapter.check_model_config(model_config, plan.model)
-    tokenizer = load_tokenizer(model_ref, plan.model, model_config)
+    run.tokenizer = load_tokenizer(run.model_ref, plan.model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
     from bertkit.engine.tracking import logging_dir
 
-    engine = Engine(
+    run.engine = Engine(
         plan.config.precision,
         plan.config.seed,
         plan.trackers,
@@ -153,62 +124,64 @@ def _load(plan: RunPlan, adapter, distill=None) -> tuple:
         threads=plan.threads,
     )
     if plan.checkpoints is not None:
-        plan.checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
+        plan.checkpoints.identity.update(
+            processes=run.engine.accelerator.num_processes, precision_used=run.engine.precision
+        )
         plan.checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
-    network = load_model(adapter.model_class, model_ref, plan.model, **adapter.model_kwargs())
-    network = speed_up(adapter, distill.student(network) if distill is not None else network)
+    network = next((n for n in (m.load_network(run) for m in chosen) if n is not None), None)
+    if network is None:
+        network = load_model(adapter.model_class, run.model_ref, plan.model, **adapter.model_kwargs())
+    for method in chosen:  # the architecture a method trains (in the methods' order)
+        network = method.adapt_network(network, run)
+    network = speed_up(adapter, network)
     _for_training(network, plan.config)
-    lora = with_adapters(network, plan.config, plan.model, adapter.directory_kind, plan.notices)  # --lora, or None
-    return adapter, _Loaded(model_ref, tokenizer, engine, network, lora)
+    return network
 
 
-def _preprocess(adapter, loaded: _Loaded, train_examples, eval_examples, checkpoints) -> tuple:
-    """(train features, eval features, their stats); a resumed run must see the training data it saw."""
-    train_features = adapter.preprocess(train_examples, loaded.tokenizer, train=True)
-    preprocessing = {"train": stats_of(train_features), "train_features": len(train_features)}
-    eval_features = adapter.preprocess(eval_examples, loaded.tokenizer, train=False) if eval_examples else []
-    if eval_examples:
-        preprocessing["eval"] = stats_of(eval_features)
+def _preprocess(run: Run, checkpoints) -> None:
+    """The train and eval features and their stats into ``run``; a resumed run must see the
+    training data it saw."""
+    adapter, tokenizer = run.adapter, run.tokenizer
+    run.train_features = adapter.preprocess(run.train_examples, tokenizer, train=True)
+    run.preprocessing = {"train": stats_of(run.train_features), "train_features": len(run.train_features)}
+    if run.eval_examples:
+        run.eval_features = adapter.preprocess(run.eval_examples, tokenizer, train=False)
+        run.preprocessing["eval"] = stats_of(run.eval_features)
     for part in ("train", "eval"):  # truncations, windows, the class weights: said before training
-        for text in preprocessing.get(part, {}).get("notices", ()):
+        for text in run.preprocessing.get(part, {}).get("notices", ()):
             notice("data", f"{part}: {text}", part=part)
     if checkpoints is not None:
-        checkpoints.identity["train_data_sha1"] = features_sha1(train_features, adapter.targets)
+        checkpoints.identity["train_data_sha1"] = features_sha1(run.train_features, adapter.targets)
         checkpoints.check_compatible()
-    return train_features, eval_features, preprocessing
 
 
-def _record(
-    plan: RunPlan, adapter, facts, trained, engine, preprocessing, train_examples, eval_examples, held
-) -> tuple:
+def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) -> tuple:
     """(the task as saved, the result, bertkit.json's contents) of a trained run."""
-    report, config, eval_source = trained.report, plan.config, plan.eval_source
+    plan, report, config = run.plan, trained.report, run.plan.config
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
-    stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), eval_source, config)
+    metrics = run.metrics if run.metrics is not None else best.get("metrics", {})
+    stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), plan.eval_source, config)
+    adapter = run.adapter.finished()
     adapter = adapter.with_options(stored) if stored else adapter
     result = FinetuneResult(
         str(plan.output_path),
-        best.get("metrics", {}),
+        metrics,
         report.throughput(),
         report.history,
         report.best_epoch,
-        len(train_examples),
-        len(eval_examples),
-        preprocessing,
-        runtime=engine.runtime(config.precision),
+        len(run.train_examples),
+        len(run.eval_examples),
+        run.preprocessing,
+        runtime=run.engine.runtime(config.precision),
         best_step=report.best_step,
         resumed_from=report.resumed_from,
-        notices=plan.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
+        notices=run.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
-        sections={
-            **adapter.directory_sections(facts),
-            **facts.get("sections", {}),
-            **({"lora": facts["lora"]} if "lora" in facts else {}),
-        },
+        sections={**adapter.directory_sections(facts), **sections},
     )
-    held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), eval_examples, held)
+    held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), run.eval_examples, held)
     known = registry.is_known(plan.data)
     meta = ModelMeta(
         kind=adapter.directory_kind,
@@ -217,23 +190,24 @@ def _record(
         config=config.to_dict(),
         data=data_record(
             plan.train_source,
-            eval_source,
-            len(train_examples),
-            len(eval_examples),
+            plan.eval_source,
+            len(run.train_examples),
+            len(run.eval_examples),
             name=registry.dataset_name(plan.data),  # a known name, or any dataset (eval DIR reads it again)
             # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
             data_dir=registry.data_dir(plan.data_dir) if known else None,
             eval_description=held_out,
         ),
         before=trained.before or None,
-        **result.sections,
+        methods=[method.name for method in chosen],
+        sections=result.sections,
         metrics=result.metrics,
         best_epoch=report.best_epoch,
         best_step=report.best_step,
         resumed_from=report.resumed_from,
         history=report.history,
         throughput=result.throughput,
-        preprocessing=preprocessing,
+        preprocessing=run.preprocessing,
         stopped_early=report.stopped_early,
         runtime=result.runtime,
         eval_details=trained.details_of(best.get("metrics")),
@@ -296,25 +270,13 @@ class _Trained:
         return next((v for m, v in self.verdicts if m is metrics), None)
 
 
-def _train(
-    engine,
-    adapter,
-    spec,
-    network,
-    tokenizer,
-    config,
-    train_features,
-    eval_examples,
-    eval_features,
-    checkpoints,
-    on_evaluation=None,
-    keep_predictions=False,
-    distill=None,
-) -> _Trained:
-    """The engine's loop with what the task's TrainingSpec makes (bertkit/networks/recipes.py): what
-    it trains, how it collates, how it evaluates."""
+def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predictions=False) -> _Trained:
+    """The engine's loop with what the TrainingSpec makes (bertkit/networks/recipes.py) and what the
+    methods wrap around it: what it trains, how it collates, how it evaluates."""
     from bertkit.networks import recipes
 
+    engine, adapter, tokenizer, config = run.engine, run.adapter, run.tokenizer, run.plan.config
+    eval_examples = run.eval_examples if all(m.evaluates_while_training for m in chosen) else []
     evaluations, verdicts = [], []
 
     def evaluate(current_model) -> dict:
@@ -325,7 +287,7 @@ def _train(
             adapter,
             evaluated,
             eval_examples,
-            eval_features,
+            run.eval_features,
             config.eval_batch_size,
             tokenizer.pad_token_id,
             tune=adapter.tunes_while_training,
@@ -340,34 +302,35 @@ def _train(
 
     network = recipes.training_network(spec, network)
     collator = recipes.training_collator(spec, tokenizer, config.seed)
-    if distill is not None:  # the loss on the teacher's outputs; batches carry its logits
-        network, collator = distill.training_network(network), distill.collator(tokenizer, adapter.targets)
+    targets = adapter.targets
+    for method in chosen:  # a method's loss around the network, its batches
+        network, collator = method.training_network(network, run), method.collator(collator, run)
+        targets = method.training_targets(targets)
     before = {}
     if adapter.evaluate_before_training and eval_examples:
         before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
     network, report = engine.fit(
         network,
-        train_features,
+        run.train_features,
         config,
         tokenizer.pad_token_id,
         evaluate if eval_examples else None,
         adapter.main_metric,
         collate_fn=collator,
-        checkpoints=checkpoints,
-        targets=adapter.targets,
+        checkpoints=run.plan.checkpoints,
+        targets=targets,
         greater_is_better=adapter.greater_is_better,
     )
-    network = distill.trained_model(network) if distill is not None else network
+    for method in reversed(chosen):
+        network = method.trained_network(network)
     return _Trained(network, report, before, evaluations, verdicts)
 
 
-def _save(
-    engine, output_path: Path, report, finished, tokenizer, meta: ModelMeta, options: dict | None, results: dict
-) -> dict:
-    """The model directory, all or nothing, with its history, card, figures, report, results.json
-    and the run's resolved options (one process)."""
-    written = {}
+def _save(run: Run, chosen: list, report, finished, meta: ModelMeta, options: dict | None, result) -> dict:
+    """The model directory, all or nothing, with its history, card, figures, report, results.json,
+    the run's resolved options and each method's own files (one process)."""
+    written, engine, output_path = {}, run.engine, run.plan.output_path
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
 
@@ -375,8 +338,11 @@ def _save(
             History(report.log).write(staging / HISTORY_FILE)
             if options is not None:
                 write_run_config(staging, options)
-            write_json(staging / RESULTS_FILE, results)
-            record = save_model_dir(staging, engine.unwrap(finished.model), tokenizer, meta, finished.save_weights)
+            write_json(staging / RESULTS_FILE, training_results(result))
+            model = engine.unwrap(finished.model)
+            for method in chosen:  # beside the model's: bertkit.json, written last, completes the directory
+                method.save_files(staging, finished, run)
+            record = save_model_dir(staging, model, run.tokenizer, meta, finished.save_weights)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written

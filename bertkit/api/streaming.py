@@ -116,8 +116,8 @@ def check_apart(target: Path, stream: InputStream, model: str | None = None, fla
 def check_model_kept(target: Path, model: str, flag: str = "--output") -> None:
     """An output is never one of the model's files (weights, config, tokenizer, bertkit.json, an
     export), nor the model directory itself."""
-    from bertkit.export.fingerprint import made_from_files
     from bertkit.model_dir import check_inputs_kept
+    from bertkit.model_dir.fingerprint import made_from_files
 
     local = Path(model).expanduser()
     if not local.is_dir():

@@ -20,11 +20,11 @@ from typing import Callable
 import numpy as np
 
 from bertkit.errors import BertkitError
-from bertkit.export.fingerprint import KEY as FINGERPRINT_KEY
-from bertkit.export.fingerprint import fingerprint
 from bertkit.export.runtime import BACKEND_FILES, make_runner
 from bertkit.model_dir import load_meta, recorded_eval_data, staged_output, write_json
 from bertkit.model_dir.files import clean_stale, probe_writable
+from bertkit.model_dir.fingerprint import KEY as FINGERPRINT_KEY
+from bertkit.model_dir.fingerprint import fingerprint
 
 PARITY_SAMPLES = 500
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -70,7 +70,7 @@ def export_problem(model_dir, directory: str) -> str | None:
 
 def _state(model_dir: Path, directory: str) -> tuple:
     """What the cached fingerprint check depends on: the files' names, sizes and times."""
-    from bertkit.export.fingerprint import made_from_files
+    from bertkit.model_dir.fingerprint import made_from_files
 
     files = [*made_from_files(model_dir), model_dir / directory / "export.json"]
     return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.exists())
@@ -78,7 +78,7 @@ def _state(model_dir: Path, directory: str) -> tuple:
 
 @functools.cache
 def _problem(model_dir: str, directory: str, _state: tuple) -> str | None:
-    from bertkit.export.fingerprint import stale_reason
+    from bertkit.model_dir.fingerprint import stale_reason
 
     report, damage = read_report(Path(model_dir) / directory)
     if damage or report is None:

@@ -45,20 +45,25 @@ class ModelMeta:
     warnings: list | None = None  # what the run said about the model it made (a degenerate model)
     distillation: dict | None = None  # bertkit distill: the teacher, the student, the loss, the measured ratios
     lora: dict | None = None  # finetune --lora: rank, alpha, targets, trainable parameters, base model, how saved
+    methods: list | None = None  # the training methods that made it, in order (bertkit/methods/)
+    sections: dict = field(default_factory=dict)  # sections a task or method adds: a field above, or its own key
 
     def to_json(self) -> dict:
         if self.kind not in KINDS or set(self.data) != set(DATA_KEYS):
             raise ValueError(f"bertkit.json: kind {self.kind!r}, data keys {sorted(self.data)}: use data_record()")
+        fixed = {k: v for k, v in asdict(self).items() if k != "sections"}
         record = {
             "schema": SCHEMA,
             "bertkit_version": bertkit_version(),
-            **asdict(self),
+            **fixed,
+            **self.sections,
             "data": {key: self.data[key] for key in DATA_KEYS},
             "versions": library_versions(),
         }
         if self.runtime is not None:  # the passing load notice is for the console, not the record
             record["runtime"] = {k: v for k, v in self.runtime.items() if k != "notice"}
-        return {key: record[key] for key in META_KEYS}
+        extra = {key: value for key, value in self.sections.items() if key not in META_KEYS}  # a new method's
+        return {**{key: record[key] for key in META_KEYS}, **extra}
 
 
 META_KEYS = (
@@ -89,6 +94,7 @@ META_KEYS = (
     "warnings",
     "distillation",
     "lora",
+    "methods",
 )
 
 
@@ -185,8 +191,9 @@ SECTION_TYPES = {
     "warnings": (list, type(None)),
     "distillation": (dict, type(None)),
     "lora": (dict, type(None)),
+    "methods": (list, type(None)),
 }
-LATER = ("seeds", "tune", "folds", "warnings", "distillation", "lora")
+LATER = ("seeds", "tune", "folds", "warnings", "distillation", "lora", "methods")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 
@@ -218,7 +225,11 @@ def upgrade_meta(meta, where="bertkit.json") -> dict:
         **meta,
         "schema": SCHEMA,
         "kind": kind,
-        **{spec.name: meta.get(spec.name, _empty(spec)) for spec in fields(ModelMeta) if spec.name != "kind"},
+        **{
+            spec.name: meta.get(spec.name, _empty(spec))
+            for spec in fields(ModelMeta)
+            if spec.name not in ("kind", "sections")
+        },
         "data": {**dict.fromkeys(DATA_KEYS), **data},
     }
     # the schema's order first; keys no longer written stay readable after it

@@ -110,3 +110,4 @@ class FinishedBody:
 
     model: nn.Module
     facts: dict = field(default_factory=dict)
+    save_weights: object = None

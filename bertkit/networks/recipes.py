@@ -235,15 +235,6 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
-def finish_lora(finished: Finished, facts: dict | None, model_class: str) -> None:
-    """--lora (networks/lora.py): the adapters merged into the model to save, or (--save-adapter)
-    ``finished.save_weights`` writes the adapter files."""
-    if facts is not None:
-        from bertkit.networks.lora import finish  # peft: only for a LoRA run
-
-        finished.save_weights = finish(finished, facts, model_class)
-
-
 def fold_scaling(model, mean: float, std: float) -> None:
     """Fold a regression's target scaling into its output layer (w' = std w, b' = std b + mean), so
     the saved directory predicts the original scale in plain transformers too."""

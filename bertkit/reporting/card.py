@@ -17,6 +17,7 @@ from pathlib import Path
 from string import Template
 
 from bertkit.errors import BertkitError
+from bertkit.methods import recorded_methods
 from bertkit.model_dir.ownership import CARD_FILE, NEW_CARD_FILE, card_state  # noqa: F401  (CARD_FILE: reporting's name)
 from bertkit.reporting.card_results import evaluation_section
 from bertkit.tasks.base import CardText, Task
@@ -82,11 +83,11 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
         usage = f"```python\n{Template(text.snippet).safe_substitute(values)}\n```\n\nor with bertkit: {text.cli}."
     else:
         usage = f"Use it with bertkit: {text.cli}."
-    lora = meta.get("lora")
-    if lora:  # finetune --lora: what trained, and (--save-adapter) how the adapter directory loads
-        summary.append(lora_summary(lora))
-        if lora.get("saved") == "adapter":
-            usage = adapter_usage(meta, model_name) + f"\n\nor with bertkit: {text.cli}."
+    for method in recorded_methods(meta):  # what each training method made, and how its directory loads
+        summary += method.card_lines(meta)
+        own_usage = method.card_usage(meta, model_name, base_model_id)
+        if own_usage:
+            usage = own_usage + f"\n\nor with bertkit: {text.cli}."
     limitations = Template(text.limitations).safe_substitute(values)
     return CardData(
         front_matter=front_matter(meta, model_name, text, metrics),
@@ -99,32 +100,6 @@ def card_data(meta: dict, model_name: str, figures: list[str] = ()) -> CardData:
         evaluation=evaluation_section(meta, metrics, figures),
         limitations="\n".join(filter(None, (limitations, CAVEAT))),
         versions=_versions(meta),
-    )
-
-
-def lora_summary(lora: dict) -> str:
-    saved = (
-        "merged into the weights: an ordinary model"
-        if lora.get("saved") != "adapter"
-        else "saved as peft adapter files over its base model"
-    )
-    return (
-        f"Trained with LoRA (rank {lora['rank']}, alpha {lora['alpha']:g}, on {', '.join(lora['targets'])}; "
-        f"{lora['trainable_parameters']:,} trainable parameters of {lora['base_parameters']:,}), {saved}."
-    )
-
-
-def adapter_usage(meta: dict, model_name: str) -> str:
-    """A finetune --lora --save-adapter directory: peft puts the adapters over the base model."""
-    from bertkit.tasks import task_from_state
-
-    model_class = task_from_state(meta["task"]).model_class
-    base = base_model_id(meta["lora"].get("base_model")) or "PATH/TO/THE/BASE/MODEL"
-    return (
-        "```python\nfrom peft import PeftModel\n"
-        f"from transformers import AutoConfig, {model_class}\n\n"
-        f"base = {model_class}.from_pretrained({base!r}, config=AutoConfig.from_pretrained({model_name!r}))\n"
-        f"model = PeftModel.from_pretrained(base, {model_name!r}).merge_and_unload().eval()\n```"
     )
 
 
@@ -206,27 +181,9 @@ def _procedure(meta: dict) -> str:
     seconds, rate = throughput.get("train_seconds"), throughput.get("examples_per_s")
     if seconds is not None:
         lines += ["", f"Training took {seconds} s" + (f" ({rate} examples/s)." if rate is not None else ".")]
-    if meta.get("distillation"):
-        lines += ["", distillation_text(meta["distillation"])]
+    for method in recorded_methods(meta):
+        lines += [line for said in method.card_procedure(meta, public_name) for line in ("", said)]
     return "\n".join(lines)
-
-
-def distillation_text(section: dict) -> str:
-    """bertkit distill's line: the teacher, the student, the loss and the measured ratios."""
-    student = section.get("student") or {}
-    made = (
-        f"the teacher's layers {student['layers_taken']}"
-        if student.get("layers_taken") is not None
-        else public_name(student.get("model"))
-    )
-    size, speed = section.get("parameters") or {}, section.get("speed") or {}
-    return (
-        f"Distilled from {public_name(section.get('teacher'))} ({section.get('teacher_layers')} layers) into a "
-        f"{student.get('layers')}-layer student made from {made}, with temperature {section.get('temperature')} "
-        f"and alpha {section.get('alpha')}. Parameters: {size.get('student')} ({size.get('ratio')} of the "
-        f"teacher's {size.get('teacher')}); predict speed: {speed.get('ratio')}x the teacher's "
-        f"({speed.get('examples')} training examples, torch, this machine)."
-    )
 
 
 def _versions(meta: dict) -> str:

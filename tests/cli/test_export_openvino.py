@@ -99,8 +99,8 @@ def test_auto_backend_is_the_fastest_export_measured(cls_dir, tmp_path):
     import shutil
 
     from bertkit.api.prediction import Predictor
-    from bertkit.export.fingerprint import fingerprint
     from bertkit.export.runtime import fastest_backend
+    from bertkit.model_dir.fingerprint import fingerprint
 
     model = tmp_path / "model"
     shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))
@@ -200,8 +200,8 @@ def test_auto_backend_passes_over_a_damaged_export_json(damage, cls_dir, tmp_pat
     with no traceback and no NaN or infinite speed-up chosen."""
     import shutil
 
-    from bertkit.export.fingerprint import fingerprint
     from bertkit.export.runtime import fastest_backend
+    from bertkit.model_dir.fingerprint import fingerprint
 
     model = tmp_path / "model"
     shutil.copytree(cls_dir, model, ignore=shutil.ignore_patterns("onnx", "openvino"))

@@ -27,6 +27,7 @@ LAYERS = (
     ("api", "serving"),  # the Python API; the HTTP server
     ("reporting", "export"),  # reports and model cards; ONNX/OpenVINO export
     ("inference",),  # a saved directory loaded and scored (eval, predict, the evaluations while training)
+    ("methods",),  # training methods: fine-tuning, LoRA, distillation, SetFit (hooks the finetune spine calls)
     ("probing",),  # the linear probe: command, classifier, head network, card text
     ("options", "config"),  # every command's options (they check threads with the engine's rule)
     ("engine",),  # the training and inference loops (Accelerate); it gets the options' values

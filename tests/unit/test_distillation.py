@@ -146,8 +146,8 @@ def test_collator_pads_token_logits_and_marks_unlabelled_rows():
 
 
 def test_cached_teacher_logits_equal_fresh_ones_and_a_changed_fingerprint_recomputes(tmp_path):
-    from bertkit.api.teacher_cache import teacher_logits
     from bertkit.engine import Engine
+    from bertkit.methods.teacher_cache import teacher_logits
 
     engine = Engine("no")
     device = engine.accelerator.device  # the teacher is placed where the engine runs, as api/distillation.py does
@@ -171,8 +171,8 @@ def test_cached_teacher_logits_equal_fresh_ones_and_a_changed_fingerprint_recomp
 def test_cached_token_logits_round_trip(tmp_path):
     from transformers import BertConfig, BertForTokenClassification
 
-    from bertkit.api.teacher_cache import teacher_logits
     from bertkit.engine import Engine
+    from bertkit.methods.teacher_cache import teacher_logits
 
     torch.manual_seed(0)
     model = BertForTokenClassification(
@@ -190,8 +190,8 @@ def test_cached_token_logits_round_trip(tmp_path):
 
 
 def test_a_truncated_cache_part_is_computed_again(tmp_path):
-    from bertkit.api.teacher_cache import teacher_logits
     from bertkit.engine import Engine
+    from bertkit.methods.teacher_cache import teacher_logits
 
     engine = Engine("no")
     model = _tiny_classifier(1).eval().to(engine.accelerator.device)
