@@ -22,7 +22,7 @@ from bertkit.engine.history import History
 from bertkit.engine.run_identity import features_sha1
 from bertkit.events import notice
 from bertkit.inference import score, speed_up
-from bertkit.methods import Run, check_methods, chosen_methods
+from bertkit.methods import Run, planned_methods
 from bertkit.methods.base import FOLDS, RESUME, SINGLE, TUNE
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
@@ -64,10 +64,7 @@ def finetune(
     plan = plan_run(
         task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
     )
-    chosen = chosen_methods(plan.config, methods)
-    check_methods(chosen, task, run_modes(plan, on_evaluation))
-    for method in chosen:
-        method.check_plan(plan)
+    chosen = planned_methods(plan, methods, run_modes(plan, on_evaluation))
     run = Run(plan, notices=plan.notices)
     run.adapter, run.train_examples, run.eval_examples, held = _read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold

@@ -22,7 +22,17 @@ METHODS = {
     "distill": "bertkit.methods.distillation:Distillation",
 }
 
-__all__ = ["METHODS", "MODES", "Method", "Run", "check_methods", "chosen_methods", "get_method", "recorded_methods"]
+__all__ = [
+    "METHODS",
+    "MODES",
+    "Method",
+    "Run",
+    "check_methods",
+    "chosen_methods",
+    "get_method",
+    "planned_methods",
+    "recorded_methods",
+]
 
 
 def get_method(name: str) -> type[Method]:
@@ -58,14 +68,24 @@ def check_methods(methods: list[Method], task: str, modes: tuple = (SINGLE,)) ->
         for mode in (m for m in modes if m in method.refused_modes):
             raise BertkitError(f"{method.flag} does not compose with {mode_flag(mode)}", f"drop {mode_flag(mode)}")
     for i, first in enumerate(methods):
-        for second in methods[i + 1 :]:
-            if second.name not in first.composes_with or first.name not in second.composes_with:
+        for second in methods[i + 1 :]:  # a newer method declares what it composes with; one side is enough
+            if second.name not in first.composes_with and first.name not in second.composes_with:
                 raise BertkitError(
                     f"{second.flag} does not compose with {first.flag}",
                     "drop one of them (README: Training methods lists what combines)",
                 )
     if len(trainers) != 1:  # the registry's own consistency: one method says what trains
         raise ValueError(f"a run needs exactly one training recipe, got {[m.name for m in trainers]}")
+
+
+def planned_methods(plan, added: list | tuple = (), modes: tuple = (SINGLE,)) -> list[Method]:
+    """The run's methods, checked against each other, the task, the run modes and the plan's options:
+    everything that refuses a combination before any data is read or model loaded."""
+    methods = chosen_methods(plan.config, added)
+    check_methods(methods, plan.task, modes)
+    for method in methods:
+        method.check_plan(plan)
+    return methods
 
 
 def mode_flag(mode: str) -> str:

@@ -46,7 +46,7 @@ class Method:
     name: str = ""
     flag: str = ""  # how a user chose it, for messages: "--lora", "--recipe setfit", "bertkit distill"
     tasks: tuple | None = None  # the finetune tasks it serves (None: every finetune task)
-    composes_with: tuple = ()  # the other methods it runs together with (declared on both sides)
+    composes_with: tuple = ()  # the other methods it runs together with (one side's declaration is enough)
     replaces_training: bool = False  # trains something else than the task model (exactly one method may)
     refused_modes: tuple = ()  # of MODES: the run modes it cannot take part in
     refused_task_options: dict = {}  # task option -> the values it cannot train with (``check_plan``)

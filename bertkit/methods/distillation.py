@@ -40,6 +40,8 @@ class Distillation(Method):
     tasks = TASKS
     composes_with = ("finetune", "lora")
     section = "distillation"
+    # a teacher's logits are one distribution per row or token: not numbers, nor several labels
+    refused_task_options = {"problem_type": ("regression", "multi-label")}
 
     def __init__(self, teacher: str, meta: dict, teacher_layers: int, options, taken: list | None, output: Path):
         super().__init__(options)

@@ -65,7 +65,11 @@ CASES = [
         lambda c: c.finetune("pair", ("t.tsv", PAIR_TSV), "--recipe", "set-fit"),
         ("unknown --recipe 'set-fit'",),
     ),
-    Case("with-save-every", lambda c: setfit(c, FEW, "--save-every", 2), ("--recipe setfit does not compose with --save-every/--resume",)),
+    Case(
+        "with-save-every",
+        lambda c: setfit(c, FEW, "--save-every", 2),
+        ("--recipe setfit does not compose with --save-every/--resume",),
+    ),
     Case("with-folds", lambda c: setfit(c, FEW, "--folds", 2), ("--recipe setfit does not compose with --folds",)),
     Case("with-class-weights", lambda c: setfit(c, FEW, "--class-weights", "auto"), ("--class-weights does not",)),
     Case("with-focal-loss", lambda c: setfit(c, FEW, "--loss", "focal"), ("--loss does not apply",)),
