@@ -114,22 +114,6 @@ def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(ti
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
-def test_ranking_measures_by_hand():
-    from bertkit.tasks.rerank import auc, ranking_scores
-
-    examples = [{"query": "q", "label": g} for g in (0, 2, 1)] + [{"query": "r", "label": g} for g in (1, 0)]
-    scores = [0.9, 0.5, 0.1, 0.2, 0.8]
-    got = ranking_scores(examples, scores)
-    # q: ranked 0, 2, 1 (gains 0, 2, 1); ideal 2, 1, 0. r: ranked 0, 1 (gains 0, 1)
-    ndcg_q = (2 / np.log2(3) + 1 / np.log2(4)) / (2 + 1 / np.log2(3))
-    ndcg_r = (1 / np.log2(3)) / 1
-    assert got["ndcg@10"] == pytest.approx((ndcg_q + ndcg_r) / 2)
-    assert got["mrr@10"] == pytest.approx((1 / 2 + 1 / 2) / 2)
-    # positives 0.5, 0.1, 0.2 against negatives 0.9, 0.3: one pair of six ordered right; a tie counts half
-    assert auc([False, True, True, True, False], [0.9, 0.5, 0.1, 0.2, 0.3]) == pytest.approx(1 / 6)
-    assert auc([False, True], [0.4, 0.4]) == pytest.approx(0.5)
-
-
 def test_serve_embeds_with_bertkit_embeds_vectors_and_refuses_what_embed_cannot(embedding_dir, run_cli, trained):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
