@@ -82,7 +82,7 @@ CASES = [
     Case(
         "cosent-with-cache-batch",
         lambda c: emb(c, STS, "--cache-batch", "2", name="sts.csv"),
-        ("not scored pairs",),
+        ("--cache-batch applies to --loss mnrl, not --loss cosent",),
     ),
     Case(
         "scored-pairs-score-not-a-number",
