@@ -12,6 +12,8 @@ dimensions and runs it under GradCache.
   direction too (MultipleNegativesSymmetricRankingLoss).
 * ``cosent``: CoSENT (Su 2022, sentence-transformers' CoSENTLoss): log(1 + sum over pairs (i, j)
   with gold_i > gold_j of exp(scale (cos_j - cos_i))).
+* ``triplet``: TripletLoss (sentence-transformers'): mean over the rows of max(d(anchor, positive)
+  - d(anchor, negative) + margin, 0); d euclidean (the default), 1 - cosine or manhattan.
 """
 
 from __future__ import annotations
@@ -66,4 +68,18 @@ def cosent(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
     return cosent_loss(vectors["text"], vectors["text_pair"], batch["score"].float(), spec.scale)
 
 
-LOSS_FUNCTIONS = {"mnrl": mnrl, "cosent": cosent}
+DISTANCES = {
+    "euclidean": lambda a, b: torch.linalg.vector_norm(a - b, dim=-1),
+    "cosine": lambda a, b: 1 - F.cosine_similarity(a, b, dim=-1),
+    "manhattan": lambda a, b: (a - b).abs().sum(dim=-1),
+}
+
+
+def triplet(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
+    distance = DISTANCES[spec.option("triplet_distance", "euclidean")]
+    anchors, positives, negatives = (vectors[t].float() for t in ("text", "text_pair", "negative"))
+    margin = spec.option("triplet_margin", 5.0)
+    return F.relu(distance(anchors, positives) - distance(anchors, negatives) + margin).mean()
+
+
+LOSS_FUNCTIONS = {"mnrl": mnrl, "cosent": cosent, "triplet": triplet}

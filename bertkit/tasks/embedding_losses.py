@@ -8,6 +8,7 @@ equal). A new loss is one entry here plus its function there.
 |--------|--------------------------------------|-----------------|-----------------------------------|--------------|
 | mnrl   | anchor,positive[,negative]           | pairs, triplets | --scale --symmetric --cache-batch | MNRL         |
 | cosent | sentence1,sentence2,score            | scored pairs    | --scale                           | CoSENTLoss   |
+| triplet | anchor,positive,negative            | (--loss only)   | --triplet-margin/-distance        | TripletLoss  |
 
 ("as": sentence-transformers' loss class; MNRL: MultipleNegativesRankingLoss.)
 Every loss also takes ``--matryoshka`` (the loss summed over the vectors cut to each dimension):
@@ -16,6 +17,7 @@ the task's own option. Torch-free: the task reads this table before any model is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,6 +95,39 @@ ENTRIES = (
         picked_for=(SCORED,),
         options=(SCALE,),
         check=check_scale,
+    ),
+)
+
+
+def check_triplet(options: dict) -> None:
+    margin, distance = options.get("triplet_margin"), options.get("triplet_distance")
+    if margin is not None and not (math.isfinite(margin) and margin >= 0):
+        raise BertkitError(f"--triplet-margin {margin} must be a number >= 0", "sentence-transformers uses 5")
+    if distance is not None and distance not in TRIPLET_DISTANCES:
+        raise BertkitError(f"--triplet-distance {distance!r} is not a distance", f"use {', '.join(TRIPLET_DISTANCES)}")
+
+
+TRIPLET_DISTANCES = ("euclidean", "cosine", "manhattan")
+ENTRIES += (
+    EmbeddingLossEntry(
+        "triplet",
+        "TripletLoss",
+        reads=(TRIPLETS,),
+        help="triplets, the negative a margin farther than the positive",
+        card="TripletLoss (max(d(anchor, positive) - d(anchor, negative) + margin, 0))",
+        options=(
+            TaskOption(
+                "triplet_margin", float, "--loss triplet: how much farther the negative must be.", ("finetune",), 5.0
+            ),
+            TaskOption(
+                "triplet_distance",
+                str,
+                f"--loss triplet: the distance, {' | '.join(TRIPLET_DISTANCES)} (cosine: 1 - cos).",
+                ("finetune",),
+                "euclidean",
+            ),
+        ),
+        check=check_triplet,
     ),
 )
 LOSSES = {entry.name: entry for entry in ENTRIES}

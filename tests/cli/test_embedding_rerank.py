@@ -174,6 +174,27 @@ def test_an_embedding_directory_with_its_exports_is_replaced_by_overwrite(embedd
     assert (model / "1_Pooling" / "notes.txt").read_text() == "mine"
 
 
+def test_triplet_loss_trains_end_to_end_through_the_cli(tiny_bert, tmp_path, run_cli):
+    rows = [
+        {"anchor": a, "positive": p, "negative": PAIRS[(i + 2) % len(PAIRS)][1]} for i, (a, p) in enumerate(PAIRS[:5])
+    ]
+    data = write_jsonl(tmp_path / "triplets.jsonl", rows)
+    (tmp_path / "sts.csv").write_text(STS)
+    out = tmp_path / "model"
+    code, _, err = run_cli(
+        "finetune", "embedding", "--data", data, "--eval-data", tmp_path / "sts.csv", "--model", tiny_bert,
+        "--output", out, "--epochs", 2, "--batch-size", 2, "--precision", "no", "--loss", "triplet",
+        "--triplet-margin", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert meta["task"]["options"]["loss"] == "triplet" and meta["task"]["options"]["triplet_margin"] == 1.0
+    assert "spearman" in meta["metrics"]
+    assert "TripletLoss" in (out / "README.md").read_text()  # the card says what trained it
+    losses = [epoch["train_loss"] for epoch in meta["history"] if "train_loss" in epoch]
+    assert losses and all(np.isfinite(losses))
+
+
 def _card_snippet_answer(directory, tmp_path):
     """The model card's snippet run as printed (MODEL_DIR pointed here): its last printed line."""
     import re

@@ -74,3 +74,38 @@ def test_the_spec_carries_the_loss_own_options_with_their_defaults():
     spec = EmbeddingTask(options={"loss": "mnrl", "symmetric": True}).training_spec().embedding
     assert spec.option("symmetric") is True and spec.option("cache_batch") is None
     assert spec.option("absent", 7) == 7
+
+
+@pytest.mark.parametrize("distance", ["euclidean", "cosine", "manhattan"])
+@pytest.mark.parametrize("margin", [5.0, 0.5])
+def test_triplet_equals_sentence_transformers_triplet_loss(distance, margin):
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("sentence_transformers.sentence_transformer.losses")
+    from bertkit.networks.bi_encoder import embedding_loss
+
+    generator = torch.Generator().manual_seed(0)
+    anchors, positives, negatives = (torch.randn(6, 8, generator=generator) for _ in range(3))
+    theirs = st.TripletLoss(
+        model=None, distance_metric=getattr(st.TripletDistanceMetric, distance.upper()), triplet_margin=margin
+    ).compute_loss_from_embeddings([anchors, positives, negatives], None)
+    task = EmbeddingTask(options={"loss": "triplet", "triplet_distance": distance, "triplet_margin": margin})
+    spec = task.training_spec().embedding
+    vectors = {"text": anchors, "text_pair": positives, "negative": negatives}
+    ours = embedding_loss(spec, vectors, {})
+    assert 0 < float(theirs)  # not vacuous: some triplets are inside the margin
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-6, abs=1e-7)
+
+
+def test_triplet_defaults_are_sentence_transformers():
+    spec = EmbeddingTask(options={"loss": "triplet"}).training_spec().embedding
+    assert spec.option("triplet_margin") == 5.0 and spec.option("triplet_distance") == "euclidean"
+
+
+def test_triplet_is_chosen_only_when_asked_and_only_for_triplets():
+    assert EmbeddingTask().fit([], seen={"kind": losses.TRIPLETS}).options["loss"] == "mnrl"  # today's pick stays
+    asked = EmbeddingTask(options={"loss": "triplet"}).fit([], seen={"kind": losses.TRIPLETS})
+    assert asked.options["loss"] == "triplet"
+    assert "TripletLoss" in EmbeddingTask(options=asked.options).card_text.does
+    for kind in (losses.PAIRS, losses.SCORED):
+        with pytest.raises(BertkitError, match="it needs anchor,positive,negative columns"):
+            EmbeddingTask(options={"loss": "triplet"}).fit([], seen={"kind": kind})
