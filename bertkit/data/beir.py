@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bertkit.data import readers
 from bertkit.errors import BertkitError
+from bertkit.metrics.retrieval import ranked  # trec_eval's order: the run files rank as the measures do
 
 CORPUS, QUERIES, QRELS = "corpus.jsonl", "queries.jsonl", "qrels"
 LAYOUT_HINT = "a BEIR directory holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
@@ -171,11 +172,6 @@ def _id_of(record: dict, row: int, path: Path) -> str:
         if value is not None and str(value).strip():
             return str(value).strip()
     raise BertkitError(f"{path}: row {row} has no _id", "every row needs its id under _id")
-
-
-def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
-    """A query's passages in trec_eval's order: score descending, ties by passage id descending."""
-    return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
 
 
 def score_text(score: float) -> str:

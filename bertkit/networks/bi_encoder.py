@@ -1,12 +1,8 @@
-"""A bi-encoder: texts encoded one by one by the same encoder, mean-pooled, trained on the cosine
-of their vectors (bertkit/tasks/embedding.py says what with, as an ``EmbeddingLoss``).
+"""A bi-encoder: texts encoded one by one by the same encoder, mean-pooled, trained on the
+similarity of their vectors (bertkit/tasks/embedding.py says what with, as an ``EmbeddingLoss``).
 
-* ``mnrl_loss``: MultipleNegativesRankingLoss (Henderson et al. 2017; sentence-transformers'
-  default): cross-entropy over ``scale`` x cosine of each anchor against every positive and
-  negative in the batch, its own positive the target. A candidate whose text is the anchor's own
-  positive (a duplicate row) is masked, not counted as a negative.
-* ``cosent_loss``: CoSENT (Su 2022, sentence-transformers' CoSENTLoss): log(1 + sum over pairs
-  (i, j) with gold_i > gold_j of exp(scale (cos_j - cos_i))).
+* The loss: ``LOSS_FUNCTIONS[spec.objective]`` (embedding_losses.py: MNRL, CoSENT, ..., one
+  function per entry of bertkit/tasks/embedding_losses.py's table).
 * Matryoshka (Kusupati et al. 2022): the loss summed over the vectors cut to each dimension.
 * GradCache (Gao et al. 2021, sentence-transformers' Cached MNRL): the batch's vectors are
   computed without gradients in mini-batches, the loss and its gradient with respect to the vectors
@@ -25,10 +21,10 @@ import types
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertkit.networks.collate import Collator
+from bertkit.networks.embedding_losses import LOSS_FUNCTIONS
 from bertkit.networks.pooling import Pooling
 from bertkit.networks.sorted_chunks import mean_pooled
 from bertkit.networks.wrapped import WrappedModel
@@ -42,56 +38,14 @@ def prefix(tower: str) -> str:
     return "" if tower == "text" else f"{tower}_"
 
 
-def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
-
-
-def mnrl_loss(anchors, positives, negatives=None, scale=20.0, positive_ids=None, candidate_ids=None):
-    """In-batch negatives. ``positive_ids`` (B) and ``candidate_ids`` (B or 2B, the positives' then
-    the negatives' text ids): a candidate other than row i's own positive with the text of row i's
-    positive is masked out of row i's negatives."""
-    candidates = positives if negatives is None else torch.cat([positives, negatives])
-    scores = cosine_matrix(anchors.float(), candidates.float()) * scale
-    target = torch.arange(len(anchors), device=scores.device)
-    if positive_ids is not None:
-        same = positive_ids[:, None] == candidate_ids[None, :]
-        same[target, target] = False
-        scores = scores.masked_fill(same, float("-inf"))
-    return F.cross_entropy(scores, target)
-
-
-def cosent_loss(first, second, gold, scale=20.0):
-    """log(1 + sum_{gold_i > gold_j} exp(scale (cos_j - cos_i)))."""
-    scores = F.cosine_similarity(first.float(), second.float()) * scale
-    differences = scores[None, :] - scores[:, None]  # [i, j] = s_j - s_i
-    ordered = gold[:, None] > gold[None, :]
-    differences = differences.masked_fill(~ordered, float("-inf"))
-    zero = torch.zeros(1, device=scores.device, dtype=scores.dtype)
-    return torch.logsumexp(torch.cat([zero, differences.flatten()]), dim=0)
-
-
 def embedding_loss(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
     """The spec's loss of the towers' vectors, summed over the Matryoshka dimensions (the full
     vector alone without them)."""
     total = 0.0
     for dim in spec.dims or (None,):
         cut = {tower: v[:, :dim] if dim else v for tower, v in vectors.items()}
-        total = total + one_loss(spec, cut, batch)
+        total = total + LOSS_FUNCTIONS[spec.objective](spec, cut, batch)
     return total
-
-
-def one_loss(spec: EmbeddingLoss, vectors: dict, batch: dict) -> torch.Tensor:
-    if spec.objective == "cosent":
-        return cosent_loss(vectors["text"], vectors["text_pair"], batch["score"].float(), spec.scale)
-    negatives = vectors.get("negative")
-    ids = batch.get("text_pair_id")
-    candidate_ids = ids if negatives is None or ids is None else torch.cat([ids, batch["negative_id"]])
-    loss = mnrl_loss(vectors["text"], vectors["text_pair"], negatives, spec.scale, ids, candidate_ids)
-    if spec.symmetric:  # positive -> anchor over the anchors, duplicates of its anchor masked
-        anchor_ids = batch.get("text_id")
-        back = mnrl_loss(vectors["text_pair"], vectors["text"], None, spec.scale, anchor_ids, anchor_ids)
-        loss = (loss + back) / 2
-    return loss
 
 
 class BiEncoderCollator:

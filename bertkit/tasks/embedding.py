@@ -1,13 +1,12 @@
 """Sentence embeddings (``bertkit finetune embedding``): a bi-encoder trained on the similarity of
 pooled vectors, saved as a sentence-transformers directory.
 
-Training data, one of:
-
-* pairs ``anchor, positive`` or triplets ``anchor, positive, negative`` (also ``query`` /
-  ``sentence1`` and ``sentence2`` / ``passage``): MultipleNegativesRankingLoss, every other row's
-  positive (and every negative) in the batch is a negative of a row; a candidate whose text is the
-  row's own positive is masked (a duplicate in the batch is not a negative of itself);
-* scored pairs ``sentence1, sentence2, score``: CoSENT (the STS benchmark: ``--data stsb``).
+Training data, one of: pairs ``anchor, positive`` or triplets ``anchor, positive, negative`` (also
+``query`` / ``sentence1`` and ``sentence2`` / ``passage``), or scored pairs ``sentence1, sentence2,
+score`` (the STS benchmark: ``--data stsb``). The data's shape picks the loss from the table in
+bertkit/tasks/embedding_losses.py (pairs and triplets: MultipleNegativesRankingLoss, a candidate
+whose text is the row's own positive masked; scored pairs: CoSENT), or ``--loss`` names one that
+reads that shape.
 
 A triplet whose negative is its positive teaches nothing but a contradiction: it is dropped,
 counted and said. Evaluation reads scored pairs and reports the Spearman correlation of the cosine
@@ -17,12 +16,15 @@ text's vector, or a pair's cosine as ``score``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.metrics.regression import regression_scores
+from bertkit.tasks import embedding_losses as losses
 from bertkit.tasks.base import PREDICT, TRAIN, CardText, Task, TaskOption, require_nonempty
 from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
@@ -31,9 +33,8 @@ from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
 ANCHORS = ("anchor", "query", "sentence1", "text", "sentence")
 POSITIVES = ("positive", "sentence2", "passage", "text_pair")
 SCORES = ("score", "label", "similarity")
-OBJECTIVES = ("mnrl", "cosent")
 COLUMNS_HINT = "give anchor,positive[,negative] columns (in-batch negatives) or sentence1,sentence2,score (CoSENT)"
-SCALE = 20.0  # sentence-transformers' scale for both losses
+SCALE = 20.0  # sentence-transformers' scale for MNRL and CoSENT
 
 
 class EmbeddingTask(Task):
@@ -69,34 +70,24 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         "`sentence_transformers.SentenceTransformer(DIR).encode(texts)`",
         limitations=TRUNCATED,
     )
+    # --loss and every loss's own options come from the table (embedding_losses.py); --matryoshka fits any loss
     options_declared = (
-        TaskOption("loss", str, "mnrl (pairs/triplets, in-batch negatives) or cosent (scored pairs).", ("finetune",)),
-        TaskOption("symmetric", bool, "MNRL both ways: anchor->positive and positive->anchor.", ("finetune",), False),
-        TaskOption(
-            "cache_batch",
-            int,
-            "GradCache mini-batch size: the whole --batch-size is one set of negatives, run N texts at a time.",
-            ("finetune",),
-        ),
+        losses.loss_option(),
+        *losses.loss_options(),
         TaskOption(
             "matryoshka", str, "Dimensions the loss is summed over, e.g. 384,256,128,64 (Matryoshka).", ("finetune",)
         ),
-        TaskOption("scale", float, "Multiplier of the cosines in the loss (sentence-transformers: 20).", ("finetune",)),
     )
 
     def __init__(self, max_length=None, options=None, labels=None):
         super().__init__(max_length, options, labels)
         self.check_training_options()
+        if self.options.get("loss") is not None:  # the card says what trained it
+            base = type(self).card_text
+            self.card_text = replace(base, does=f"{base.does}; trained with {losses.LOSSES[self.options['loss']].card}")
 
     def check_training_options(self) -> None:
-        loss = self.options.get("loss")
-        if loss is not None and loss not in OBJECTIVES:
-            raise BertkitError(f"--loss {loss!r} is not an embedding loss", "use --loss mnrl or --loss cosent")
-        cache = self.options.get("cache_batch")
-        if cache is not None and cache < 1:
-            raise BertkitError(f"--cache-batch {cache} must be at least 1", "e.g. --cache-batch 16, or leave it out")
-        if self.options.get("scale") is not None and not self.options["scale"] > 0:
-            raise BertkitError(f"--scale {self.options['scale']} must be above 0", "sentence-transformers uses 20")
+        losses.check_values(self.options)
         self.dims()
 
     def dims(self) -> tuple | None:
@@ -142,7 +133,7 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
                     "give --eval-data with sentence1,sentence2,score rows (STS-style), or leave --eval-data out",
                 )
             examples = text_rows(records, (anchor, positive, negative), source.description)
-        kind = "scored" if score is not None else ("triplets" if negative else "pairs")
+        kind = losses.SCORED if score is not None else (losses.TRIPLETS if negative else losses.PAIRS)
         return Examples(examples, {"kind": kind})
 
     def _prediction_rows(self, records, columns, source) -> list[dict]:
@@ -157,20 +148,10 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         return rows
 
     def fit(self, examples, seen=None) -> Learned:
-        kind = (seen or getattr(examples, "seen", {})).get("kind", "pairs")
-        wanted = "cosent" if kind == "scored" else "mnrl"
-        given = self.options.get("loss")
-        if given is not None and given != wanted:
-            raise BertkitError(
-                f"--loss {given} does not fit {kind} (it trains with {wanted})",
-                f"use --loss {wanted}, or give the data {given} reads: {COLUMNS_HINT}",
-            )
-        if wanted == "cosent" and (self.options.get("symmetric") or self.options.get("cache_batch")):
-            raise BertkitError(
-                "--symmetric and --cache-batch apply to in-batch negatives (pairs, triplets), not scored pairs",
-                "drop them for CoSENT",
-            )
-        return Learned(options={"loss": wanted, "data_kind": kind})
+        kind = (seen or getattr(examples, "seen", {})).get("kind", losses.PAIRS)
+        entry = losses.choose(kind, self.options.get("loss"))
+        losses.check_options_fit(entry, self.options)
+        return Learned(options={"loss": entry.name, "data_kind": kind})
 
     # --- features --------------------------------------------------------------------------
     def preprocess(self, examples, tokenizer, train):
@@ -207,10 +188,12 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         return self.reported(features, truncation_stats(truncated, len(features) * len(present), self.max_length))
 
     def training_spec(self):
+        entry = losses.entry_of(self.options.get("loss", "mnrl"))
         return TrainingSpec(
             BI_ENCODER,
             embedding=EmbeddingLoss(
-                objective=self.options.get("loss", "mnrl"),
+                objective=entry.name,
+                options=losses.option_values(entry, self.options),
                 scale=float(self.options.get("scale") or SCALE),
                 symmetric=bool(self.options.get("symmetric")),
                 cache_batch=self.options.get("cache_batch"),

@@ -6,19 +6,22 @@ Rows: ``query``, ``passage`` (also ``document``), ``label``: 0/1, or a graded re
 data's highest label (a grade becomes a soft target in [0, 1]; 0/1 labels stay as they are).
 
 Evaluation: when the training data groups several passages under one query, the reranking measures
-over each query's passages (nDCG@10 with linear gains as trec_eval, MRR@10: the first passage with a
-label above 0), main metric nDCG@10; otherwise AUC and accuracy at 0.5 (main: AUC). A directory
+over each query's passages (nDCG@10 with linear gains, MRR@10: the first passage with a label above
+0; trec_eval's measures and tie rule, computed in bertkit/metrics/retrieval.py), main metric
+nDCG@10; otherwise AUC and accuracy at 0.5 (main: AUC). A directory
 loads in ``sentence_transformers.CrossEncoder(DIR)``: the same model, the same sigmoid score.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
 from bertkit.data.readers import text_value
 from bertkit.errors import BertkitError
+from bertkit.metrics.retrieval import auc, reranking_metrics
 from bertkit.tasks.base import MULTI_HOT, CardText, Task, TaskOption, require_nonempty
 from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
@@ -28,7 +31,6 @@ QUERIES = ("query", "question", "sentence1", "text")
 PASSAGES = ("passage", "document", "sentence2", "text_pair", "context")
 LABELS = ("label", "score", "relevance")
 COLUMNS_HINT = "give query,passage,label rows (label 0/1 or a graded relevance: 0, 1, 2, ...)"
-TOP = 10
 
 
 class RerankTask(Task):
@@ -245,39 +247,30 @@ def relevance(value, row: int, field: str, where: str) -> float:
     return number
 
 
-def auc(relevant: list[bool], scores: list[float]) -> float:
-    """The area under the ROC curve: the Mann-Whitney statistic over average ranks (ties count half)."""
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    values = np.asarray(scores)[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and values[end + 1] == values[start]:
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    positives = np.asarray(relevant)
-    n_pos, n_neg = positives.sum(), (~positives).sum()
-    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
 def ranking_scores(examples: list[dict], scores: list[float]) -> dict:
-    """Mean nDCG@10 and MRR@10 over queries with more than one passage and at least one relevant;
-    {} when there are none. Ties keep the data's order."""
+    """nDCG@10 and MRR@10 (bertkit/metrics/retrieval.py, trec_eval's measures and tie rule) over the
+    queries with more than one passage and one labelled above 0; {} when there are none.
+
+    A passage's id is its text, so tied scores rank by it as trec_eval ranks docnos, and the rows'
+    order never changes a number. Copies of one passage under one query are told apart by a suffix
+    numbered in (label, score) order: their content, not their rows, decides a tie between them too.
+    Relevant (MRR): a label above 0, i.e. trec_eval's -l at the smallest positive label (1 for 0/1
+    and whole grades)."""
     groups: dict = {}
-    for i, ex in enumerate(examples):
-        groups.setdefault(ex["query"], []).append(i)
-    ndcgs, mrrs = [], []
-    for rows in groups.values():
-        gains = [examples[i]["label"] for i in rows]
-        if len(rows) < 2 or max(gains) <= 0:
+    for ex, score in zip(examples, scores):
+        groups.setdefault(ex["query"], []).append((ex["passage"], float(ex["label"]), float(score)))
+    qrels, run = {}, {}
+    for query, rows in groups.items():
+        if len(rows) < 2 or max(label for _, label, _ in rows) <= 0:
             continue
-        ranked = sorted(range(len(rows)), key=lambda k: -scores[rows[k]])[:TOP]
-        dcg = sum(gains[k] / math.log2(place + 2) for place, k in enumerate(ranked))
-        ideal = sum(g / math.log2(place + 2) for place, g in enumerate(sorted(gains, reverse=True)[:TOP]))
-        ndcgs.append(dcg / ideal)
-        mrrs.append(next((1 / (place + 1) for place, k in enumerate(ranked) if gains[k] > 0), 0.0))
-    if not ndcgs:
+        copies = Counter(passage for passage, _, _ in rows)
+        numbered: Counter = Counter()
+        qrels[query], run[query] = {}, {}
+        for passage, label, score in sorted(rows):
+            key = passage if copies[passage] == 1 else f"{passage}\x00{numbered[passage]}"
+            numbered[passage] += 1
+            qrels[query][key], run[query][key] = label, score
+    if not qrels:
         return {}
-    return {"ndcg@10": float(np.mean(ndcgs)), "mrr@10": float(np.mean(mrrs)), "queries": len(ndcgs)}
+    level = min(label for judged in qrels.values() for label in judged.values() if label > 0)
+    return {**reranking_metrics(qrels, run, level), "queries": len(qrels)}

@@ -74,16 +74,22 @@ LISTWISE = "listwise"  # a cross-encoder trained on each query's passages at onc
 
 @dataclass(frozen=True)
 class EmbeddingLoss:
-    """How a bi-encoder trains: ``objective`` "mnrl" (in-batch negatives over (anchor, positive
-    [, negative]) rows) or "cosent" (scored pairs); ``scale`` multiplies the cosines (20, as
-    sentence-transformers); ``symmetric`` adds the positive-to-anchor direction (mnrl);
-    ``cache_batch``: GradCache mini-batch size (None: the whole batch at once); ``dims``: the
-    Matryoshka dimensions the loss is summed over (None: the full vector only)."""
+    """How a bi-encoder trains: ``objective`` a loss of the table in tasks/embedding_losses.py
+    ("mnrl": in-batch negatives over (anchor, positive[, negative]) rows, "cosent": scored pairs,
+    ...); ``options`` its own options as (name, value) pairs (``option``); ``scale`` multiplies the
+    cosines (20, as sentence-transformers); ``symmetric`` adds the positive-to-anchor direction
+    (mnrl); ``cache_batch``: GradCache mini-batch size (None: the whole batch at once); ``dims``:
+    the Matryoshka dimensions the loss is summed over (None: the full vector only)."""
 
     objective: str = "mnrl"
+    options: tuple = ()
     scale: float = 20.0
     symmetric: bool = False
     cache_batch: int | None = None
     dims: tuple | None = None
     pooling: str = "mean"
     max_length: int = 128  # what sentence-transformers truncates at (sentence_bert_config.json)
+
+    def option(self, name: str, default=None):
+        """The value of one of the loss's own options (``default`` when the spec has none)."""
+        return dict(self.options).get(name, default)

@@ -114,22 +114,6 @@ def test_rerank_directory_loads_in_cross_encoder_with_bertkit_predicts_scores(ti
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
-def test_ranking_measures_by_hand():
-    from bertkit.tasks.rerank import auc, ranking_scores
-
-    examples = [{"query": "q", "label": g} for g in (0, 2, 1)] + [{"query": "r", "label": g} for g in (1, 0)]
-    scores = [0.9, 0.5, 0.1, 0.2, 0.8]
-    got = ranking_scores(examples, scores)
-    # q: ranked 0, 2, 1 (gains 0, 2, 1); ideal 2, 1, 0. r: ranked 0, 1 (gains 0, 1)
-    ndcg_q = (2 / np.log2(3) + 1 / np.log2(4)) / (2 + 1 / np.log2(3))
-    ndcg_r = (1 / np.log2(3)) / 1
-    assert got["ndcg@10"] == pytest.approx((ndcg_q + ndcg_r) / 2)
-    assert got["mrr@10"] == pytest.approx((1 / 2 + 1 / 2) / 2)
-    # positives 0.5, 0.1, 0.2 against negatives 0.9, 0.3: one pair of six ordered right; a tie counts half
-    assert auc([False, True, True, True, False], [0.9, 0.5, 0.1, 0.2, 0.3]) == pytest.approx(1 / 6)
-    assert auc([False, True], [0.4, 0.4]) == pytest.approx(0.5)
-
-
 def test_serve_embeds_with_bertkit_embeds_vectors_and_refuses_what_embed_cannot(embedding_dir, run_cli, trained):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
@@ -188,6 +172,27 @@ def test_an_embedding_directory_with_its_exports_is_replaced_by_overwrite(embedd
     code, _, err = run_cli(*args, "--epochs", 1, "--overwrite")
     assert code == 2 and "notes.txt" in err  # a file of the user's inside it is never deleted
     assert (model / "1_Pooling" / "notes.txt").read_text() == "mine"
+
+
+def test_triplet_loss_trains_end_to_end_through_the_cli(tiny_bert, tmp_path, run_cli):
+    rows = [
+        {"anchor": a, "positive": p, "negative": PAIRS[(i + 2) % len(PAIRS)][1]} for i, (a, p) in enumerate(PAIRS[:5])
+    ]
+    data = write_jsonl(tmp_path / "triplets.jsonl", rows)
+    (tmp_path / "sts.csv").write_text(STS)
+    out = tmp_path / "model"
+    code, _, err = run_cli(
+        "finetune", "embedding", "--data", data, "--eval-data", tmp_path / "sts.csv", "--model", tiny_bert,
+        "--output", out, "--epochs", 2, "--batch-size", 2, "--precision", "no", "--loss", "triplet",
+        "--triplet-margin", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert meta["task"]["options"]["loss"] == "triplet" and meta["task"]["options"]["triplet_margin"] == 1.0
+    assert "spearman" in meta["metrics"]
+    assert "TripletLoss" in (out / "README.md").read_text()  # the card says what trained it
+    losses = [epoch["train_loss"] for epoch in meta["history"] if "train_loss" in epoch]
+    assert losses and all(np.isfinite(losses))
 
 
 def _card_snippet_answer(directory, tmp_path):

@@ -14,6 +14,10 @@ PAIRS = jsonl(
     {"anchor": "the plot was bad", "positive": "the story was awful"},
     {"anchor": "john lives in paris", "positive": "john lives in france"},
 )
+TRIPLETS = jsonl(
+    {"anchor": "the film was good", "positive": "it was a great movie", "negative": "the plot was bad"},
+    {"anchor": "john lives in paris", "positive": "john lives in france", "negative": "mary went to germany"},
+)
 STS = "sentence1,sentence2,score\nthe film was good,it was great,4\nthe plot was bad,john lives in paris,1\n"
 RERANK = jsonl(
     {"query": "who lives in paris ?", "passage": "john lives in paris .", "label": 1},
@@ -77,12 +81,42 @@ CASES = [
     Case("cache-batch-zero", lambda c: emb(c, PAIRS, "--cache-batch", "0"), ("--cache-batch 0 must be at least 1",)),
     Case("cache-batch-negative", lambda c: emb(c, PAIRS, "--cache-batch", "-4"), ("--cache-batch -4",)),
     Case("scale-zero", lambda c: emb(c, PAIRS, "--scale", "0"), ("--scale 0",)),
-    Case("loss-unknown", lambda c: emb(c, PAIRS, "--loss", "triplet"), ("not an embedding loss",)),
+    Case("loss-unknown", lambda c: emb(c, PAIRS, "--loss", "hinge"), ("not an embedding loss",)),
+    Case(
+        "triplet-loss-on-pairs",
+        lambda c: emb(c, PAIRS, "--loss", "triplet"),
+        ("--loss triplet does not fit pairs", "it needs anchor,positive,negative columns"),
+    ),
+    Case(
+        "triplet-loss-on-scored-pairs",
+        lambda c: emb(c, STS, "--loss", "triplet", name="sts.csv"),
+        ("--loss triplet does not fit scored pairs", "anchor,positive,negative"),
+    ),
+    Case(
+        "triplet-loss-with-symmetric",
+        lambda c: emb(c, TRIPLETS, "--loss", "triplet", "--symmetric"),
+        ("--symmetric applies to --loss mnrl, not --loss triplet",),
+    ),
+    Case(
+        "triplet-margin-with-mnrl",
+        lambda c: emb(c, TRIPLETS, "--triplet-margin", "1"),
+        ("--triplet-margin applies to --loss triplet, not --loss mnrl",),
+    ),
+    Case(
+        "triplet-margin-negative",
+        lambda c: emb(c, TRIPLETS, "--loss", "triplet", "--triplet-margin", "-1"),
+        ("--triplet-margin -1.0 must be a number >= 0",),
+    ),
+    Case(
+        "triplet-distance-unknown",
+        lambda c: emb(c, TRIPLETS, "--loss", "triplet", "--triplet-distance", "dot"),
+        ("--triplet-distance 'dot' is not a distance",),
+    ),
     Case("loss-cosent-on-pairs", lambda c: emb(c, PAIRS, "--loss", "cosent"), ("does not fit pairs",)),
     Case(
         "cosent-with-cache-batch",
         lambda c: emb(c, STS, "--cache-batch", "2", name="sts.csv"),
-        ("not scored pairs",),
+        ("--cache-batch applies to --loss mnrl, not --loss cosent",),
     ),
     Case(
         "scored-pairs-score-not-a-number",

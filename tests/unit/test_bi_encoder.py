@@ -9,13 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bertkit.networks.bi_encoder import (  # noqa: E402
-    BiEncoderCollator,
-    BiEncoderTrainer,
-    cosent_loss,
-    embedding_loss,
-    mnrl_loss,
-)
+from bertkit.networks.bi_encoder import BiEncoderCollator, BiEncoderTrainer, embedding_loss  # noqa: E402
+from bertkit.networks.embedding_losses import cosent_loss, mnrl_loss  # noqa: E402
 from bertkit.tasks.training_spec import EmbeddingLoss  # noqa: E402
 
 A = [[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]
