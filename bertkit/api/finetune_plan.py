@@ -141,7 +141,7 @@ def resolved_options(plan: RunPlan, adapter) -> dict:
         return str(found.resolve()) if found.exists() else path
 
     known = registry.is_known(plan.data)
-    directory = registry.data_dir(plan.data_dir) if known else plan.data_dir and Path(plan.data_dir)
+    directory = plan.train_source.data_dir if known else plan.data_dir and Path(plan.data_dir)
     train = plan.config.to_dict()
     given = train.pop("task_options")
     if plan.verb != "finetune":  # pretrain has no --lora (its config.yaml must replay there)

@@ -15,7 +15,6 @@ from bertkit.api.results import (
     tuned_to_store,
     verdict_on,
 )
-from bertkit.data import registry
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
@@ -107,7 +106,8 @@ def _load(run: Run, chosen: list):
     plan, adapter = run.plan, run.adapter
     run.model_ref = resolve_model(plan.model)
     model_config = load_config(run.model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
-    adapter.max_length = choose_max_length(plan.config.max_length, adapter.default_max_length, model_config, plan.model)
+    limit = choose_max_length(plan.config.max_length, run.adapter.default_max_length, model_config, plan.model)
+    run.adapter = adapter = run.adapter.at_max_length(limit)
     adapter.check_model_config(model_config, plan.model)
     run.tokenizer = load_tokenizer(run.model_ref, plan.model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
@@ -179,7 +179,6 @@ def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) 
         sections={**adapter.directory_sections(facts), **sections},
     )
     held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), run.eval_examples, held)
-    known = registry.is_known(plan.data)
     meta = ModelMeta(
         kind=adapter.directory_kind,
         task=adapter.state(),
@@ -190,9 +189,8 @@ def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) 
             plan.eval_source,
             len(run.train_examples),
             len(run.eval_examples),
-            name=registry.dataset_name(plan.data),  # a known name, or any dataset (eval DIR reads it again)
-            # where a known dataset was found, for `bertkit eval DIR` (a file needs none)
-            data_dir=registry.data_dir(plan.data_dir) if known else None,
+            name=plan.train_source.name,  # a known name, or any dataset (eval DIR reads it again)
+            data_dir=plan.train_source.data_dir,  # where a known dataset was found (a file needs none)
             eval_description=held_out,
         ),
         before=trained.before or None,

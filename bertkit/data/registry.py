@@ -35,6 +35,10 @@ class Source:
     looked_in: Path | None = None  # the data directory that did not have the file (Hub sources)
     limit: int | None = None  # read only the first rows (--max-train-samples): any dataset's split
     stream: bool = False  # any dataset: stream the split (its run reads part of the dataset)
+    # what bertkit.json records of it (model_dir.data_record): the dataset's name (a known name, a Hub
+    # id, a dataset directory; None for a file) and where a known dataset's files were found
+    name: str | None = None
+    data_dir: Path | None = None
 
 
 def data_dir(explicit: str | None = None) -> Path | None:
@@ -77,9 +81,16 @@ def resolve(
     limit: int | None = None,
 ) -> Source:
     """Turn ``--data NAME|PATH|DATASET`` and a split (train, dev, test; any dataset's own split
-    name too) into a Source, local files first. ``command`` is the CLI command asking, so that hints
-    name only what that command can do; ``choice``: --data-config and the split flags; ``limit``:
-    the rows a dataset's split is read to (files are read whole)."""
+    name too) into a Source, local files first, carrying what bertkit.json records of it. ``command``
+    is the CLI command asking, so that hints name only what that command can do; ``choice``:
+    --data-config and the split flags; ``limit``: the rows a dataset's split is read to (files are
+    read whole)."""
+    source = _located(data, split, explicit_dir, task, command, choice, limit)
+    found_in = data_dir(explicit_dir) if is_known(data) else None
+    return dataclasses.replace(source, name=dataset_name(data), data_dir=found_in)
+
+
+def _located(data, split, explicit_dir, task, command, choice, limit) -> Source:
     path = Path(data).expanduser()
     if data not in DATASETS:
         if path.is_file():

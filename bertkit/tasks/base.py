@@ -162,6 +162,13 @@ class Task(ABC):
         task.learned = self.learned
         return task
 
+    def at_max_length(self, max_length: int) -> "Task":
+        """A new task: this one reading at most ``max_length`` tokens (the model's limit is known once
+        its config is loaded: models.choose_max_length). This task is left as it is."""
+        task = type(self)(max_length, dict(self.options), self.labels)
+        task.learned = self.learned
+        return task
+
     def apply_options(self, given: dict | None, command: str) -> "Task":
         """This model's task with the options given to ``command`` (eval, predict, serve) merged in,
         checked once: every one must be the task's, and the result must fit this model."""
