@@ -237,7 +237,8 @@ TEXT_LINES = register(
 CONLL = register(
     Format(
         "CoNLL",  # one 'token ... tag' line per word: records of tokens (and tags) per sentence
-        (".conll", ".bio", ".iob", ".iob2"),
+        # .train/.testa/.testb: the CoNLL-2002/2003 shared tasks' own file names (eng.train, esp.testa)
+        (".conll", ".bio", ".iob", ".iob2", ".train", ".testa", ".testb"),
         read_whole=partial(conll.read_conll, require_tags=False),
     )
 )
