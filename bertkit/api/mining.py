@@ -26,7 +26,7 @@ import numpy as np
 from bertkit.api.embedder import Embedder
 from bertkit.api.retrieval import scaled, search_vectors
 from bertkit.api.streaming import check_apart
-from bertkit.data import readers
+from bertkit.data import formats, readers
 from bertkit.data.beir import check_corpus, corpus_rows
 from bertkit.data.streams import InputStream
 from bertkit.errors import BertkitError
@@ -120,7 +120,7 @@ def same_text(text: str) -> str:
 
 
 def read_pairs(path: Path) -> tuple[list[str], list[str]]:
-    records = readers.read_records(path)
+    records = formats.read_records(path)
     missing = [name for name in COLUMNS if records and name not in records[0]]
     if missing:
         raise BertkitError(

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.api.prediction import Predictor, with_id
-from bertkit.data import readers
+from bertkit.data import formats
 from bertkit.data.annotation_sinks import SPANS, check_tool, doccano_task, label_studio_task
 from bertkit.data.registry import Source
 from bertkit.data.streams import InputStream
@@ -99,8 +99,8 @@ def _chunks(predictor: Predictor, stream: InputStream, chunk_rows: int):
     adapter = predictor.adapter
 
     def whole(path):  # a JSON list keeps its ids (Label Studio's task ids); a CoNLL file is the task's to read
-        if path.suffix.lower() == ".json":
-            return predictor.examples(readers.read_records(path), str(path))
+        if formats.lookup(path.suffix) is formats.JSON:
+            return predictor.examples(formats.read_records(path), str(path))
         return adapter.read(Source(str(path), path=path), PREDICT)
 
     for number, chunk in enumerate(stream.chunks(chunk_rows, whole_needed=adapter.reads_whole, read_whole=whole)):

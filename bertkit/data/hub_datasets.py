@@ -19,13 +19,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.data import formats
 from bertkit.errors import BertkitError
 
 # each role's split when none is named: HF's scripts' train / validation / test
 ROLE_SPLITS = {"train": ("train",), "dev": ("validation", "dev", "valid", "test"), "test": ("test",)}
 ROLE_FLAGS = {"train": "--train-split", "dev": "--eval-split", "test": "--test-split"}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt", ".parquet", ".conll", ".gz", ".zip", ".arrow")
+FILE_SUFFIXES = formats.suffixes() + formats.DATASET_ONLY_SUFFIXES  # a name ending so is a file, not a Hub id
 PLAIN_TYPES = ("Value", "ClassLabel", "List", "Sequence", "LargeList")
 SAVED_FILES = ("dataset_dict.json", "state.json")  # what save_to_disk writes (a DatasetDict, a Dataset)
 

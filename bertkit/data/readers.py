@@ -1,4 +1,5 @@
-"""Read user files into lists of plain dict records: CSV, TSV (GLUE style), JSON, JSONL, text lines."""
+"""Parse user files into lists of plain dict records: CSV, TSV (GLUE style), JSON, JSONL, text lines.
+Which parser reads which file is bertkit/data/formats.py's registry (``formats.read_records``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 
-TABULAR_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".txt")
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}  # what a CSV is sniffed for
 SNIFF_CHARS, SNIFF_ROWS = 65_536, 50
 
@@ -143,60 +143,13 @@ _UNIQUE_KEYS_DECODER = json.JSONDecoder(
 )
 
 
-def read_records(
-    path: Path,
-    headerless: tuple | None = None,
-    suffix: str | None = None,
-    extra_fields: bool = False,
-    delimiter: str | None = None,
-) -> list[dict]:
-    """Records from a tabular file, chosen by suffix (unknown suffixes are sniffed). A known
-    dataset's layout may override the suffix (the STS benchmark's .csv files are TAB-separated)
-    and, for headerless files, allow trailing fields beyond its named columns (dropped).
-    ``delimiter``: a CSV/TSV's field separator, forced (``--delimiter``); default: sniffed for .csv."""
-    text = read_text(path)
-    return parse_records(text, suffix or path.suffix.lower(), str(path), headerless, extra_fields, delimiter)
-
-
-def parse_records(
-    text: str,
-    suffix: str,
-    source: str,
-    headerless: tuple | None = None,
-    extra_fields: bool = False,
-    delimiter: str | None = None,
-) -> list[dict]:
-    if suffix not in TABULAR_SUFFIXES:
-        suffix = _sniff(text)
-    if suffix == ".jsonl":
-        records = _jsonl(text, source)
-    elif suffix == ".json":
-        records = _json(text, source)
-    elif suffix in (".tsv", ".csv"):
-        records = _delimited(text, suffix, source, headerless, extra_fields, delimiter)
-    else:
-        records = _lines(text)
-    if not records:
-        raise BertkitError(f"{source} has no data rows", "a header line alone is not enough")
-    return records
-
-
-def _sniff(text: str) -> str:
-    head = text.lstrip()[:1]
-    if head == "[":
-        return ".json"
-    if head == "{":
-        return ".json" if text.strip().count("\n") == 0 or text.lstrip().startswith('{"data"') else ".jsonl"
-    return ".txt"
-
-
 def split_lines(text: str) -> list[str]:
     """Lines split at \\n only (a trailing \\r dropped): str.splitlines would also split at U+2028,
     U+2029, U+0085, form feed and vertical tab, turning one row into two."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
 
 
-def _jsonl(text: str, source: str) -> list[dict]:
+def jsonl_records(text: str, source: str) -> list[dict]:
     records = []
     for number, line in enumerate(split_lines(text), 1):
         if not line.strip():
@@ -211,7 +164,7 @@ def _jsonl(text: str, source: str) -> list[dict]:
     return records
 
 
-def _json(text: str, source: str) -> list[dict]:
+def json_records(text: str, source: str) -> list[dict]:
     try:
         data = parse_json(text)
     except json.JSONDecodeError as exc:
@@ -264,11 +217,17 @@ def check_delimiter(value: str | None) -> str | None:
     return char
 
 
-def _delimited(
-    text: str, suffix: str, source: str, headerless: tuple | None, extra_fields: bool, delimiter: str | None = None
+def delimited_records(
+    text: str,
+    source: str,
+    tsv: bool = False,
+    headerless: tuple | None = None,
+    extra_fields: bool = False,
+    delimiter: str | None = None,
 ) -> list[dict]:
+    """Records of a CSV (its separator sniffed unless ``delimiter`` forces one) or, ``tsv``, a TSV."""
     forced = delimiter is not None
-    if suffix == ".tsv" and not forced:
+    if tsv and not forced:
         # GLUE files carry unbalanced quotes, so quote handling must be off.
         delimiter, reader = "\t", csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
     else:
@@ -312,7 +271,8 @@ def check_header(header: list[str], delimiter: str, forced: bool, source: str) -
     )
 
 
-def _lines(text: str) -> list[dict]:
+def line_records(text: str) -> list[dict]:
+    """One record per line: ``text``, and ``text_pair`` after a TAB."""
     records = []
     for line in split_lines(text):
         if "\t" in line:

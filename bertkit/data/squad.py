@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertkit.data import readers
+from bertkit.data import formats, readers
 from bertkit.errors import BertkitError
 
 LAYOUT_HINT = (
@@ -30,15 +30,16 @@ LAYOUT_HINT = (
 
 def read_squad_records(path: Path) -> list:
     """Raw records of a file: SQuAD articles or flat question records."""
-    if path.suffix.lower() in (".csv", ".tsv", ".txt"):
-        return readers.read_records(path)
+    fmt = formats.of(path)
+    if fmt is not None and fmt not in formats.JSON_FAMILY:  # CSV, TSV, text lines, Parquet: flat records
+        return fmt.read(path)
     text = readers.read_text(path)
     try:
         data = readers.parse_json(text)
     except json.JSONDecodeError as exc:
         if not text.lstrip().startswith("{"):
             raise BertkitError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})", LAYOUT_HINT) from exc
-        return readers.parse_records(text, ".jsonl", str(path))  # JSON Lines, whatever the suffix
+        return formats.parse_records(text, formats.JSONL.suffix, str(path))  # JSON Lines, whatever the suffix
     return unwrap(data, str(path))
 
 

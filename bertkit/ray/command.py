@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+from bertkit.data import formats
 from bertkit.errors import BertkitError
 from bertkit.options import INFERENCE_BATCH
 from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, require_ray
@@ -59,7 +60,8 @@ def run(
         began = time.perf_counter()
         ds = read_input(ray, paths, suffix)
         work = predict_dataset if command == "predict" else embed_dataset
-        out = work(ds, model_dir, actors=actors, batch_size=batch_size, _lines=suffix == ".txt", **options)
+        lines = formats.lookup(suffix) is formats.TEXT_LINES  # a text file's lines: a TAB separates a pair
+        out = work(ds, model_dir, actors=actors, batch_size=batch_size, _lines=lines, **options)
         filesystem, path = output_filesystem(target)
         check_target(filesystem, path, output, overwrite)  # outside the try: a refusal deletes nothing
         try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
+from bertkit.data import formats
 from bertkit.errors import BertkitError
 from bertkit.ray.outputs import is_url
 
-INPUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".txt")
+INPUT_SUFFIXES = formats.suffixes(lambda fmt: fmt.ray_read is not None)  # what Ray Data reads
 
 
 def input_paths(spec: str) -> tuple[list[str] | str, str]:
@@ -73,17 +74,5 @@ def _format_of(spec: str, files: list) -> str:
 
 
 def read_input(ray, paths, suffix: str):
-    data = ray.data
-    if suffix == ".parquet":
-        return data.read_parquet(paths)
-    if suffix in (".jsonl", ".json"):  # pyarrow's reader: one object per line (a .json array is read whole)
-        return data.read_json(paths, lines=suffix == ".jsonl")
-    if suffix in (".csv", ".tsv"):
-        import pyarrow.csv as pacsv
-
-        return data.read_csv(
-            paths,
-            parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
-            file_extensions=[suffix[1:]],
-        )
-    return data.read_text(paths, drop_empty_lines=True)
+    fmt = formats.lookup(suffix)
+    return fmt.ray_read(ray.data, paths, fmt)

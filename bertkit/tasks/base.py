@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from bertkit.data import readers
+from bertkit.data import formats, readers
 from bertkit.data.registry import Source, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks.learned import Examples, Features, Learned, seen_in  # noqa: F401 (the tasks' names)
@@ -114,7 +114,7 @@ class Task(ABC):
             return read_hub(source, self.from_records, purpose)
         layout = source.spec.file_layout() if source.spec else {}
         delimiter = readers.check_delimiter(self.options.get("delimiter"))  # --delimiter, where a task offers it
-        return self.from_records(readers.read_records(source.path, **layout, delimiter=delimiter), source, purpose)
+        return self.from_records(formats.read_records(source.path, **layout, delimiter=delimiter), source, purpose)
 
     @abstractmethod
     def from_records(self, records: list[dict], source: Source, purpose: str, hub: bool = False) -> list[dict]:
@@ -149,10 +149,9 @@ class Task(ABC):
 
     def reads_whole(self, path) -> bool:
         """Whether `predict` must hand this file to ``read`` whole rather than stream its rows in
-        chunks: formats other than row-per-line or Parquet (a .json array, a sniffed file)."""
-        from bertkit.data.streams import STREAMED
-
-        return path.suffix.lower() not in STREAMED
+        chunks: a format without a chunked reader (a .json array, CoNLL), or a sniffed file."""
+        fmt = formats.lookup(path.suffix)
+        return fmt is None or not fmt.streams
 
     # --- options of one run ------------------------------------------------------------------
     def with_options(self, changes: dict) -> "Task":

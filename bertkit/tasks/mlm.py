@@ -23,7 +23,7 @@ import random
 
 import numpy as np
 
-from bertkit.data import readers
+from bertkit.data import formats, readers
 from bertkit.data.registry import Source, is_any_dataset, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks import card_texts
@@ -31,7 +31,7 @@ from bertkit.tasks.base import PREDICT, Task, TaskOption
 from bertkit.tasks.training_spec import MASKED_LM, MaskRule, TrainingSpec
 
 TEXT_FIELDS = ("text", "content", "document", "context")
-FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL records with a 'text' field"
+FORMAT_HINT = "give plain text (documents separated by blank lines) or JSONL/Parquet records with a 'text' field"
 
 
 class MaskedLMTask(Task):
@@ -91,11 +91,10 @@ class MaskedLMTask(Task):
             return read_hub(source, self.from_records, purpose)
         if source.path is None:
             raise BertkitError(f"{source.description}: masked-LM pre-training reads local text files", FORMAT_HINT)
-        text = readers.read_text(source.path)
-        suffix = source.path.suffix.lower()
-        if suffix in (".json", ".jsonl"):
-            return self.from_records(readers.parse_records(text, suffix, source.description), source, purpose)
-        documents = split_documents(text)
+        fmt = formats.of(source.path)
+        if fmt is not None and fmt.typed:  # records (JSON, JSON Lines, Parquet): their text field
+            return self.from_records(fmt.read(source.path, source=source.description), source, purpose)
+        documents = split_documents(readers.read_text(source.path))
         if not documents:
             raise BertkitError(f"{source.description} has no text", FORMAT_HINT)
         return documents

@@ -1,7 +1,7 @@
 """Token tagging (NER): one BIO tag per word, from the word's first sub-word.
 
 Input: CoNLL column files (token first, tag last, any columns between, spaces or TABs) or
-JSON/JSONL records with ``tokens`` and ``tags`` (the Hub's ``ner_tags`` ids work too). IOB1 data
+JSON/JSONL/Parquet records with ``tokens`` and ``tags`` (the Hub's ``ner_tags`` ids work too). IOB1 data
 is converted to IOB2 on load; the scheme found in training is stored as option ``input_scheme``.
 Any entity types work (``B-person``); the tag set is read from the training data.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.data import readers
+from bertkit.data import formats, readers
 from bertkit.data.conll import read_conll, read_tagged_records
 from bertkit.data.registry import Source, read_hub
 from bertkit.decoding.tags import (
@@ -66,7 +66,6 @@ from bertkit.tasks.tagging_input import (
     FORMAT_HINT,
     QA_FIELDS,
     TEXT_CANDIDATES,
-    TEXT_SUFFIXES,
     looks_like_conll,
     raw_examples,
     reject_classification_header,
@@ -126,16 +125,18 @@ class TaggingTask(Task):
         if source.path is None:
             return read_hub(source, self.from_records, purpose)
         path, where = source.path, source.description
+        fmt = formats.of(path)
+        if fmt is not None and fmt.typed:  # JSON, JSON Lines, Parquet: records with token and tag lists
+            return self.from_records(fmt.read(path, source=where), source, purpose)
         text = readers.read_text(path)
         suffix = path.suffix.lower()
-        if suffix in (".json", ".jsonl") or (suffix not in TEXT_SUFFIXES and text.lstrip()[:1] in ("[", "{")):
-            records = readers.parse_records(text, suffix if suffix in (".json", ".jsonl") else "", where)
-            return self.from_records(records, source, purpose)
+        if fmt is None and text.lstrip()[:1] in ("[", "{"):  # no suffix: JSON by its look
+            return self.from_records(formats.parse_records(text, "", where), source, purpose)
         if purpose == PREDICT:
             if looks_like_conll(text):
                 return self._in_documents(read_conll(path, require_tags=False), where)
-            if suffix in (".csv", ".tsv"):
-                return self.from_records(readers.parse_records(text, suffix, where), source, purpose)
+            if fmt in (formats.CSV, formats.TSV):
+                return self.from_records(formats.parse_records(text, suffix, where), source, purpose)
             lines = raw_examples([line.rstrip("\r") for line in text.split("\n")], where, "line", trailing=True)
             return in_context(lines, [None] * len(lines), self.options, where, True, "")
         reject_classification_header(text, suffix, where)
@@ -163,7 +164,7 @@ class TaggingTask(Task):
     def reads_whole(self, path) -> bool:
         if super().reads_whole(path):
             return True
-        if path.suffix.lower() not in (".txt",):
+        if formats.lookup(path.suffix) is not formats.TEXT_LINES:  # only a .txt may be a CoNLL file
             return False
         with open(path, encoding="utf-8", errors="replace") as handle:
             head = handle.read(1 << 16)

@@ -10,7 +10,6 @@ from bertkit.errors import BertkitError
 
 TEXT_CANDIDATES = ("text", "sentence")
 BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
-TEXT_SUFFIXES = (".txt", ".conll", ".tsv", ".csv", ".bio", ".iob", ".iob2")  # never sniffed as JSON
 QA_FIELDS = {"paragraphs", "context", "qas", "answers"}
 CLASSIFICATION_FIELDS = {
     "sentence",
@@ -39,7 +38,7 @@ CLASSIFICATION_FIELDS = {
 }
 FORMAT_HINT = (
     "NER data is a CoNLL file (one 'token ... tag' line per word, blank line between sentences) "
-    "or JSON/JSONL records with 'tokens' and 'tags'"
+    "or JSON/JSONL/Parquet records with 'tokens' and 'tags'"
 )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import DATA_DIR, assert_user_error, require_data
 
-from bertkit.data import readers
+from bertkit.data import formats
 from bertkit.data.registry import Source, resolve
 from bertkit.errors import BertkitError
 from bertkit.metrics.classification import classification_scores
@@ -166,7 +166,7 @@ def test_continuous_labels_fail_on_the_command_line_before_any_model_work(tmp_pa
 
 
 def test_text_after_a_tab_is_refused_for_a_single_text_model():
-    records = readers.parse_records("a fine film\nthe plot\tthe acting\nok\nx\ty\n", ".txt", "in.txt")
+    records = formats.parse_records("a fine film\nthe plot\tthe acting\nok\nx\ty\n", ".txt", "in.txt")
     with pytest.raises(BertkitError, match=r"in.txt: 2 row\(s\) have a second text after a TAB \(rows 2, 4\)"):
         SingleSentenceTask().from_records(records, Source("in.txt"), PREDICT)
     pair = SentencePairTask(labels=["different", "same"]).from_records(

@@ -416,7 +416,7 @@ ODD_SEPARATORS = ["\u2028", "\u2029", "\x0c", "\x0b", "\x85", "\x1c", "\x1d", "\
 
 
 def test_text_lines_split_only_at_newlines():
-    from bertkit.data.readers import parse_records
+    from bertkit.data.formats import parse_records
 
     lines = [f"row {i} has{sep}inside" for i, sep in enumerate(ODD_SEPARATORS)] + ["crlf row", "last"]
     records = parse_records("\r\n".join(lines[:-1]) + "\n" + lines[-1] + "\n\n", ".txt", "in.txt")
@@ -426,7 +426,7 @@ def test_text_lines_split_only_at_newlines():
 
 
 def test_jsonl_and_csv_keep_odd_separators_inside_values():
-    from bertkit.data.readers import parse_records
+    from bertkit.data.formats import parse_records
 
     values = [f"v{sep}w" for sep in ODD_SEPARATORS]
     text = "".join(json.dumps({"text": v}, ensure_ascii=False) + "\r\n" for v in values)
