@@ -1,7 +1,7 @@
 """The accepted method combinations train: one representative per shared code path, on the tiny
 2-layer BERT and a handful of rows, each checked for what it recorded against what it trained.
 
-tests/unit/test_method_combinations.py checks every combination by declaration (accepted or refused
+tests/unit/test_method_declarations.py checks every combination by declaration (accepted or refused
 in one line). Those accepted run through one spine (api/finetuning.py), so the paths that differ are
 the methods' hooks and what they meet:
 - a method's network hook x the task's head: LoRA on a classifier (merged; adapter files), LoRA on a
