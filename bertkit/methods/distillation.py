@@ -26,6 +26,7 @@ from bertkit.methods.base import Method
 from bertkit.methods.teacher_cache import cache_root, teacher_fingerprint, teacher_logits
 from bertkit.models import load_model
 from bertkit.tasks.base import PREDICT
+from bertkit.tasks.label_kinds import DEFAULT_KIND
 
 TASKS = ("cls", "pair", "ner")
 SPEED_FEATURES = 256  # the training features timed through teacher and student for the speed ratio
@@ -40,8 +41,6 @@ class Distillation(Method):
     tasks = TASKS
     composes_with = ("finetune", "lora")
     section = "distillation"
-    # a teacher's logits are one distribution per row or token: not numbers, nor several labels
-    refused_task_options = {"problem_type": ("regression", "multi-label")}
 
     def __init__(self, teacher: str, meta: dict, teacher_layers: int, options, taken: list | None, output: Path):
         super().__init__(options)
@@ -53,6 +52,13 @@ class Distillation(Method):
 
     def check_plan(self, plan) -> None:
         super().check_plan(plan)
+        kind = plan.adapter.options.get("problem_type")
+        if kind not in (None, DEFAULT_KIND):  # a teacher's logits are one distribution per row or token
+            raise BertkitError(
+                f"bertkit distill does not compose with --problem-type {kind}: it distils single-label "
+                "classifiers and taggers",
+                "drop --problem-type",
+            )
         if plan.config.save_adapter:  # the student's base would be the teacher: layers 0..N-1, not those taken
             raise BertkitError(
                 "--save-adapter does not compose with bertkit distill: the student is made of some of the "
