@@ -13,7 +13,7 @@ metrics; tokenizer files), so ``bertkit eval`` and ``bertkit predict`` work on i
   folded in, so ``logits = weight @ pool(encoder(x)) + bias`` and probabilities are their softmax;
 * ``bertkit.json`` → ``probe``: the pooling mode, C, and the held-out score of every C tried.
 
-``probe`` is the spine: checks -> read -> load -> run -> save, one named function per step.
+``probe`` is the spine: checks -> read -> load -> fit -> save, one named function per step.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Embedded:
 
 @dataclass
 class Head:
-    """What ``run`` gives: the folded linear head, its C search and the eval metrics."""
+    """What ``fit`` gives: the folded linear head, its C search and the eval metrics."""
 
     weight: np.ndarray
     bias: np.ndarray
@@ -157,7 +157,7 @@ def probe(
     read_data = read(args, untrained, output_path)
     adapter = read_data.task
     embedded = embed(args, load(args, adapter, spec, read_data))
-    head = run(args, adapter, read_data, embedded)
+    head = fit(args, adapter, read_data, embedded)
     result = result_of(args, read_data, embedded, head, output_path, spec.name)
     save(args, adapter, read_data, embedded, head, result)
     return result
@@ -239,7 +239,7 @@ def embed(args: ProbeArgs, embedded: Embedded) -> Embedded:
     return embedded
 
 
-def run(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded) -> Head:
+def fit(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded) -> Head:
     """The head (C chosen by the task's main metric on the held-out rows) and its eval metrics."""
 
     def holdout_score(rows, probabilities) -> float:

@@ -14,8 +14,6 @@ class PredictActor:
     """One per Ray actor: a Predictor loaded once; each call predicts one Ray batch (a pyarrow Table)."""
 
     def __init__(self, model_dir: str, lines: bool, options, run):
-        from bertkit.ray.datasets import predictor
-
         self.predictor = predictor(model_dir, options, run).load()
         self.lines = lines
         fields = self.predictor.adapter.prediction_fields
@@ -30,6 +28,14 @@ class PredictActor:
         has_id = "id" in batch.column_names or "id" in self.predictor.adapter.prediction_fields
         id_type = batch.schema.field("id").type if "id" in batch.column_names else None
         return arrow_table(rows, (["id"] if has_id else []) + self.fields, id_column_type(id_type))
+
+
+def predictor(model_dir: str, options, run):
+    """The Predictor of ``options`` (PredictOptions: backend, task options) and ``run``
+    (InferenceOptions), quiet: Ray reports the progress."""
+    from bertkit.api.prediction import Predictor
+
+    return Predictor(model_dir, run, options.backend, options.task_options, quiet=True)
 
 
 class EmbedActor:

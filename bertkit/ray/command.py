@@ -10,7 +10,8 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.options import PredictOptions
-from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, predictor, require_ray
+from bertkit.ray.actors import predictor
+from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, require_ray
 from bertkit.ray.inputs import input_paths, read_input
 from bertkit.ray.outputs import (
     check_output,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bertkit.errors import BertkitError
 from bertkit.options import EmbeddingOptions, InferenceOptions, PredictOptions
-from bertkit.ray.actors import EmbedActor, PredictActor
+from bertkit.ray.actors import EmbedActor, PredictActor, predictor
 
 
 def require_ray():
@@ -89,13 +89,6 @@ def embed_dataset(
         num_cpus=_actor_cpus(ray, actors, num_cpus),
         num_gpus=num_gpus or None,
     )
-
-
-def predictor(model_dir: str, options: PredictOptions, run: InferenceOptions | None):
-    """The Predictor an actor runs (quiet: Ray reports the progress)."""
-    from bertkit.api.prediction import Predictor
-
-    return Predictor(model_dir, run, options.backend, options.task_options, quiet=True)
 
 
 def _actor_cpus(ray, actors: int, num_cpus: float | None) -> float:
