@@ -27,13 +27,13 @@ def main() -> None:
 
     from bertkit.api.prediction import Predictor
     from bertkit.data import registry
+    from bertkit.options import InferenceOptions
     from bertkit.tasks.base import EVAL
 
     def load(name: str) -> Predictor:
         backend, precision = ("torch", "no") if name == "torch-fp32" else (name, "auto")
-        return Predictor(
-            args.model_dir, backend=backend, precision=precision, batch_size=args.batch_size, quiet=True
-        ).load()
+        run = InferenceOptions(batch_size=args.batch_size, precision=precision)
+        return Predictor(args.model_dir, run, backend, quiet=True).load()
 
     predictors = {name: load(name) for name in args.backends.split(",")}
     adapter = next(iter(predictors.values())).adapter

@@ -143,12 +143,17 @@ def predict(side: str, model_dir: str, sentences: list, labels: list, batch_size
     """api.predict over a one-sentence-per-line file; seconds = preprocess + model + postprocess
     (Predictions.timings), the load apart. The BACKEND_SIDES predict with an exported model."""
     from bertkit import api
+    from bertkit.options import InferenceOptions, PredictOptions
 
     _prepare()
     with tempfile.TemporaryDirectory(prefix="bertkit-bench-predict-") as tmp:
         path = os.path.join(tmp, "sentences.txt")
         Path(path).write_text("\n".join(s.replace("\n", " ").replace("\t", " ") for s in sentences) + "\n")
-        rows = api.predict(model_dir, path, batch_size=batch_size, backend=BACKEND_SIDES.get(side, "torch"))
+        rows = api.predict(
+            model_dir,
+            PredictOptions(input=path, backend=BACKEND_SIDES.get(side, "torch")),
+            InferenceOptions(batch_size=batch_size),
+        )
     if len(rows) != len(sentences):
         raise AssertionError(f"api.predict returned {len(rows)} rows for {len(sentences)} sentences")
     t = rows.timings
@@ -171,17 +176,16 @@ def predict(side: str, model_dir: str, sentences: list, labels: list, batch_size
 def evaluate(side: str, model_dir: str, root: str, n_eval: int | None, batch_size: int = 64) -> dict:
     """api.evaluate on SST-2 dev; seconds = preprocess + score (tokenise, forward, accuracy)."""
     from bertkit import api
+    from bertkit.options import EvalOptions, InferenceOptions
 
     _prepare()
     with tempfile.TemporaryDirectory(prefix="bertkit-bench-eval-") as tmp:
         report = api.evaluate(
             model_dir,
-            data="sst2",
-            split="dev",
-            data_dir=root,
-            batch_size=batch_size,
-            max_eval_samples=n_eval,
-            output=os.path.join(tmp, "eval.json"),
+            EvalOptions(
+                data="sst2", split="dev", data_dir=root, max_eval_samples=n_eval, output=os.path.join(tmp, "eval.json")
+            ),
+            InferenceOptions(batch_size=batch_size),
         )
     t = report["timings"]
     return {

@@ -48,13 +48,14 @@ def predict_speeds(model_dirs: dict[str, str], sentences: list[str], data_dir: P
     round by round, alternating, so machine load hits each alike; the best round counts."""
     from bertkit.api.prediction import Predictor
     from bertkit.export.openvino import export_openvino
+    from bertkit.options import InferenceOptions
 
     predictors = {}
     for name, directory in model_dirs.items():
         if _needs_export(directory):  # calibrated on SST-2 dev rows, as `bertkit export openvino --int8`
             export_openvino(directory, int8=True, data="sst2")
         for backend_name, (backend, precision) in SPEED_BACKENDS.items():
-            predictor = Predictor(directory, backend=backend, precision=precision, quiet=True).load()
+            predictor = Predictor(directory, InferenceOptions(precision=precision), backend, quiet=True).load()
             examples = predictor.examples(sentences)
             predictor.predict(examples[:64])
             predictors[(name, backend_name)] = (predictor, examples)

@@ -132,17 +132,14 @@ def run_bertkit_finetune(train: Path, dev: Path, out: Path, seed: int, steps: in
 
 def run_bertkit_probe(train: Path, dev: Path, out: Path, seed: int) -> dict:
     from bertkit import api
+    from bertkit.options import ProbeOptions, RunOptions, TrainConfig
 
     started = time.perf_counter()
     result = api.probe(
         "cls",
-        str(train),
-        str(out),
-        model=MODEL["name"],
-        eval_data=str(dev),
-        seed=seed,
-        holdout=0.25,
-        precision=MODEL["precision"],
+        RunOptions(data=str(train), output=str(out), model=MODEL["name"], eval_data=str(dev)),
+        TrainConfig(seed=seed),
+        ProbeOptions(holdout=0.25, precision=MODEL["precision"]),
     )
     return {"accuracy": result.metrics["accuracy"], "wall_s": round(time.perf_counter() - started, 2)}
 

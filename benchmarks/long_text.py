@@ -70,6 +70,7 @@ def write_sample(found: dict, n: int, seed: int, path: Path) -> list[int]:
 def run_one(train: Path, test: Path, work: Path, how: str, length: int, args) -> dict:
     from bertkit import api
     from bertkit.config import TrainConfig
+    from bertkit.options import EvalOptions
 
     out = work / f"{how}-{length}"
     config = TrainConfig(
@@ -82,7 +83,7 @@ def run_one(train: Path, test: Path, work: Path, how: str, length: int, args) ->
     )
     result = api.finetune("cls", str(train), str(out), model=args.model, config=config, overwrite=True)
     started = time.perf_counter()
-    report = api.evaluate(str(out), data=str(test))
+    report = api.evaluate(str(out), EvalOptions(data=str(test)))
     timings = report.get("timings") or {}
     scoring = timings.get("preprocess_seconds", 0) + timings.get("score_seconds", 0) or time.perf_counter() - started
     seconds = result.throughput["train_seconds"]

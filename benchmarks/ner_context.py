@@ -35,6 +35,7 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
     from benchmarks.workloads import data_dir
     from bertkit import api
     from bertkit.config import TrainConfig
+    from bertkit.options import EvalOptions
 
     _prepare()
     options = {"context": context, **({"context_tokens": tokens} if context == "document" else {})}
@@ -54,7 +55,10 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
     scores = {"dev": {"f1": round(100 * result.metrics["f1"], 2), "examples": result.eval_examples}}
     began = time.perf_counter()
     report = api.evaluate(
-        output, split="test", data_dir=str(data_dir()), max_eval_samples=n_eval, output=os.path.join(work, "test.json")
+        output,
+        EvalOptions(
+            split="test", data_dir=str(data_dir()), max_eval_samples=n_eval, output=os.path.join(work, "test.json")
+        ),
     )
     seconds = time.perf_counter() - began
     scores["test"] = {

@@ -50,6 +50,7 @@ def write_corpora(work: Path, data_dir: Path, train_articles: int, eval_articles
 def pretrain(args, train: Path, held: Path, output: Path) -> dict:
     from bertkit import api
     from bertkit.config import TrainConfig
+    from bertkit.options import RunOptions
 
     config = TrainConfig(
         epochs=1,
@@ -61,9 +62,8 @@ def pretrain(args, train: Path, held: Path, output: Path) -> dict:
         seed=args.seed,
     )
     started = time.perf_counter()
-    result = api.pretrain_bert(
-        str(train), str(output), model=args.model, eval_data=str(held), config=config, overwrite=True
-    )
+    run = RunOptions(data=str(train), output=str(output), model=args.model, eval_data=str(held), overwrite=True)
+    result = api.pretrain_bert(run, config)
     curve = [{"step": 0, **result.before}] + [
         {"step": entry["step"], "train_loss": entry.get("train_loss"), **entry["metrics"]}
         for entry in result.history

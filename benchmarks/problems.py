@@ -38,6 +38,7 @@ def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options:
     RARE[:] = rare  # a spawned process starts without main()'s globals
     from bertkit import api
     from bertkit.config import TrainConfig
+    from bertkit.options import EvalOptions, InferenceOptions
 
     task = "pair" if name == "stsb" else "cls"
     config = TrainConfig(
@@ -57,12 +58,14 @@ def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options:
         if name == "goemotions":  # the same model on the same dev rows at 0.5; result.metrics are at the tuned one
             report = api.evaluate(
                 os.path.join(out, "model"),
-                name,
-                data_dir=DATA,
-                max_eval_samples=n_eval,
-                precision="no",
-                task_options={"threshold": 0.5},
-                store_tuned=False,
+                EvalOptions(
+                    data=name,
+                    data_dir=DATA,
+                    max_eval_samples=n_eval,
+                    task_options={"threshold": 0.5},
+                    store_threshold=False,
+                ),
+                InferenceOptions(precision="no"),
             )
             at_half, tuned = report["metrics"], (report.get("tuned_not_stored") or report["tuned"])["threshold"]
     shown = " ".join(f"{k}={v}" for k, v in options.items()) or "(defaults)"

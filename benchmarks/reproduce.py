@@ -145,6 +145,7 @@ def bertkit_side(key: str, plan: dict, n_eval: int | None) -> dict:
     from benchmarks.workloads import data_dir, write_squad_split
     from bertkit import api
     from bertkit.config import TrainConfig
+    from bertkit.options import RepeatOptions, RunOptions
 
     _prepare()
     plan, qa = Plan(**plan), key == "squad"
@@ -162,16 +163,10 @@ def bertkit_side(key: str, plan: dict, n_eval: int | None) -> dict:
     )
     with tempfile.TemporaryDirectory(prefix="bertkit-reproduce-") as tmp:
         data, eval_data = write_squad_split(tmp) if qa else (plan.data, None)
-        result = api.finetune_seeds(
-            plan.task,
-            data,
-            os.path.join(tmp, "model"),
-            list(SEEDS[: plan.seeds]),
-            config=config,
-            model="minilm",
-            eval_data=eval_data,
-            data_dir=str(data_dir()),
+        run = RunOptions(
+            data=data, output=os.path.join(tmp, "model"), model="minilm", eval_data=eval_data, data_dir=str(data_dir())
         )
+        result = api.finetune_seeds(plan.task, run, config, RepeatOptions(seeds=list(SEEDS[: plan.seeds])))
     return {
         "runs": [
             {

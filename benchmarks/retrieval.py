@@ -100,12 +100,15 @@ def rerank_rows(work: Path, beir: Path, args) -> tuple[Path, dict]:
     paragraph (1) and the ``--negatives`` hard negatives the zero-shot model mines for it (0)."""
     from bertkit.api.mining import mine
     from bertkit.data.beir import corpus_rows
+    from bertkit.options.retrieval import MineOptions
 
     pairs = write_jsonl(work / "rerank-pairs.jsonl", read_jsonl(beir / "train-pairs.jsonl")[: args.rerank_queries])
     corpus = train_corpus(beir, work / "train-corpus.jsonl")
     triplets = str(work / "triplets.jsonl")
-    settings = {"negatives": args.negatives, "threads": args.threads, "precision": "no"}
-    mined = mine(args.model, str(pairs), str(corpus), triplets, **settings)
+    settings = MineOptions(
+        str(pairs), str(corpus), triplets, negatives=args.negatives, threads=args.threads, precision="no"
+    )
+    mined = mine(args.model, settings)
     texts = dict(corpus_rows(corpus))
     assert all(row["positive"] in texts.values() for row in read_jsonl(pairs)), "a positive is not a passage"
     rows, seen = [], set()
@@ -224,16 +227,14 @@ def worker(spec: dict) -> None:
 def scored(model: Path | str, beir: Path, out: Path, args, rerank: Path | None = None, top: int = 100) -> dict:
     """bertkit's evaluate_retrieval on the split ``test``: the measures, and the retriever's alone."""
     from bertkit.api.retrieval import evaluate_retrieval
+    from bertkit.options import EvalOptions, InferenceOptions
+    from bertkit.options.retrieval import RetrievalOptions
 
     report = evaluate_retrieval(
         str(model),
-        str(beir),
-        "test",
-        str(out),
-        rerank=str(rerank) if rerank else None,
-        rerank_top=top,
-        precision=args.eval_precision,
-        threads=args.threads,
+        EvalOptions(data=str(beir), split="test", output=str(out)),
+        RetrievalOptions(rerank=str(rerank) if rerank else None, rerank_top=top),
+        InferenceOptions(precision=args.eval_precision, threads=args.threads),
     )
     kept = {"metrics": {m: report["metrics"][m] for m in MEASURES}, "queries": report["queries"]}
     kept["timings"] = report["timings"]

@@ -8,7 +8,6 @@ from pathlib import Path
 from bertkit.methods import recorded_methods
 from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
-from bertkit.options import check_at_least, check_batch_size, check_precision
 
 
 def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):
@@ -93,12 +92,3 @@ def speed_up(adapter, network):
 
         first_token_only_last_layer(network)
     return network
-
-
-def check_inference_args(
-    batch_size: int, command: str, max_eval_samples: int | None = None, precision: str = "auto"
-) -> None:
-    """The API's own check of what the CLI's options objects already validated: the same rules (bertkit.options)."""
-    check_precision(precision)
-    check_batch_size(batch_size, f"bertkit {command}")
-    check_at_least(max_eval_samples, "--max-eval-samples", f"bertkit {command}")

@@ -3,6 +3,13 @@ data; nothing here prints (the CLI formats what these functions return).
 
 ``from bertkit import api; api.finetune(...)``: names load their module on first use, so importing
 the API costs nothing until a command runs.
+
+One calling convention: a function takes its inputs, then the command's options objects from
+bertkit.options (the dataclasses the CLI builds its flags from), each checked by its own
+``validate()``; e.g. ``api.evaluate(model_dir, EvalOptions(data="sst2"), InferenceOptions(batch_size=32))``,
+``api.predict_stream(model_dir, PredictOptions(input=..., output=...), run, stream)``,
+``api.mine(model, MineOptions(...))``. No function takes more than five parameters
+(tests/unit/test_api_convention.py; finetune and distill are being converted).
 """
 
 from __future__ import annotations

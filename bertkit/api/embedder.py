@@ -7,32 +7,22 @@ import numpy as np
 
 from bertkit.models import load_tokenizer, resolve_model
 from bertkit.networks.pooling import parse_pooling
-from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS, check_batch_size, check_max_length, check_threads
+from bertkit.options import EmbeddingOptions
 
 
 class Embedder:
     """An encoder loaded once for many calls (`embed`, its streaming path, Ray actors): texts in,
     one pooled vector per text out, windows over long texts averaged as `embed` documents."""
 
-    def __init__(
-        self,
-        model: str,
-        pooling: str | None = None,
-        max_length: int = MAX_LENGTHS["embedding"][0],
-        stride: int | None = None,
-        batch_size: int = INFERENCE_BATCH,
-        normalize: bool = False,
-        precision: str = "auto",
-        threads: int | None = None,
-        per_word: bool = False,
-    ):
-        self.spec = parse_pooling(pooling, per_word)
-        check_max_length(max_length, "bertkit embed")
-        check_batch_size(batch_size, "bertkit embed")
-        check_threads(threads, "bertkit embed")
-        self.model, self.max_length, self.batch_size, self.normalize = model, max_length, batch_size, normalize
-        self.stride = max_length // 4 if stride is None else stride
-        self.precision, self.threads, self.per_word = precision, threads, per_word
+    def __init__(self, model: str, options: EmbeddingOptions | None = None):
+        """``options``: how to embed (pooling, per_word, max_length, stride, batch_size, normalize,
+        precision, threads; validated here); its input, output and columns are the callers'."""
+        options = (options or EmbeddingOptions()).validate("bertkit embed")
+        self.spec = parse_pooling(options.pooling, options.per_word)
+        self.model, self.max_length, self.batch_size = model, options.max_length, options.batch_size
+        self.normalize, self.per_word = options.normalize, options.per_word
+        self.stride = options.max_length // 4 if options.stride is None else options.stride
+        self.precision, self.threads = options.precision, options.threads
         self.engine = self.network = self.tokenizer = None
         self.dim: int | None = None
         self.quiet = False  # no per-batch progress (a stream reports per chunk)

@@ -24,7 +24,7 @@ from bertkit.data.sinks import floats
 from bertkit.data.streams import Chunk
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
-from bertkit.options import INFERENCE_BATCH, MAX_LENGTHS
+from bertkit.options import EmbeddingOptions, StreamOptions
 from bertkit.tasks.base import require_nonempty
 
 SUFFIXES = (".npy", ".npz", ".jsonl", ".parquet")
@@ -51,28 +51,14 @@ class Embeddings:
         return len(self.ids)
 
 
-def embed(
-    model: str,
-    input_path: str,
-    output: str | None = None,
-    pooling: str | None = None,
-    per_word: bool = False,
-    max_length: int = MAX_LENGTHS["embedding"][0],
-    stride: int | None = None,
-    batch_size: int = INFERENCE_BATCH,
-    normalize: bool = False,
-    text_column: str | None = None,
-    text_pair_column: str | None = None,
-    id_column: str | None = None,
-    precision: str = "auto",
-    threads: int | None = None,
-) -> Embeddings:
-    """Vectors for the rows of ``input_path`` ('-' = stdin), in input order; written to ``output``
-    (.npy/.npz/.jsonl) when given. The vectors are ``embed_stream``'s pipeline collected, the
-    input as one chunk."""
+def embed(model: str, options: EmbeddingOptions) -> Embeddings:
+    """Vectors for the rows of ``options.input`` ('-' = stdin), in input order; written to
+    ``options.output`` (.npy/.npz/.jsonl/.parquet; '-': not written) when given. The vectors are
+    ``embed_stream``'s pipeline collected, the input as one chunk."""
     from bertkit.data.streams import InputStream
 
-    target = check_output(output, per_word)
+    input_path, per_word = options.input, options.per_word
+    target = check_output(options.output, per_word)
     if target is not None:
         from bertkit.api.streaming import check_model_kept
 
@@ -82,12 +68,12 @@ def embed(
         if why:
             raise BertkitError(f"--output {target} {why}", "choose an --output outside the input's files")
         check_model_kept(target, model)
-    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads, per_word)
-    columns = Columns(text_column, text_pair_column, id_column)
+    embedder = Embedder(model, options)
+    columns = columns_of(options)
     done = [vectors for _, vectors in _pipeline(embedder, InputStream(input_path), None, columns).results()]
     if not done:  # every reader refuses an input without rows; this says the same for any other
         rows_of([], "<stdin>" if input_path == "-" else input_path, per_word, columns)
-    result = _collected(done, embedder, precision)
+    result = _collected(done, embedder, options.precision)
     if target is not None and embedder.engine.is_main_process:
         write(result, target)
         result.written_to = str(target)
@@ -116,7 +102,7 @@ def _collected(done: list["_Vectors"], embedder: Embedder, precision: str) -> Em
 
 
 def check_output(output: str | None, per_word: bool) -> Path | None:
-    if output is None or output == "-":
+    if not isinstance(output, str) or output == "-":  # None, or EmbeddingOptions' output not given
         return None
     target = Path(output).expanduser()
     suffix = target.suffix.lower()
@@ -143,6 +129,10 @@ class Columns:
     pair: str | None = None
     id: str | None = None
     fixed: bool = False  # pair/id None means none, not "look for one"
+
+
+def columns_of(options: EmbeddingOptions) -> Columns:
+    return Columns(options.text_column, options.text_pair_column, options.id_column)
 
 
 def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, first_row: int = 0):
@@ -196,53 +186,35 @@ def rows_of(records: list[dict], where: str, per_word: bool, columns: Columns, f
     return ["" if value is None else str(value) for value in given], texts, pairs, sentences, used
 
 
-def embed_stream(
-    model: str,
-    input_path: str,
-    output: str | None = None,
-    chunk_rows: int = 10_000,
-    resume: bool = False,
-    pooling: str | None = None,
-    max_length: int = MAX_LENGTHS["embedding"][0],
-    stride: int | None = None,
-    batch_size: int = INFERENCE_BATCH,
-    normalize: bool = False,
-    text_column: str | None = None,
-    text_pair_column: str | None = None,
-    id_column: str | None = None,
-    precision: str = "auto",
-    threads: int | None = None,
-    quiet: bool = False,
-    long_lived: bool = False,
-):
-    """``embed`` in chunks of ``chunk_rows`` rows, each written as it is done: JSONL on standard
-    output (``output`` None) or a .npy / .jsonl / .parquet file assembled at the end (resumable;
-    see bertkit.api.streaming). Memory does not grow with the input. Returns the stream summary
-    with ``dim`` and ``runtime``."""
+def embed_stream(model: str, options: EmbeddingOptions, stream: StreamOptions | None = None):
+    """``embed`` in chunks of ``stream.chunk_rows`` rows, each written as it is done: JSONL on
+    standard output (``options.output`` '-') or a .npy / .jsonl / .parquet file assembled at the end
+    (resumable with ``stream.resume``; see bertkit.api.streaming). Memory does not grow with the
+    input. Returns the stream summary with ``dim`` and ``runtime``. Row vectors only (``per_word``:
+    ``embed``)."""
     from bertkit.api import streaming
     from bertkit.data.sinks import sink_for
     from bertkit.data.streams import InputStream
 
-    if chunk_rows < 1:
-        raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
-    stream = InputStream(input_path)
-    target = _stream_target(output, stream, model)
-    embedder = Embedder(model, pooling, max_length, stride, batch_size, normalize, precision, threads)
+    stream = (stream or StreamOptions()).validate("bertkit embed")
+    if options.per_word:
+        raise BertkitError("--per-word vectors are ragged: they are built in memory, not streamed", "call embed")
+    source = InputStream(options.input)
+    target = _stream_target(None if options.output == "-" else options.output, source, model)
+    embedder = Embedder(model, options)
     embedder.quiet = True  # no per-batch progress: the stream reports per chunk
-    pipeline = _pipeline(
-        embedder, stream, chunk_rows, Columns(text_column, text_pair_column, id_column), streaming.FIRST_CHUNK_ROWS
-    )
+    pipeline = _pipeline(embedder, source, stream.chunk_rows, columns_of(options), streaming.FIRST_CHUNK_ROWS)
     settings = {
         **streaming.model_fingerprint(model),
         "pooling": embedder.spec.name,
-        "max_length": max_length,
+        "max_length": options.max_length,
         "stride": embedder.stride,
-        "batch_size": batch_size,
-        "normalize": normalize,
-        "precision": precision,
-        "threads": threads,
-        "chunk_rows": chunk_rows,
-        "columns": [text_column, text_pair_column, id_column],
+        "batch_size": options.batch_size,
+        "normalize": options.normalize,
+        "precision": options.precision,
+        "threads": options.threads,
+        "chunk_rows": stream.chunk_rows,
+        "columns": [options.text_column, options.text_pair_column, options.id_column],
     }
     windowed = [0]
 
@@ -254,17 +226,17 @@ def embed_stream(
     # the model loads at the first chunk, after its rows are checked and before any output exists
     streamed = streaming.Pipeline(pipeline.chunks, process, pipeline.ready)
     summary = streaming.run(
-        stream,
+        source,
         streamed,
         sink_for(target, vectors=True),
         target,
         settings,
-        resume=resume,
-        total=stream.total_rows(),
+        resume=stream.resume,
+        total=source.total_rows(),
         label="embed",
-        quiet=quiet,
+        quiet=stream.quiet,
         writer=lambda: embedder.engine.is_main_process,
-        long_lived=long_lived,
+        long_lived=stream.long_lived,
     )
     summary.dim, summary.pooling, summary.stride, summary.windowed_rows = (
         embedder.dim,
@@ -272,7 +244,7 @@ def embed_stream(
         embedder.stride,
         windowed[0],
     )
-    summary.runtime = embedder.engine.runtime(precision) if embedder.engine is not None else {}
+    summary.runtime = embedder.engine.runtime(options.precision) if embedder.engine is not None else {}
     return summary
 
 

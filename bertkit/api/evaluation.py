@@ -17,10 +17,9 @@ from bertkit.api.results import (
 )
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
-from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.events import notice
-from bertkit.inference import check_inference_args, load_for_inference, score
+from bertkit.inference import load_for_inference, score
 from bertkit.model_dir import (
     check_inputs_kept,
     check_output_file,
@@ -30,56 +29,50 @@ from bertkit.model_dir import (
     write_json,
 )
 from bertkit.model_dir.files import probe_writable
-from bertkit.options import INFERENCE_BATCH
+from bertkit.options import EvalOptions, InferenceOptions
 from bertkit.reporting.card_results import repeats
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 from bertkit.tasks.learned import stats_of
 
 
-def evaluate(
-    model_dir: str,
-    data: str | None = None,
-    split: str | None = None,
-    data_dir: str | None = None,
-    batch_size: int = INFERENCE_BATCH,
-    max_eval_samples: int | None = None,
-    output: str | None = None,
-    precision: str = "auto",
-    task_options: dict | None = None,
-    store_tuned: bool | None = None,
-    extra_metrics: list[str] | tuple = (),
-    threads: int | None = None,
-    dataset: DatasetChoice | None = None,
-) -> dict:
+def evaluate(model_dir: str, options: EvalOptions | None = None, run: InferenceOptions | None = None) -> dict:
     """Score a saved model on a dataset split or file; writes the metrics as JSON and returns them.
-    ``data`` defaults to what training evaluated on: the known dataset, or the recorded file.
+    ``options.data`` defaults to what training evaluated on: the known dataset, or the recorded file.
 
     Decoding settings tuned on the data (the SQuAD v2 null threshold) are stored with the model
-    only from a full evaluation on the model's own dev data, unless ``store_tuned`` says otherwise;
-    ``report["notices"]`` says when something tuned was not stored, or stored from other data.
-    ``extra_metrics``: `evaluate` metric modules (names or local paths) scored next to the built-in ones.
-    ``dataset``: a Hub dataset's config and split names (``split`` then picks train, dev or test).
-    """
-    # checks: every argument and output before the model is loaded
-    check_inference_args(batch_size, "eval", max_eval_samples, precision)
-    check_threads(threads, "eval")
-    extra_metrics = _load_extra_metrics(extra_metrics)
+    only from a full evaluation on the model's own dev data, unless ``options.store_threshold``
+    says otherwise; ``report["notices"]`` says when something tuned was not stored, or stored from
+    other data. ``options.metric``: `evaluate` metric modules (names or local paths) scored next to
+    the built-in ones; ``options.dataset``: a Hub dataset's config and split names (``split`` then
+    picks train, dev or test); ``options.task_options``: the task's eval flags. ``run``: how the
+    model runs (batch size, precision, threads)."""
+    # checks: every option and output before the model is loaded
+    run = (run or InferenceOptions()).validate("bertkit eval")
+    options = (options or EvalOptions()).validate("bertkit eval")
+    extra_metrics = _load_extra_metrics(options.metric or ())
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
-    adapter = task_from_state(meta["task"]).apply_options(task_options, "eval")
-    plan = _plan(model_dir, meta, adapter, data, split, data_dir, output, dataset or DatasetChoice(), max_eval_samples)
+    adapter = task_from_state(meta["task"]).apply_options(options.task_options, "eval")
+    plan = _plan(model_dir, meta, adapter, options)
     # read
     every_example = adapter.read(plan.source, EVAL)
-    examples = every_example[:max_eval_samples] if max_eval_samples else every_example
+    limit = options.max_eval_samples
+    examples = every_example[:limit] if limit else every_example
     adapter.check_eval_examples(examples, plan.source)
     # load and run
-    engine, report, kept, tuned = _score(
-        model_dir, meta, adapter, examples, plan, batch_size, precision, threads, extra_metrics
-    )
+    engine, report, kept, tuned = _score(model_dir, meta, adapter, examples, plan, run, extra_metrics)
     if tuned:
         partial = _partial_evaluation(meta, plan.data, plan.split, plan.source, len(examples), len(every_example))
         meta = _keep_tuned(
-            model_dir, meta, adapter, tuned, partial, store_tuned, report, plan.read_only, engine.is_main_process
+            model_dir,
+            meta,
+            adapter,
+            tuned,
+            partial,
+            options.store_threshold,
+            report,
+            plan.read_only,
+            engine.is_main_process,
         )
     # save
     if engine.is_main_process:
@@ -108,9 +101,9 @@ def _load_extra_metrics(extra_metrics) -> tuple:
     return load_metrics(extra_metrics)  # a missing module fails before the model is loaded
 
 
-def _plan(
-    model_dir, meta, adapter, data, split, data_dir, output, dataset: DatasetChoice, max_eval_samples=None
-) -> EvalPlan:
+def _plan(model_dir, meta, adapter, options: EvalOptions) -> EvalPlan:
+    data, split, output, max_eval_samples = options.data, options.split, options.output, options.max_eval_samples
+    dataset = DatasetChoice.of(options.dataset)
     if data is None and not dataset.given():  # what training evaluated on: its dataset's config and splits too
         dataset = DatasetChoice.of(meta.get("config") or {})
     data = data or recorded_eval_data(meta)
@@ -132,7 +125,7 @@ def _plan(
     if not read_only:
         check_figures_dir(Path(model_dir))
     # Without a data directory, a known dataset is looked up where training found it.
-    data_dir = data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
+    data_dir = options.data_dir or (None if registry.data_dir() else meta.get("data", {}).get("data_dir"))
     source = registry.resolve(data, split, data_dir, adapter.name, command="eval", choice=dataset)
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
@@ -140,10 +133,10 @@ def _plan(
     return EvalPlan(data, split, source, target, rows_file, read_only)
 
 
-def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, precision, threads, extra_metrics):
+def _score(model_dir, meta, adapter, examples, plan: EvalPlan, run: InferenceOptions, extra_metrics):
     """(engine, report, kept: the predictions and details, tuned settings) of one scored run."""
     started = time.perf_counter()
-    engine, network, tokenizer = load_for_inference(model_dir, adapter, precision, threads, meta=meta)
+    engine, network, tokenizer = load_for_inference(model_dir, adapter, run.precision, run.threads, meta=meta)
     loaded = time.perf_counter()
     features = adapter.preprocess(examples, tokenizer, train=False)
     for text in stats_of(features).get("notices", ()):  # truncations and windows: said before scoring
@@ -151,7 +144,7 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
     tokenized = time.perf_counter()
     kept = {}
     metrics, tuned = score(
-        engine, adapter, network, examples, features, batch_size, tokenizer.pad_token_id, tune=True, keep=kept
+        engine, adapter, network, examples, features, run.batch_size, tokenizer.pad_token_id, tune=True, keep=kept
     )
     timings = {
         "load_seconds": loaded - started,
@@ -171,7 +164,7 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, batch_size, preci
         "tuned": {},
         "notices": [],
         "details": kept.get("details"),
-        "runtime": engine.runtime(precision),
+        "runtime": engine.runtime(run.precision),
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "repeats": repeats(meta),
     }  # --seeds/--folds: the spread at training, to read this evaluation against

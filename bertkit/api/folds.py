@@ -14,8 +14,9 @@ from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.api.results import write_rows
+from bertkit.api.run_args import finetune_keywords, output_of
 from bertkit.errors import BertkitError
-from bertkit.options import TrainConfig
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig
 
 OOF_FILE = "oof-predictions.jsonl"
 MAX_FOLDS = 100  # as --seeds: past that, a fine-tuning run per fold is rarely what anyone meant
@@ -38,21 +39,15 @@ def folds_root(output: Path) -> Path:
 
 
 def finetune_folds(
-    task: str,
-    data: str,
-    output: str,
-    folds: int,
-    keep_all: bool = False,
-    config: TrainConfig | None = None,
-    overwrite: bool = False,
-    on_run=None,
-    **options,
+    task: str, run: RunOptions, config: TrainConfig | None = None, repeat: RepeatOptions | None = None, on_run=None
 ) -> FoldsResult:
-    """``finetune`` once per fold; ``on_run(fold, result)`` after each (fold 1-based)."""
-    config = config or TrainConfig()
+    """``finetune`` once per fold of ``repeat.folds``; ``on_run(fold, result)`` after each (fold
+    1-based); ``repeat.keep_all`` keeps every fold's model."""
+    config, repeat = config or TrainConfig(), repeat or RepeatOptions()
+    folds, keep_all, data, options = repeat.folds, repeat.keep_all, run.data, finetune_keywords(run)
     _check_request(folds, config, options)
     output_path, root = prepare_runs(
-        output, folds_root, overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
+        output_of(run, f"{task}-"), folds_root, run.overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
     )
     results, rows = {}, []
     jobs = {

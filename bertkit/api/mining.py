@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.api.embedder import Embedder
-from bertkit.api.retrieval import scaled, search_vectors
+from bertkit.api.retrieval import embedding_options, scaled, search_vectors
 from bertkit.api.streaming import check_apart
 from bertkit.data import formats, readers
 from bertkit.data.beir import check_corpus, corpus_rows
@@ -48,17 +48,15 @@ class Mined:
     notices: list = field(default_factory=list)
 
 
-def mine(model: str, data: str, corpus: str, output: str, overwrite: bool = False, **options) -> Mined:
-    """``options``: MineOptions' fields (candidates, negatives, skip_top, margin, similarity, max_length,
-    corpus_chunk, batch_size, precision, threads)."""
-    settings = MineOptions(data=data, corpus=corpus, output=output, overwrite=overwrite, **options).validate()
-    target = _target(model, data, corpus, output, overwrite)
-    anchors, positives = read_pairs(Path(data).expanduser())
-    corpus_path = Path(corpus).expanduser()
+def mine(model: str, options: MineOptions) -> Mined:
+    """Triplets from the pairs of ``options.data`` and the passages of ``options.corpus``, written
+    to ``options.output`` (see the module's docstring for how the negatives are chosen)."""
+    settings = options.validate()
+    target = _target(model, settings.data, settings.corpus, settings.output, settings.overwrite)
+    anchors, positives = read_pairs(Path(settings.data).expanduser())
+    corpus_path = Path(settings.corpus).expanduser()
     check_corpus(corpus_path)  # every passage checked before the model loads
-    embedder = Embedder(
-        model, None, settings.max_length, None, settings.batch_size, False, settings.precision, settings.threads
-    )
+    embedder = Embedder(model, embedding_options(settings.max_length, settings))
     cosine = settings.similarity == "cosine"
     anchor_vectors = scaled(embedder.vectors(anchors), cosine)
     positive_scores = np.einsum("ij,ij->i", anchor_vectors, scaled(embedder.vectors(positives), cosine))

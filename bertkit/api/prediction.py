@@ -19,12 +19,10 @@ from typing import Iterator
 from bertkit.data import readers
 from bertkit.data.registry import Source
 from bertkit.data.streams import Chunk, InputStream
-from bertkit.engine.threads import check as check_threads
 from bertkit.errors import BertkitError
 from bertkit.events import notice
-from bertkit.inference import check_inference_args
 from bertkit.model_dir import load_meta
-from bertkit.options import INFERENCE_BATCH, check_batch_size
+from bertkit.options import InferenceOptions, PredictOptions, StreamOptions
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
 from bertkit.tasks.learned import stats_of
@@ -36,13 +34,14 @@ class Predictor:
     def __init__(
         self,
         model_dir: str,
+        run: InferenceOptions | None = None,
         backend: str = "torch",
-        batch_size: int = INFERENCE_BATCH,
-        precision: str = "auto",
+        task_options: dict | None = None,
         quiet: bool = False,
-        threads: int | None = None,
-        **options,
     ):
+        """``run``: batch size, precision, threads (validated here); ``backend``: torch, an exported
+        one (BACKENDS) or auto; ``task_options``: the task's predict options (top_k, n_best...)."""
+        run = (run or InferenceOptions()).validate("bertkit predict")
         if backend not in BACKENDS + ("auto",):
             raise BertkitError(f"unknown --backend {backend!r}", f"use one of auto, {', '.join(BACKENDS)}")
         self.backend_reason = None
@@ -52,22 +51,21 @@ class Predictor:
             backend, self.backend_reason = fastest_backend(model_dir)
             # the words of the runtime line (cli.common.runtime_line), so the CLI says it once
             notice("runtime", f"--backend auto: {backend}: {self.backend_reason}", backend=backend)
-        check_batch_size(batch_size, "bertkit predict")
-        self.model_dir, self.backend, self.batch_size = str(model_dir), backend, batch_size
+        self.model_dir, self.backend, self.batch_size = str(model_dir), backend, run.batch_size
         self.meta = load_meta(self.model_dir)
         self.adapter = task_from_state(self.meta["task"])
         self.adapter.check_predictable()
-        self.adapter = self.adapter.apply_options(options, "predict")
+        self.adapter = self.adapter.apply_options(task_options or {}, "predict")
         if backend != "torch":
             from bertkit.export.runtime import exported_file
 
-            if precision not in ("no", "auto"):  # the exported runtimes choose their own (fp32, bf16, int8)
+            if run.precision not in ("no", "auto"):  # the exported runtimes choose their own (fp32, bf16, int8)
                 raise BertkitError(
-                    f"--precision {precision} applies to the torch backend only",
+                    f"--precision {run.precision} applies to the torch backend only",
                     "drop --precision (an exported backend picks its own; see README)",
                 )
             exported_file(self.model_dir, backend)  # exported? checked before any work
-        self.precision, self.quiet, self.threads = precision, quiet, threads
+        self.precision, self.quiet, self.threads = run.precision, quiet, run.threads
         self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
         self.timings: dict = {}  # seconds: load (once), and preprocess / model / postprocess of the last call
@@ -205,22 +203,15 @@ class Predictions(list):
     timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
 
 
-def predict(
-    model_dir: str,
-    input_path: str,
-    batch_size: int = INFERENCE_BATCH,
-    precision: str = "auto",
-    backend: str = "torch",
-    threads: int | None = None,
-    **options,
-) -> Predictions:
-    """One output row per input row, in input order, in memory. ``input_path`` '-' reads standard
-    input; a directory or glob reads its shards in order. ``backend``: torch, or onnx / onnx-int8
-    after `bertkit export onnx`. For inputs of any size, ``predict_stream`` writes as it goes.
-    The rows are ``predict_stream``'s pipeline collected, the input as one chunk."""
-    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=False, options=options)
+def predict(model_dir: str, options: PredictOptions, run: InferenceOptions | None = None) -> Predictions:
+    """One output row per row of ``options.input``, in input order, in memory ('-' reads standard
+    input; a directory or glob reads its shards in order; ``options.output`` is not written).
+    ``options.backend``: torch, or onnx / onnx-int8 after `bertkit export onnx`;
+    ``options.task_options``: the task's predict options. For inputs of any size, ``predict_stream``
+    writes as it goes. The rows are ``predict_stream``'s pipeline collected, the input as one chunk."""
+    predictor = _predictor(model_dir, options, run, quiet=False)
     rows = Predictions()
-    for _, predicted in _pipeline(predictor, InputStream(input_path), None, _Facts()).results():
+    for _, predicted in _pipeline(predictor, InputStream(options.input), None, _Facts()).results():
         rows.extend(predicted)
     rows.preprocessing = predictor.stats  # the one chunk's facts, whole (non-counts included)
     rows.runtime = predictor.runtime()
@@ -229,72 +220,57 @@ def predict(
 
 
 def predict_stream(
-    model_dir: str,
-    input_path: str,
-    output: str | None = None,
-    chunk_rows: int = 10_000,
-    resume: bool = False,
-    batch_size: int = INFERENCE_BATCH,
-    precision: str = "auto",
-    backend: str = "torch",
-    threads: int | None = None,
-    quiet: bool = False,
-    long_lived: bool = False,
-    **options,
+    model_dir: str, options: PredictOptions, run: InferenceOptions | None = None, stream: StreamOptions | None = None
 ):
-    """Predict in chunks of ``chunk_rows`` rows, each written as soon as it is done: JSONL on
-    standard output (``output`` None), or a .jsonl / .parquet file assembled at the end
-    (resumable with ``resume``; see bertkit.api.streaming). Memory does not grow with the input.
-    Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s rows.
-    ``long_lived``: see bertkit.api.streaming.run (the command line sets it)."""
+    """Predict in chunks of ``stream.chunk_rows`` rows, each written as soon as it is done: JSONL on
+    standard output (``options.output`` '-'), or a .jsonl / .parquet file assembled at the end
+    (resumable with ``stream.resume``; see bertkit.api.streaming). Memory does not grow with the
+    input. Returns the stream's summary, with ``preprocessing`` and ``runtime`` like ``predict``'s
+    rows. ``stream.quiet``, ``stream.long_lived``: see bertkit.api.streaming.run (the command line
+    sets them)."""
     from bertkit.api import streaming
     from bertkit.data.annotation_sinks import annotation_sink
     from bertkit.data.sinks import sink_for
 
-    if chunk_rows < 1:
-        raise BertkitError(f"--chunk-rows must be >= 1, got {chunk_rows}", "e.g. --chunk-rows 10000")
-    target = Path(output).expanduser().resolve() if output else None
-    stream, facts = InputStream(input_path), _Facts()
+    stream = (stream or StreamOptions()).validate("bertkit predict")
+    target = None if options.output in (None, "-") else Path(options.output).expanduser().resolve()
+    source, facts = InputStream(options.input), _Facts()
     if target is not None:
-        streaming.check_apart(target, stream, model_dir)  # before the model: an output never an input
-    predictor = _predictor(model_dir, batch_size, precision, backend, threads, quiet=True, options=options)
+        streaming.check_apart(target, source, model_dir)  # before the model: an output never an input
+    predictor = _predictor(model_dir, options, run, quiet=True)
     tool = predictor.adapter.options.get("format")  # --format label-studio|doccano (cls, pair, ner)
     sink = annotation_sink(tool, predictor.adapter.prediction_fields, target, Path(model_dir).name)
     sink = sink or sink_for(target, vectors=False)
     settings = {
         **streaming.model_fingerprint(model_dir),
         "options": dict(predictor.adapter.options),
-        "batch_size": batch_size,
-        "precision": precision,
-        "backend": backend,
-        "threads": threads,
-        "chunk_rows": chunk_rows,
+        "batch_size": predictor.batch_size,
+        "precision": predictor.precision,
+        "backend": options.backend,
+        "threads": predictor.threads,
+        "chunk_rows": stream.chunk_rows,
         "format": type(sink).__name__,
     }
     summary = streaming.run(
-        stream,
-        _pipeline(predictor, stream, chunk_rows, facts, first=streaming.FIRST_CHUNK_ROWS),
+        source,
+        _pipeline(predictor, source, stream.chunk_rows, facts, first=streaming.FIRST_CHUNK_ROWS),
         sink,
         target,
         settings,
-        resume=resume,
-        total=stream.total_rows(),
+        resume=stream.resume,
+        total=source.total_rows(),
         label="predict",
-        quiet=quiet,
+        quiet=stream.quiet,
         writer=lambda: getattr(predictor.engine, "is_main_process", True),
-        long_lived=long_lived,
+        long_lived=stream.long_lived,
     )
-    summary.preprocessing = facts.report(spans=not stream.stdin)
+    summary.preprocessing = facts.report(spans=not source.stdin)
     summary.runtime = predictor.runtime()
     return summary
 
 
-def _predictor(model_dir, batch_size, precision, backend, threads, quiet, options) -> Predictor:
-    check_inference_args(batch_size, "predict", None, precision)
-    check_threads(threads, "predict")
-    return Predictor(
-        model_dir, backend=backend, batch_size=batch_size, precision=precision, threads=threads, quiet=quiet, **options
-    )
+def _predictor(model_dir, options: PredictOptions, run: InferenceOptions | None, quiet: bool) -> Predictor:
+    return Predictor(model_dir, run, options.backend, options.task_options, quiet=quiet)
 
 
 def _pipeline(

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bertkit.api.finetuning import finetune
-from bertkit.models import DEFAULT_MODEL
-from bertkit.options import TrainConfig
+from bertkit.api.run_args import finetune_keywords, output_of
+from bertkit.options import RunOptions, TrainConfig
 
 PRETRAIN_LR = 5e-5  # continued pre-training takes larger steps than fine-tuning (cli/features.py shows it)
 
@@ -44,51 +44,27 @@ class PretrainResult:
     notices: list = field(default_factory=list)  # checkpoints passed over, ...
 
 
-def pretrain_mlm(
-    data: str,
-    output: str,
-    model: str = DEFAULT_MODEL,
-    eval_data: str | None = None,
-    eval_share: float = 0.1,
-    config: TrainConfig | None = None,
-    mask_rate: float = 0.15,
-    mask_token_share: float = 0.8,
-    random_token_share: float = 0.1,
-    whole_word_masking: bool = False,
-    overwrite: bool = False,
-    data_dir: str | None = None,
-    threads: int | None = None,
-    report_to: str | None = None,
-    resume: bool = False,
-    resume_from: str | None = None,
-    task: str = "mlm",
-    task_options: dict | None = None,
-) -> PretrainResult:
-    """Continue masked-LM pre-training of ``model`` on the text in ``data``; save a model directory.
-    ``finetune`` with the mlm task: the same options, checkpoints and ``resume``."""
+# the masking rule and the held-out share: the mlm task's pretrain options, given to every run
+MASKING = {"mask_rate": 0.15, "mask_token_share": 0.8, "random_token_share": 0.1, "whole_word_masking": False}
+EVAL_SHARE = 0.1
+
+
+def pretrain_mlm(run: RunOptions, config: TrainConfig | None = None, task: str = "mlm") -> PretrainResult:
+    """Continue masked-LM pre-training of ``run.model`` on the text in ``run.data``; save a model
+    directory (``run.output``, default runs/mlm-<data>). ``finetune`` with the mlm task: the same
+    options, checkpoints and ``run.resume``. ``config.task_options``: the masking rule (mask_rate,
+    mask_token_share, random_token_share, whole_word_masking) and eval_share; ``config`` defaults
+    to TrainConfig(lr=PRETRAIN_LR)."""
     config = config or TrainConfig(lr=PRETRAIN_LR)
-    options = {
-        "mask_rate": mask_rate,
-        "mask_token_share": mask_token_share,
-        "random_token_share": random_token_share,
-        "whole_word_masking": whole_word_masking,
-        "eval_share": eval_share,
-        **(task_options or {}),
-    }
-    config = replace(config, task_options={**config.task_options, **options})
+    options = {**MASKING, "eval_share": EVAL_SHARE, **config.task_options}
+    config = replace(config, task_options=options)
     result = finetune(
         task,
-        data,
-        output,
-        model=model,
-        eval_data=eval_data,
-        data_dir=data_dir,
+        run.data,
+        output_of(run, f"{task}-"),
         config=config,
-        overwrite=overwrite,
-        report_to=report_to,
-        threads=threads,
-        resume=resume,
-        resume_from=resume_from,
+        overwrite=run.overwrite,
+        **finetune_keywords(run),
     )
     return PretrainResult(
         result.output_dir,
@@ -106,10 +82,8 @@ def pretrain_mlm(
     )
 
 
-def pretrain_bert(
-    data: str, output: str, model: str = DEFAULT_MODEL, config: TrainConfig | None = None, **options
-) -> PretrainResult:
-    """BERT's pre-training of ``model`` on the documents in ``data``: masked LM + next-sentence
+def pretrain_bert(run: RunOptions, config: TrainConfig | None = None) -> PretrainResult:
+    """BERT's pre-training of ``run.model`` on the documents in ``run.data``: masked LM + next-sentence
     prediction on sentence pairs (the ``bert`` task); every option of ``pretrain_mlm``. A model type
     without a next-sentence head (RoBERTa, DistilBERT, ModernBERT...) is refused before any work;
     which heads start random (a bare encoder such as MiniLM has neither) is said before training."""
@@ -118,10 +92,11 @@ def pretrain_bert(
     from bertkit.networks.next_sentence import check_next_sentence_model, checkpoint_heads, describe_heads
 
     config = config or TrainConfig(lr=PRETRAIN_LR)
+    model = run.model
     model_ref = resolve_model(model)
     check_next_sentence_model(load_config(model_ref, model), model)
     heads = checkpoint_heads(model_ref)
     if heads is None or not all(heads.values()):
         notice("weights", describe_heads(heads), heads=heads)
     pairs = {"pair_seed": config.seed}  # the training pairs are drawn with the run's seed
-    return pretrain_mlm(data, output, model=model, config=config, task="bert", task_options=pairs, **options)
+    return pretrain_mlm(run, replace(config, task_options={**config.task_options, **pairs}), task="bert")

@@ -14,15 +14,17 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.options import INFERENCE_BATCH
+from bertkit.options import InferenceOptions
 
 OUTPUT = "logits"
 MAX_LENGTH = 512  # CrossEncoder's usual; capped to the model's positions
 
 
 class Reranker:
-    def __init__(self, model: str, batch_size: int = INFERENCE_BATCH, precision: str = "auto", threads=None):
-        self.model, self.batch_size, self.precision, self.threads = model, batch_size, precision, threads
+    def __init__(self, model: str, run: InferenceOptions | None = None):
+        """``run``: batch size, precision and threads (validated here)."""
+        self.run = (run or InferenceOptions()).validate("bertkit eval")
+        self.model = model
         self.engine = self.network = self.tokenizer = self.config = None
         self.max_length = MAX_LENGTH
 
@@ -52,7 +54,7 @@ class Reranker:
         self.tokenizer = load_tokenizer(self.reference, self.model, self.config)
         from bertkit.engine import Engine  # heavy: torch + accelerate
 
-        self.engine = Engine(self.precision, threads=self.threads)
+        self.engine = Engine(self.run.precision, threads=self.run.threads)
         weights = load_model("AutoModelForSequenceClassification", self.reference, self.model, trained=True)
         self.network = self.engine.prepare_model(weights)
         return self
@@ -66,6 +68,12 @@ class Reranker:
         names = [name for name in ("input_ids", "token_type_ids") if name in encoded]
         features = [{name: encoded[name][i] for name in names} for i in range(len(queries))]
         outputs = self.engine.infer(
-            self.network, features, self.batch_size, (OUTPUT,), False, self.tokenizer.pad_token_id, description="rerank"
+            self.network,
+            features,
+            self.run.batch_size,
+            (OUTPUT,),
+            False,
+            self.tokenizer.pad_token_id,
+            description="rerank",
         )[OUTPUT]
         return np.array([float(np.ravel(row)[0]) for row in outputs], dtype=np.float32)

@@ -13,6 +13,7 @@ metrics JSON and the run file ``run-<data>-<split>.trec`` beside it), the rerank
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -20,59 +21,62 @@ import numpy as np
 
 from bertkit.api.embedder import Embedder
 from bertkit.api.streaming import check_model_kept
-from bertkit.data.beir import Beir, corpus_rows, ranked, read_beir, run_lines, score_text
+from bertkit.data.beir import Beir, corpus_rows, read_beir, run_lines, score_text
 from bertkit.errors import BertkitError
 from bertkit.events import notice
-from bertkit.metrics.retrieval import MAIN, retrieval_metrics
+from bertkit.metrics.retrieval import MAIN, ranked, retrieval_metrics
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file, write_json
-from bertkit.options import INFERENCE_BATCH
-from bertkit.options.retrieval import CORPUS_CHUNK, RETRIEVAL_MAX_LENGTH, RETRIEVED, RetrievalOptions
+from bertkit.options import EmbeddingOptions, EvalOptions, InferenceOptions
+from bertkit.options.retrieval import RETRIEVED, RetrievalOptions
 
 RUN_TAG = "bertkit"
 
 
 def evaluate_retrieval(
     model: str,
-    data: str,
-    split: str | None = None,
-    output: str | None = None,
-    rerank: str | None = None,
-    rerank_top: int = RETRIEVED,
-    similarity: str = "cosine",
-    max_length: int = RETRIEVAL_MAX_LENGTH,
-    corpus_chunk: int = CORPUS_CHUNK,
-    batch_size: int = INFERENCE_BATCH,
-    precision: str = "auto",
-    threads: int | None = None,
+    options: EvalOptions,
+    retrieval: RetrievalOptions | None = None,
+    run: InferenceOptions | None = None,
 ) -> dict:
-    """Search the split's judged queries over the corpus, score the run, write the run file and the
-    metrics JSON; returns the report (``metrics``; with a reranker also ``retriever_metrics``)."""
-    RetrievalOptions(rerank, rerank_top, similarity, max_length, corpus_chunk).validate()
-    split = split or "test"
-    beir = read_beir(data, split)
-    target, run_file = _outputs(model, beir, output, rerank)
-    reranker = _reranker(rerank, batch_size, precision, threads)
-    embedder = Embedder(model, None, max_length, None, batch_size, False, precision, threads)
+    """Search the judged queries of ``options.data`` (a BEIR directory; ``options.split``, default
+    test) over its corpus, score the run, write the run file and the metrics JSON (``options.output``);
+    returns the report (``metrics``; with a reranker also ``retriever_metrics``). EvalOptions' other
+    settings (a task's, a Hub dataset's, --max-eval-samples...) mean nothing here and are refused."""
+    run = (run or InferenceOptions()).validate("bertkit eval")
+    options = options.validate("bertkit eval")
+    retrieval = (retrieval or RetrievalOptions()).validate("bertkit eval")
+    _refuse_other_options(options)
+    split = options.split or "test"
+    beir = read_beir(options.data, split)
+    target, run_file = _outputs(model, beir, options.output, retrieval.rerank)
+    reranker = _reranker(retrieval.rerank, run)
+    embedder = Embedder(model, embedding_options(retrieval.max_length, run))
+    rerank_top, similarity = retrieval.rerank_top, retrieval.similarity
     started = time.perf_counter()
     retrieved = search(
-        embedder, list(beir.queries.values()), beir.corpus_path, max(RETRIEVED, rerank_top), similarity, corpus_chunk
+        embedder,
+        list(beir.queries.values()),
+        beir.corpus_path,
+        max(RETRIEVED, rerank_top),
+        similarity,
+        retrieval.corpus_chunk,
     )
     searched = time.perf_counter()
-    run = as_run(beir, *retrieved)
+    ranking = as_run(beir, *retrieved)
     report = {"model": str(model), "data": str(beir.directory), "split": split, "queries": len(beir.queries)}
     report.update(corpus=len(beir.corpus_ids), similarity=similarity, notices=[])
     if reranker is not None:
-        report["retriever_metrics"] = _measured(beir, run)
-        run = rerank_run(reranker, beir, run, rerank_top)
-        report["rerank"] = {"model": str(rerank), "top": rerank_top}
-    report["metrics"] = _measured(beir, run)
+        report["retriever_metrics"] = _measured(beir, ranking)
+        ranking = rerank_run(reranker, beir, ranking, rerank_top)
+        report["rerank"] = {"model": str(retrieval.rerank), "top": rerank_top}
+    report["metrics"] = _measured(beir, ranking)
     report["main_metric"] = MAIN
     report["timings"] = {"search_seconds": round(searched - started, 3)}
     report["timings"]["rerank_seconds"] = round(time.perf_counter() - searched, 3) if reranker else 0.0
-    report["runtime"] = embedder.engine.runtime(precision)
+    report["runtime"] = embedder.engine.runtime(run.precision)
     if embedder.engine.is_main_process:
         with atomic_file(run_file) as handle:
-            handle.writelines(run_lines(run, RUN_TAG))
+            handle.writelines(run_lines(ranking, RUN_TAG))
         report["run_written_to"] = str(run_file)
         write_json(target, report)
     report["written_to"] = str(target)
@@ -97,12 +101,35 @@ def _outputs(model: str, beir: Beir, output: str | None, rerank: str | None) -> 
     return target, run_file
 
 
-def _reranker(rerank: str | None, batch_size: int, precision: str, threads):
+def _refuse_other_options(options: EvalOptions) -> None:
+    """A task's and a Hub dataset's flags mean nothing to a BEIR directory: said, not ignored."""
+    given = [f"--{name.replace('_', '-')}" for name in options.task_options]
+    dataset = options.dataset
+    given += [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(dataset) if getattr(dataset, f.name)]
+    others = (
+        ("--max-eval-samples", options.max_eval_samples),
+        ("--metric", options.metric),
+        ("--store-threshold", options.store_threshold),
+    )
+    given += [flag for flag, value in others if value is not None and value != []]
+    if given:
+        raise BertkitError(f"{', '.join(given)}: not for retrieval on a BEIR directory", f"drop {given[0]}")
+
+
+def embedding_options(max_length: int, run) -> EmbeddingOptions:
+    """How retrieval and mining embed: embed's defaults (pooling, no normalising) with their window
+    and ``run``'s batch size, precision and threads (InferenceOptions, MineOptions)."""
+    return EmbeddingOptions(
+        max_length=max_length, batch_size=run.batch_size, precision=run.precision, threads=run.threads
+    )
+
+
+def _reranker(rerank: str | None, run: InferenceOptions):
     if rerank is None:
         return None
     from bertkit.api.reranker import Reranker
 
-    return Reranker(rerank, batch_size, precision, threads).check()  # its config, before any weights load
+    return Reranker(rerank, run).check()  # its config, before any weights load
 
 
 def search(

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
+from bertkit.api.run_args import finetune_keywords, output_of
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
-from bertkit.options import TrainConfig
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig, parse_seeds
 
 
 @dataclass
@@ -35,20 +36,17 @@ class SeedsResult:
 
 
 def finetune_seeds(
-    task: str,
-    data: str,
-    output: str,
-    seeds: list[int],
-    keep_all: bool = False,
-    config: TrainConfig | None = None,
-    overwrite: bool = False,
-    on_run=None,
-    **options,
+    task: str, run: RunOptions, config: TrainConfig | None = None, repeat: RepeatOptions | None = None, on_run=None
 ) -> SeedsResult:
-    """``finetune`` once per seed; ``on_run(seed, result)`` after each. ``options`` are finetune's."""
-    config = config or TrainConfig()
+    """``finetune`` once per seed of ``repeat.seeds`` (a count from ``config.seed``, or a list);
+    ``on_run(seed, result)`` after each; ``repeat.keep_all`` keeps every seed's model."""
+    config, repeat = config or TrainConfig(), repeat or RepeatOptions()
+    seeds, keep_all = parse_seeds(repeat.seeds, config.seed), repeat.keep_all
+    data, options = run.data, finetune_keywords(run)
     _check_request(task, data, seeds, options, DatasetChoice.of(config))
-    output_path, root = prepare_runs(output, seeds_root, overwrite, "--seeds", [f"seed-{s}" for s in seeds])
+    output_path, root = prepare_runs(
+        output_of(run, f"{task}-"), seeds_root, run.overwrite, "--seeds", [f"seed-{s}" for s in seeds]
+    )
     parallel = parallel_runs(len(seeds), options.get("threads"))
     jobs = {
         seed: dict(

@@ -32,35 +32,26 @@ from bertkit.data.registry import Source
 from bertkit.data.streams import InputStream
 from bertkit.errors import BertkitError
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file
-from bertkit.options import INFERENCE_BATCH
+from bertkit.options import InferenceOptions
 from bertkit.options.selection import SelectOptions
 from bertkit.tasks.base import PREDICT
 
 
-def select(
-    model_dir: str,
-    input_path: str,
-    output: str,
-    n: int,
-    strategy: str = "margin",
-    tool: str = "label-studio",
-    seed: int = 0,
-    chunk_rows: int = 10_000,
-    batch_size: int = INFERENCE_BATCH,
-    precision: str = "auto",
-    threads: int | None = None,
-) -> dict:
-    """Write the ``n`` rows of ``input_path`` the model is least sure of to ``output`` (.json: one
-    list; .jsonl: one task per line) as ``tool`` tasks; returns what was done."""
-    SelectOptions(input_path, n, strategy, seed, output, tool, chunk_rows).validate()
-    target = check_output_file(output)
-    check_inputs_kept(target, input_path, model_dir)
-    predictor = Predictor(model_dir, batch_size=batch_size, precision=precision, quiet=True, threads=threads)
+def select(model_dir: str, options: SelectOptions, run: InferenceOptions | None = None) -> dict:
+    """Write the ``options.n`` rows of ``options.input`` the model is least sure of to
+    ``options.output`` (.json: one list; .jsonl: one task per line) as ``options.format`` tasks;
+    returns what was done. ``run``: batch size, precision, threads."""
+    run = (run or InferenceOptions()).validate("bertkit select")  # its hints name select's --help
+    options = options.validate()
+    target = check_output_file(options.output)
+    check_inputs_kept(target, options.input, model_dir)
+    predictor = Predictor(model_dir, run, quiet=True)
+    n, strategy, tool = options.n, options.strategy, options.format
     shape = check_tool(tool, predictor.adapter.prediction_fields, target, "select")
-    stream = InputStream(input_path)
+    stream = InputStream(options.input)
     started, rows, held = time.perf_counter(), 0, []  # held: a max-heap on (certainty, row) of the n least sure
-    rng = np.random.default_rng(seed)
-    for chunk in _chunks(predictor, stream, chunk_rows):
+    rng = np.random.default_rng(options.seed)
+    for chunk in _chunks(predictor, stream, options.chunk_rows):
         examples = chunk.records
         rows_out, certainties = _predict(predictor, examples, shape, strategy)
         if strategy == "random":

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.finetuning import FinetuneResult, finetune
+from bertkit.api.run_args import finetune_keywords, output_of
 from bertkit.api.search_space import read_space, sample, space_changes
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
@@ -29,7 +30,7 @@ from bertkit.model_dir import check_output_dir, check_sibling_dir, load_meta, re
 from bertkit.model_dir.ownership import named, strangers
 from bertkit.model_dir.removal import claim, discard_owned
 from bertkit.model_dir.run_config import retarget_run_config
-from bertkit.options import TrainConfig
+from bertkit.options import RunOptions, TrainConfig, TuneOptions
 from bertkit.tasks import get_task_class, task_from_state
 
 
@@ -62,21 +63,14 @@ def tune_root(output: Path) -> Path:
 
 
 def tune(
-    task: str,
-    data: str,
-    output: str,
-    trials: int,
-    storage: str | None = None,
-    study_name: str | None = None,
-    space: str | None = None,
-    fixed: tuple = (),
-    config: TrainConfig | None = None,
-    overwrite: bool = False,
-    on_trial=None,
-    **options,
+    task: str, run: RunOptions, config: TrainConfig | None = None, search: TuneOptions | None = None, on_trial=None
 ) -> TuneResult:
-    """Search ``space`` (bertkit.api.search_space) for ``trials`` trials; ``fixed``: hyperparameters
-    given on the command line, left out of the space. ``on_trial(summary)`` after each trial here."""
+    """Search ``search.space`` (bertkit.api.search_space) for ``search.trials`` trials;
+    ``search.fixed``: hyperparameters given on the command line, left out of the space.
+    ``on_trial(summary)`` after each trial here."""
+    search = search or TuneOptions()
+    trials, storage, space, fixed = search.trials, search.storage, search.space, search.fixed
+    data, output, overwrite, options = run.data, output_of(run, f"tune-{task}-"), run.overwrite, finetune_keywords(run)
     optuna = require_optuna()
     config = _checked_config(task, config or TrainConfig(), options)
     _check_request(trials, options)
@@ -84,7 +78,7 @@ def tune(
     searched = read_space(space, tuple(fixed) + (("epochs",) if config.max_steps else ()))
     output_path = Path(output).expanduser().resolve()
     root = tune_root(output_path)
-    name = study_name or f"bertkit-{task}-{output_path.name}"
+    name = search.study_name or f"bertkit-{task}-{output_path.name}"
     _check_outputs(task, data, output_path, root, name, overwrite, options, DatasetChoice.of(config))
     url = storage or f"sqlite:///{root / STUDY_FILE}"
     created, ran, best_here, study = not root.exists(), [], {}, None

@@ -25,21 +25,12 @@ def embed(model: str, **values):
     """One vector per input row (or per word), in input order, from any checkpoint; rows stream in chunks."""
     from bertkit.api import embedding as features
 
+    # validated here, not only by the api: the Ray path and the in-memory choice read them first
     options = chosen(values, EmbeddingOptions).validate("bertkit embed")
     stream = chosen(values, StreamOptions).validate("bertkit embed")
     check_ray_flags(stream, per_word=options.per_word)
-    settings = _settings(options)
     if stream.ray:
-        run_on_ray(
-            "embed",
-            model,
-            options.input,
-            options.output,
-            address=stream.ray_address,
-            actors=stream.actor_count,
-            batch_size=options.batch_size,
-            **settings,
-        )
+        run_on_ray("embed", model, stream, options)
         return
     if options.per_word or options.output.lower().endswith(".npz"):  # ragged per-word vectors, one zip: in memory
         if stream.resume:
@@ -48,17 +39,8 @@ def embed(model: str, **values):
                 "drop --resume, or write .npy/.parquet/.jsonl row vectors",
             )
         return _embed_in_memory(features, model, options)
-    output = None if options.output == "-" else options.output
-    summary = features.embed_stream(
-        model,
-        options.input,
-        output,
-        chunk_rows=stream.chunk_rows,
-        resume=stream.resume,
-        batch_size=options.batch_size,
-        long_lived=True,
-        **settings,
-    )
+    stream.long_lived = True
+    summary = features.embed_stream(model, options, stream)
     echo_notices({"notices": summary.notices}, err=True)
     if summary.windowed_rows:
         typer.echo(
@@ -73,32 +55,9 @@ def embed(model: str, **values):
         echo_runtime(summary.runtime, err=True)  # stderr: stdout may carry the vectors (--output -)
 
 
-def _settings(options: EmbeddingOptions) -> dict:
-    """What every way of embedding takes as it is (the api's keyword arguments)."""
-    names = (
-        "pooling",
-        "max_length",
-        "stride",
-        "normalize",
-        "text_column",
-        "text_pair_column",
-        "id_column",
-        "precision",
-        "threads",
-    )
-    return {name: getattr(options, name) for name in names}
-
-
 def _embed_in_memory(features, model: str, options: EmbeddingOptions):
     output = options.output
-    result = features.embed(
-        model,
-        options.input,
-        None if output == "-" else output,
-        per_word=options.per_word,
-        batch_size=options.batch_size,
-        **_settings(options),
-    )
+    result = features.embed(model, options)
     if output == "-":
         sys.stdout.writelines(features.jsonl_lines(result))
     if result.windowed_rows:

@@ -37,48 +37,32 @@ def _parameters(with_tasks: bool) -> list:
 
 def _eval(model_dir: str, **values):
     from bertkit import api
-    from bertkit.data.hub_datasets import DatasetChoice
 
     task_options = task_values(values, set(values) - _OWN)
-    run = chosen(values, InferenceOptions).validate("bertkit eval")
-    options = chosen(values, EvalOptions).validate("bertkit eval")
-    dataset = chosen(values, DatasetOptions)
-    retrieval = chosen(values, RetrievalOptions).validate("bertkit eval")
-    if retrieval_eval(model_dir, options, run, retrieval, task_options, dataset):
+    run = chosen(values, InferenceOptions)  # validated by the api, as every options object it is handed
+    options = chosen(values, EvalOptions)  # with --data-dir (RunOptions' flag, an EvalOptions field)
+    options.dataset, options.task_options = chosen(values, DatasetOptions), task_options
+    retrieval = chosen(values, RetrievalOptions)
+    if retrieval_eval(model_dir, options, run, retrieval):
         return
-    report = api.evaluate(
-        model_dir,
-        options.data,
-        split=options.split,
-        data_dir=values["data_dir"],
-        batch_size=run.batch_size,
-        max_eval_samples=options.max_eval_samples,
-        output=options.output,
-        precision=run.precision,
-        task_options=task_options,
-        store_tuned=options.store_threshold,
-        extra_metrics=options.metric or (),
-        threads=run.threads,
-        dataset=DatasetChoice.of(dataset),
-    )
-    _show(report)
+    _show(api.evaluate(model_dir, options, run))
 
 
-def retrieval_eval(model_dir: str, options, run, retrieval, task_options: dict, dataset) -> bool:
+def retrieval_eval(model_dir: str, options: EvalOptions, run: InferenceOptions, retrieval: RetrievalOptions) -> bool:
     """--data a BEIR directory: retrieval scored (True); else the retrieval flags are refused."""
     from bertkit.cli.retrieval import evaluate_beir
     from bertkit.data.beir import is_beir_dir
     from bertkit.errors import BertkitError
 
     if not is_beir_dir(options.data):
-        given = retrieval.given_without_beir()
+        given = retrieval.validate("bertkit eval").given_without_beir()
         if given:
             raise BertkitError(
                 f"{', '.join(given)} apply only when --data is a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)",
                 f"drop {given[0]}, or pass --data with a BEIR directory",
             )
         return False
-    evaluate_beir(model_dir, options, run, retrieval, task_options, dataset)
+    evaluate_beir(model_dir, options, run, retrieval)
     return True
 
 

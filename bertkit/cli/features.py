@@ -27,7 +27,6 @@ from bertkit.cli.options import (
     from_task,
     positional,
     single_command,
-    split,
     task_values,
 )
 from bertkit.cli.pretraining import PRETRAIN_DEFAULTS, PRETRAIN_HELP, echo_history, pretrain_bert, run_pretraining
@@ -42,7 +41,6 @@ from bertkit.options import (
     ProbeOptions,
     RunOptions,
     TrainConfig,
-    default_output,
 )
 
 
@@ -78,17 +76,13 @@ def _probe_parameters(with_tasks: bool) -> list:
 def probe(task: ProbeTask, **values):
     """Frozen features + logistic regression; saves a directory that `eval` and `predict` take."""
     from bertkit.api.probing import probe as run_probe
-    from bertkit.data.hub_datasets import DatasetChoice
 
     task_options = task_values(values, set(values) - _PROBE_OWN)
-    options = chosen(values, ProbeOptions).validate("bertkit probe")
-    dataset = DatasetChoice.of(chosen(values, DatasetOptions))
-    run = split(values, RunOptions)
-    data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, f"probe-{task.value}-")
-    result = run_probe(
-        task.value, data, output, **run, **values, **vars(options), task_options=task_options, dataset=dataset
-    )
+    options = chosen(values, ProbeOptions)  # validated by the api
+    dataset = chosen(values, DatasetOptions)
+    run = chosen(values, RunOptions)
+    config = TrainConfig(**vars(dataset), **values, task_options=task_options)  # PROBE_TRAIN's
+    result = run_probe(task.value, run, config, options)
     search = ", ".join(f"{row['C']:g}: {row['holdout_score']:.4f}" for row in result.c_search)
     typer.echo(f"held-out score by C ({options.holdout:.0%} of training rows): {search}")
     s = result.seconds

@@ -107,23 +107,21 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     config = TrainConfig(task_options=options, **rest)
     data, output = values.pop("data"), values.pop("output")
     output = output or default_output(data, f"{task}-")
-    seeds, folds = parse_seeds(repeat["seeds"], config.seed), repeat["folds"]
+    repeat = RepeatOptions(**repeat)
+    seeds, folds = parse_seeds(repeat.seeds, config.seed), repeat.folds
     if seeds is not None and folds is not None:
         raise BertkitError("--seeds and --folds each train several runs; one at a time", "drop one of them")
-    if repeat["keep_all"] and seeds is None and folds is None:
+    if repeat.keep_all and seeds is None and folds is None:
         raise BertkitError("--keep-all applies only with --seeds or --folds", "add --seeds N or --folds K")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
         shown = _show_run if is_main_process() else None
+        run = RunOptions(data=data, output=output, **values)
         if seeds is not None:
-            repeated = api.finetune_seeds(
-                task, data, output, seeds, repeat["keep_all"], config=config, on_run=shown, **values
-            )
+            repeated = api.finetune_seeds(task, run, config, repeat, on_run=shown)
         elif folds is not None:
-            repeated = api.finetune_folds(
-                task, data, output, folds, repeat["keep_all"], config=config, on_run=shown, **values
-            )
+            repeated = api.finetune_folds(task, run, config, repeat, on_run=shown)
         else:
             repeated = None
         result = api.finetune(task, data, output, config=config, **values) if repeated is None else repeated.best

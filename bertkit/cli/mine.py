@@ -24,9 +24,7 @@ Model = Annotated[
 def _mine(model: str, **values):
     from bertkit.api.mining import mine
 
-    options = chosen(values, MineOptions).validate()
-    settings = {k: v for k, v in vars(options).items() if k not in ("data", "corpus", "output", "overwrite")}
-    result = mine(model, options.data, options.corpus, options.output, options.overwrite, **settings)
+    result = mine(model, chosen(values, MineOptions))  # validated by the api
     if not is_main_process():
         return
     echo_runtime(result.runtime or {})

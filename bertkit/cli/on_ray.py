@@ -33,20 +33,21 @@ def check_ray_flags(stream: StreamOptions, per_word: bool = False, tool: str | N
             )
 
 
-def run_on_ray(
-    command: str, model: str, input: str, output: str, *, address: str | None, actors: int, batch_size: int, **options
-) -> dict:
-    from bertkit.ray import run
+def run_on_ray(command: str, model: str, stream: StreamOptions, options, run=None) -> dict:
+    """``options``: the command's (PredictOptions, EmbeddingOptions: its input and output too);
+    ``run``: predict's InferenceOptions."""
+    from bertkit.ray import run as run_ray
 
-    summary = run(
+    actors = stream.actor_count
+    summary = run_ray(
         command,
         model,
-        input,
-        output,
-        address=address,
+        options.input,
+        options.output,
+        address=stream.ray_address,
         actors=actors,
-        model_batch_size=batch_size,
-        **{name: value for name, value in options.items() if value is not None},
+        options=options,
+        inference=run,
     )
     what = "predictions" if command == "predict" else "vectors"
     typer.echo(

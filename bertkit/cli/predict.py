@@ -36,42 +36,22 @@ def _predict(model_dir: str, **values):
 
     task_options = task_values(values, set(values) - _OWN)
     io = chosen(values, PredictOptions)
+    io.task_options = task_options
+    # validated here, not only by the api: the Ray path below reads them first
     run = chosen(values, InferenceOptions).validate("bertkit predict")
     stream = chosen(values, StreamOptions).validate("bertkit predict")
     check_ray_flags(stream, tool=task_options.get("format"))
     if stream.ray:
-        run_on_ray(
-            "predict",
-            model_dir,
-            io.input,
-            io.output,
-            address=stream.ray_address,
-            actors=stream.actor_count,
-            batch_size=run.batch_size,
-            precision=run.precision,
-            backend=io.backend,
-            threads=run.threads,
-            **task_options,
-        )
+        run_on_ray("predict", model_dir, stream, io, run)
         return
-    target = None if io.output == "-" else check_output_file(io.output)  # before the work, not after it
+    output = io.output
+    target = None if output == "-" else check_output_file(output)  # before the work, not after it
     if target is not None:
         check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
-    summary = api.predict_stream(
-        model_dir,
-        io.input,
-        None if target is None else str(target),
-        chunk_rows=stream.chunk_rows,
-        resume=stream.resume,
-        batch_size=run.batch_size,
-        precision=run.precision,
-        backend=io.backend,
-        threads=run.threads,
-        quiet=not is_main_process(),
-        long_lived=True,
-        **task_options,
-    )
-    _show(summary, io.output, target is not None)
+        io.output = str(target)
+    stream.quiet, stream.long_lived = not is_main_process(), True
+    summary = api.predict_stream(model_dir, io, run, stream)
+    _show(summary, output, target is not None)
 
 
 def _show(summary, output: str, written: bool) -> None:

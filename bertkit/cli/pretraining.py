@@ -37,11 +37,11 @@ def run_pretraining(values: dict, task_class, run_pretrain, prefix: str):
     from bertkit.engine.interrupts import TrainingInterrupted
 
     task_options, run, rest = training_values(values, [o.name for o in task_class.options_for("pretrain")])
-    config = TrainConfig(**rest)
-    data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, prefix)
+    config = TrainConfig(task_options=task_options, **rest)
+    run = RunOptions(**run)
+    run.output = run.output or default_output(run.data, prefix)
     try:
-        result = run_pretrain(data, output, config=config, **task_options, **run)
+        result = run_pretrain(run, config)
     except TrainingInterrupted as stop:
         typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
         sys.exit(130)

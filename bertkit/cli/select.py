@@ -16,21 +16,9 @@ ABOUT = "Choose what to label next: the N pool rows the model is least sure of, 
 def select(model_dir: str, **values):
     from bertkit.api.selection import select as select_rows
 
-    run = chosen(values, InferenceOptions).validate("bertkit select")
-    options = chosen(values, SelectOptions).validate("bertkit select")
-    summary = select_rows(
-        model_dir,
-        options.input,
-        options.output,
-        options.n,
-        strategy=options.strategy,
-        tool=options.format,
-        seed=options.seed,
-        chunk_rows=options.chunk_rows,
-        batch_size=run.batch_size,
-        precision=run.precision,
-        threads=run.threads,
-    )
+    run = chosen(values, InferenceOptions)  # both validated by the api
+    options = chosen(values, SelectOptions)
+    summary = select_rows(model_dir, options, run)
     if is_main_process():
         echo_notices(summary, err=True)
         typer.echo(

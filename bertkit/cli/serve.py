@@ -20,9 +20,7 @@ def serve(model_dir: str, **values):
     from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
-    predictor = Predictor(
-        model_dir, backend=options.backend, batch_size=options.batch_size, quiet=True, threads=options.threads
-    ).load()
+    predictor = Predictor(model_dir, options.inference(), options.backend, quiet=True).load()
     # the work begins: what was decided (auto's backend and why, precision, threads, a busy machine) is said now
     notice("start", "", work="serve")
     run_server(

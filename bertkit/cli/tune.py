@@ -73,23 +73,13 @@ def _tune(task: str, values: dict, task_options: list, fixed: tuple) -> None:
 
     options, run, search, rest = training_values(values, task_options, TuneOptions)
     config = TrainConfig(task_options=options, **rest)
-    data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, f"tune-{task}-")
+    run = RunOptions(**run)
+    run.output = run.output or default_output(run.data, f"tune-{task}-")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
         result = api.tune(
-            task,
-            data,
-            output,
-            search["trials"],
-            search["storage"],
-            search["study_name"],
-            search["space"],
-            fixed,
-            config=config,
-            on_trial=_show_trial if is_main_process() else None,
-            **run,
+            task, run, config, TuneOptions(**search, fixed=fixed), _show_trial if is_main_process() else None
         )
     except TrainingInterrupted as stop:
         if is_main_process():

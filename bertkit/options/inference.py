@@ -8,7 +8,7 @@ come from its ``TaskOption``s (bertkit/cli/options.py: ``from_registry``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bertkit.options.base import (
     DATA_PANEL,
@@ -16,6 +16,7 @@ from bertkit.options.base import (
     MODEL_PANEL,
     OUTPUT_PANEL,
     REQUIRED,
+    DatasetOptions,
     batch_size_option,
     check_at_least,
     check_batch_size,
@@ -92,6 +93,11 @@ class EvalOptions:
         SCORING_PANEL,
         metavar="NAME|PATH",
     )
+    # not flags of their own: --data-dir is RunOptions' flag, the dataset's config and splits
+    # DatasetOptions', the task's eval flags its TaskOptions (the caller fills them in)
+    data_dir: str | None = None
+    dataset: DatasetOptions = field(default_factory=DatasetOptions)
+    task_options: dict = field(default_factory=dict)
 
     def validate(self, command: str = "bertkit eval") -> "EvalOptions":
         check_at_least(self.max_eval_samples, "--max-eval-samples", command)
@@ -114,6 +120,7 @@ class PredictOptions:
         OUTPUT_PANEL,
     )
     backend: str = option("torch", BACKEND_HELP, INFERENCE_PANEL)
+    task_options: dict = field(default_factory=dict)  # the task's predict flags (--top-k, --format...)
 
 
 @dataclass
@@ -141,6 +148,9 @@ class StreamOptions:
     )
     # None: not given (``--actors 2`` given without --ray is refused like any other value)
     actors: int | None = option(None, f"--ray: actors, each with the model loaded once; default {ACTORS}.", RAY_PANEL)
+    # not flags: how the caller reports (quiet: no progress lines; long_lived: bertkit.api.streaming.run)
+    quiet: bool = False
+    long_lived: bool = False
 
     def validate(self, command: str) -> "StreamOptions":
         check_at_least(self.chunk_rows, "--chunk-rows", command)
@@ -245,6 +255,10 @@ class ServeOptions:
                 command,
             )
         return self
+
+    def inference(self) -> InferenceOptions:
+        """How the served model runs, as eval and predict run one (the backend picks its precision)."""
+        return InferenceOptions(batch_size=self.batch_size, threads=self.threads)
 
 
 @dataclass

@@ -285,12 +285,15 @@ class TuneOptions:
         "YAML/JSON search space (default: lr 1e-5..1e-4 log, batch 16/32, 2-4 "
         "epochs, warmup 0-0.2, weight decay 0-0.1); a flag given fixes that value.",
     )
+    fixed: tuple = ()  # not a flag: the hyperparameters given on the command line, left out of the space
 
 
-def parse_seeds(value: str | None, first: int) -> list[int] | None:
-    """``--seeds 3`` -> [first, first+1, first+2]; ``--seeds 42,43,44`` -> that list."""
+def parse_seeds(value: str | list[int] | None, first: int) -> list[int] | None:
+    """``--seeds 3`` -> [first, first+1, first+2]; ``--seeds 42,43,44`` (or the list [42, 43, 44]) -> that list."""
     if value is None:
         return None
+    if isinstance(value, (list, tuple)):  # the API's list, as the command line's 42,43,44
+        return _checked_seeds([int(n) for n in value], value) if value else []
     text = str(value).strip()
     try:
         numbers = [int(part) for part in text.split(",")] if "," in text else None
@@ -303,6 +306,10 @@ def parse_seeds(value: str | None, first: int) -> list[int] | None:
         if not 1 <= count <= 100:
             raise BertkitError(f"--seeds must be between 1 and 100 runs, got {count}", "e.g. --seeds 3")
         numbers = list(range(first, first + count))
+    return _checked_seeds(numbers, value)
+
+
+def _checked_seeds(numbers: list[int], value) -> list[int]:
     if len(set(numbers)) != len(numbers) or any(n < 0 for n in numbers):
         raise BertkitError(f"--seeds {value}: seeds must be distinct and >= 0", "e.g. --seeds 42,43,44")
     if max(numbers) > MAX_SEED:

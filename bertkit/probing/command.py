@@ -13,7 +13,7 @@ metrics; tokenizer files), so ``bertkit eval`` and ``bertkit predict`` work on i
   folded in, so ``logits = weight @ pool(encoder(x)) + bias`` and probabilities are their softmax;
 * ``bertkit.json`` → ``probe``: the pooling mode, C, and the held-out score of every C tried.
 
-``probe`` is the spine: checks -> read -> load -> run -> save, one named function per step.
+``probe`` is the spine: checks -> read -> load -> fit -> save, one named function per step.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from bertkit.model_dir import (
     save_model_dir,
     staged_output,
 )
-from bertkit.models import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.options import INFERENCE_BATCH, check_batch_size, check_max_length
+from bertkit.models import load_tokenizer, resolve_model
+from bertkit.options import ProbeOptions, RunOptions, TrainConfig, default_output
 from bertkit.probing.classifier import check_holdout, fit_head
 from bertkit.tasks import finetune_tasks, get_task_class
 from bertkit.tasks.base import EVAL, TRAIN
@@ -61,7 +61,7 @@ class ProbeResult:
 
 @dataclass
 class ProbeArgs:
-    """The call's arguments, as given (their defaults are ``probe``'s)."""
+    """What ``probe`` reads of its options objects, in one place for its steps."""
 
     task: str
     data: str
@@ -113,7 +113,7 @@ class Embedded:
 
 @dataclass
 class Head:
-    """What ``run`` gives: the folded linear head, its C search and the eval metrics."""
+    """What ``fit`` gives: the folded linear head, its C search and the eval metrics."""
 
     weight: np.ndarray
     bias: np.ndarray
@@ -124,51 +124,40 @@ class Head:
 
 
 def probe(
-    task: str,
-    data: str,
-    output: str,
-    model: str = DEFAULT_MODEL,
-    eval_data: str | None = None,
-    data_dir: str | None = None,
-    pooling: str | None = None,
-    max_length: int | None = None,
-    batch_size: int = INFERENCE_BATCH,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    holdout: float = 0.1,
-    seed: int = 42,
-    precision: str = "auto",
-    overwrite: bool = False,
-    task_options: dict | None = None,
-    threads: int | None = None,
-    dataset: DatasetChoice | None = None,
+    task: str, run: RunOptions, config: TrainConfig | None = None, options: ProbeOptions | None = None
 ) -> ProbeResult:
-    """Fit a logistic-regression head on frozen ``pooling`` vectors and save a model directory."""
+    """Fit a logistic-regression head on frozen ``options.pooling`` vectors and save a model directory.
+    ``run``: data, eval_data, data_dir, model, output (default runs/probe-<task>-<data>), overwrite;
+    ``config``: max_train_samples, max_eval_samples, seed (of the held-out split), a Hub dataset's
+    config and splits, the task's options (columns); ``options``: the probe's own."""
+    options = (options or ProbeOptions()).validate("bertkit probe")
+    config = config or TrainConfig()
+    output = run.output or default_output(run.data, f"probe-{task}-")
     args = ProbeArgs(
         task,
-        data,
+        run.data,
         output,
-        model,
-        eval_data,
-        data_dir,
-        pooling,
-        max_length,
-        batch_size,
-        max_train_samples,
-        max_eval_samples,
-        holdout,
-        seed,
-        precision,
-        overwrite,
-        task_options,
-        threads,
-        dataset,
+        run.model,
+        run.eval_data,
+        run.data_dir,
+        options.pooling,
+        options.max_length,
+        options.batch_size,
+        config.max_train_samples,
+        config.max_eval_samples,
+        options.holdout,
+        config.seed,
+        options.precision,
+        run.overwrite,
+        config.task_options,
+        options.threads,
+        DatasetChoice.of(config),
     )
     untrained, spec, output_path = check(args)
     read_data = read(args, untrained, output_path)
     adapter = read_data.task
     embedded = embed(args, load(args, adapter, spec, read_data))
-    head = run(args, adapter, read_data, embedded)
+    head = fit(args, adapter, read_data, embedded)
     result = result_of(args, read_data, embedded, head, output_path, spec.name)
     save(args, adapter, read_data, embedded, head, result)
     return result
@@ -189,8 +178,6 @@ def check(args: ProbeArgs):
         raise BertkitError(
             "--holdout must be between 0 and 1 (the share of training rows that chooses C)", "e.g. --holdout 0.1"
         )
-    check_batch_size(args.batch_size, "bertkit probe")
-    check_max_length(args.max_length, "bertkit probe")
     task_class = get_task_class(args.task)
     adapter = task_class(args.max_length or task_class.default_max_length, dict(args.task_options or {}))
     output_path = Path(args.output).expanduser().resolve()
@@ -252,7 +239,7 @@ def embed(args: ProbeArgs, embedded: Embedded) -> Embedded:
     return embedded
 
 
-def run(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded) -> Head:
+def fit(args: ProbeArgs, adapter, read_data: ProbeData, embedded: Embedded) -> Head:
     """The head (C chosen by the task's main metric on the held-out rows) and its eval metrics."""
 
     def holdout_score(rows, probabilities) -> float:

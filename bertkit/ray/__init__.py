@@ -3,11 +3,12 @@
 For people already in Ray::
 
     import ray
+    from bertkit.options import EmbeddingOptions
     from bertkit.ray import embed_dataset, predict_dataset, write_parquet
 
     ds = ray.data.read_parquet("s3://bucket/shards/")
     write_parquet(predict_dataset(ds, "runs/sst2", actors=8), "s3://bucket/predictions/")
-    write_parquet(embed_dataset(ds, "minilm", actors=8, normalize=True), "s3://bucket/vectors/")
+    write_parquet(embed_dataset(ds, "minilm", actors=8, options=EmbeddingOptions(normalize=True)), "s3://bucket/vectors/")
 
 and ``run`` behind ``bertkit predict|embed ... --ray``: Ray's own readers in, ``map_batches`` over
 a pool of ``actors`` actors, Parquet files out through Ray's Datasink API (``write_parquet``: Ray's

@@ -13,10 +13,8 @@ from bertkit.ray.rows import arrow_table, batch_name, id_column_type
 class PredictActor:
     """One per Ray actor: a Predictor loaded once; each call predicts one Ray batch (a pyarrow Table)."""
 
-    def __init__(self, model_dir: str, model_batch_size: int, lines: bool, options: dict):
-        from bertkit.api.prediction import Predictor
-
-        self.predictor = Predictor(model_dir, batch_size=model_batch_size, quiet=True, **options).load()
+    def __init__(self, model_dir: str, lines: bool, options, run):
+        self.predictor = predictor(model_dir, options, run).load()
         self.lines = lines
         fields = self.predictor.adapter.prediction_fields
         self.fields = [name for name in fields if name != "id"]
@@ -32,28 +30,36 @@ class PredictActor:
         return arrow_table(rows, (["id"] if has_id else []) + self.fields, id_column_type(id_type))
 
 
+def predictor(model_dir: str, options, run):
+    """The Predictor of ``options`` (PredictOptions: backend, task options) and ``run``
+    (InferenceOptions), quiet: Ray reports the progress."""
+    from bertkit.api.prediction import Predictor
+
+    return Predictor(model_dir, run, options.backend, options.task_options, quiet=True)
+
+
 class EmbedActor:
     """One per Ray actor: an Embedder loaded once; each call embeds one Ray batch."""
 
-    def __init__(self, model: str, columns: tuple, lines: bool, options: dict):
+    def __init__(self, model: str, lines: bool, options):
         from bertkit.api.embedder import Embedder
 
-        self.embedder = Embedder(model, **options)
+        self.embedder = Embedder(model, options)
         self.embedder.quiet = True
         self.embedder.load()
-        self.columns, self.lines = columns, lines
+        self.options, self.lines = options, lines
 
     def __call__(self, batch):
         import numpy as np
         import pyarrow as pa
 
-        from bertkit.api.embedding import Columns, rows_of
+        from bertkit.api.embedding import columns_of, rows_of
 
         records = batch.to_pylist()
         if self.lines:
             records = [dict(zip(("text", "text_pair"), record["text"].split("\t", 1))) for record in records]
         with user_errors():
-            ids, texts, pairs, _, used = rows_of(records, batch_name(records), False, Columns(*self.columns))
+            ids, texts, pairs, _, used = rows_of(records, batch_name(records), False, columns_of(self.options))
             vectors = np.ascontiguousarray(self.embedder.vectors(texts, pairs), dtype=np.float32)
         column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
         if used.id is None:  # no id column: Ray gives a batch no global row number, so order is the key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from bertkit.data import formats
 from bertkit.errors import BertkitError
-from bertkit.options import INFERENCE_BATCH
+from bertkit.options import PredictOptions
+from bertkit.ray.actors import predictor
 from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, require_ray
 from bertkit.ray.inputs import input_paths, read_input
 from bertkit.ray.outputs import (
@@ -34,21 +36,24 @@ def run(
     actors: int = 2,
     batch_size: int = 256,
     overwrite: bool = False,
-    **options,
+    options=None,
+    inference=None,
 ) -> dict:
     """``bertkit predict|embed MODEL --input IN --output OUT --ray``: read ``input`` with Ray's
     readers (a file, a directory, a glob, local or a URL such as s3://...; Parquet, JSONL, CSV,
     TSV or text lines), predict or embed on ``actors`` actors, write a directory of Parquet files
     to ``output`` (refused if it exists and is not empty, unless ``overwrite``). Connects to the
     cluster at ``address`` (None: RAY_ADDRESS, else a new local cluster, shut down at the end);
-    an already initialised Ray is used as it is. ``options`` go to ``predict_dataset`` /
-    ``embed_dataset``. Returns {rows, seconds, rows_per_second, actors, output, ...}; ``seconds``
+    an already initialised Ray is used as it is. ``options`` (PredictOptions, EmbeddingOptions) and
+    ``inference`` (predict's InferenceOptions) go to ``predict_dataset`` / ``embed_dataset``.
+    Returns {rows, seconds, rows_per_second, actors, output, ...}; ``seconds``
     counts from reading to the last file written (actor start-up included, cluster start-up not)."""
     if command not in COMMANDS:
         raise BertkitError(f"--ray runs {' or '.join(COMMANDS)}, not {command!r}", "use bertkit predict or embed")
     ray = require_ray()
     check_pool(actors, batch_size)
-    _check_options(command, model_dir, options)  # all before a cluster starts
+    work = functools.partial(predict_dataset, run=inference) if command == "predict" else embed_dataset
+    _check_options(command, model_dir, options, inference)  # all before a cluster starts
     paths, suffix = input_paths(input)
     target = check_output(output, overwrite)
     _check_apart(target, paths, model_dir)
@@ -59,9 +64,8 @@ def run(
     try:
         began = time.perf_counter()
         ds = read_input(ray, paths, suffix)
-        work = predict_dataset if command == "predict" else embed_dataset
         lines = formats.lookup(suffix) is formats.TEXT_LINES  # a text file's lines: a TAB separates a pair
-        out = work(ds, model_dir, actors=actors, batch_size=batch_size, _lines=lines, **options)
+        out = work(ds, model_dir, actors=actors, batch_size=batch_size, options=options, _lines=lines)
         filesystem, path = output_filesystem(target)
         check_target(filesystem, path, output, overwrite)  # outside the try: a refusal deletes nothing
         try:
@@ -112,32 +116,13 @@ def _check_apart(target: str, paths, model_dir: str) -> None:
     check_model_kept(Path(target), model_dir)
 
 
-def _check_options(command: str, model_dir: str, options: dict) -> None:
+def _check_options(command: str, model_dir: str, options, inference) -> None:
     if command == "predict":
-        from bertkit.api.prediction import Predictor
-
-        keys = ("model_batch_size", "num_cpus", "num_gpus", "preserve_order")
-        given = {k: v for k, v in options.items() if k not in keys}
-        check_rows_apart(
-            Predictor(model_dir, batch_size=options.get("model_batch_size", INFERENCE_BATCH), quiet=True, **given)
-        )
+        check_rows_apart(predictor(model_dir, options or PredictOptions(), inference))
     else:
         from bertkit.api.embedder import Embedder
 
-        keys = (
-            "model_batch_size",
-            "num_cpus",
-            "num_gpus",
-            "preserve_order",
-            "text_column",
-            "text_pair_column",
-            "id_column",
-        )
-        Embedder(
-            model_dir,
-            batch_size=options.get("model_batch_size", INFERENCE_BATCH),
-            **{k: v for k, v in options.items() if k not in keys},
-        )
+        Embedder(model_dir, options)
 
 
 def _user_error(exc: BaseException) -> BertkitError | None:

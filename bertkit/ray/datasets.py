@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bertkit.errors import BertkitError
-from bertkit.options import INFERENCE_BATCH
-from bertkit.ray.actors import EmbedActor, PredictActor
+from bertkit.options import EmbeddingOptions, InferenceOptions, PredictOptions
+from bertkit.ray.actors import EmbedActor, PredictActor, predictor
 
 
 def require_ray():
@@ -23,35 +23,28 @@ def predict_dataset(
     *,
     actors: int = 2,
     batch_size: int = 256,
-    model_batch_size: int = INFERENCE_BATCH,
+    options: PredictOptions | None = None,
+    run: InferenceOptions | None = None,
     num_cpus: float | None = None,
     num_gpus: float = 0,
     preserve_order: bool = True,
     _lines: bool = False,
-    **predictor_options,
 ):
     """``bertkit predict`` over a Ray Dataset: returns a lazy Dataset of prediction rows (see the
     module docstring for the columns). ``actors``: the size of the pool, each with a model loaded
-    once; ``batch_size``: rows per Ray batch (one ``predict`` call); ``model_batch_size``: rows per
-    forward pass inside it; ``num_cpus``/``num_gpus``: resources per actor. ``predictor_options``
-    go to ``Predictor`` (precision, backend, threads, the task's predict options such as top_k)."""
+    once; ``batch_size``: rows per Ray batch (one ``predict`` call); ``options``: predict's backend
+    and task options (top_k...; its input and output are Ray's); ``run``: rows per forward pass
+    inside a batch, precision, threads; ``num_cpus``/``num_gpus``: resources per actor."""
     ray = require_ray()
     check_pool(actors, batch_size)
-    from bertkit.api.prediction import Predictor
-
+    options = options or PredictOptions()
     # Validated here, on the driver, before any actor starts: a wrong option fails in one line.
-    check_rows_apart(Predictor(model_dir, batch_size=model_batch_size, quiet=True, **predictor_options))
-    options = {k: v for k, v in predictor_options.items() if v is not None}
+    check_rows_apart(predictor(model_dir, options, run))
     _configure(ds, preserve_order)
     ds = _in_batches(ds, batch_size)
     return ds.map_batches(
         PredictActor,
-        fn_constructor_kwargs={
-            "model_dir": str(model_dir),
-            "model_batch_size": model_batch_size,
-            "lines": _lines,
-            "options": options,
-        },
+        fn_constructor_kwargs={"model_dir": str(model_dir), "lines": _lines, "options": options, "run": run},
         compute=ray.data.ActorPoolStrategy(size=actors),
         batch_size=batch_size,
         batch_format="pyarrow",
@@ -66,37 +59,30 @@ def embed_dataset(
     *,
     actors: int = 2,
     batch_size: int = 256,
-    model_batch_size: int = INFERENCE_BATCH,
-    text_column: str | None = None,
-    text_pair_column: str | None = None,
-    id_column: str | None = None,
+    options: EmbeddingOptions | None = None,
     num_cpus: float | None = None,
     num_gpus: float = 0,
     preserve_order: bool = True,
     _lines: bool = False,
-    **embedder_options,
 ):
     """``bertkit embed`` over a Ray Dataset: returns a lazy Dataset of ``id`` (when the input has
     an id column) and ``vector`` (fixed-size float32 list). Columns are found as ``embed`` finds
-    them (text, sentence, ...; ``text_column`` etc. to name them). ``embedder_options`` go to
-    ``Embedder`` (pooling, max_length, stride, normalize, precision, threads)."""
+    them (text, sentence, ...; ``options.text_column`` etc. to name them). ``options``: embed's
+    (pooling, max_length, stride, normalize, batch_size: rows per forward pass, precision, threads;
+    its input and output are Ray's)."""
     ray = require_ray()
     check_pool(actors, batch_size)
     from bertkit.api.embedder import Embedder
 
-    if embedder_options.get("per_word"):
+    options = options or EmbeddingOptions()
+    if options.per_word:
         raise BertkitError("--per-word is not available with --ray (ragged rows)", "leave out --ray or --per-word")
-    Embedder(model, batch_size=model_batch_size, **embedder_options)  # checks the options
+    Embedder(model, options)  # checks the options
     _configure(ds, preserve_order)
     ds = _in_batches(ds, batch_size)
     return ds.map_batches(
         EmbedActor,
-        fn_constructor_kwargs={
-            "model": str(model),
-            "columns": (text_column, text_pair_column, id_column),
-            "lines": _lines,
-            "options": {**embedder_options, "batch_size": model_batch_size},
-        },
+        fn_constructor_kwargs={"model": str(model), "lines": _lines, "options": options},
         compute=ray.data.ActorPoolStrategy(size=actors),
         batch_size=batch_size,
         batch_format="pyarrow",

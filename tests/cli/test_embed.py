@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from conftest import assert_user_error, build_tiny_bert
 
+from bertkit.options import EmbeddingOptions
+
 TEXTS = [
     "the movie was very good",
     "bad",
@@ -68,7 +70,8 @@ def test_every_pooling_mode_matches_a_forward_pass_by_hand(mode, tiny_bert4, tmp
 
     texts = TEXTS[:3]  # three lengths in one batch: padding must not leak into any mode
     result = embed(
-        str(tiny_bert4), str(write_lines(tmp_path / "in.txt", texts)), pooling=mode, precision="no"
+        str(tiny_bert4),
+        EmbeddingOptions(pooling=mode, precision="no", input=str(write_lines(tmp_path / "in.txt", texts))),
     )  # fp32: compared with a by-hand forward
     expected = np.stack([BY_HAND[mode](hidden_states(tiny_bert4, text)) for text in texts])
     assert result.vectors.shape == expected.shape
@@ -217,7 +220,9 @@ def test_a_fine_tuned_directory_embeds_with_its_encoder(tiny_bert, tmp_path):
     AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(classifier_dir)
     source = write_lines(tmp_path / "in.txt", TEXTS[:4])
     np.testing.assert_allclose(
-        embed(str(classifier_dir), str(source)).vectors, embed(str(tiny_bert), str(source)).vectors, atol=1e-6
+        embed(str(classifier_dir), EmbeddingOptions(input=str(source))).vectors,
+        embed(str(tiny_bert), EmbeddingOptions(input=str(source))).vectors,
+        atol=1e-6,
     )
 
 

@@ -12,6 +12,8 @@ from seqeval.metrics import f1_score as seqeval_f1
 from test_cli_classification import write_sentiment_csv
 from test_squad_v2_threshold import official_compute_exact, official_compute_f1
 
+from bertkit.options import EvalOptions, InferenceOptions
+
 TYPES = {"PER": ["john", "mary", "anna"], "LOC": ["paris", "berlin", "rome"], "ORG": ["acme", "ibm"]}
 FILLER = ["lives", "in", "visited", "works", "at", "the", "and", "met"]
 
@@ -152,7 +154,9 @@ def test_eval_reports_the_evaluation_loss_the_model_gives_row_by_row(models):
     from bertkit import api
 
     report = api.evaluate(
-        str(models / "cls"), str(models / "cls-dev.csv"), precision="no", output=str(models / "cls-loss.json")
+        str(models / "cls"),
+        EvalOptions(output=str(models / "cls-loss.json"), data=str(models / "cls-dev.csv")),
+        InferenceOptions(precision="no"),
     )
     with open(models / "cls-dev.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -169,12 +173,18 @@ def test_eval_loss_for_tagging_and_qa(models, trained):
     from bertkit import api
 
     ner = api.evaluate(
-        str(models / "ner"), str(models / "ner-dev.txt"), precision="no", output=str(models / "ner-loss.json")
+        str(models / "ner"),
+        EvalOptions(output=str(models / "ner-loss.json"), data=str(models / "ner-dev.txt")),
+        InferenceOptions(precision="no"),
     )["metrics"]
     assert 0 < ner["loss"] < 1.9  # ln(7 tags) = 1.95: a model that guesses uniformly
     from hostile import QA_JSONL
 
     path = models / "qa.jsonl"
     path.write_text(QA_JSONL)
-    qa = api.evaluate(trained("qa"), str(path), precision="no", output=str(models / "qa-loss.json"))["metrics"]
+    qa = api.evaluate(
+        trained("qa"),
+        EvalOptions(output=str(models / "qa-loss.json"), data=str(path)),
+        InferenceOptions(precision="no"),
+    )["metrics"]
     assert qa["loss"] > 0

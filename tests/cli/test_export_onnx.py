@@ -9,6 +9,8 @@ import pytest
 from conftest import assert_user_error
 from extras_models import train_tiny
 
+from bertkit.options import PredictOptions
+
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
@@ -71,8 +73,8 @@ def test_export_per_token_task(tmp_path, tiny_bert, run_cli):
     report = json.loads((ner / "onnx" / "export.json").read_text())
     assert report["fp32"]["max_abs_diff"] < 1e-4 and report["fp32"]["delta"] == 0.0 and "int8" not in report
     (tmp_path / "in.txt").write_text("john lives in paris .\nmary works for google in berlin\n")
-    torch_rows = api.predict(str(ner), str(tmp_path / "in.txt"))
-    onnx_rows = api.predict(str(ner), str(tmp_path / "in.txt"), backend="onnx")
+    torch_rows = api.predict(str(ner), PredictOptions(input=str(tmp_path / "in.txt")))
+    onnx_rows = api.predict(str(ner), PredictOptions(input=str(tmp_path / "in.txt"), backend="onnx"))
     assert list(torch_rows) == list(onnx_rows)  # tags and entities, word for word
 
 

@@ -10,6 +10,8 @@ import pytest
 from conftest import assert_user_error
 from extras_models import train_tiny
 
+from bertkit.options import InferenceOptions, PredictOptions
+
 pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
@@ -59,9 +61,11 @@ def test_export_parity_speed_and_same_predictions(cls_dir, run_cli, tmp_path):
 
     texts = ["the plot was awful", "a great great film", "it was poor", "very good acting", "bad"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
-    reference = api.predict(str(cls_dir), str(tmp_path / "in.txt"), precision="no")
+    reference = api.predict(
+        str(cls_dir), PredictOptions(input=str(tmp_path / "in.txt")), InferenceOptions(precision="no")
+    )
     for backend, limit in (("openvino", tolerance(fp32)), ("openvino-int8", 0.1)):
-        rows = api.predict(str(cls_dir), str(tmp_path / "in.txt"), backend=backend)
+        rows = api.predict(str(cls_dir), PredictOptions(input=str(tmp_path / "in.txt"), backend=backend))
         assert rows.runtime["backend"] == backend and [r["text"] for r in rows] == texts
         for a, b in zip(reference, rows):
             assert all(abs(a["probabilities"][k] - b["probabilities"][k]) <= limit for k in a["probabilities"])
@@ -76,10 +80,10 @@ def test_export_per_token_task_and_a_damaged_file(tmp_path, tiny_bert, run_cli):
     report = json.loads((ner / "openvino" / "export.json").read_text())
     assert report["fp32"]["max_abs_diff"] < tolerance(report["fp32"]) and "int8" not in report
     (tmp_path / "in.txt").write_text("john lives in paris .\nmary works for google in berlin\n")
-    torch_rows = api.predict(str(ner), str(tmp_path / "in.txt"), precision="no")
-    assert [r["tags"] for r in api.predict(str(ner), str(tmp_path / "in.txt"), backend="openvino")] == [
-        r["tags"] for r in torch_rows
-    ]
+    torch_rows = api.predict(str(ner), PredictOptions(input=str(tmp_path / "in.txt")), InferenceOptions(precision="no"))
+    assert [
+        r["tags"] for r in api.predict(str(ner), PredictOptions(input=str(tmp_path / "in.txt"), backend="openvino"))
+    ] == [r["tags"] for r in torch_rows]
     (ner / "openvino" / "model.bin").write_bytes(b"half a file")
     assert_user_error(
         run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
@@ -166,9 +170,10 @@ def test_signals_still_arrive_after_openvino_work(cls_dir, tmp_path):
 import gc, signal
 from bertkit import api
 from bertkit.export.openvino import export_openvino
+from bertkit.options import PredictOptions
 export_openvino({str(model)!r}, int8=True)
 for backend in ("openvino", "openvino-int8", "openvino"):
-    rows = api.predict({str(model)!r}, {str(tmp_path / "in.txt")!r}, backend=backend)
+    rows = api.predict({str(model)!r}, PredictOptions(input={str(tmp_path / "in.txt")!r}, backend=backend))
 del rows
 gc.collect()
 got = []

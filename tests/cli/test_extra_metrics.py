@@ -98,7 +98,8 @@ def test_default_eval_does_not_import_evaluate(cls_dir, tmp_path):
     from conftest import REPO
 
     code = (
-        "import sys; from bertkit import api; api.evaluate(sys.argv[1], output=sys.argv[2]); "
+        "import sys; from bertkit import api; from bertkit.options import EvalOptions; "
+        "api.evaluate(sys.argv[1], EvalOptions(output=sys.argv[2])); "
         "assert 'evaluate' not in sys.modules, 'evaluate imported'"
     )
     result = subprocess.run(

@@ -10,6 +10,8 @@ import random
 
 import pytest
 
+from bertkit.options import InferenceOptions, PredictOptions
+
 FILLER = "the movie film plot story acting it was very this a an and of to in on with".split()
 POSITIVE, NEGATIVE = ["good", "great"], ["bad", "awful"]
 
@@ -102,7 +104,9 @@ def test_predict_serve_onnx_and_openvino_agree_on_long_rows(late_label, run_cli,
     rows = write_late_label_csv(tmp_path / "long.csv", 6, seed=4)
     texts = [r["text"] for r in rows] + ["good film", "the plot " * 120 + "bad"]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    want = list(api.predict(str(model), str(tmp_path / "in.jsonl"), precision="no"))
+    want = list(
+        api.predict(str(model), PredictOptions(input=str(tmp_path / "in.jsonl")), InferenceOptions(precision="no"))
+    )
     assert [row.get("windows", 1) for row in want][-1] >= (2 if how == "windows" else 1)
     answers = {}
     if importlib.util.find_spec("fastapi") and importlib.util.find_spec("httpx"):
@@ -110,7 +114,9 @@ def test_predict_serve_onnx_and_openvino_agree_on_long_rows(late_label, run_cli,
 
         from bertkit.serving.app import create_app
 
-        with TestClient(create_app(Predictor(str(model), precision="no", quiet=True).load())) as client:
+        with TestClient(
+            create_app(Predictor(str(model), InferenceOptions(precision="no"), quiet=True).load())
+        ) as client:
             response = client.post("/predict", content=json.dumps([{"text": t} for t in texts]))
             assert response.status_code == 200, response.text
             answers["serve"] = response.json()["predictions"]
@@ -118,7 +124,7 @@ def test_predict_serve_onnx_and_openvino_agree_on_long_rows(late_label, run_cli,
         if all(importlib.util.find_spec(m) for m in modules):
             code, _, stderr = run_cli("export", fmt, model)
             assert code == 0, stderr
-            answers[fmt] = list(api.predict(str(model), str(tmp_path / "in.jsonl"), backend=fmt))
+            answers[fmt] = list(api.predict(str(model), PredictOptions(input=str(tmp_path / "in.jsonl"), backend=fmt)))
     if not answers:
         pytest.skip("no serve or exported backend installed")
     for name, got in answers.items():
@@ -194,7 +200,11 @@ def test_predict_answers_the_mean_of_the_windows_logits_for_every_label_kind(tmp
     api.finetune("cls", str(tmp_path / "train.jsonl"), str(tmp_path / "m"), model=str(tiny_bert), config=config)
     texts = ["the film was good " * 8, "the plot was bad and the acting was poor " * 3, "good"]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    got = list(api.predict(str(tmp_path / "m"), str(tmp_path / "in.jsonl"), precision="no"))
+    got = list(
+        api.predict(
+            str(tmp_path / "m"), PredictOptions(input=str(tmp_path / "in.jsonl")), InferenceOptions(precision="no")
+        )
+    )
 
     task = task_from_state(json.loads((tmp_path / "m" / "bertkit.json").read_text())["task"])
     features = task.preprocess([{"text": t} for t in texts], AutoTokenizer.from_pretrained(tmp_path / "m"), False)

@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from bertkit.options import EmbeddingOptions
+
 PAIRS = [
     {"anchor": "who lives in paris", "positive": "john lives in paris"},
     {"anchor": "what is google", "positive": "google is a company"},
@@ -32,7 +34,7 @@ def expected_negatives(tiny, margin: float, skip_top: int, negatives: int) -> li
     from bertkit.api.embedder import Embedder
     from bertkit.api.mining import same_text
 
-    embedder = Embedder(str(tiny), max_length=256, normalize=True, precision="no")
+    embedder = Embedder(str(tiny), EmbeddingOptions(max_length=256, normalize=True, precision="no"))
     anchors = embedder.vectors([p["anchor"] for p in PAIRS])
     positives = embedder.vectors([p["positive"] for p in PAIRS])
     scores = anchors @ embedder.vectors(CORPUS).T

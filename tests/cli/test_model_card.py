@@ -40,6 +40,7 @@ def _finetuned(task: str, root: Path, tiny_bert: Path) -> Path:
 
 def _probe(task: str, pooling: str, root: Path, tiny_bert: Path) -> Path:
     from bertkit.api.probing import probe
+    from bertkit.options import ProbeOptions, RunOptions
     from bertkit.reporting.build import build_report
 
     root.mkdir(parents=True)
@@ -50,13 +51,8 @@ def _probe(task: str, pooling: str, root: Path, tiny_bert: Path) -> Path:
     write(dev, 12, seed=2)
     probe(
         task,
-        str(train),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_data=str(dev),
-        pooling=pooling,
-        holdout=0.25,
-        precision="no",
+        RunOptions(data=str(train), output=str(root / "model"), model=str(tiny_bert), eval_data=str(dev)),
+        options=ProbeOptions(pooling=pooling, holdout=0.25, precision="no"),
     )
     build_report(root / "model")  # as `bertkit report` and `bertkit push` write it
     return root / "model"
@@ -100,16 +96,14 @@ def _label_kind(kind: str, root: Path, tiny_bert: Path) -> Path:
 def _mlm(root: Path, tiny_bert: Path) -> Path:
     from bertkit.api.pretraining import pretrain_mlm
     from bertkit.config import TrainConfig
+    from bertkit.options import RunOptions
     from bertkit.reporting.build import build_report
 
     root.mkdir(parents=True)
     write_corpus(root / "corpus.txt", 12, seed=1)
     pretrain_mlm(
-        str(root / "corpus.txt"),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_share=0.25,
-        config=TrainConfig(epochs=1, lr=5e-3, batch_size=8, max_length=16),
+        RunOptions(data=str(root / "corpus.txt"), output=str(root / "model"), model=str(tiny_bert)),
+        TrainConfig(epochs=1, lr=5e-3, batch_size=8, max_length=16, task_options={"eval_share": 0.25}),
     )
     build_report(root / "model")
     return root / "model"

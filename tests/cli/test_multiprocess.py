@@ -24,6 +24,8 @@ import pytest
 from conftest import REPO
 from extras_models import write_conll
 
+from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
+
 
 def _gloo_available() -> bool:
     import torch.distributed as dist
@@ -299,7 +301,7 @@ def test_ranks_other_than_0_neither_print_nor_write(small_cls_model, tmp_path, r
     assert code == 0 and stdout == "" and "written" not in stderr
     code, stdout, stderr = run_cli("predict", model, "--input", tmp_path / "missing.txt")
     assert code == 2 and stdout == stderr == ""  # rank 0 reports the error once
-    report = api.evaluate(str(model), str(dev), output=str(tmp_path / "eval.json"))
+    report = api.evaluate(str(model), EvalOptions(output=str(tmp_path / "eval.json"), data=str(dev)))
     assert report["examples"] == 12 and not (tmp_path / "eval.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -368,7 +370,9 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
         config=TrainConfig(epochs=1, batch_size=8, precision="bf16"),
     )
     assert result.throughput["examples"] == 12
-    rows = api.predict(str(tmp_path / "bf16"), str(data), precision="no")  # fp32 after bf16 in one process
+    rows = api.predict(
+        str(tmp_path / "bf16"), PredictOptions(input=str(data)), InferenceOptions(precision="no")
+    )  # fp32 after bf16 in one process
     assert len(rows) == 12
 
     device = Engine("no").accelerator.device  # infer takes a model already on the engine's device

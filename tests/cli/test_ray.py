@@ -19,6 +19,7 @@ from conftest import assert_user_error
 
 from bertkit import api
 from bertkit.errors import BertkitError
+from bertkit.options import EmbeddingOptions, PredictOptions
 
 WORDS = "the a movie film plot was very good great bad awful poor it this acting story not".split()
 ROWS = 53  # not a multiple of the Ray batch size
@@ -149,7 +150,7 @@ def test_cli_ray_flag_writes_what_predict_writes(trained, files, tmp_path):
     assert f"{ROWS} predictions written to {output}" in done.stderr and "on 2 Ray actor(s)" in done.stderr
     assert " INFO " not in done.stderr, done.stderr[-3000:]  # Ray Data's plan and progress: quiet unless asked
     table = pa.concat_tables(pq.read_table(part) for part in sorted(output.iterdir()))
-    assert_same_predictions(table.to_pylist(), api.predict(str(model), files["glob"]))
+    assert_same_predictions(table.to_pylist(), api.predict(str(model), PredictOptions(input=files["glob"])))
 
 
 @pytest.mark.parametrize(
@@ -183,7 +184,7 @@ def test_predict_dataset_equals_single_process_predict(cluster, trained, rows, f
     from bertkit.ray import predict_dataset
 
     model = trained("cls")
-    want = api.predict(str(model), files["jsonl"])
+    want = api.predict(str(model), PredictOptions(input=files["jsonl"]))
     got = predict_dataset(dataset(rows), str(model), actors=2, batch_size=8).take_all()
     assert_same_predictions(got, want)
 
@@ -193,7 +194,7 @@ def test_embed_dataset_equals_single_process_embed(cluster, tiny_bert, rows, fil
 
     from bertkit.ray import embed_dataset
 
-    want = api.embed(str(tiny_bert), files["jsonl"])
+    want = api.embed(str(tiny_bert), EmbeddingOptions(input=files["jsonl"]))
     got = embed_dataset(dataset(rows), str(tiny_bert), actors=2, batch_size=8).take_all()
     assert [row["id"] for row in got] == want.ids == [str(i) for i in range(ROWS)]
     vectors = np.stack([np.asarray(row["vector"], dtype=np.float32) for row in got])
@@ -213,7 +214,7 @@ def test_run_end_to_end_on_parquet_shards(cluster, trained, files, tmp_path):
     assert parts and all(part.name.startswith("part-") and part.suffix == ".parquet" for part in parts)
     table = pa.concat_tables(pq.read_table(part) for part in parts)  # file names sort in row order
     got = table.to_pylist()
-    assert_same_predictions(got, api.predict(str(model), files["glob"]))
+    assert_same_predictions(got, api.predict(str(model), PredictOptions(input=files["glob"])))
     assert table.schema.field("truncated").type == pa.bool_() and table.schema.field("id").type == pa.int64()
 
     with pytest.raises(BertkitError, match="already exists"):  # never appends to an earlier run's files
@@ -234,7 +235,7 @@ def test_mistakes_fail_before_any_actor(cluster, trained, files, tmp_path):
     with pytest.raises(BertkitError, match="--actors"):
         predict_dataset(dataset([{"text": "x"}]), model, actors=0)
     with pytest.raises(BertkitError, match="does not apply"):  # Predictor's own check, on the driver
-        predict_dataset(dataset([{"text": "x"}]), model, n_best=3)
+        predict_dataset(dataset([{"text": "x"}]), model, options=PredictOptions(task_options={"n_best": 3}))
     with pytest.raises(BertkitError, match="directory of Parquet"):
         run("predict", model, files["jsonl"], str(tmp_path / "out.jsonl"))
     with pytest.raises(BertkitError, match="no file matches"):

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bertkit.options import EmbeddingOptions, InferenceOptions
+
 PASSAGES = [
     ("p0", "paris", "john lives in paris"),
     ("p1", "berlin", "mary visited berlin"),
@@ -77,7 +79,7 @@ def test_the_corpus_streamed_in_chunks_equals_the_whole_matrix(tmp_path, tiny_be
     from bertkit.decoding.ranking import top_k_of_matrix
 
     beir = write_beir(tmp_path / "mini")
-    embedder = Embedder(str(tiny_bert), precision="no")
+    embedder = Embedder(str(tiny_bert), EmbeddingOptions(precision="no"))
     queries = list(QUERIES.values())
     streamed = search(embedder, queries, beir / "corpus.jsonl", 5, "dot", corpus_chunk=2)
     texts = [text for _, text in corpus_rows(beir / "corpus.jsonl")]
@@ -107,5 +109,5 @@ def test_a_one_logit_cross_encoder_reranks_the_top_passages(tmp_path, tiny_bert,
     query, _, passage, _, score, _ = lines[0].split()
     text = dict((i, " ".join(p for p in (t, x) if p)) for i, t, x in PASSAGES)[passage]
     assert float(score) == pytest.approx(
-        float(Reranker(str(reranker), precision="no").scores([QUERIES[query]], [text])[0]), abs=1e-4
+        float(Reranker(str(reranker), InferenceOptions(precision="no")).scores([QUERIES[query]], [text])[0]), abs=1e-4
     )

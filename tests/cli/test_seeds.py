@@ -119,21 +119,15 @@ def test_seeds_train_side_by_side_when_threads_leave_cores_and_match_single_runs
     from bertkit import api
     from bertkit.config import TrainConfig
     from bertkit.engine.threads import usable_cores
+    from bertkit.options import RepeatOptions, RunOptions
 
     if usable_cores() < 2:
         pytest.skip("one usable core: the seeds run one after another")
     train, dev = data
     config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=32)
-    together = api.finetune_seeds(
-        "cls",
-        str(train),
-        str(tmp_path / "together"),
-        [7, 8],
-        config=config,
-        model=str(tiny_bert),
-        eval_data=str(dev),
-        threads=1,
-    )
+    run = RunOptions(data=str(train), output=str(tmp_path / "together"), model=str(tiny_bert), eval_data=str(dev))
+    run.threads = 1
+    together = api.finetune_seeds("cls", run, config, RepeatOptions(seeds=[7, 8]))
     section = json.loads((tmp_path / "together" / "bertkit.json").read_text())["seeds"]
     assert section["parallel"] == 2 and [run["seed"] for run in together.runs] == [7, 8]
     import dataclasses

@@ -9,6 +9,8 @@ import tracemalloc
 import pytest
 from conftest import assert_user_error, require_data
 
+from bertkit.options import PredictOptions, SelectOptions
+
 SELECTED = 25
 
 
@@ -45,7 +47,7 @@ def test_margin_selects_the_smallest_margins_of_predict(sst2_model, tmp_path, ru
     from bertkit import api
 
     model, pool, _ = sst2_model
-    margins = margins_of(api.predict(str(model), str(pool)))
+    margins = margins_of(api.predict(str(model), PredictOptions(input=str(pool))))
     output = tmp_path / "next.json"
     code, out, err = run_cli(
         "select",
@@ -115,13 +117,17 @@ def test_memory_stays_flat_over_a_large_pool(sst2_model, tmp_path):
     sentences = [line.split("\t")[0] for line in train.read_text().splitlines()[1:]]
     warm = tmp_path / "warm.txt"
     warm.write_text("\n".join(sentences[:100]) + "\n")
-    select(str(model), str(warm), str(tmp_path / "warm.json"), 5, chunk_rows=500)  # imports and caches first
+    select(
+        str(model), SelectOptions(chunk_rows=500, input=str(warm), output=str(tmp_path / "warm.json"), n=5)
+    )  # imports and caches first
     peaks = {}
     for size in (1_000, 10_000):
         pool = tmp_path / f"pool{size}.txt"
         pool.write_text("\n".join(sentences[:size]) + "\n")
         tracemalloc.start()
-        summary = select(str(model), str(pool), str(tmp_path / f"next{size}.json"), 5, chunk_rows=500)
+        summary = select(
+            str(model), SelectOptions(chunk_rows=500, input=str(pool), output=str(tmp_path / f"next{size}.json"), n=5)
+        )
         peaks[size] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert summary["rows"] == size and summary["selected"] == 5

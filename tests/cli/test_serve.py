@@ -19,6 +19,7 @@ httpx = pytest.importorskip("httpx")
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE, write_sentiment_csv  # noqa: E402
 
 from benchmarks.serve_load import run_load, summary  # noqa: E402
+from bertkit.options import PredictOptions  # noqa: E402
 
 STARTUP_S = 180  # torch + transformers imports on 2 busy cores
 
@@ -104,7 +105,7 @@ def expected_rows(model_dir, texts, tmp_path):
     from bertkit import api
 
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    return {row["text"]: row for row in api.predict(str(model_dir), str(tmp_path / "in.jsonl"))}
+    return {row["text"]: row for row in api.predict(str(model_dir), PredictOptions(input=str(tmp_path / "in.jsonl")))}
 
 
 def same_row(got: dict, want: dict) -> bool:
@@ -219,7 +220,7 @@ def test_ids_are_given_back_as_bertkit_predict_does(server, cls_model, tmp_path)
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     from bertkit import api
 
-    want = list(api.predict(str(cls_model), str(tmp_path / "in.jsonl")))
+    want = list(api.predict(str(cls_model), PredictOptions(input=str(tmp_path / "in.jsonl"))))
     got = httpx.post(server + "/predict", json={"inputs": rows}).json()["predictions"]
     assert [r.get("id") for r in got] == [r.get("id") for r in want] == ["r1", None, 7]
     assert list(got[0]) == list(want[0]) and list(want[0])[0] == "id"  # first, as in QA's rows

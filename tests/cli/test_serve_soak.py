@@ -18,6 +18,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 
 from benchmarks.serve_soak import TEXTS, rss_kib, run_soak, start_server, summary  # noqa: E402
+from bertkit.options import PredictOptions
 
 SOAK_S = 10
 RSS_GROWTH_KIB = 150_000  # far above noise (allocator arenas, tokenizer caches), far below a leak's growth
@@ -30,7 +31,7 @@ def test_soak_mixed_good_and_hostile_clients(trained, tmp_path):
 
     model = trained("cls")
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    want = {row["text"]: row for row in api.predict(str(model), str(tmp_path / "in.jsonl"))}
+    want = {row["text"]: row for row in api.predict(str(model), PredictOptions(input=str(tmp_path / "in.jsonl")))}
     with (tmp_path / "console.txt").open("w") as console:
         process, url = start_server(model, console)
         try:

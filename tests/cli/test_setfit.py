@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from test_cli_classification import write_pair_tsv, write_sentiment_csv
 
+from bertkit.options import InferenceOptions
+
 
 @pytest.fixture(scope="module")
 def setfit_dirs(tmp_path_factory, tiny_bert):
@@ -161,7 +163,7 @@ def test_serve_answers_from_the_directory(setfit_dirs):
     from bertkit.serving.app import create_app
 
     model, _, _ = setfit_dirs("cls")
-    with TestClient(create_app(Predictor(str(model), quiet=True, precision="no").load())) as client:
+    with TestClient(create_app(Predictor(str(model), InferenceOptions(precision="no"), quiet=True).load())) as client:
         answer = client.post("/predict", json=[{"text": "the film was good"}, {"text": "the plot was bad"}])
     assert answer.status_code == 200, answer.text
     rows = answer.json()

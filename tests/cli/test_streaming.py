@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from conftest import assert_user_error, said_when_the_work_started
 
+from bertkit.options import InferenceOptions, PredictOptions
+
 WORDS = "good bad film movie great awful plot acting fine boring the a was very not".split()
 ROWS = 1037  # not a multiple of any chunk or batch size used here
 
@@ -44,7 +46,9 @@ def test_streamed_predictions_equal_in_memory_and_are_byte_stable(trained, tmp_p
     from bertkit import api
 
     model, source = trained("cls"), write_rows(tmp_path / "in.jsonl")
-    in_memory = api.predict(str(model), str(source), batch_size=16, precision="no")
+    in_memory = api.predict(
+        str(model), PredictOptions(input=str(source)), InferenceOptions(batch_size=16, precision="no")
+    )
     for name, chunk in (("a.jsonl", 100), ("b.jsonl", 100), ("c.jsonl", 333)):
         code, _, err = run_cli(
             "predict",
@@ -357,7 +361,7 @@ def test_a_task_reading_a_whole_file_keeps_ids_and_is_left_as_it_was(trained, tm
     examples = _read_whole(predictor.adapter, source)
     assert [example["id"] for example in examples] == ["a", 7]
     assert "from_records" not in vars(predictor.adapter)
-    assert [row["id"] for row in api.predict(str(trained("cls")), str(source))] == ["a", 7]
+    assert [row["id"] for row in api.predict(str(trained("cls")), PredictOptions(input=str(source)))] == ["a", 7]
 
 
 def _unfinished_run(model, source: Path, output: Path, parts: int) -> Path:

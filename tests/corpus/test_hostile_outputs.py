@@ -105,15 +105,14 @@ def mlm_model(c: Context) -> Path:
     if not hasattr(mlm_model, "path"):
         from bertkit.api.pretraining import pretrain_mlm
         from bertkit.config import TrainConfig
+        from bertkit.options import RunOptions
 
         root = c.trained.root.parent / "outputs-mlm"
         root.mkdir(exist_ok=True)
         (root / "corpus.txt").write_text(CORPUS)
         pretrain_mlm(
-            str(root / "corpus.txt"),
-            str(root / "mlm"),
-            model=str(c.tiny),
-            config=TrainConfig(epochs=1, batch_size=8, max_length=64),
+            RunOptions(data=str(root / "corpus.txt"), output=str(root / "mlm"), model=str(c.tiny)),
+            TrainConfig(epochs=1, batch_size=8, max_length=64),
         )
         mlm_model.path = root / "mlm"
     target = c.tmp / "mlm-copy"

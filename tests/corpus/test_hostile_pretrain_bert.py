@@ -28,12 +28,13 @@ def bert_model(c: Context):
     if not hasattr(bert_model, "path"):
         from bertkit.api.pretraining import pretrain_bert
         from bertkit.config import TrainConfig
+        from bertkit.options import RunOptions
 
         root = c.trained.root.parent / "outputs-bert"
         root.mkdir(exist_ok=True)
         (root / "corpus.txt").write_text(DOCUMENTS)
         config = TrainConfig(epochs=1, batch_size=8, max_length=32)
-        pretrain_bert(str(root / "corpus.txt"), str(root / "bert"), model=str(c.tiny), config=config)
+        pretrain_bert(RunOptions(data=str(root / "corpus.txt"), output=str(root / "bert"), model=str(c.tiny)), config)
         bert_model.path = root / "bert"
     target = c.tmp / "bert-copy"
     shutil.copytree(bert_model.path, target)

@@ -15,13 +15,13 @@ pytestmark = pytest.mark.learning
 
 def test_probe_on_sst2_reaches_075(tmp_path):
     from bertkit.api.probing import probe
+    from bertkit.options import RunOptions, TrainConfig
 
     require_data("sst2", "train.tsv")
     minilm_or_skip()
     started = time.perf_counter()
-    result = probe(
-        "cls", "sst2", str(tmp_path / "probe"), model="minilm", data_dir=str(DATA_DIR), max_train_samples=2000
-    )
+    run = RunOptions(data="sst2", output=str(tmp_path / "probe"), model="minilm", data_dir=str(DATA_DIR))
+    result = probe("cls", run, TrainConfig(max_train_samples=2000))
     wall = time.perf_counter() - started
     print(f"SST-2 probe: {result.metrics}, C {result.c}, search {result.c_search}, {result.seconds}, wall {wall:.1f}s")
     assert result.train_examples == 2000 and result.eval_examples == 872
@@ -37,6 +37,7 @@ def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path
     from bertkit import api
     from bertkit.api.pretraining import pretrain_mlm
     from bertkit.config import TrainConfig
+    from bertkit.options import RunOptions
 
     squad = require_data("squad", "dev-v1.1.json")
     require_data("sst2", "train.tsv")
@@ -47,11 +48,13 @@ def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path
     (tmp_path / "held.txt").write_text(squad_documents(articles[40:], 3))
     started = time.perf_counter()
     result = pretrain_mlm(
-        str(tmp_path / "train.txt"),
-        str(tmp_path / "mlm"),
-        model="minilm",
-        eval_data=str(tmp_path / "held.txt"),
-        config=TrainConfig(epochs=1, lr=1e-4, batch_size=8, max_length=128),
+        RunOptions(
+            data=str(tmp_path / "train.txt"),
+            output=str(tmp_path / "mlm"),
+            model="minilm",
+            eval_data=str(tmp_path / "held.txt"),
+        ),
+        TrainConfig(epochs=1, lr=1e-4, batch_size=8, max_length=128),
     )
     print(
         f"MLM: before {result.before}, after {result.metrics}, {result.preprocessing}, {result.throughput}, "

@@ -7,6 +7,8 @@ import time
 import pytest
 from conftest import minilm_or_skip, require_data
 
+from bertkit.options import EvalOptions
+
 pytestmark = pytest.mark.learning
 
 
@@ -23,7 +25,7 @@ def test_minilm_learns_conll2003(tmp_path):
     config = TrainConfig(epochs=1, lr=1e-4, batch_size=16, max_train_samples=2000)
     result = api.finetune("ner", str(train), str(tmp_path / "ner"), model="minilm", config=config)
     assert result.train_examples == 2000 and result.preprocessing["train"]["input_scheme"] == "IOB2"
-    report = api.evaluate(str(tmp_path / "ner"), str(valid), max_eval_samples=1000)
+    report = api.evaluate(str(tmp_path / "ner"), EvalOptions(max_eval_samples=1000, data=str(valid)))
     metrics = report["metrics"]
     print(
         "CoNLL-2003 valid[:1000]",

@@ -17,6 +17,9 @@ import time
 import pytest
 from conftest import minilm_or_skip, require_data
 
+from bertkit.options import EvalOptions
+from bertkit.options.retrieval import RetrievalOptions
+
 pytestmark = pytest.mark.learning
 
 TRAIN_PAIRS = 2000
@@ -35,7 +38,11 @@ def test_mnrl_on_train_articles_raises_held_out_ndcg_above_zero_shot(tmp_path):
     built = build_squad_retrieval(str(squad), str(beir))
     assert built["queries"]["test"] == 1988 and built["passages"] == 2067
     started = time.perf_counter()
-    zero = evaluate_retrieval("minilm", str(beir), "test", output=str(tmp_path / "zero-shot.json"), corpus_chunk=500)
+    zero = evaluate_retrieval(
+        "minilm",
+        EvalOptions(data=str(beir), split="test", output=str(tmp_path / "zero-shot.json")),
+        RetrievalOptions(corpus_chunk=500),
+    )
     print(f"SQuAD retrieval, MiniLM zero-shot: {zero['metrics']}, wall {time.perf_counter() - started:.1f}s")
     assert json.loads((tmp_path / "zero-shot.json").read_text())["metrics"] == zero["metrics"]
     assert zero["metrics"]["ndcg@10"] > 0.5 and zero["metrics"]["recall@100"] > 0.8
@@ -45,7 +52,9 @@ def test_mnrl_on_train_articles_raises_held_out_ndcg_above_zero_shot(tmp_path):
     pairs.write_text("\n".join(rows) + "\n")
     config = TrainConfig(epochs=1, lr=2e-5, batch_size=32, max_length=256, seed=42, precision="no")
     api.finetune("embedding", str(pairs), str(tmp_path / "mnrl"), model="minilm", config=config)
-    trained = evaluate_retrieval(str(tmp_path / "mnrl"), str(beir), "test", output=str(tmp_path / "mnrl.json"))
+    trained = evaluate_retrieval(
+        str(tmp_path / "mnrl"), EvalOptions(data=str(beir), split="test", output=str(tmp_path / "mnrl.json"))
+    )
     print(f"after MNRL on {TRAIN_PAIRS} train pairs: {trained['metrics']}")
     # Measured at exactly these settings (benchmarks/results/retrieval.md): zero-shot 0.800, after MNRL
     # 0.826 (sentence-transformers' trainer on the same pairs: 0.828). One standard error of nDCG@10

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from tiny_models import FAMILIES, build_family
 
+from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
+
 TASKS = ("cls", "pair", "ner", "qa")
 WITH_SEGMENTS = {"bert", "electra", "albert"}  # type_vocab_size 2; the others have no segment embeddings
 BYTE_LEVEL = ("roberta", "modernbert")
@@ -132,11 +134,13 @@ def test_family_runs_every_task_end_to_end(family, task, family_dirs, task_data,
     assert 0 <= result.metrics[main] <= (100 if task == "qa" else 1)
 
     # eval from the saved directory reproduces the score measured during training (same weights, same data)
-    report = api.evaluate(str(out), str(dev), output=str(tmp_path / "eval.json"))
+    report = api.evaluate(str(out), EvalOptions(output=str(tmp_path / "eval.json"), data=str(dev)))
     assert report["examples"] == result.eval_examples
     assert report["metrics"][main] == pytest.approx(result.metrics[main], abs=1e-6)
 
-    rows = api.predict(str(out), str(predict_file), precision="no")  # fp32: compared with plain transformers below
+    rows = api.predict(
+        str(out), PredictOptions(input=str(predict_file)), InferenceOptions(precision="no")
+    )  # fp32: compared with plain transformers below
     assert len(rows) == predict_rows
     from bertkit.tasks import task_from_state  # every row keeps to the schema the saved task declares
 

@@ -8,6 +8,7 @@ from test_cli_classification import write_sentiment_csv
 from bertkit import api
 from bertkit.config import TrainConfig
 from bertkit.data import registry
+from bertkit.options import PredictOptions
 from bertkit.tasks import get_task_class
 
 
@@ -34,7 +35,7 @@ def test_finetune_throughput_counts_tokens_and_attention_pairs(tiny_bert, tmp_pa
     assert 0 < counted["eval_seconds"] and 0 < counted["train_seconds"]
     assert 0 <= counted["padding_share"] < 1
 
-    rows = api.predict(str(tmp_path / "m"), str(dev))
+    rows = api.predict(str(tmp_path / "m"), PredictOptions(input=str(dev)))
     assert len(rows) == 12
     assert set(rows.timings) == {"load_seconds", "preprocess_seconds", "model_seconds", "postprocess_seconds"}
     assert all(v >= 0 for v in rows.timings.values()) and rows.timings["model_seconds"] > 0

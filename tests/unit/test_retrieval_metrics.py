@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertkit.data.beir import ranked, read_run, run_lines
+from bertkit.data.beir import read_run, run_lines
 from bertkit.decoding.ranking import RunningTopK, top_k_of_matrix
-from bertkit.metrics.retrieval import MEASURES, retrieval_metrics
+from bertkit.metrics.retrieval import MEASURES, ranked, retrieval_metrics
 
 QRELS = {
     "q1": {"d1": 1, "d2": 2, "d5": 0, "d9": 1},
