@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.workloads import write_squad_split
+from bertkit.options import RunOptions
 
 SIDES = {
     "bertkit": {},
@@ -86,13 +87,15 @@ def train(
         data, eval_data = write_squad_split(tmp, root) if qa else (data, None)
         result = api.finetune(
             task,
-            data,
-            save_dir or os.path.join(tmp, "model"),
-            model="minilm",
-            eval_data=eval_data,
-            data_dir=root,
+            RunOptions(
+                data=data,
+                eval_data=eval_data,
+                data_dir=root,
+                model="minilm",
+                output=save_dir or os.path.join(tmp, "model"),
+                overwrite=True,
+            ),
             config=config,
-            overwrite=True,
         )
     counts = (result.train_examples, result.eval_examples)
     if expected and counts != tuple(expected):

@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 ROOT = Path(__file__).resolve().parent
 ROWS = (
     ("teacher", None),
@@ -146,23 +148,24 @@ def run(args) -> dict:
                 out = str(work / f"pretrained3-{seed}")
                 start = pretrained_layers(args.model, [0, 2, 4], work / "pretrained-layers")
                 result = api.finetune(
-                    "cls", "sst2", out, model=start, data_dir=str(data_dir), config=config, overwrite=True
+                    "cls",
+                    RunOptions(data="sst2", data_dir=str(data_dir), model=start, output=out, overwrite=True),
+                    config=config,
                 )
             elif student is None:
                 result = api.finetune(
-                    "cls", "sst2", teacher, model=args.model, data_dir=str(data_dir), config=config, overwrite=True
+                    "cls",
+                    RunOptions(data="sst2", data_dir=str(data_dir), model=args.model, output=teacher, overwrite=True),
+                    config=config,
                 )
                 out = teacher
             else:
                 out = str(work / f"{'-'.join(f'{k}{Path(str(v)).stem}' for k, v in student.items())}-{seed}")
                 result = distill(
                     teacher,
-                    "sst2",
-                    out,
-                    DistillOptions(**student),
-                    data_dir=str(data_dir),
+                    RunOptions(data="sst2", data_dir=str(data_dir), output=out, overwrite=True),
+                    options=DistillOptions(**student),
                     config=config,
-                    overwrite=True,
                 )
             row = results[name]
             row["accuracy"].append(result.metrics["accuracy"])

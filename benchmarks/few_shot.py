@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SIDES = ("bertkit_setfit", "setfit", "bertkit_finetune", "bertkit_probe")
 BATCH, LR, EPOCHS, MAX_LENGTH, FINETUNE_LR = 16, 2e-5, 1, 64, 5e-5
@@ -72,7 +74,9 @@ def run_bertkit_setfit(train: Path, dev: Path, out: Path, seed: int, pairs: int)
         task_options=options,
     )
     started = time.perf_counter()
-    result = api.finetune("cls", str(train), str(out), model=MODEL["name"], eval_data=str(dev), config=config)
+    result = api.finetune(
+        "cls", RunOptions(data=str(train), eval_data=str(dev), model=MODEL["name"], output=str(out)), config=config
+    )
     wall = time.perf_counter() - started
     return {
         "accuracy": result.metrics["accuracy"],
@@ -126,7 +130,9 @@ def run_bertkit_finetune(train: Path, dev: Path, out: Path, seed: int, steps: in
         eval_every=epochs * -(-rows // BATCH),  # one evaluation, at the end: as setfit's
     )
     started = time.perf_counter()
-    result = api.finetune("cls", str(train), str(out), model=MODEL["name"], eval_data=str(dev), config=config)
+    result = api.finetune(
+        "cls", RunOptions(data=str(train), eval_data=str(dev), model=MODEL["name"], output=str(out)), config=config
+    )
     return {"accuracy": result.metrics["accuracy"], "wall_s": round(time.perf_counter() - started, 2), "epochs": epochs}
 
 

@@ -20,6 +20,8 @@ import shutil
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 SQUAD_TRAIN_FEATURES = 88_524  # run_qa at 384/128 on train-v1.1.json
 
 
@@ -78,7 +80,9 @@ def run_bertkit(train: Path, eval_file: Path, model: Path, out: Path, epochs: fl
     config = TrainConfig(epochs=epochs, lr=3e-5, batch_size=32, max_eval_samples=200)
     started = time.perf_counter()
     result = api.finetune(
-        "qa", str(train), str(out), model=str(model), eval_data=str(eval_file), config=config, overwrite=True
+        "qa",
+        RunOptions(data=str(train), eval_data=str(eval_file), model=str(model), output=str(out), overwrite=True),
+        config=config,
     )
     return {
         "wall_seconds": round(time.perf_counter() - started, 1),

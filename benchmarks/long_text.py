@@ -37,6 +37,8 @@ import statistics
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 REPO = Path(__file__).resolve().parents[1]
 STRATEGIES = ("truncate", "head-tail", "windows")
 PUBLISHED = "Sun et al. 2019, BERT-base at 512 on all of IMDB: head-only 5.63 % error, head+tail 5.42 %"
@@ -81,7 +83,9 @@ def run_one(train: Path, test: Path, work: Path, how: str, length: int, args) ->
         seed=args.seed,
         task_options={"long_text": how},
     )
-    result = api.finetune("cls", str(train), str(out), model=args.model, config=config, overwrite=True)
+    result = api.finetune(
+        "cls", RunOptions(data=str(train), model=args.model, output=str(out), overwrite=True), config=config
+    )
     started = time.perf_counter()
     report = api.evaluate(str(out), EvalOptions(data=str(test)))
     timings = report.get("timings") or {}

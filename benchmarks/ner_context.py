@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 RECIPE = dict(batch_size=32, lr=5e-5, warmup_ratio=0.1, weight_decay=0.01, seed=42)
 PUBLISHED = (
     "FLERT (Schweter & Akbik 2020): document context (64 sub-tokens each side) adds about +1 test F1 "
@@ -49,7 +51,9 @@ def arm(context: str, train: int | None, epochs: float, tokens: int, work: str, 
     )
     output = os.path.join(work, context)
     started = time.perf_counter()
-    result = api.finetune("ner", "conll2003", output, model=model, config=config, data_dir=str(data_dir()))
+    result = api.finetune(
+        "ner", RunOptions(data="conll2003", data_dir=str(data_dir()), model=model, output=output), config=config
+    )
     finetune_seconds = time.perf_counter() - started
     # dev: finetune's own evaluation of the model it saved (1 epoch: the last); test: `eval`, timed
     scores = {"dev": {"f1": round(100 * result.metrics["f1"], 2), "examples": result.eval_examples}}

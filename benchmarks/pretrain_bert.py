@@ -20,6 +20,8 @@ import re
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 REPO = Path(__file__).resolve().parents[1]
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
@@ -94,7 +96,9 @@ def mrpc(args, model: str, output: Path) -> dict:
         max_train_samples=args.mrpc_rows,
     )
     started = time.perf_counter()
-    result = api.finetune("pair", "mrpc", str(output), model=model, config=config, overwrite=True)
+    result = api.finetune(
+        "pair", RunOptions(data="mrpc", model=model, output=str(output), overwrite=True), config=config
+    )
     return {"seconds": round(time.perf_counter() - started, 1), "metrics": result.metrics}
 
 

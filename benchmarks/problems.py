@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 from benchmarks.run import run_isolated
+from bertkit.options import RunOptions
 
 DATA = os.environ.get("BERTKIT_DATA_DIR", "/work/shared/data")
 RARE: list = []  # set by main(): the GoEmotions labels rarest in the training rows
@@ -53,7 +54,9 @@ def bertkit_side(name: str, n_train: int, n_eval: int | None, hp: dict, options:
         task_options=dict(options),
     )
     with tempfile.TemporaryDirectory() as out:
-        result = api.finetune(task, name, os.path.join(out, "model"), model="minilm", data_dir=DATA, config=config)
+        result = api.finetune(
+            task, RunOptions(data=name, data_dir=DATA, model="minilm", output=os.path.join(out, "model")), config=config
+        )
         tuned = at_half = None
         if name == "goemotions":  # the same model on the same dev rows at 0.5; result.metrics are at the tuned one
             report = api.evaluate(

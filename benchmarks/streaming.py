@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertkit.options import RunOptions
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BERTKIT_DATA_DIR", REPO.parent / "shared" / "data"))
 
@@ -52,7 +54,11 @@ def models(root: Path) -> tuple[Path, Path]:
         for i in range(64):
             handle.write(json.dumps({"text": "a good film" if i % 2 else "a bad plot", "label": i % 2}) + "\n")
     classifier = root / "classifier"
-    api.finetune("cls", str(train), str(classifier), model=str(encoder), config=TrainConfig(epochs=1, batch_size=16))
+    api.finetune(
+        "cls",
+        RunOptions(data=str(train), model=str(encoder), output=str(classifier)),
+        config=TrainConfig(epochs=1, batch_size=16),
+    )
     return encoder, classifier
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hostile import CLS_CSV, Context
 
+from bertkit.options import RunOptions
+
 TEXTS = "the film was good\nthe plot was bad\n"
 STEPS = (2, 4, 6, 8)
 SHARED: dict = {}  # the module's checkpointed run: {"root": Path}
@@ -60,7 +62,11 @@ def base_checkpoints(c: Context) -> Path:
         from bertkit.config import TrainConfig
 
         config = TrainConfig(epochs=2, batch_size=4, save_every=2)
-        api.finetune("cls", str(base_data(c)), str(SHARED["root"] / "run"), model=str(c.tiny), config=config)
+        api.finetune(
+            "cls",
+            RunOptions(data=str(base_data(c)), model=str(c.tiny), output=str(SHARED["root"] / "run")),
+            config=config,
+        )
         assert sorted(p.name for p in checkpoints.glob("step-*")) == [f"step-{s}" for s in STEPS]
     return checkpoints
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bertkit.options import RunOptions
+
 REPO = Path(__file__).resolve().parents[1]
 # The tests live in layers, one folder each; the folder is the marker (`pytest -m unit`, `-m "not learning"`).
 LAYERS = ("unit", "cli", "corpus", "learning")
@@ -133,7 +135,7 @@ def trained(tiny_bert, tmp_path_factory):
             path = root / f"{task}-{name}"
             path.write_text(text)
             config = TrainConfig(epochs=1, batch_size=8, max_length=64)
-            api.finetune(task, str(path), str(root / task), model=str(tiny_bert), config=config)
+            api.finetune(task, RunOptions(data=str(path), model=str(tiny_bert), output=str(root / task)), config=config)
             models[task] = root / task
         return models[task]
 

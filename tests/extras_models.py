@@ -9,6 +9,8 @@ from pathlib import Path
 from test_cli_classification import write_sentiment_csv
 from test_qa_task import make_squad
 
+from bertkit.options import RunOptions
+
 PEOPLE, PLACES, ORGS = ["john", "mary", "obama"], ["paris", "london", "berlin"], ["google"]
 
 
@@ -42,7 +44,6 @@ def train_tiny(task: str, root: Path, tiny_bert: Path, **finetune) -> Path:
         train.write_text(json.dumps(make_squad(12, seed=1)))
         dev.write_text(json.dumps(make_squad(6, seed=2)))
     config = TrainConfig(epochs=2, lr=1e-3, batch_size=16, max_length=64 if task == "qa" else None)
-    api.finetune(
-        task, str(train), str(root / "model"), model=str(tiny_bert), eval_data=str(dev), config=config, **finetune
-    )
+    run = RunOptions(data=str(train), output=str(root / "model"), model=str(tiny_bert), eval_data=str(dev), **finetune)
+    api.finetune(task, run, config)
     return root / "model"

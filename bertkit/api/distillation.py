@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from bertkit.api.finetune_plan import Driver
 from bertkit.api.streaming import check_model_kept
 from bertkit.errors import BertkitError
 from bertkit.methods.distillation import TASKS, Distillation
 from bertkit.model_dir import load_meta
 from bertkit.models import load_config, load_tokenizer, resolve_model
-from bertkit.options import TrainConfig
+from bertkit.options import RunOptions, TrainConfig, default_output
 from bertkit.options.distillation import DistillOptions
 from bertkit.tasks.document_context import CONTEXT_OPTIONS
 from bertkit.tasks.label_kinds import DEFAULT_KIND
@@ -29,21 +30,10 @@ SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
 INPUT_OPTIONS = tuple(option.name for option in LONG_TEXT_OPTIONS + CONTEXT_OPTIONS)
 
 
-def distill(
-    teacher: str,
-    data: str,
-    output: str,
-    options: DistillOptions | None = None,
-    eval_data: str | None = None,
-    data_dir: str | None = None,
-    config: TrainConfig | None = None,
-    overwrite: bool = False,
-    report_to: str | None = None,
-    threads: int | None = None,
-    resume: bool = False,
-    resume_from: str | None = None,
-):
-    """Distil the model directory ``teacher`` into a student saved at ``output`` (a FinetuneResult)."""
+def distill(teacher: str, run: RunOptions, options: DistillOptions | None = None, config: TrainConfig | None = None):
+    """Distil the model directory ``teacher`` into a student saved at ``run.output`` (default
+    runs/distilled-<data>; a FinetuneResult). ``run.model`` is not read: the student is the teacher
+    with ``options.student_layers`` layers, or ``options.student``."""
     from bertkit.api.finetuning import finetune
 
     options = (options or DistillOptions()).validate()
@@ -53,27 +43,14 @@ def distill(
     teacher_config = load_config(str(teacher), str(teacher))
     layers = teacher_config.num_hidden_layers
     taken, student = _student(teacher, layers, options, teacher_config)
+    output = run.output or default_output(run.data, "distilled-")
     check_model_kept(Path(output).expanduser(), str(teacher))
     _check_task_options(task, config.task_options)
     config = replace(config, task_options=_teacher_inputs(meta, config.task_options))
     if config.max_length is None:  # the length the teacher was trained (and its logits are computed) at
         config = replace(config, max_length=meta["task"].get("max_length"))
     plan = Distillation(str(teacher), meta, layers, options, taken, Path(output).expanduser())
-    return finetune(
-        task,
-        data,
-        output,
-        model=student,
-        eval_data=eval_data,
-        data_dir=data_dir,
-        config=config,
-        overwrite=overwrite,
-        report_to=report_to,
-        threads=threads,
-        resume=resume,
-        resume_from=resume_from,
-        methods=[plan],
-    )
+    return finetune(task, replace(run, model=student, output=output), config, Driver(methods=(plan,)))
 
 
 def _check_task_options(task: str, given: dict) -> None:

@@ -4,6 +4,7 @@ record of its options that `--config` replays."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +14,17 @@ from bertkit.engine.checkpoints import Checkpoints
 from bertkit.engine.threads import check as check_threads
 from bertkit.events import notice
 from bertkit.model_dir import check_inputs_kept, check_output_dir, check_sibling_dir, checkpoint_root
-from bertkit.options import LORA_FIELDS, TrainConfig
+from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.tasks import finetune_tasks, get_task_class
+
+
+@dataclass
+class Driver:
+    """How a command that wraps finetune drives one run (a plain run needs none of it)."""
+
+    fold: tuple[int, int] | None = None  # (k, K): train on the other folds of the data, evaluate on fold k
+    on_evaluation: Callable | None = None  # (number, metrics, main_metric) after each evaluation; may raise
+    methods: tuple = ()  # training methods the command adds to those its options request (distill's)
 
 
 @dataclass
@@ -43,30 +53,20 @@ class RunPlan:
         return "finetune" if self.task in finetune_tasks() else "pretrain"
 
 
-def plan_run(
-    task: str,
-    data: str,
-    output: str,
-    model: str,
-    eval_data: str | None,
-    data_dir: str | None,
-    config: TrainConfig | None,
-    overwrite: bool,
-    report_to: str | None,
-    threads: int | None,
-    resume: bool,
-    resume_from: str | None,
-    fold: tuple[int, int] | None,
-) -> RunPlan:
+def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple[int, int] | None) -> RunPlan:
+    # long: every check that needs no model, in the order a user's mistakes should surface
     from bertkit.engine.tracking import logging_dir, parse_report_to
 
+    data, model, eval_data, data_dir = run.data, run.model, run.eval_data, run.data_dir
+    threads, report_to, resume, resume_from = run.threads, run.report_to, run.resume, run.resume_from
+    output = run.output or default_output(data, f"{task}-")
     command = f"bertkit {'finetune' if task in finetune_tasks() else 'pretrain'} {task}"
     config = (config or TrainConfig()).validate(command)
     check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
     adapter = get_task_class(task)(config.max_length, dict(config.task_options))
     output_path = Path(output).expanduser().resolve()
-    check_output_dir(output_path, overwrite)
+    check_output_dir(output_path, run.overwrite)
     choice = registry.check_choice(data, eval_data, DatasetChoice.of(config))  # --data-config, the split flags
     train_source = registry.resolve(data, "train", data_dir, task, choice=choice, limit=config.max_train_samples)
     limits = config.max_train_samples, config.max_eval_samples  # a dataset streamed: not downloaded whole
@@ -84,7 +84,7 @@ def plan_run(
         run_identity(task, model, config, train_source, eval_source),
         resume,
         resume_from,
-        overwrite,
+        run.overwrite,
     )
     notices = checkpoints.passed_over() if checkpoints is not None else []
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bertkit.api.finetune_plan import RunPlan, plan_run, resolved_options
+from bertkit.api.finetune_plan import Driver, RunPlan, plan_run, resolved_options
 from bertkit.api.finetune_result import FinetuneResult
 from bertkit.api.results import (
     RESULTS_FILE,
@@ -25,68 +25,53 @@ from bertkit.methods import Run, planned_methods
 from bertkit.methods.base import FOLDS, RESUME, SINGLE, TUNE
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
-from bertkit.models import DEFAULT_MODEL, choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.options import TrainConfig
+from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.options import RunOptions, TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
 
 
 def finetune(
-    task: str,
-    data: str,
-    output: str,
-    model: str = DEFAULT_MODEL,
-    eval_data: str | None = None,
-    data_dir: str | None = None,
-    config: TrainConfig | None = None,
-    overwrite: bool = False,
-    report_to: str | None = None,
-    threads: int | None = None,
-    resume: bool = False,
-    resume_from: str | None = None,
-    on_evaluation=None,
-    fold: tuple[int, int] | None = None,
-    methods: list | tuple = (),
+    task: str, run: RunOptions, config: TrainConfig | None = None, driver: Driver | None = None
 ) -> FinetuneResult:
-    """Fine-tune ``model`` on ``data`` for ``task`` and save a self-contained model directory, with
-    its model card, figures and report.html. ``report_to``: trackers (bertkit.engine.tracking).
-    ``resume`` continues from the newest complete checkpoint of ``output`` (``resume_from``: that
-    checkpoint); the run's settings must be those of the checkpoint (engine/run_identity.py).
-    ``on_evaluation(number, metrics, main_metric)`` after each evaluation (tune's pruning: it may raise).
-    ``fold`` (k, K): train on the other folds of ``data``, evaluate on fold k (bertkit.api.folds).
-    ``methods``: training methods a command adds to those the options request (bertkit/methods/:
-    a command may add its own); their hooks run at the fixed points below.
+    """Fine-tune ``run.model`` on ``run.data`` for ``task`` and save a self-contained model directory
+    at ``run.output``, with its model card, figures and report.html. ``run.report_to``: trackers
+    (bertkit.engine.tracking). ``run.resume`` continues from the newest complete checkpoint of the
+    output (``run.resume_from``: that checkpoint); the run's settings must be those of the checkpoint
+    (engine/run_identity.py). ``driver``: how a wrapping command drives the run (api/finetune_plan.py:
+    a fold, a callback after each evaluation, training methods it adds; bertkit/methods/ hooks run at
+    the fixed points below).
 
     The order of events is the contract users rely on: every check that needs no model, then the
     data, then the model, then the work, then the directory written all at once."""
     # long: the order of events above is read top to bottom here, one call per step
-    plan = plan_run(
-        task, data, output, model, eval_data, data_dir, config, overwrite, report_to, threads, resume, resume_from, fold
-    )
-    chosen = planned_methods(plan, methods, run_modes(plan, on_evaluation))
-    run = Run(plan, notices=plan.notices)
-    run.adapter, run.train_examples, run.eval_examples, held = _read_examples(
+    driver = driver or Driver()
+    fold, on_evaluation = driver.fold, driver.on_evaluation
+    plan = plan_run(task, run, config, fold)
+    chosen = planned_methods(plan, driver.methods, run_modes(plan, on_evaluation))
+    state = Run(plan, notices=plan.notices)
+    state.adapter, state.train_examples, state.eval_examples, held = _read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
     )
     for method in chosen:  # the data each method needs is checked before any model loads
-        method.check_data(run)
-    network = _load(run, chosen)
-    _preprocess(run, plan.checkpoints)
+        method.check_data(state)
+    network = _load(state, chosen)
+    _preprocess(state, plan.checkpoints)
     for method in chosen:  # a method's own targets, or other features to train on
-        run.train_features = method.training_features(run.train_features, run)
-    spec = run.adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
+        state.train_features = method.training_features(state.train_features, state)
+    spec = state.adapter.training_spec()  # what the data taught (head bias, class weights) is known by now
     for method in chosen:
         spec = method.training_spec(spec)
-    trained = _train(run, chosen, spec, network, on_evaluation, keep_predictions=fold is not None)
+    trained = _train(state, chosen, spec, network, on_evaluation, keep_predictions=fold is not None)
     from bertkit.networks import recipes
 
-    finished = recipes.finish_model(spec, trained.network, run.model_ref, model)
+    finished = recipes.finish_model(spec, trained.network, state.model_ref, plan.model)
     sections = {}
     for method in chosen:  # each method's finishing, and what it records
-        method.finish(finished, run)
-        sections.update(method.sections(finished, run))
-    adapter, result, meta = _record(run, chosen, finished.facts, sections, trained, held)
-    result.report = _save(run, chosen, trained.report, finished, meta, resolved_options(plan, adapter), result)
+        method.finish(finished, state)
+        sections.update(method.sections(finished, state))
+    adapter, result, meta = _record(state, chosen, finished.facts, sections, trained, held)
+    result.report = _save(state, chosen, trained.report, finished, meta, resolved_options(plan, adapter), result)
     return result
 
 
@@ -100,20 +85,20 @@ def run_modes(plan: RunPlan, on_evaluation) -> tuple:
     return tuple(modes)
 
 
-def _load(run: Run, chosen: list):
-    """The network to train (the task at the model's max length, the tokenizer and engine in ``run``);
+def _load(state: Run, chosen: list):
+    """The network to train (the task at the model's max length, the tokenizer and engine in ``state``);
     the checkpoint to resume is checked against the engine before any expensive work."""
-    plan, adapter = run.plan, run.adapter
-    run.model_ref = resolve_model(plan.model)
-    model_config = load_config(run.model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
-    limit = choose_max_length(plan.config.max_length, run.adapter.default_max_length, model_config, plan.model)
-    run.adapter = adapter = run.adapter.at_max_length(limit)
+    plan, adapter = state.plan, state.adapter
+    state.model_ref = resolve_model(plan.model)
+    model_config = load_config(state.model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
+    limit = choose_max_length(plan.config.max_length, state.adapter.default_max_length, model_config, plan.model)
+    state.adapter = adapter = state.adapter.at_max_length(limit)
     adapter.check_model_config(model_config, plan.model)
-    run.tokenizer = load_tokenizer(run.model_ref, plan.model, model_config)
+    state.tokenizer = load_tokenizer(state.model_ref, plan.model, model_config)
     from bertkit.engine import Engine  # heavy: torch + accelerate
     from bertkit.engine.tracking import logging_dir
 
-    run.engine = Engine(
+    state.engine = Engine(
         plan.config.precision,
         plan.config.seed,
         plan.trackers,
@@ -122,44 +107,44 @@ def _load(run: Run, chosen: list):
     )
     if plan.checkpoints is not None:
         plan.checkpoints.identity.update(
-            processes=run.engine.accelerator.num_processes, precision_used=run.engine.precision
+            processes=state.engine.accelerator.num_processes, precision_used=state.engine.precision
         )
         plan.checkpoints.check_compatible()
     # weights before preprocessing: a corrupt checkpoint fails before any expensive work
-    network = next((n for n in (m.load_network(run) for m in chosen) if n is not None), None)
+    network = next((n for n in (m.load_network(state) for m in chosen) if n is not None), None)
     if network is None:
-        network = load_model(adapter.model_class, run.model_ref, plan.model, **adapter.model_kwargs())
+        network = load_model(adapter.model_class, state.model_ref, plan.model, **adapter.model_kwargs())
     for method in chosen:  # the architecture a method trains (in the methods' order)
-        network = method.adapt_network(network, run)
+        network = method.adapt_network(network, state)
     network = speed_up(adapter, network)
     _for_training(network, plan.config)
     return network
 
 
-def _preprocess(run: Run, checkpoints) -> None:
-    """The train and eval features and their stats into ``run``; a resumed run must see the
+def _preprocess(state: Run, checkpoints) -> None:
+    """The train and eval features and their stats into ``state``; a resumed state must see the
     training data it saw."""
-    adapter, tokenizer = run.adapter, run.tokenizer
-    run.train_features = adapter.preprocess(run.train_examples, tokenizer, train=True)
-    run.preprocessing = {"train": stats_of(run.train_features), "train_features": len(run.train_features)}
-    if run.eval_examples:
-        run.eval_features = adapter.preprocess(run.eval_examples, tokenizer, train=False)
-        run.preprocessing["eval"] = stats_of(run.eval_features)
+    adapter, tokenizer = state.adapter, state.tokenizer
+    state.train_features = adapter.preprocess(state.train_examples, tokenizer, train=True)
+    state.preprocessing = {"train": stats_of(state.train_features), "train_features": len(state.train_features)}
+    if state.eval_examples:
+        state.eval_features = adapter.preprocess(state.eval_examples, tokenizer, train=False)
+        state.preprocessing["eval"] = stats_of(state.eval_features)
     for part in ("train", "eval"):  # truncations, windows, the class weights: said before training
-        for text in run.preprocessing.get(part, {}).get("notices", ()):
+        for text in state.preprocessing.get(part, {}).get("notices", ()):
             notice("data", f"{part}: {text}", part=part)
     if checkpoints is not None:
-        checkpoints.identity["train_data_sha1"] = features_sha1(run.train_features, adapter.targets)
+        checkpoints.identity["train_data_sha1"] = features_sha1(state.train_features, adapter.targets)
         checkpoints.check_compatible()
 
 
-def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) -> tuple:
-    """(the task as saved, the result, bertkit.json's contents) of a trained run."""
-    plan, report, config = run.plan, trained.report, run.plan.config
+def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held) -> tuple:
+    """(the task as saved, the result, bertkit.json's contents) of a trained state."""
+    plan, report, config = state.plan, trained.report, state.plan.config
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
-    metrics = run.metrics if run.metrics is not None else best.get("metrics", {})
+    metrics = state.metrics if state.metrics is not None else best.get("metrics", {})
     stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), plan.eval_source, config)
-    adapter = run.adapter.finished()
+    adapter = state.adapter.finished()
     adapter = adapter.with_options(stored) if stored else adapter
     result = FinetuneResult(
         str(plan.output_path),
@@ -167,18 +152,18 @@ def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) 
         report.throughput(),
         report.history,
         report.best_epoch,
-        len(run.train_examples),
-        len(run.eval_examples),
-        run.preprocessing,
-        runtime=run.engine.runtime(config.precision),
+        len(state.train_examples),
+        len(state.eval_examples),
+        state.preprocessing,
+        runtime=state.engine.runtime(config.precision),
         best_step=report.best_step,
         resumed_from=report.resumed_from,
-        notices=run.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
+        notices=state.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
         warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
         before=trained.before,
         sections={**adapter.directory_sections(facts), **sections},
     )
-    held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), run.eval_examples, held)
+    held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), state.eval_examples, held)
     meta = ModelMeta(
         kind=adapter.directory_kind,
         task=adapter.state(),
@@ -187,8 +172,8 @@ def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) 
         data=data_record(
             plan.train_source,
             plan.eval_source,
-            len(run.train_examples),
-            len(run.eval_examples),
+            len(state.train_examples),
+            len(state.eval_examples),
             name=plan.train_source.name,  # a known name, or any dataset (eval DIR reads it again)
             data_dir=plan.train_source.data_dir,  # where a known dataset was found (a file needs none)
             eval_description=held_out,
@@ -202,7 +187,7 @@ def _record(run: Run, chosen: list, facts: dict, sections: dict, trained, held) 
         resumed_from=report.resumed_from,
         history=report.history,
         throughput=result.throughput,
-        preprocessing=run.preprocessing,
+        preprocessing=state.preprocessing,
         stopped_early=report.stopped_early,
         runtime=result.runtime,
         eval_details=trained.details_of(best.get("metrics")),
@@ -265,13 +250,13 @@ class _Trained:
         return next((v for m, v in self.verdicts if m is metrics), None)
 
 
-def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predictions=False) -> _Trained:
+def _train(state: Run, chosen: list, spec, network, on_evaluation=None, keep_predictions=False) -> _Trained:
     """The engine's loop with what the TrainingSpec makes (bertkit/networks/recipes.py) and what the
     methods wrap around it: what it trains, how it collates, how it evaluates."""
     from bertkit.networks import recipes
 
-    engine, adapter, tokenizer, config = run.engine, run.adapter, run.tokenizer, run.plan.config
-    eval_examples = run.eval_examples if all(m.evaluates_while_training for m in chosen) else []
+    engine, adapter, tokenizer, config = state.engine, state.adapter, state.tokenizer, state.plan.config
+    eval_examples = state.eval_examples if all(m.evaluates_while_training for m in chosen) else []
     evaluations, verdicts = [], []
 
     def evaluate(current_model) -> dict:
@@ -282,7 +267,7 @@ def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predi
             adapter,
             evaluated,
             eval_examples,
-            run.eval_features,
+            state.eval_features,
             config.eval_batch_size,
             tokenizer.pad_token_id,
             tune=adapter.tunes_while_training,
@@ -299,7 +284,7 @@ def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predi
     collator = recipes.training_collator(spec, tokenizer, config.seed)
     targets = adapter.targets
     for method in chosen:  # a method's loss around the network, its batches
-        network, collator = method.training_network(network, run), method.collator(collator, run)
+        network, collator = method.training_network(network, state), method.collator(collator, state)
         targets = method.training_targets(targets)
     before = {}
     if adapter.evaluate_before_training and eval_examples:
@@ -307,13 +292,13 @@ def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predi
         evaluations.clear()
     network, report = engine.fit(
         network,
-        run.train_features,
+        state.train_features,
         config,
         tokenizer.pad_token_id,
         evaluate if eval_examples else None,
         adapter.main_metric,
         collate_fn=collator,
-        checkpoints=run.plan.checkpoints,
+        checkpoints=state.plan.checkpoints,
         targets=targets,
         greater_is_better=adapter.greater_is_better,
     )
@@ -322,10 +307,10 @@ def _train(run: Run, chosen: list, spec, network, on_evaluation=None, keep_predi
     return _Trained(network, report, before, evaluations, verdicts)
 
 
-def _save(run: Run, chosen: list, report, finished, meta: ModelMeta, options: dict | None, result) -> dict:
+def _save(state: Run, chosen: list, report, finished, meta: ModelMeta, options: dict | None, result) -> dict:
     """The model directory, all or nothing, with its history, card, figures, report, results.json,
-    the run's resolved options and each method's own files (one process)."""
-    written, engine, output_path = {}, run.engine, run.plan.output_path
+    the state's resolved options and each method's own files (one process)."""
+    written, engine, output_path = {}, state.engine, state.plan.output_path
     if engine.is_main_process:
         from bertkit.reporting.build import build_report
 
@@ -336,8 +321,8 @@ def _save(run: Run, chosen: list, report, finished, meta: ModelMeta, options: di
             write_json(staging / RESULTS_FILE, training_results(result))
             model = engine.unwrap(finished.model)
             for method in chosen:  # beside the model's: bertkit.json, written last, completes the directory
-                method.save_files(staging, finished, run)
-            record = save_model_dir(staging, model, run.tokenizer, meta, finished.save_weights)
+                method.save_files(staging, finished, state)
+            record = save_model_dir(staging, model, state.tokenizer, meta, finished.save_weights)
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written

@@ -7,14 +7,16 @@ folds. The best fold's model is ``OUT`` (its dev fold flatters it; quote the mea
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.api.finetune_plan import Driver
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.api.results import write_rows
-from bertkit.api.run_args import finetune_keywords, output_of
+from bertkit.api.run_args import output_of
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig
 
@@ -44,7 +46,7 @@ def finetune_folds(
     """``finetune`` once per fold of ``repeat.folds``; ``on_run(fold, result)`` after each (fold
     1-based); ``repeat.keep_all`` keeps every fold's model."""
     config, repeat = config or TrainConfig(), repeat or RepeatOptions()
-    folds, keep_all, data, options = repeat.folds, repeat.keep_all, run.data, finetune_keywords(run)
+    folds, keep_all, options = repeat.folds, repeat.keep_all, dataclasses.asdict(run)
     _check_request(folds, config, options)
     output_path, root = prepare_runs(
         output_of(run, f"{task}-"), folds_root, run.overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
@@ -53,12 +55,9 @@ def finetune_folds(
     jobs = {
         n: dict(
             task=task,
-            data=data,
-            output=str(root / f"fold-{n}"),
+            run=dataclasses.replace(run, output=str(root / f"fold-{n}"), overwrite=True),
             config=config,
-            overwrite=True,
-            fold=(n - 1, folds),
-            **options,
+            driver=Driver(fold=(n - 1, folds)),
         )
         for n in range(1, folds + 1)
     }

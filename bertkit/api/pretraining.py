@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bertkit.api.finetuning import finetune
-from bertkit.api.run_args import finetune_keywords, output_of
+from bertkit.api.run_args import output_of
 from bertkit.options import RunOptions, TrainConfig
 
 PRETRAIN_LR = 5e-5  # continued pre-training takes larger steps than fine-tuning (cli/features.py shows it)
@@ -58,14 +58,7 @@ def pretrain_mlm(run: RunOptions, config: TrainConfig | None = None, task: str =
     config = config or TrainConfig(lr=PRETRAIN_LR)
     options = {**MASKING, "eval_share": EVAL_SHARE, **config.task_options}
     config = replace(config, task_options=options)
-    result = finetune(
-        task,
-        run.data,
-        output_of(run, f"{task}-"),
-        config=config,
-        overwrite=run.overwrite,
-        **finetune_keywords(run),
-    )
+    result = finetune(task, replace(run, output=output_of(run, f"{task}-")), config)
     return PretrainResult(
         result.output_dir,
         result.before,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
-from bertkit.api.run_args import finetune_keywords, output_of
+from bertkit.api.run_args import output_of
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
@@ -42,7 +42,7 @@ def finetune_seeds(
     ``on_run(seed, result)`` after each; ``repeat.keep_all`` keeps every seed's model."""
     config, repeat = config or TrainConfig(), repeat or RepeatOptions()
     seeds, keep_all = parse_seeds(repeat.seeds, config.seed), repeat.keep_all
-    data, options = run.data, finetune_keywords(run)
+    data, options = run.data, dataclasses.asdict(run)
     _check_request(task, data, seeds, options, DatasetChoice.of(config))
     output_path, root = prepare_runs(
         output_of(run, f"{task}-"), seeds_root, run.overwrite, "--seeds", [f"seed-{s}" for s in seeds]
@@ -51,11 +51,8 @@ def finetune_seeds(
     jobs = {
         seed: dict(
             task=task,
-            data=data,
-            output=str(root / f"seed-{seed}"),
-            overwrite=True,
+            run=dataclasses.replace(run, output=str(root / f"seed-{seed}"), overwrite=True),
             config=dataclasses.replace(config, seed=seed),
-            **options,
         )
         for seed in seeds
     }

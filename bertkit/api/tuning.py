@@ -19,8 +19,9 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.api.finetune_plan import Driver
 from bertkit.api.finetuning import FinetuneResult, finetune
-from bertkit.api.run_args import finetune_keywords, output_of
+from bertkit.api.run_args import output_of
 from bertkit.api.search_space import read_space, sample, space_changes
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
@@ -70,7 +71,7 @@ def tune(
     ``on_trial(summary)`` after each trial here."""
     search = search or TuneOptions()
     trials, storage, space, fixed = search.trials, search.storage, search.space, search.fixed
-    data, output, overwrite, options = run.data, output_of(run, f"tune-{task}-"), run.overwrite, finetune_keywords(run)
+    data, output, overwrite, options = run.data, output_of(run, f"tune-{task}-"), run.overwrite, dataclasses.asdict(run)
     optuna = require_optuna()
     config = _checked_config(task, config or TrainConfig(), options)
     _check_request(trials, options)
@@ -90,9 +91,7 @@ def tune(
             test_signal("trial", trial.number)  # tests: a kill while a trial is running
             ran.append(trial.number)
             directory = root / f"trial-{trial.number}"
-            result = _run_trial(
-                optuna, study, trial, directory, task, data, dataclasses.replace(config, **params), options
-            )
+            result = _run_trial(optuna, study, trial, directory, task, run, dataclasses.replace(config, **params))
             if result is not None:
                 best_here[trial.number] = result
             if on_trial is not None:
@@ -207,12 +206,11 @@ def _next_trial(optuna, study, trials: int, searched, name: str, root: Path, out
         return trial, params
 
 
-def _run_trial(optuna, study, trial, directory: Path, task, data, config, options: dict):
+def _run_trial(optuna, study, trial, directory: Path, task, run: RunOptions, config):
     """Train one trial into ``directory`` and tell the study; the result, or None when it was pruned."""
     try:
-        result = finetune(
-            task, data, str(directory), config=config, overwrite=True, on_evaluation=_reporter(optuna, trial), **options
-        )
+        trial_run = dataclasses.replace(run, output=str(directory), overwrite=True)
+        result = finetune(task, trial_run, config, Driver(on_evaluation=_reporter(optuna, trial)))
     except optuna.TrialPruned:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         discard_owned(directory, "removing a pruned trial's model")

@@ -23,7 +23,7 @@ from bertkit.cli.options import (
     single_command,
     training_values,
 )
-from bertkit.options import RunOptions, TrainConfig, default_output
+from bertkit.options import RunOptions, TrainConfig
 from bertkit.options.distillation import DistillOptions
 
 TEACHER = positional(
@@ -46,10 +46,8 @@ def _distill(teacher: str, **values) -> None:
     options = chosen(values, DistillOptions).validate()
     task_options, run, rest = training_values(values, [p.name for p in _task_parameters()])
     config = TrainConfig(task_options=task_options, **rest)
-    data, output = run.pop("data"), run.pop("output")
-    output = output or default_output(data, "distilled-")
     try:
-        result = distill(teacher, data, output, options, config=config, **run)
+        result = distill(teacher, RunOptions(**run), options, config)
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)

@@ -124,7 +124,7 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
             repeated = api.finetune_folds(task, run, config, repeat, on_run=shown)
         else:
             repeated = None
-        result = api.finetune(task, data, output, config=config, **values) if repeated is None else repeated.best
+        result = api.finetune(task, run, config) if repeated is None else repeated.best
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)

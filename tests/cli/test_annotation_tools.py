@@ -13,6 +13,7 @@ from bertkit.data.annotations import plain_records
 from bertkit.data.registry import Source
 from bertkit.decoding.tags import entity_spans
 from bertkit.errors import BertkitError
+from bertkit.options import RunOptions
 from bertkit.tasks.classification import SingleSentenceTask
 from bertkit.tasks.tagging import TaggingTask
 
@@ -106,10 +107,9 @@ def test_conll2003_exports_score_the_same_after_a_short_run(tmp_path, tiny_bert)
         config = TrainConfig(epochs=1, batch_size=16, max_length=64, seed=3)
         result = api.finetune(
             "ner",
-            str(data),
-            str(tmp_path / f"m{number}"),
-            model=str(tiny_bert),
-            eval_data=str(dev_subset),
+            RunOptions(
+                data=str(data), eval_data=str(dev_subset), model=str(tiny_bert), output=str(tmp_path / f"m{number}")
+            ),
             config=config,
         )
         metrics.append({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))})

@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from bertkit.options import RunOptions
+
 PAIRS = [
     ("the film was good", "it was a great movie"),
     ("the plot was bad", "the story was awful"),
@@ -48,10 +50,7 @@ def embedding_dir(tiny_bert, tmp_path_factory):
     (root / "sts.csv").write_text(STS)
     api.finetune(
         "embedding",
-        str(data),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_data=str(root / "sts.csv"),
+        RunOptions(data=str(data), eval_data=str(root / "sts.csv"), model=str(tiny_bert), output=str(root / "model")),
         config=TrainConfig(epochs=1, batch_size=4, precision="no", lr=1e-3),
     )
     return root

@@ -12,7 +12,7 @@ from seqeval.metrics import f1_score as seqeval_f1
 from test_cli_classification import write_sentiment_csv
 from test_squad_v2_threshold import official_compute_exact, official_compute_f1
 
-from bertkit.options import EvalOptions, InferenceOptions
+from bertkit.options import EvalOptions, InferenceOptions, RunOptions
 
 TYPES = {"PER": ["john", "mary", "anna"], "LOC": ["paris", "berlin", "rome"], "ORG": ["acme", "ibm"]}
 FILLER = ["lives", "in", "visited", "works", "at", "the", "and", "met"]
@@ -53,10 +53,12 @@ def models(tiny_bert, tmp_path_factory):
         suffix = "csv" if task == "cls" else "txt"
         api.finetune(
             task,
-            str(root / f"{task}-train.{suffix}"),
-            str(root / task),
-            model=str(tiny_bert),
-            eval_data=str(root / f"{task}-dev.{suffix}"),
+            RunOptions(
+                data=str(root / f"{task}-train.{suffix}"),
+                eval_data=str(root / f"{task}-dev.{suffix}"),
+                model=str(tiny_bert),
+                output=str(root / task),
+            ),
             config=config,
         )
     return root

@@ -9,7 +9,7 @@ import pytest
 from conftest import assert_user_error
 from extras_models import train_tiny
 
-from bertkit.options import PredictOptions
+from bertkit.options import PredictOptions, RunOptions
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -87,9 +87,7 @@ def test_export_needs_eval_data_or_data(tmp_path, tiny_bert, run_cli, capsys):
     write_sentiment_csv(tmp_path / "train.csv", 32, seed=1)
     api.finetune(
         "cls",
-        str(tmp_path / "train.csv"),
-        str(tmp_path / "m"),
-        model=str(tiny_bert),
+        RunOptions(data=str(tmp_path / "train.csv"), model=str(tiny_bert), output=str(tmp_path / "m")),
         config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
     )
     capsys.readouterr()  # the training's own progress lines

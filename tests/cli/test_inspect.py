@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from conftest import SPECIALS, TINY_WORDS, assert_user_error
 
+from bertkit.options import RunOptions
+
 VOCAB = SPECIALS + list(dict.fromkeys(TINY_WORDS)) + ["##s", "##ing", "##ed"]
 
 
@@ -169,7 +171,7 @@ def test_a_long_text_model_says_what_the_cut_hides(how, tiny_bert, tmp_path, run
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "the movie was good,pos\nthe movie was bad,neg\n" * 4)
     config = TrainConfig(epochs=1, batch_size=8, max_length=12, task_options={"long_text": how})
-    api.finetune("cls", str(data), str(tmp_path / how), model=str(tiny_bert), config=config)
+    api.finetune("cls", RunOptions(data=str(data), model=str(tiny_bert), output=str(tmp_path / how)), config=config)
     text = " ".join(["the movie was very good and the acting was bad"] * 3)  # 30 word pieces
 
     code, stdout, stderr = run_cli("inspect", "tokens", tmp_path / how, "--text", text, "--max-length", 12, "--json")

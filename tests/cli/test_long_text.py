@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from bertkit.options import InferenceOptions, PredictOptions
+from bertkit.options import InferenceOptions, PredictOptions, RunOptions
 
 FILLER = "the movie film plot story acting it was very this a an and of to in on with".split()
 POSITIVE, NEGATIVE = ["good", "great"], ["bad", "awful"]
@@ -47,10 +47,13 @@ def late_label(tmp_path_factory, tiny_bert):
     def get(how: str):
         if how not in trained:
             config = TrainConfig(epochs=6, lr=2e-3, batch_size=16, max_length=128, task_options={"long_text": how})
-            result = api.finetune(
-                "cls", str(root / "train.csv"), str(root / how), model=str(tiny_bert), eval_data=str(root / "dev.csv"),
-                config=config,
-            )  # fmt: skip
+            run = RunOptions(
+                data=str(root / "train.csv"),
+                eval_data=str(root / "dev.csv"),
+                model=str(tiny_bert),
+                output=str(root / how),
+            )
+            result = api.finetune("cls", run, config)
             trained[how] = (root / how, result.metrics)
         return trained[how]
 
@@ -197,7 +200,11 @@ def test_predict_answers_the_mean_of_the_windows_logits_for_every_label_kind(tmp
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     options = {"long_text": "windows", "stride": 2, **({"problem_type": "regression"} if kind == "regression" else {})}
     config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=16, task_options=options)
-    api.finetune("cls", str(tmp_path / "train.jsonl"), str(tmp_path / "m"), model=str(tiny_bert), config=config)
+    api.finetune(
+        "cls",
+        RunOptions(data=str(tmp_path / "train.jsonl"), model=str(tiny_bert), output=str(tmp_path / "m")),
+        config=config,
+    )
     texts = ["the film was good " * 8, "the plot was bad and the acting was poor " * 3, "good"]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     got = list(

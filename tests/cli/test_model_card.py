@@ -16,6 +16,8 @@ from extras_models import train_tiny
 from test_cli_classification import write_pair_tsv, write_sentiment_csv
 from test_mlm import write_corpus
 
+from bertkit.options import RunOptions
+
 
 # --- tiny trained directories, one of each kind ---------------------------------------------------
 def _finetuned(task: str, root: Path, tiny_bert: Path) -> Path:
@@ -29,10 +31,12 @@ def _finetuned(task: str, root: Path, tiny_bert: Path) -> Path:
     write_pair_tsv(root / "dev.tsv", 16, seed=2)
     api.finetune(
         "pair",
-        str(root / "train.tsv"),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_data=str(root / "dev.tsv"),
+        RunOptions(
+            data=str(root / "train.tsv"),
+            eval_data=str(root / "dev.tsv"),
+            model=str(tiny_bert),
+            output=str(root / "model"),
+        ),
         config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
     )
     return root / "model"
@@ -71,18 +75,14 @@ def _label_kind(kind: str, root: Path, tiny_bert: Path) -> Path:
         write_scores_tsv(root / "train.tsv", 48, 1)
         api.finetune(
             "pair",
-            str(root / "train.tsv"),
-            str(root / "model"),
-            model=str(tiny_bert),
+            RunOptions(data=str(root / "train.tsv"), model=str(tiny_bert), output=str(root / "model")),
             config=TrainConfig(epochs=1, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"}),
         )
         return root / "model"
     write_emotions_jsonl(root / "train.jsonl", 48, 1)
     api.finetune(
         "cls",
-        str(root / "train.jsonl"),
-        str(root / "model"),
-        model=str(tiny_bert),
+        RunOptions(data=str(root / "train.jsonl"), model=str(tiny_bert), output=str(root / "model")),
         config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
     )
     meta_file = root / "model" / "bertkit.json"

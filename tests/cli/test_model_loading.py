@@ -17,6 +17,8 @@ import pytest
 from conftest import REPO, assert_user_error
 from tiny_models import POSITIONS, build_family
 
+from bertkit.options import RunOptions
+
 TRAIN_CSV = "text,label\n" + "".join(
     f"the film was {w},{lab}\n" for w, lab in [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4
 )
@@ -182,9 +184,7 @@ def roberta_cls(models, tmp_path_factory) -> Path:
     (root / "train.csv").write_text(TRAIN_CSV)
     api.finetune(
         "cls",
-        str(root / "train.csv"),
-        str(root / "model"),
-        model=str(models["roberta"]),
+        RunOptions(data=str(root / "train.csv"), model=str(models["roberta"]), output=str(root / "model")),
         config=TrainConfig(epochs=1, batch_size=8),
     )
     return root / "model"

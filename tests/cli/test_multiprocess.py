@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO
 from extras_models import write_conll
 
-from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
+from bertkit.options import EvalOptions, InferenceOptions, PredictOptions, RunOptions
 
 
 def _gloo_available() -> bool:
@@ -243,7 +243,9 @@ def test_ner_eval_and_predict_file_in_two_processes_match_one_process(tiny_bert,
     write_conll(tmp_path / "dev.txt", 29, seed=4, places=PLACES)
     model = tmp_path / "ner"
     api.finetune(
-        "ner", str(tmp_path / "train.txt"), str(model), model=str(tiny_bert), config=TrainConfig(epochs=1, batch_size=8)
+        "ner",
+        RunOptions(data=str(tmp_path / "train.txt"), model=str(tiny_bert), output=str(model)),
+        config=TrainConfig(epochs=1, batch_size=8),
     )
 
     run = launch(
@@ -315,9 +317,7 @@ def small_cls_model(tiny_bert, tmp_path_factory):
     write_sentiment(root / "data.csv", 12, seed=5)
     api.finetune(
         "cls",
-        str(root / "data.csv"),
-        str(root / "model"),
-        model=str(tiny_bert),
+        RunOptions(data=str(root / "data.csv"), model=str(tiny_bert), output=str(root / "model")),
         config=TrainConfig(epochs=1, batch_size=8),
     )
     return root / "model", root / "data.csv"
@@ -364,9 +364,7 @@ def test_engines_of_different_precision_follow_each_other(tiny_bert, small_cls_m
     _, data = small_cls_model
     result = api.finetune(
         "cls",
-        str(data),
-        str(tmp_path / "bf16"),
-        model=str(tiny_bert),
+        RunOptions(data=str(data), model=str(tiny_bert), output=str(tmp_path / "bf16")),
         config=TrainConfig(epochs=1, batch_size=8, precision="bf16"),
     )
     assert result.throughput["examples"] == 12

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from bertkit.api.prediction import Predictor
+from bertkit.options import RunOptions
 
 DOC_A = ["john lives in paris", "mary visited berlin .", "obama works in london"]
 DOC_B = ["google met john in france", "the city is berlin"]
@@ -38,7 +39,7 @@ def model(tiny_bert, tmp_path_factory):
     config = TrainConfig(
         epochs=2, batch_size=4, max_length=64, lr=1e-3, task_options={"context": "document", "context_tokens": 8}
     )
-    api.finetune("ner", str(data), str(root / "model"), model=str(tiny_bert), config=config)
+    api.finetune("ner", RunOptions(data=str(data), model=str(tiny_bert), output=str(root / "model")), config=config)
     return root / "model"
 
 

@@ -13,6 +13,8 @@ import pytest
 from conftest import assert_user_error
 from test_cli_classification import FILLER, NEGATIVE, POSITIVE
 
+from bertkit.options import RunOptions
+
 EMOTIONS = {"joy": ["happy", "glad"], "anger": ["angry", "mad"], "fear": ["scared", "afraid"]}
 
 
@@ -53,10 +55,12 @@ def regression_model(tiny_bert, tmp_path_factory):
     config = TrainConfig(epochs=2, lr=1e-3, batch_size=16, task_options={"problem_type": "regression"})
     api.finetune(
         "pair",
-        str(root / "train.tsv"),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_data=str(root / "dev.tsv"),
+        RunOptions(
+            data=str(root / "train.tsv"),
+            eval_data=str(root / "dev.tsv"),
+            model=str(tiny_bert),
+            output=str(root / "model"),
+        ),
         config=config,
     )
     return root
@@ -72,10 +76,12 @@ def multi_label_model(tiny_bert, tmp_path_factory):
     write_emotions_jsonl(root / "dev.jsonl", 32, 2)
     api.finetune(
         "cls",
-        str(root / "train.jsonl"),
-        str(root / "model"),
-        model=str(tiny_bert),
-        eval_data=str(root / "dev.jsonl"),
+        RunOptions(
+            data=str(root / "train.jsonl"),
+            eval_data=str(root / "dev.jsonl"),
+            model=str(tiny_bert),
+            output=str(root / "model"),
+        ),
         config=TrainConfig(epochs=2, lr=1e-3, batch_size=16),
     )
     return root

@@ -10,6 +10,8 @@ import yaml
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_split
 
+from bertkit.options import RunOptions
+
 
 @pytest.fixture
 def data(tmp_path):
@@ -119,7 +121,7 @@ def test_seeds_train_side_by_side_when_threads_leave_cores_and_match_single_runs
     from bertkit import api
     from bertkit.config import TrainConfig
     from bertkit.engine.threads import usable_cores
-    from bertkit.options import RepeatOptions, RunOptions
+    from bertkit.options import RepeatOptions
 
     if usable_cores() < 2:
         pytest.skip("one usable core: the seeds run one after another")
@@ -135,11 +137,13 @@ def test_seeds_train_side_by_side_when_threads_leave_cores_and_match_single_runs
     for run in together.runs:
         alone = api.finetune(
             "cls",
-            str(train),
-            str(tmp_path / f"alone-{run['seed']}"),
-            model=str(tiny_bert),
-            eval_data=str(dev),
-            threads=1,
+            RunOptions(
+                data=str(train),
+                eval_data=str(dev),
+                model=str(tiny_bert),
+                output=str(tmp_path / f"alone-{run['seed']}"),
+                threads=1,
+            ),
             config=dataclasses.replace(config, seed=run["seed"]),
         )
         assert run["metrics"] == alone.metrics and run["train_loss"] == alone.history[-1]["train_loss"]

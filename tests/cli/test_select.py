@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 from conftest import assert_user_error, require_data
 
-from bertkit.options import PredictOptions, SelectOptions
+from bertkit.options import PredictOptions, RunOptions, SelectOptions
 
 SELECTED = 25
 
@@ -25,7 +25,11 @@ def sst2_model(tiny_bert, tmp_path_factory):
     subset = root / "train.tsv"
     subset.write_text("\n".join(train.read_text().splitlines()[:201]) + "\n")
     config = TrainConfig(epochs=1, batch_size=16, max_length=64)
-    api.finetune("cls", str(subset), str(root / "model"), model=str(tiny_bert), eval_data=str(dev), config=config)
+    api.finetune(
+        "cls",
+        RunOptions(data=str(subset), eval_data=str(dev), model=str(tiny_bert), output=str(root / "model")),
+        config=config,
+    )
     return root / "model", dev, train
 
 

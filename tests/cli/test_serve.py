@@ -12,6 +12,8 @@ import time
 import pytest
 from conftest import REPO
 
+from bertkit.options import RunOptions
+
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
@@ -39,9 +41,7 @@ def cls_model(tmp_path_factory, tiny_bert):
     write_sentiment_csv(root / "train.csv", 64, seed=1)
     api.finetune(
         "cls",
-        str(root / "train.csv"),
-        str(root / "model"),
-        model=str(tiny_bert),
+        RunOptions(data=str(root / "train.csv"), model=str(tiny_bert), output=str(root / "model")),
         config=TrainConfig(epochs=1, lr=1e-3, batch_size=16),
     )
     return root / "model"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_cli_classification import write_pair_tsv, write_sentiment_csv
 
-from bertkit.options import InferenceOptions
+from bertkit.options import InferenceOptions, RunOptions
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,9 @@ def setfit_dirs(tmp_path_factory, tiny_bert):
             options = {"recipe": "setfit", "pairs_per_example": 6}
             config = TrainConfig(epochs=2, batch_size=8, lr=1e-3, seed=5, precision="no", task_options=options)
             result = api.finetune(
-                task, str(train), str(root / "model"), model=str(tiny_bert), eval_data=str(dev), config=config
+                task,
+                RunOptions(data=str(train), eval_data=str(dev), model=str(tiny_bert), output=str(root / "model")),
+                config=config,
             )
             made[task] = (root / "model", dev, result)
         return made[task]
@@ -122,7 +124,11 @@ def test_a_checkpoint_that_normalises_gets_a_head_on_unit_vectors_as_in_setfit(t
     write_sentiment_csv(dev, 24, seed=2)
     options = {"recipe": "setfit", "pairs_per_example": 6}
     config = TrainConfig(epochs=1, batch_size=8, lr=1e-3, seed=5, precision="no", task_options=options)
-    api.finetune("cls", str(train), str(tmp_path / "model"), model=str(base), eval_data=str(dev), config=config)
+    api.finetune(
+        "cls",
+        RunOptions(data=str(train), eval_data=str(dev), model=str(base), output=str(tmp_path / "model")),
+        config=config,
+    )
     model = tmp_path / "model"
     assert json.loads((model / "bertkit.json").read_text())["probe"]["normalize"] is True
     assert json.loads((model / "config_setfit.json").read_text())["normalize_embeddings"] is True

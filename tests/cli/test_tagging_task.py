@@ -13,6 +13,7 @@ from conftest import assert_user_error
 
 from bertkit.data.registry import DATASETS, Source
 from bertkit.errors import BertkitError
+from bertkit.options import RunOptions
 from bertkit.tasks.tagging import TaggingTask
 from bertkit.tasks.word_windows import owners, plan_windows
 
@@ -318,9 +319,7 @@ def ner_model(tiny_bert, tmp_path_factory):
     write_conll(root / "train.txt", sentences(40, seed=4))
     api.finetune(
         "ner",
-        str(root / "train.txt"),
-        str(root / "model"),
-        model=str(tiny_bert),
+        RunOptions(data=str(root / "train.txt"), model=str(tiny_bert), output=str(root / "model")),
         config=TrainConfig(epochs=1, batch_size=8),
     )
     return root / "model"

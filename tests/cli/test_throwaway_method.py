@@ -16,7 +16,9 @@ import pytest
 from hostile import CLS_CSV
 from safetensors.torch import load_file
 
+from bertkit.api.finetune_plan import Driver
 from bertkit.methods import METHODS, Method
+from bertkit.options import RunOptions
 
 SECTION = "frozen_bottom"
 
@@ -62,7 +64,12 @@ def test_a_method_defined_outside_bertkit_trains_saves_evaluates_and_predicts(re
     data.write_text(CLS_CSV)
     model = tmp_path / "model"
     config = TrainConfig(epochs=2, batch_size=8, lr=1e-3, precision="no")
-    api.finetune("cls", str(data), str(model), model=str(tiny_bert), config=config, methods=[FrozenBottom()])
+    api.finetune(
+        "cls",
+        RunOptions(data=str(data), model=str(tiny_bert), output=str(model)),
+        config=config,
+        driver=Driver(methods=(FrozenBottom(),)),
+    )
 
     meta = json.loads((model / "bertkit.json").read_text())
     assert meta["methods"] == ["finetune", "frozen-bottom"]
@@ -92,6 +99,9 @@ def test_the_new_method_is_refused_where_it_does_not_compose(registered, tiny_be
     config = TrainConfig(epochs=1, task_options={"recipe": "setfit"})
     with pytest.raises(BertkitError, match="frozen-bottom does not compose with --recipe setfit"):
         api.finetune(
-            "cls", str(data), str(tmp_path / "m"), model=str(tiny_bert), config=config, methods=[FrozenBottom()]
+            "cls",
+            RunOptions(data=str(data), model=str(tiny_bert), output=str(tmp_path / "m")),
+            config=config,
+            driver=Driver(methods=(FrozenBottom(),)),
         )
     assert not (tmp_path / "m").exists()

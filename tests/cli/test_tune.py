@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+from bertkit.api.finetune_plan import Driver
+from bertkit.options import RunOptions
+
 optuna = pytest.importorskip("optuna", reason="Optuna is not installed (pip install 'bertkit[tune]')")
 
 from conftest import assert_user_error
@@ -151,12 +154,9 @@ def test_a_pruned_trial_leaves_nothing(tmp_path, tiny_bert, data):
     with pytest.raises(optuna.TrialPruned):
         api.finetune(
             "cls",
-            str(train),
-            str(tmp_path / "m"),
-            model=str(tiny_bert),
-            eval_data=str(dev),
+            RunOptions(data=str(train), eval_data=str(dev), model=str(tiny_bert), output=str(tmp_path / "m")),
             config=TrainConfig(epochs=2, batch_size=8, max_length=32),
-            on_evaluation=prune,
+            driver=Driver(on_evaluation=prune),
         )
     assert calls == [(1, "accuracy")] and sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "train.csv"]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import assert_user_error
 
+from bertkit.options import RunOptions
+
 GOOD_CSV = "text,label\n" + "".join(
     f"the film was {w},{lab}\n" for w, lab in [("good", "pos"), ("bad", "neg"), ("great", "pos"), ("awful", "neg")] * 4
 )
@@ -126,5 +128,5 @@ def test_interrupted_training_leaves_no_output(tmp_path, tiny_bert, good_csv, mo
     monkeypatch.setattr("bertkit.api.finetuning.save_model_dir", broken_save)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError):
-        api.finetune("cls", str(good_csv), str(out), model=str(tiny_bert))
+        api.finetune("cls", RunOptions(data=str(good_csv), model=str(tiny_bert), output=str(out)))
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["train.csv"]

@@ -9,6 +9,8 @@ import json
 import pytest
 from hostile import Case, Context, jsonl, run_case
 
+from bertkit.options import RunOptions
+
 PAIRS = jsonl(
     {"anchor": "the film was good", "positive": "it was a great movie"},
     {"anchor": "the plot was bad", "positive": "the story was awful"},
@@ -43,7 +45,7 @@ def model_of(c: Context, task: str):
         data = c.trained.root / f"h3-{task}.jsonl"
         data.write_text(PAIRS if task == "embedding" else RERANK)
         config = TrainConfig(epochs=1, batch_size=2, precision="no")
-        api.finetune(task, str(data), str(target), model=str(c.tiny), config=config)
+        api.finetune(task, RunOptions(data=str(data), model=str(c.tiny), output=str(target)), config=config)
     return target
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import pytest
 from hostile import CLS_CSV, PAIR_TSV, Case, Context, run_case
 
+from bertkit.options import RunOptions
+
 TEXTS = "the film was good\nthe plot was bad\n"
 
 
@@ -34,7 +36,7 @@ def windows_model(trained, tiny_bert):
         data = trained.root / "long-train.csv"
         data.write_text(CLS_CSV)
         config = TrainConfig(epochs=1, batch_size=8, max_length=32, task_options={"long_text": "windows"})
-        api.finetune("cls", str(data), str(path), model=str(tiny_bert), config=config)
+        api.finetune("cls", RunOptions(data=str(data), model=str(tiny_bert), output=str(path)), config=config)
     return path
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from hostile import CLS_CSV, NER_CONLL, QA_JSONL, Case, Context, run_case
 
+from bertkit.options import RunOptions
+
 pytest.importorskip("peft")
 
 TEXTS = "the film was good\nthe plot was bad\n"
@@ -31,7 +33,7 @@ def adapter_dir(c: Context, base_gone: bool = False, damaged: bool = False) -> P
     shutil.copytree(c.tiny, base)
     data = c.file("train.csv", CLS_CSV)
     config = TrainConfig(epochs=1, batch_size=8, max_length=64, lora=4, save_adapter=True)
-    api.finetune("cls", str(data), str(c.tmp / "adapted"), model=str(base), config=config)
+    api.finetune("cls", RunOptions(data=str(data), model=str(base), output=str(c.tmp / "adapted")), config=config)
     if base_gone:
         shutil.rmtree(base)
     if damaged:

@@ -29,6 +29,8 @@ from checkpoint_corpus import (
 )
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, Case, Context, run_case
 
+from bertkit.options import RunOptions
+
 CORPUS = "the film was good . the plot was bad .\n\nit was a great film .\njohn lives in paris .\n" * 4
 
 
@@ -40,9 +42,7 @@ def changed_data(c: Context) -> list:
     data = c.file("data.csv", CLS_CSV)
     api.finetune(
         "cls",
-        str(data),
-        str(c.tmp / "out"),
-        model=str(c.tiny),
+        RunOptions(data=str(data), model=str(c.tiny), output=str(c.tmp / "out")),
         config=TrainConfig(epochs=2, batch_size=4, save_every=2),
     )
     shutil.rmtree(c.tmp / "out")  # as if killed before the end

@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
+from bertkit.options import RunOptions
+
 pytestmark = pytest.mark.learning
 
 TEACHER_ROWS, STUDENT_ROWS = 2000, 500
@@ -45,19 +47,21 @@ def test_distilled_student_beats_the_same_student_without_teacher(tmp_path):
     model_ref = minilm_or_skip()
     teacher = str(tmp_path / "teacher")
     config = TrainConfig(epochs=2, lr=5e-5, batch_size=32, max_train_samples=TEACHER_ROWS, max_length=64)
-    taught = api.finetune("cls", "sst2", teacher, model="minilm", data_dir=str(DATA_DIR), config=config)
+    taught = api.finetune(
+        "cls", RunOptions(data="sst2", data_dir=str(DATA_DIR), model="minilm", output=teacher), config=config
+    )
     budget = TrainConfig(epochs=2, lr=1e-4, batch_size=32, max_train_samples=STUDENT_ROWS, seed=1, max_length=64)
     distilled = distill(
         teacher,
-        "sst2",
-        str(tmp_path / "distilled"),
-        DistillOptions(student_layers=3),
-        data_dir=str(DATA_DIR),
+        RunOptions(data="sst2", data_dir=str(DATA_DIR), output=str(tmp_path / "distilled")),
+        options=DistillOptions(student_layers=3),
         config=budget,
     )
     plain_model = pretrained_layers(model_ref, chosen_layers(6, 3), tmp_path / "minilm-3")
     plain = api.finetune(
-        "cls", "sst2", str(tmp_path / "plain"), model=plain_model, data_dir=str(DATA_DIR), config=budget
+        "cls",
+        RunOptions(data="sst2", data_dir=str(DATA_DIR), model=plain_model, output=str(tmp_path / "plain")),
+        config=budget,
     )
     scores = {
         name: r.metrics["accuracy"] for name, r in (("teacher", taught), ("distilled", distilled), ("plain", plain))

@@ -10,12 +10,14 @@ import time
 import pytest
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
+from bertkit.options import RunOptions
+
 pytestmark = pytest.mark.learning
 
 
 def test_probe_on_sst2_reaches_075(tmp_path):
     from bertkit.api.probing import probe
-    from bertkit.options import RunOptions, TrainConfig
+    from bertkit.options import TrainConfig
 
     require_data("sst2", "train.tsv")
     minilm_or_skip()
@@ -37,7 +39,6 @@ def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path
     from bertkit import api
     from bertkit.api.pretraining import pretrain_mlm
     from bertkit.config import TrainConfig
-    from bertkit.options import RunOptions
 
     squad = require_data("squad", "dev-v1.1.json")
     require_data("sst2", "train.tsv")
@@ -66,10 +67,7 @@ def test_mlm_on_squad_contexts_lowers_held_out_loss_and_still_finetunes(tmp_path
     started = time.perf_counter()
     tuned = api.finetune(
         "cls",
-        "sst2",
-        str(tmp_path / "cls"),
-        model=str(tmp_path / "mlm"),
-        data_dir=str(DATA_DIR),
+        RunOptions(data="sst2", data_dir=str(DATA_DIR), model=str(tmp_path / "mlm"), output=str(tmp_path / "cls")),
         config=TrainConfig(epochs=2, lr=1e-4, batch_size=16, max_train_samples=800, max_eval_samples=300),
     )
     print(

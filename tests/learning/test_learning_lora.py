@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
+from bertkit.options import RunOptions
+
 pytestmark = pytest.mark.learning
 
 # Measured at these settings (benchmarks/results/lora.md: 2,000 rows, 2 epochs, lr 5e-4): --lora 16
@@ -27,7 +29,9 @@ def test_lora_16_learns_sst2_above_chance(tmp_path):
     minilm_or_skip()
     out = tmp_path / "lora16"
     config = TrainConfig(epochs=2, lr=5e-4, batch_size=32, max_train_samples=2000, max_length=64, seed=42, lora=16)
-    result = api.finetune("cls", "sst2", str(out), model="minilm", data_dir=str(DATA_DIR), config=config)
+    result = api.finetune(
+        "cls", RunOptions(data="sst2", data_dir=str(DATA_DIR), model="minilm", output=str(out)), config=config
+    )
     lora = result.sections["lora"]
     print("SST-2 dev, --lora 16", result.metrics, lora)
     assert result.metrics["accuracy"] >= BAR

@@ -7,7 +7,7 @@ import time
 import pytest
 from conftest import minilm_or_skip, require_data
 
-from bertkit.options import EvalOptions
+from bertkit.options import EvalOptions, RunOptions
 
 pytestmark = pytest.mark.learning
 
@@ -23,7 +23,9 @@ def test_minilm_learns_conll2003(tmp_path):
     # entity F1 0.658 on the first 1,000 valid sentences (PER 0.89, LOC 0.66, ORG 0.31, MISC 0.20);
     # 2 epochs reach 0.77 on all of valid, at twice the time.
     config = TrainConfig(epochs=1, lr=1e-4, batch_size=16, max_train_samples=2000)
-    result = api.finetune("ner", str(train), str(tmp_path / "ner"), model="minilm", config=config)
+    result = api.finetune(
+        "ner", RunOptions(data=str(train), model="minilm", output=str(tmp_path / "ner")), config=config
+    )
     assert result.train_examples == 2000 and result.preprocessing["train"]["input_scheme"] == "IOB2"
     report = api.evaluate(str(tmp_path / "ner"), EvalOptions(max_eval_samples=1000, data=str(valid)))
     metrics = report["metrics"]

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from conftest import DATA_DIR, minilm_or_skip, require_data
 
+from bertkit.options import RunOptions
+
 pytestmark = pytest.mark.learning
 
 
@@ -49,7 +51,11 @@ def test_minilm_learns_stsb_regression(tmp_path):
     # standardised targets and lr 1e-4: measured Pearson 0.778 / Spearman 0.779 at these settings;
     # the BERT-recipe default (unscaled, lr 5e-5, 3 epochs) reached 0.662 / 0.690 in the same budget
     config = TrainConfig(epochs=2, lr=1e-4, batch_size=32, max_train_samples=2000, task_options={"scale_targets": True})
-    result = api.finetune("pair", "stsb", str(tmp_path / "stsb"), model="minilm", data_dir=str(DATA_DIR), config=config)
+    result = api.finetune(
+        "pair",
+        RunOptions(data="stsb", data_dir=str(DATA_DIR), model="minilm", output=str(tmp_path / "stsb")),
+        config=config,
+    )
     print("STS-B dev", result.metrics, result.throughput)
     assert result.eval_examples == 1500 and result.train_examples == 2000
     task = get_task_class("pair")(128, {"problem_type": "regression"})
@@ -73,7 +79,9 @@ def test_minilm_learns_goemotions_multi_label(tmp_path):
     # prior-initialised head bias every comment got the same probabilities (0.286 exactly)
     config = TrainConfig(epochs=2, lr=5e-5, batch_size=32, max_train_samples=4000, max_eval_samples=2000)
     result = api.finetune(
-        "cls", "goemotions", str(tmp_path / "go"), model="minilm", data_dir=str(DATA_DIR), config=config
+        "cls",
+        RunOptions(data="goemotions", data_dir=str(DATA_DIR), model="minilm", output=str(tmp_path / "go")),
+        config=config,
     )
     print("GoEmotions dev", {k: v for k, v in result.metrics.items() if k != "per_label"}, result.throughput)
     # baselines on the same 2,000 dev comments: nothing predicted (micro-F1 0), and every comment

@@ -17,7 +17,7 @@ import time
 import pytest
 from conftest import minilm_or_skip, require_data
 
-from bertkit.options import EvalOptions
+from bertkit.options import EvalOptions, RunOptions
 from bertkit.options.retrieval import RetrievalOptions
 
 pytestmark = pytest.mark.learning
@@ -51,7 +51,7 @@ def test_mnrl_on_train_articles_raises_held_out_ndcg_above_zero_shot(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("\n".join(rows) + "\n")
     config = TrainConfig(epochs=1, lr=2e-5, batch_size=32, max_length=256, seed=42, precision="no")
-    api.finetune("embedding", str(pairs), str(tmp_path / "mnrl"), model="minilm", config=config)
+    api.finetune("embedding", RunOptions(data=str(pairs), model="minilm", output=str(tmp_path / "mnrl")), config=config)
     trained = evaluate_retrieval(
         str(tmp_path / "mnrl"), EvalOptions(data=str(beir), split="test", output=str(tmp_path / "mnrl.json"))
     )

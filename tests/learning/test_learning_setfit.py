@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 
 import pytest
 from conftest import DATA_DIR, minilm_or_skip, require_data
@@ -24,31 +25,25 @@ def few_rows(path, per_class: int, seed: int) -> str:
 
 def test_setfit_on_16_per_class_beats_finetune_on_the_same_rows(tmp_path):
     from bertkit import api
-    from bertkit.options import TrainConfig
+    from bertkit.options import RunOptions, TrainConfig
 
     train = require_data("sst2", "train.tsv")
     dev = require_data("sst2", "dev.tsv")
     minilm_or_skip()
     data = tmp_path / "few.tsv"
     data.write_text(few_rows(train, 16, seed=0), encoding="utf-8")
-    run = {"model": "minilm", "eval_data": str(dev), "data_dir": str(DATA_DIR)}
+    run = RunOptions(data=str(data), model="minilm", eval_data=str(dev), data_dir=str(DATA_DIR))
     started = time.perf_counter()
     # 32 rows x 20 pairs = 640 pairs in batches of 16: 40 steps in one epoch (SetFit's body defaults)
     setfit = api.finetune(
         "cls",
-        str(data),
-        str(tmp_path / "setfit"),
-        config=TrainConfig(epochs=1, lr=2e-5, batch_size=16, seed=0, task_options={"recipe": "setfit"}),
-        **run,
+        replace(run, output=str(tmp_path / "setfit")),
+        TrainConfig(epochs=1, lr=2e-5, batch_size=16, seed=0, task_options={"recipe": "setfit"}),
     )
     middle = time.perf_counter()
     # the same 32 rows, 40 steps too (batch 8, 10 epochs), at fine-tuning's usual learning rate
     finetune = api.finetune(
-        "cls",
-        str(data),
-        str(tmp_path / "finetune"),
-        config=TrainConfig(epochs=10, lr=5e-5, batch_size=8, seed=0),
-        **run,
+        "cls", replace(run, output=str(tmp_path / "finetune")), TrainConfig(epochs=10, lr=5e-5, batch_size=8, seed=0)
     )
     print(
         f"SST-2, 16 per class: setfit {setfit.metrics} ({middle - started:.1f}s), "

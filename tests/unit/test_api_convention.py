@@ -10,9 +10,8 @@ import inspect
 from bertkit import api
 
 MOST = 5
-# finetune and distill are being converted to options objects separately (the lead's rewrite of
-# finetuning.py and distillation.py); each entry must go once its function takes them
-NOT_YET = {"finetune", "distill"}
+# functions still on the old convention (none now: finetune and distill take RunOptions too)
+NOT_YET: set = set()
 
 
 def parameters(name: str) -> list[str]:

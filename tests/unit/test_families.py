@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tiny_models import FAMILIES, build_family
 
-from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
+from bertkit.options import EvalOptions, InferenceOptions, PredictOptions, RunOptions
 
 TASKS = ("cls", "pair", "ner", "qa")
 WITH_SEGMENTS = {"bert", "electra", "albert"}  # type_vocab_size 2; the others have no segment embeddings
@@ -125,7 +125,11 @@ def test_family_runs_every_task_end_to_end(family, task, family_dirs, task_data,
     train, dev, predict_file, predict_rows = task_data[task]
     out = tmp_path / "model"
     config = TrainConfig(epochs=1, lr=1e-3, batch_size=8, seed=3)
-    result = api.finetune(task, str(train), str(out), model=str(family_dirs[family]), eval_data=str(dev), config=config)
+    result = api.finetune(
+        task,
+        RunOptions(data=str(train), eval_data=str(dev), model=str(family_dirs[family]), output=str(out)),
+        config=config,
+    )
     meta = json.loads((out / "bertkit.json").read_text())
     main = "accuracy" if task in ("cls", "pair") else "f1"
     assert result.train_examples == {"cls": 32, "pair": 32, "ner": 32, "qa": 24}[task]

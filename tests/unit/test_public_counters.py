@@ -8,7 +8,7 @@ from test_cli_classification import write_sentiment_csv
 from bertkit import api
 from bertkit.config import TrainConfig
 from bertkit.data import registry
-from bertkit.options import PredictOptions
+from bertkit.options import PredictOptions, RunOptions
 from bertkit.tasks import get_task_class
 
 
@@ -18,7 +18,9 @@ def test_finetune_throughput_counts_tokens_and_attention_pairs(tiny_bert, tmp_pa
     write_sentiment_csv(dev, 12, seed=2)
     config = TrainConfig(epochs=2, lr=1e-3, batch_size=8, precision="no")
     result = api.finetune(
-        "cls", str(train), str(tmp_path / "m"), model=str(tiny_bert), eval_data=str(dev), config=config
+        "cls",
+        RunOptions(data=str(train), eval_data=str(dev), model=str(tiny_bert), output=str(tmp_path / "m")),
+        config=config,
     )
 
     from transformers import AutoTokenizer
