@@ -8,8 +8,10 @@ One calling convention: a function takes its inputs, then the command's options 
 bertkit.options (the dataclasses the CLI builds its flags from), each checked by its own
 ``validate()``; e.g. ``api.evaluate(model_dir, EvalOptions(data="sst2"), InferenceOptions(batch_size=32))``,
 ``api.predict_stream(model_dir, PredictOptions(input=..., output=...), run, stream)``,
-``api.mine(model, MineOptions(...))``. No function takes more than five parameters
-(tests/unit/test_api_convention.py; finetune and distill are being converted).
+``api.mine(model, MineOptions(...))``,
+``api.finetune("cls", RunOptions(data="sst2", model="minilm"), TrainConfig())``. No function takes
+more than five parameters
+(tests/unit/test_api_convention.py).
 """
 
 from __future__ import annotations

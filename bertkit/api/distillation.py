@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from bertkit.api.finetune_plan import Driver
 from bertkit.api.streaming import check_model_kept
 from bertkit.errors import BertkitError
 from bertkit.methods.distillation import TASKS, Distillation
@@ -24,6 +23,7 @@ from bertkit.options.distillation import DistillOptions
 from bertkit.tasks.document_context import CONTEXT_OPTIONS
 from bertkit.tasks.label_kinds import DEFAULT_KIND
 from bertkit.tasks.long_text import LONG_TEXT_OPTIONS
+from bertkit.training.plan import Driver
 
 SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
 # The options that say what a model reads: the student reads as its teacher did

@@ -7,14 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.api.reports import check_figures_dir
-from bertkit.api.results import (
-    prediction_rows,
-    predictions_file,
-    said_warnings,
-    update_results,
-    verdict_on,
-    write_rows,
-)
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
@@ -34,6 +26,14 @@ from bertkit.reporting.card_results import repeats
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 from bertkit.tasks.learned import stats_of
+from bertkit.training.results import (
+    prediction_rows,
+    predictions_file,
+    said_warnings,
+    update_results,
+    verdict_on,
+    write_rows,
+)
 
 
 def evaluate(model_dir: str, options: EvalOptions | None = None, run: InferenceOptions | None = None) -> dict:

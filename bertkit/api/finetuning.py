@@ -4,17 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bertkit.api.finetune_plan import Driver, RunPlan, plan_run, resolved_options
-from bertkit.api.finetune_result import FinetuneResult
-from bertkit.api.results import (
-    RESULTS_FILE,
-    prediction_rows,
-    said,
-    said_warnings,
-    training_results,
-    tuned_to_store,
-    verdict_on,
-)
 from bertkit.data.folds import split_fold
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
@@ -29,6 +18,17 @@ from bertkit.models import choose_max_length, load_config, load_model, load_toke
 from bertkit.options import RunOptions, TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.learned import Examples, seen_in, stats_of
+from bertkit.training.plan import Driver, RunPlan, plan_run, resolved_options
+from bertkit.training.result import FinetuneResult
+from bertkit.training.results import (
+    RESULTS_FILE,
+    prediction_rows,
+    said,
+    said_warnings,
+    training_results,
+    tuned_to_store,
+    verdict_on,
+)
 
 
 def finetune(
@@ -38,7 +38,7 @@ def finetune(
     at ``run.output``, with its model card, figures and report.html. ``run.report_to``: trackers
     (bertkit.engine.tracking). ``run.resume`` continues from the newest complete checkpoint of the
     output (``run.resume_from``: that checkpoint); the run's settings must be those of the checkpoint
-    (engine/run_identity.py). ``driver``: how a wrapping command drives the run (api/finetune_plan.py:
+    (engine/run_identity.py). ``driver``: how a wrapping command drives the run (training/plan.py:
     a fold, a callback after each evaluation, training methods it adds; bertkit/methods/ hooks run at
     the fixed points below).
 

@@ -11,14 +11,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.api.finetune_plan import Driver
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
-from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
-from bertkit.api.results import write_rows
-from bertkit.api.run_args import output_of
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig
+from bertkit.training.plan import Driver
+from bertkit.training.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
+from bertkit.training.results import write_rows
+from bertkit.training.run_args import output_of
 
 OOF_FILE = "oof-predictions.jsonl"
 MAX_FOLDS = 100  # as --seeds: past that, a fine-tuning run per fold is rarely what anyone meant

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bertkit.api.finetuning import finetune
-from bertkit.api.run_args import output_of
 from bertkit.options import RunOptions, TrainConfig
+from bertkit.training.run_args import output_of
 
 PRETRAIN_LR = 5e-5  # continued pre-training takes larger steps than fine-tuning (cli/features.py shows it)
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
-from bertkit.api.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
-from bertkit.api.run_args import output_of
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, parse_seeds
+from bertkit.training.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
+from bertkit.training.run_args import output_of
 
 
 @dataclass

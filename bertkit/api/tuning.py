@@ -19,10 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.api.finetune_plan import Driver
 from bertkit.api.finetuning import FinetuneResult, finetune
-from bertkit.api.run_args import output_of
-from bertkit.api.search_space import read_space, sample, space_changes
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.engine.interrupts import test_signal
@@ -33,6 +30,9 @@ from bertkit.model_dir.removal import claim, discard_owned
 from bertkit.model_dir.run_config import retarget_run_config
 from bertkit.options import RunOptions, TrainConfig, TuneOptions
 from bertkit.tasks import get_task_class, task_from_state
+from bertkit.training.plan import Driver
+from bertkit.training.run_args import output_of
+from bertkit.training.search_space import read_space, sample, space_changes
 
 
 @dataclass
@@ -66,7 +66,7 @@ def tune_root(output: Path) -> Path:
 def tune(
     task: str, run: RunOptions, config: TrainConfig | None = None, search: TuneOptions | None = None, on_trial=None
 ) -> TuneResult:
-    """Search ``search.space`` (bertkit.api.search_space) for ``search.trials`` trials;
+    """Search ``search.space`` (bertkit.training.search_space) for ``search.trials`` trials;
     ``search.fixed``: hyperparameters given on the command line, left out of the space.
     ``on_trial(summary)`` after each trial here."""
     search = search or TuneOptions()

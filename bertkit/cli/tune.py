@@ -52,7 +52,7 @@ def _tune_command(name: str):
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 
     def run(ctx: typer.Context, **values):
-        from bertkit.api.search_space import searchable
+        from bertkit.training.search_space import searchable
 
         fixed = tuple(
             n

@@ -26,7 +26,7 @@ MODES = (SINGLE, SEEDS, FOLDS, TUNE, RESUME)
 class Run:
     """What the spine knows at a hook, filled in as the run goes (a hook reads what it needs)."""
 
-    plan: object  # api/finetune_plan.RunPlan: the checked call
+    plan: object  # training/plan.RunPlan: the checked call
     adapter: object = None  # the task, fitted on the training data
     model_ref: str = ""  # where the weights load from (a resolved --model)
     tokenizer: object = None

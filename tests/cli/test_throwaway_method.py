@@ -16,9 +16,9 @@ import pytest
 from hostile import CLS_CSV
 from safetensors.torch import load_file
 
-from bertkit.api.finetune_plan import Driver
 from bertkit.methods import METHODS, Method
 from bertkit.options import RunOptions
+from bertkit.training.plan import Driver
 
 SECTION = "frozen_bottom"
 

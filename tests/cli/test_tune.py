@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from bertkit.api.finetune_plan import Driver
 from bertkit.options import RunOptions
+from bertkit.training.plan import Driver
 
 optuna = pytest.importorskip("optuna", reason="Optuna is not installed (pip install 'bertkit[tune]')")
 

@@ -25,6 +25,7 @@ LAYERS = (
     ("cli", "__main__"),  # the Typer commands
     ("ray",),  # the commands on a Ray cluster
     ("api", "serving"),  # the Python API; the HTTP server
+    ("training",),  # around the finetune spine: the run's plan, its result, repeated runs, the search space
     ("reporting", "export"),  # reports and model cards; ONNX/OpenVINO export
     ("inference",),  # a saved directory loaded and scored (eval, predict, the evaluations while training)
     ("methods",),  # training methods: fine-tuning, LoRA, distillation, SetFit (hooks the finetune spine calls)
