@@ -235,6 +235,12 @@ class Task(ABC):
         """The truth beside ``format_prediction``'s row in `bertkit eval`'s predictions file."""
         return {f"gold_{name}": plain(example.get(name)) for name in self.gold_fields}
 
+    def baseline(self, examples: list[dict], features: list[dict] | None = None) -> dict | None:
+        """This task's trivial baseline on these evaluation examples: what a model that learned
+        nothing scores, from their gold labels, spans or tokens (``features``: the tokens where the
+        task needs them), made by one of bertkit/metrics/baselines.py's functions; None: none."""
+        return None
+
     def tune(self, examples: list[dict], features: list[dict], outputs: dict) -> dict:
         """Optionally tune decoding settings on evaluation data; returns what changed."""
         return {}

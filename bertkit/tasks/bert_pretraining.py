@@ -166,6 +166,12 @@ class BertPretrainingTask(MaskedLMTask):
             "pairs": int(pairs),
         }
 
+    def baseline(self, examples, features=None):
+        from bertkit.metrics.baselines import unigram_and_chance
+        from bertkit.tasks.mlm import text_tokens
+
+        return unigram_and_chance(text_tokens(features), [f[LABEL] for f in features]) if features else None
+
     def format_prediction(self, example, prediction):
         raise _no_predict()
 

@@ -336,6 +336,9 @@ class SingleSentenceTask(Task):
     def metrics(self, examples, predictions):
         return self.kind.scores([ex["label"] for ex in examples], predictions)
 
+    def baseline(self, examples, features=None):
+        return self.kind.baseline([ex["label"] for ex in examples]) if examples else None
+
     def tune(self, examples, features, outputs):
         return self.kind.tune([ex["label"] for ex in examples], self.postprocess(examples, features, outputs))
 

@@ -232,6 +232,14 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         scores = regression_scores(gold, [p["score"] for p in predictions])
         return {"spearman": scores["spearman"], "pearson": scores["pearson"], "pairs": len(examples)}
 
+    def baseline(self, examples, features=None):
+        """The same cosine for every pair (Spearman and Pearson 0); the starting model's zero-shot
+        score, computed before training, is the baseline that matters (``evaluate_before_training``)."""
+        from bertkit.metrics.baselines import constant_mean
+
+        gold = [float(ex["score"]) for ex in examples if ex.get("score") is not None]
+        return constant_mean(gold) if len(gold) == len(examples) and gold else None
+
     def format_prediction(self, example, prediction):
         row = {"id": example["id"]} if "id" in example else {}
         if "score" in prediction:

@@ -91,6 +91,10 @@ class LabelKind:
     def tune(self, gold: list, predictions: list[dict]) -> dict:
         return {}
 
+    def baseline(self, gold: list) -> dict | None:
+        """The trivial baseline of this kind on the gold labels (bertkit/metrics/baselines.py)."""
+        return None
+
     def breakdown(self, gold: list, predictions: list[dict], metrics: dict) -> dict:
         return {}
 

@@ -187,8 +187,20 @@ class MaskedLMTask(Task):
             "masked_tokens": int(count),
         }
 
+    def baseline(self, examples, features=None):
+        from bertkit.metrics.baselines import unigram
+
+        return unigram(text_tokens(features)) if features else None
+
     def format_prediction(self, example, prediction):
         raise _no_predict()
+
+
+def text_tokens(features: list[dict]) -> list[list[int]]:
+    """The blocks' token ids without their special tokens (those that open and close every block:
+    [CLS] and [SEP], <s> and </s>), which are never masked."""
+    special = {f["input_ids"][0] for f in features} | {f["input_ids"][-1] for f in features}
+    return [[token for token in f["input_ids"] if token not in special] for f in features]
 
 
 def _no_predict() -> BertkitError:

@@ -127,6 +127,11 @@ class MultiLabel(LabelKind):
     def _matrix(self, gold) -> np.ndarray:
         return np.asarray([self.target_of(labelset) for labelset in gold], dtype=np.int64).reshape(-1, len(self.labels))
 
+    def baseline(self, gold):
+        from bertkit.metrics.baselines import per_label_majority
+
+        return per_label_majority(self._matrix(gold).tolist(), self.labels)
+
     def row(self, prediction):
         probabilities, top_k = prediction["probabilities"], self.options.get("top_k")
         order = np.argsort(-probabilities, kind="stable")[: top_k or None]

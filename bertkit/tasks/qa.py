@@ -346,6 +346,11 @@ class QuestionAnsweringTask(Task):
             return squad_scores(answers, golds)
         return squad_v2_scores(answers, golds, *_null_margins_and_texts(predictions))
 
+    def baseline(self, examples, features=None):
+        from bertkit.metrics.baselines import trivial_spans
+
+        return trivial_spans(examples, self._is_v2(examples)) if examples else None
+
     def breakdown(self, examples, predictions, metrics):
         return qa_buckets(examples, [p["answer"] for p in predictions], version_2=self._is_v2(examples))
 

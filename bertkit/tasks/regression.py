@@ -94,6 +94,11 @@ class Regression(LabelKind):
     def scores(self, gold, predictions):
         return regression_scores(gold, [p["value"] for p in predictions])
 
+    def baseline(self, gold):
+        from bertkit.metrics.baselines import constant_mean
+
+        return constant_mean([float(g) for g in gold])
+
     def row(self, prediction):
         return {"score": round_score(prediction["value"])}
 

@@ -201,6 +201,11 @@ with torch.no_grad():  # relevance: the sigmoid of the one logit (sentence_trans
             )
         return result
 
+    def baseline(self, examples, features=None):
+        from bertkit.metrics.baselines import random_ranking
+
+        return random_ranking(examples) if examples else None
+
     def format_prediction(self, example, prediction):
         row = {"id": example["id"]} if "id" in example else {}
         return {**row, "score": round(float(prediction), 6)}

@@ -90,6 +90,11 @@ class SingleLabel(LabelKind):
             scores["positive_label"] = self.labels[1]  # which class "f1" is about
         return scores
 
+    def baseline(self, gold):
+        from bertkit.metrics.baselines import majority_class
+
+        return majority_class(gold, self.labels)
+
     def row(self, prediction):
         probabilities = prediction["probabilities"]
         best = int(probabilities.argmax())

@@ -320,6 +320,11 @@ class TaggingTask(Task):
     def metrics(self, examples, predictions):
         return tagging_scores([_file_tags(ex) for ex in examples], predictions, strict=bool(self.options.get("strict")))
 
+    def baseline(self, examples, features=None):
+        from bertkit.metrics.baselines import always_outside
+
+        return always_outside([_file_tags(ex) for ex in examples]) if examples else None
+
     def breakdown(self, examples, predictions, metrics):
         return {"kind": "per_type", "per_type": metrics.get("per_type", {})}
 
