@@ -27,9 +27,12 @@ from bertkit.tasks import task_from_state
 from bertkit.tasks.base import EVAL
 from bertkit.tasks.learned import stats_of
 from bertkit.training.results import (
+    judged,
     prediction_rows,
     predictions_file,
+    said_baseline_warnings,
     said_warnings,
+    task_baselines,
     update_results,
     verdict_on,
     write_rows,
@@ -168,18 +171,23 @@ def _score(model_dir, meta, adapter, examples, plan: EvalPlan, run: InferenceOpt
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "repeats": repeats(meta),
     }  # --seeds/--folds: the spread at training, to read this evaluation against
-    _degenerate(adapter, examples, kept, report)
+    _judge(adapter, examples, features, kept, report)
     return engine, report, kept, tuned
 
 
-def _degenerate(adapter, examples, kept: dict, report: dict) -> None:
-    """A model that predicts one thing for everything is said at once, and in the report."""
+def _judge(adapter, examples, features, kept: dict, report: dict) -> None:
+    """The task's trivial baseline on these examples, in the report; a model that predicts one thing
+    for everything, or beats no baseline, is said at once, and in the report."""
     if adapter.prediction_fields:
         kept["rows"] = prediction_rows(adapter, examples, kept["predictions"])
     verdict = verdict_on(adapter, examples, kept["predictions"], report["metrics"], kept.get("rows"))
     for text in said_warnings(verdict, "eval"):
         report["warnings"] = [{**verdict, "kind": "degenerate", "text": text, "verdict": verdict["kind"]}]
         report["notices"].append(text)
+    report["baselines"] = judged(task_baselines(adapter, examples, features), report["metrics"])
+    for entry in said_baseline_warnings(report["baselines"], "eval", verdict):
+        report.setdefault("warnings", []).append(entry)
+        report["notices"].append(entry["text"])
 
 
 def _keep_tuned(model_dir, meta, adapter, tuned, partial, store_tuned, report, read_only, writes) -> dict:

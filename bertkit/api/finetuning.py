@@ -22,9 +22,12 @@ from bertkit.training.plan import Driver, RunPlan, plan_run, resolved_options
 from bertkit.training.result import FinetuneResult
 from bertkit.training.results import (
     RESULTS_FILE,
+    judged,
     prediction_rows,
     said,
+    said_baseline_warnings,
     said_warnings,
+    task_baselines,
     training_results,
     tuned_to_store,
     verdict_on,
@@ -143,6 +146,10 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
     plan, report, config = state.plan, trained.report, state.plan.config
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     metrics = state.metrics if state.metrics is not None else best.get("metrics", {})
+    verdict = trained.verdict_of(best.get("metrics"))
+    baselines = _baselines(state, chosen, trained, metrics)
+    degenerate = said_warnings(verdict, "finetune")
+    below = said_baseline_warnings(baselines, "finetune", verdict)  # a degenerate model's names its baseline
     stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), plan.eval_source, config)
     adapter = state.adapter.finished()
     adapter = adapter.with_options(stored) if stored else adapter
@@ -159,8 +166,10 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
         best_step=report.best_step,
         resumed_from=report.resumed_from,
         notices=state.notices + said("tuned", stored_notices),  # a threshold stored or not: said now
-        warnings=said_warnings(trained.verdict_of(best.get("metrics")), "finetune"),
+        warnings=degenerate + [entry["text"] for entry in below],
         before=trained.before,
+        baselines=baselines,
+        degenerate=bool(degenerate),
         sections={**adapter.directory_sections(facts), **sections},
     )
     held_out = _held_out(plan, adapter, result, trained.predictions_of(best.get("metrics")), state.eval_examples, held)
@@ -191,10 +200,27 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
         stopped_early=report.stopped_early,
         runtime=result.runtime,
         eval_details=trained.details_of(best.get("metrics")),
-        warnings=[{"kind": "degenerate", "text": text} for text in result.warnings] or None,
+        warnings=[{"kind": "degenerate", "text": text} for text in degenerate] + below or None,
+        baselines=baselines or None,
     )
     result.notices += result.warnings
     return adapter, result, meta
+
+
+def _baselines(state: Run, chosen: list, trained, metrics: dict) -> list[dict]:
+    """What the saved model's metrics are read against on the same evaluation data, judged: the
+    task's trivial baseline, the starting model's score (tasks that compute it), each method's
+    references (a distilled student's teacher)."""
+    from bertkit.metrics.baselines import starting_model
+
+    if not metrics:
+        return []
+    found = list(trained.baselines)
+    if trained.before:
+        found.append(starting_model(trained.before, state.adapter.main_metric))
+    for method in chosen:
+        found += method.baselines(state)
+    return judged(found, metrics)
 
 
 def _held_out(plan: RunPlan, adapter, result: FinetuneResult, predictions, eval_examples, held) -> str | None:
@@ -236,6 +262,7 @@ class _Trained:
     before: dict
     evaluations: list  # (metrics, breakdown, tuned, predictions) per evaluation: the saved one's are kept
     verdicts: list = field(default_factory=list)  # (metrics, a degenerate model's verdict or None)
+    baselines: list = field(default_factory=list)  # the task's trivial baseline on the eval data (Task.baseline)
 
     def details_of(self, metrics) -> dict | None:
         return next((d for m, d, _, _ in self.evaluations if m is metrics), None)
@@ -286,10 +313,14 @@ def _train(state: Run, chosen: list, spec, network, on_evaluation=None, keep_pre
     for method in chosen:  # a method's loss around the network, its batches
         network, collator = method.training_network(network, state), method.collator(collator, state)
         targets = method.training_targets(targets)
+    baselines = task_baselines(adapter, state.eval_examples, state.eval_features)  # before training: fails early
     before = {}
     if adapter.evaluate_before_training and eval_examples:
+        notice("baseline", f"scoring the model before training on the {len(eval_examples)} evaluation examples")
         before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
+        said = f"before training (zero-shot): {_shown(before)}: the score training must beat"
+        notice("baseline", said, before=before)
     network, report = engine.fit(
         network,
         state.train_features,
@@ -304,7 +335,7 @@ def _train(state: Run, chosen: list, spec, network, on_evaluation=None, keep_pre
     )
     for method in reversed(chosen):
         network = method.trained_network(network)
-    return _Trained(network, report, before, evaluations, verdicts)
+    return _Trained(network, report, before, evaluations, verdicts, baselines)
 
 
 def _save(state: Run, chosen: list, report, finished, meta: ModelMeta, options: dict | None, result) -> dict:
@@ -335,6 +366,10 @@ def _for_training(network, config: TrainConfig) -> None:
         from bertkit.engine.attention_recompute import checkpoint_attention
 
         checkpoint_attention(network)
+
+
+def _shown(metrics: dict) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
 
 
 def _first(examples: list, limit: int | None) -> list:

@@ -86,12 +86,33 @@ def echo_notices(*reports: dict, prefix: str = "", err: bool = False) -> None:
                 typer.echo(f"{prefix}{notice}", err=err)
 
 
-def format_metrics(metrics: dict) -> str:
+def format_metrics(metrics: dict, baselines: list | None = None) -> str:
+    """``accuracy 0.8100 (majority-class baseline 0.6800), f1 ...``: each metric a baseline checks
+    (bertkit.metrics.baselines) with the baseline's score beside it; a reference's (a teacher) too."""
+
+    def beside(name: str) -> str:
+        shown = [
+            f"{b['name']} {'baseline ' if b.get('warns', True) else ''}{b['metrics'][name]:.4f}"
+            for b in baselines or ()
+            if name in b["metrics"] and (name in b.get("checked", ()) or not b.get("warns", True))
+        ]
+        return f" ({', '.join(shown)})" if shown else ""
+
     return ", ".join(
-        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+        (f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}") + beside(k)
         for k, v in metrics.items()
         if not isinstance(v, dict) and v is not None  # nothing to say is not said ("thresholds None")
     )
+
+
+def best_line(result) -> str:
+    """The saved evaluation of a finetune or distill run, not called fine when a warning says otherwise."""
+    which = "best"
+    if result.warnings:
+        which += ", but degenerate" if result.degenerate else ", but no better than a baseline"
+        which += " (see the warning)"
+    shown = format_metrics(result.metrics, result.baselines)
+    return f"{which} (epoch {result.best_epoch}, step {result.best_step}): {shown}"
 
 
 def require(*modules: str, extra: str) -> None:

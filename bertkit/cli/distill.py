@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, echo_runtime, format_metrics, is_main_process
+from bertkit.cli.common import best_line, echo_notices, echo_runtime, format_metrics, is_main_process
 from bertkit.cli.options import (
     built_late,
     chosen,
@@ -70,7 +70,7 @@ def _distill(teacher: str, **values) -> None:
     echo_notices(result.preprocessing.get("train", {}), prefix="train: ")
     echo_notices({"notices": result.notices})
     if result.metrics:
-        typer.echo(f"best (epoch {result.best_epoch}, step {result.best_step}): {format_metrics(result.metrics)}")
+        typer.echo(best_line(result))  # the teacher's score beside the student's, a baseline not beaten said
     echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
 

@@ -72,7 +72,7 @@ def _show(report: dict) -> None:
     typer.echo(f"{report['data']}: {report['examples']} examples")
     echo_runtime(report["runtime"])
     echo_notices(report["preprocessing"], report)
-    typer.echo(format_metrics(report["metrics"]))
+    typer.echo(format_metrics(report["metrics"], report.get("baselines")))
     if report["metrics"].get("per_type"):
         typer.echo(per_type_table(report["metrics"]["per_type"]))
     repeated = report.get("repeats")

@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import echo_notices, echo_runtime, format_metrics, is_main_process
+from bertkit.cli.common import best_line, echo_notices, echo_runtime, is_main_process
 from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
@@ -152,8 +152,7 @@ def _finetune(task: str, values: dict, task_options: list) -> None:
     echo_notices(result.preprocessing.get("eval", {}), prefix="eval: ")
     echo_notices({"notices": result.notices})
     if result.metrics:
-        which = "best, but degenerate (see the warning)" if result.warnings else "best"  # not "fine" when it is not
-        typer.echo(f"{which} (epoch {result.best_epoch}, step {result.best_step}): {format_metrics(result.metrics)}")
+        typer.echo(best_line(result))  # not "fine" when it is not
     echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
 

@@ -122,6 +122,11 @@ class Method:
         """Its bertkit.json section(s): {section name: contents}."""
         return {}
 
+    def baselines(self, run: Run) -> list[dict]:
+        """Scores on the run's evaluation data the trained model is read against besides its task's
+        trivial baseline (bertkit/metrics/baselines.py ``reference``: a distilled student's teacher)."""
+        return []
+
     def save_files(self, staging, finished, run: Run) -> None:
         """Its own files into the staged directory (beside the model's)."""
 

@@ -42,7 +42,8 @@ class ModelMeta:
     seeds: dict | None = None  # --seeds: every seed's metrics and their spread (bertkit.api.seeds)
     tune: dict | None = None  # bertkit tune: the study, every trial, the importances (bertkit.api.tuning)
     folds: dict | None = None  # --folds: every fold's metrics and their spread (bertkit.api.folds)
-    warnings: list | None = None  # what the run said about the model it made (a degenerate model)
+    warnings: list | None = None  # what the run said of its model (degenerate, a baseline not beaten)
+    baselines: list | None = None  # the trivial baselines on the evaluation data, judged (bertkit.metrics.baselines)
     distillation: dict | None = None  # bertkit distill: the teacher, the student, the loss, the measured ratios
     lora: dict | None = None  # finetune --lora: rank, alpha, targets, trainable parameters, base model, how saved
     methods: list | None = None  # the training methods that made it, in order (bertkit/methods/)
@@ -92,6 +93,7 @@ META_KEYS = (
     "tune",
     "folds",
     "warnings",
+    "baselines",
     "distillation",
     "lora",
     "methods",
@@ -193,7 +195,7 @@ SECTION_TYPES = {
     "lora": (dict, type(None)),
     "methods": (list, type(None)),
 }
-LATER = ("seeds", "tune", "folds", "warnings", "distillation", "lora", "methods")
+LATER = ("seeds", "tune", "folds", "warnings", "baselines", "distillation", "lora", "methods")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 

@@ -31,6 +31,7 @@ def evaluation_section(meta: dict, metrics: dict, figures) -> str:
             lines += ["| metric | value |", "|---|---|"] + [
                 f"| {name} | {value:.4f} |" for name, value in metrics.items()
             ]
+        lines += baseline_lines(meta.get("baselines") or ())
         if meta.get("tune"):
             tune = meta["tune"]
             lines += [
@@ -43,6 +44,24 @@ def evaluation_section(meta: dict, metrics: dict, figures) -> str:
     for figure in figures:
         lines += ["", f"![{Path(figure).stem}]({figure})"]
     return "\n".join(lines)
+
+
+def baseline_lines(baselines) -> list[str]:
+    """What the metrics are read against on the same evaluation data (bertkit.metrics.baselines)."""
+    if not baselines:
+        return []
+    lines = ["", "Read against, on the same evaluation data:", ""]
+    for b in baselines:
+        shown = b.get("checked") or list(b["metrics"])
+        numbers = ", ".join(f"{name} {b['metrics'][name]:.4f}" for name in shown)
+        if not b.get("warns", True):
+            verdict = "a reference"
+        elif b.get("beaten"):
+            verdict = "beaten"
+        else:
+            verdict = "**not beaten** (" + ", ".join(f"{m['metric']} {m['value']:.4f}" for m in b["missed"]) + ")"
+        lines.append(f"- the {b['name']} baseline ({b['rule']}): {numbers}: {verdict}")
+    return lines
 
 
 def repeats(meta: dict) -> tuple | None:

@@ -24,4 +24,6 @@ class FinetuneResult:
     before: dict = field(default_factory=dict)  # the starting model's scores (tasks that ask for them)
     sections: dict = field(default_factory=dict)  # what the task adds to bertkit.json (Task.directory_sections)
     eval_rows: list | None = None  # --folds: the held-out fold's prediction rows (row: its place in the data)
-    warnings: list = field(default_factory=list)  # a degenerate model (bertkit.metrics.degenerate), said
+    warnings: list = field(default_factory=list)  # a degenerate model, one that beats no baseline: said
+    baselines: list = field(default_factory=list)  # what its metrics are read against (bertkit.metrics.baselines)
+    degenerate: bool = False  # one answer for everything (bertkit.metrics.degenerate): among the warnings

@@ -59,6 +59,41 @@ def said_warnings(verdict: dict | None, command: str) -> list[str]:
     return [text]
 
 
+def task_baselines(adapter, examples: list[dict], features: list | None) -> list[dict]:
+    """The task's trivial baseline on these evaluation examples (``Task.baseline``), as a list."""
+    found = adapter.baseline(examples, features) if examples else None
+    return [found] if found else []
+
+
+def judged(baselines: list[dict], metrics: dict) -> list[dict]:
+    """Each baseline with whether the model beats it (``beaten``) and what falls short (``missed``)."""
+    from bertkit.metrics.baselines import shortfalls
+
+    out = []
+    for baseline in baselines:
+        missed = shortfalls(metrics or {}, baseline) if baseline.get("warns", True) else []
+        out.append({**baseline, "beaten": not missed, "missed": missed})
+    return out
+
+
+def said_baseline_warnings(baselines: list[dict], command: str, verdict: dict | None = None) -> list[dict]:
+    """The warning of each baseline the model does not beat (``judged``), said now; none where the
+    degenerate verdict, which names its baseline, was said already. Returns bertkit.json's entries."""
+    if verdict is not None:
+        return []
+    from bertkit.events import notice
+    from bertkit.metrics.baselines import warning_line
+    from bertkit.metrics.degenerate import warning_text
+
+    entries = []
+    for baseline in baselines:
+        if baseline["missed"]:
+            text = warning_text({"text": warning_line(baseline, baseline["missed"])}, command)
+            notice("warning", text, baseline=baseline["name"], missed=baseline["missed"])
+            entries.append({"kind": "baseline", "baseline": baseline["name"], "text": text})
+    return entries
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
     write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
