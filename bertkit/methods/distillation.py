@@ -172,6 +172,26 @@ class Distillation(Method):
             }
         }
 
+    def baselines(self, run) -> list[dict]:
+        """The teacher's score on the run's evaluation data: a reference for the student (what the same
+        student trained without the teacher would score needs a second run, which is not made)."""
+        from bertkit.inference import score
+        from bertkit.metrics.baselines import reference
+
+        if not run.eval_examples or self.teacher_network is None:
+            return []
+        notice("weights", f"distill: scoring the teacher on the {len(run.eval_examples)} evaluation examples")
+        metrics, _ = score(
+            run.engine,
+            run.adapter,
+            self.teacher_network,
+            run.eval_examples,
+            run.eval_features,
+            run.plan.config.eval_batch_size,
+            run.tokenizer.pad_token_id,
+        )
+        return [reference("teacher", "the teacher, on the same evaluation data", metrics)]
+
     @classmethod
     def card_procedure(cls, meta: dict, public_name) -> list[str]:
         """The teacher, the student, the loss and the measured ratios."""
