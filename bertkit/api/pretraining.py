@@ -25,7 +25,11 @@ from bertkit.api.finetuning import finetune
 from bertkit.options import RunOptions, TrainConfig
 from bertkit.training.run_args import output_of
 
-PRETRAIN_LR = 5e-5  # continued pre-training takes larger steps than fine-tuning (cli/features.py shows it)
+PRETRAIN_LR = 1e-4  # BERT's pre-training recipe, not fine-tuning's 2e-5..5e-5 (cli/pretraining.py shows it)
+RECIPE = (
+    "BERT's pre-training: peak lr 1e-4, linear warmup over 10,000 of 1,000,000 steps, then linear decay, "
+    "weight decay 0.01; the warmup is scaled to this run's length as a share of its steps"
+)
 
 
 @dataclass
@@ -42,6 +46,8 @@ class PretrainResult:
     resumed_from: str | None = None
     runtime: dict = field(default_factory=dict)  # precision used (and why), threads
     notices: list = field(default_factory=list)  # checkpoints passed over, ...
+    baselines: list = field(default_factory=list)  # unigram / chance and the starting model, judged
+    warnings: list = field(default_factory=list)  # a baseline not beaten, said
 
 
 # the masking rule and the held-out share: the mlm task's pretrain options, given to every run
@@ -55,7 +61,14 @@ def pretrain_mlm(run: RunOptions, config: TrainConfig | None = None, task: str =
     options, checkpoints and ``run.resume``. ``config.task_options``: the masking rule (mask_rate,
     mask_token_share, random_token_share, whole_word_masking) and eval_share; ``config`` defaults
     to TrainConfig(lr=PRETRAIN_LR)."""
+    from bertkit.events import notice
+
     config = config or TrainConfig(lr=PRETRAIN_LR)
+    notice(
+        "recipe",
+        f"pre-training with peak lr {config.lr:g}, warmup {config.warmup_ratio:.0%} of the steps, weight decay "
+        f"{config.weight_decay:g} ({RECIPE})",
+    )
     options = {**MASKING, "eval_share": EVAL_SHARE, **config.task_options}
     config = replace(config, task_options=options)
     result = finetune(task, replace(run, output=output_of(run, f"{task}-")), config)
@@ -72,6 +85,8 @@ def pretrain_mlm(run: RunOptions, config: TrainConfig | None = None, task: str =
         result.resumed_from,
         result.runtime,
         result.notices,
+        result.baselines,
+        result.warnings,
     )
 
 

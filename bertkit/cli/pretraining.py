@@ -16,8 +16,11 @@ from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
 from bertkit.cli.options import config_file_parameter, from_dataclass, from_task, training_values
 from bertkit.options import LORA_FIELDS, MAX_LENGTHS, RunOptions, TrainConfig, default_output
 
-PRETRAIN_DEFAULTS = {"lr": 5e-5}  # continued pre-training takes larger steps than fine-tuning
+# BERT's pre-training recipe (api/pretraining.py PRETRAIN_LR says it at the start of a run), not
+# finetune's: a fine-tuning learning rate leaves one epoch's NSP at chance
+PRETRAIN_DEFAULTS = {"lr": 1e-4, "warmup_ratio": 0.1, "weight_decay": 0.01}
 PRETRAIN_HELP = {
+    "lr": "Peak learning rate (BERT pre-training: 1e-4, with warmup and weight decay 0.01).",
     "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",
     "eval_data": "Held-out text; default: --eval-share of the documents.",
     "output": "Model directory to create; default runs/mlm-<data>.",
@@ -59,6 +62,8 @@ def echo_history(result) -> None:
             f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}"
             + (f", held-out {format_metrics(entry['metrics'])}" if entry.get("metrics") else "")
         )
+    if result.metrics and result.baselines:  # the saved epoch's scores beside what learning nothing scores
+        typer.echo(f"saved epoch {result.best_epoch}: held-out {format_metrics(result.metrics, result.baselines)}")
 
 
 def pretrain_bert(**values):

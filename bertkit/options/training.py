@@ -43,7 +43,7 @@ class TrainConfig(DatasetOptions):
     as ``max_train_samples``, which data it reads (DatasetOptions: a Hub dataset's config, splits)."""
 
     epochs: float = option(3.0, "Training epochs (fractions allowed).")
-    lr: float = option(2e-5, "Peak learning rate (BERT paper: 2e-5 .. 5e-5).")
+    lr: float = option(2e-5, "Peak learning rate (BERT paper, fine-tuning: 2e-5 .. 5e-5).")
     batch_size: int = batch_size_option("training", TRAINING_PANEL)
     eval_batch_size: int = option(INFERENCE_BATCH, "Batch size for evaluation.")
     # None: the task's default (Task.default_max_length); batches are padded to their own longest row
