@@ -146,10 +146,7 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
     plan, report, config = state.plan, trained.report, state.plan.config
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     metrics = state.metrics if state.metrics is not None else best.get("metrics", {})
-    verdict = trained.verdict_of(best.get("metrics"))
-    baselines = _baselines(state, chosen, trained, metrics)
-    degenerate = said_warnings(verdict, "finetune")
-    below = said_baseline_warnings(baselines, "finetune", verdict)  # a degenerate model's names its baseline
+    baselines, degenerate, below = _judged(state, chosen, trained, metrics, trained.verdict_of(best.get("metrics")))
     stored, stored_notices = tuned_to_store(trained.tuned_of(best.get("metrics")), plan.eval_source, config)
     adapter = state.adapter.finished()
     adapter = adapter.with_options(stored) if stored else adapter
@@ -207,20 +204,21 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
     return adapter, result, meta
 
 
-def _baselines(state: Run, chosen: list, trained, metrics: dict) -> list[dict]:
-    """What the saved model's metrics are read against on the same evaluation data, judged: the
-    task's trivial baseline, the starting model's score (tasks that compute it), each method's
-    references (a distilled student's teacher)."""
+def _judged(state: Run, chosen: list, trained, metrics: dict, verdict) -> tuple[list, list, list]:
+    """(the baselines judged, the degenerate warning, the baseline warnings), the warnings said now.
+    What the saved model's metrics are read against on the same evaluation data: the task's trivial
+    baseline, the starting model's score (tasks that compute it), each method's references (a
+    distilled student's teacher). A degenerate model's warning names its baseline: said once."""
     from bertkit.metrics.baselines import starting_model
 
-    if not metrics:
-        return []
-    found = list(trained.baselines)
-    if trained.before:
+    found = list(trained.baselines) if metrics else []
+    if metrics and trained.before:
         found.append(starting_model(trained.before, state.adapter.main_metric))
-    for method in chosen:
+    for method in chosen if metrics else ():
         found += method.baselines(state)
-    return judged(found, metrics)
+    baselines = judged(found, metrics)
+    degenerate = said_warnings(verdict, "finetune")
+    return baselines, degenerate, said_baseline_warnings(baselines, "finetune", verdict)
 
 
 def _held_out(plan: RunPlan, adapter, result: FinetuneResult, predictions, eval_examples, held) -> str | None:

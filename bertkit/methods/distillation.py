@@ -175,21 +175,23 @@ class Distillation(Method):
     def baselines(self, run) -> list[dict]:
         """The teacher's score on the run's evaluation data: a reference for the student (what the same
         student trained without the teacher would score needs a second run, which is not made)."""
-        from bertkit.inference import score
         from bertkit.metrics.baselines import reference
 
-        if not run.eval_examples or self.teacher_network is None:
+        adapter, examples = run.adapter, run.eval_examples
+        if not examples or self.teacher_network is None:
             return []
-        notice("weights", f"distill: scoring the teacher on the {len(run.eval_examples)} evaluation examples")
-        metrics, _ = score(
-            run.engine,
-            run.adapter,
+        notice("weights", f"distill: scoring the teacher on the {len(examples)} evaluation examples")
+        outputs = run.engine.infer(
             self.teacher_network,
-            run.eval_examples,
             run.eval_features,
             run.plan.config.eval_batch_size,
+            adapter.output_names,
+            adapter.per_token_outputs,
             run.tokenizer.pad_token_id,
+            description="eval",
         )
+        outputs.pop("loss", None)
+        metrics = adapter.metrics(examples, adapter.postprocess(examples, run.eval_features, outputs))
         return [reference("teacher", "the teacher, on the same evaluation data", metrics)]
 
     @classmethod
