@@ -85,3 +85,19 @@ def test_a_classifier_that_learned_beats_its_baseline_and_is_not_warned(tmp_path
     assert meta["warnings"] is None and not _warnings(out, err) and "\nbest (epoch" in "\n" + out
     assert "(majority-class baseline 0.5000)" in out and "(majority-class baseline 0.0000)" in out
     assert "the majority-class baseline (always " in (output / "README.md").read_text()
+
+
+def test_a_distilled_student_is_read_against_its_teacher_on_the_same_data(run_cli, trained, tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text(CLS_CSV)
+    student = tmp_path / "student"
+    code, out, err = run_cli(
+        "distill", trained("cls"), "--data", data, "--eval-data", data, "--output", student, "--epochs", 1,
+        "--student-layers", 1, "--threads", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((student / "bertkit.json").read_text())
+    teacher = next(b for b in meta["baselines"] if b["name"] == "teacher")
+    assert not teacher["warns"] and teacher["checked"] == [] and "accuracy" in teacher["metrics"]
+    assert f"teacher {teacher['metrics']['accuracy']:.4f})" in out  # beside the student's accuracy
+    assert "majority-class" in {b["name"] for b in meta["baselines"]}  # near chance is said as for any model
