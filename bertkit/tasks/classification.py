@@ -15,6 +15,7 @@ from bertkit.tasks import card_texts
 from bertkit.tasks.annotated import (
     CHOICES,
     DATA_FORMAT,
+    LABEL_CONTROL,
     PREDICTION_FORMAT,
     READING_OPTIONS,
     annotated_records,
@@ -106,6 +107,7 @@ class SingleSentenceTask(Task):
         LABEL_COLUMN,
         DELIMITER,
         DATA_FORMAT,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
@@ -368,6 +370,7 @@ class SentencePairTask(SingleSentenceTask):
         LABEL_COLUMN,
         DELIMITER,
         DATA_FORMAT,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,

@@ -41,9 +41,11 @@ from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.annotated import (
     DATA_FORMAT,
+    LABEL_CONTROL,
     PREDICTION_FORMAT,
     READING_OPTIONS,
     SPAN_ALIGNMENT,
+    SPAN_OFFSETS,
     SPANS,
     annotated_records,
     reading_options_dropped,
@@ -99,6 +101,8 @@ class TaggingTask(Task):
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
         DATA_FORMAT,
         SPAN_ALIGNMENT,
+        SPAN_OFFSETS,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LOSS_OPTIONS,
         *CONTEXT_OPTIONS,
