@@ -34,6 +34,11 @@ UNITS = (AUTO, UTF16, CODE_POINTS)
 _NAMES = {UTF16: "UTF-16 code units", CODE_POINTS: "characters (code points)"}
 
 
+def utf16_offset(text: str, offset: int) -> int:
+    """A code-point offset into ``text`` as the annotation tools count it (UTF-16 code units)."""
+    return offset + sum(1 for char in text[:offset] if ord(char) > 0xFFFF)
+
+
 def check_units(value: str | None) -> str:
     chosen = value or AUTO
     if chosen not in UNITS:
