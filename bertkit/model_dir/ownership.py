@@ -66,6 +66,7 @@ OURS = (
     "sentence_bert_config.json",
     "config_sentence_transformers.json",
     "1_Pooling",
+    "2_Normalize",  # the base's Normalize module, kept (bertkit.networks.bi_encoder)
     "config_setfit.json",
     "model_head.pkl",
 )
@@ -104,6 +105,7 @@ FOLDERS = {
     "onnx": EXPORT_FILES,
     "openvino": EXPORT_FILES,
     "1_Pooling": ("config.json",),
+    "2_Normalize": ("config.json",),
 }
 # bertkit's own by their names: a staging folder (.NAME.partial-<pid>-<random>), an atomic file's
 # temporary (.NAME.<pid>-<random>.tmp), a checkpoint being written (.step-N.tmp), a probe, and the
