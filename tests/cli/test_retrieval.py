@@ -158,3 +158,39 @@ def test_two_models_evaluated_into_one_folder_keep_their_own_run_files(tmp_path,
     assert ((folder / "a.json").read_bytes(), (folder / "run-a.trec").read_bytes()) == first
     code, _, err = run_cli("eval", tiny_bert, "--data", beir, "--output", folder / "a.json", "--precision", "no")
     assert code == 0, err  # its own results: rewritten
+
+
+def test_a_pointwise_reranker_saved_as_an_adapter_reranks_as_predict_scores(tmp_path, tiny_bert, run_cli):
+    """`finetune rerank --lora R --save-adapter` writes adapters over the base; --rerank loads them as
+    eval and predict do (its adapters merged over the base), and the run's scores are predict's."""
+    pytest.importorskip("peft")
+    rows = [
+        {"query": q, "passage": p, "label": int(p.startswith("john"))}
+        for q in QUERIES.values()
+        for p in ("john lives in paris", "the plot was bad")
+    ]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows * 2))
+    adapter = tmp_path / "adapter"
+    code, _, err = run_cli(
+        *("finetune", "rerank", "--data", data, "--model", tiny_bert, "--output", adapter, "--epochs", 1),
+        *("--lora", 4, "--save-adapter", "--precision", "no"),
+    )
+    assert code == 0, err
+    assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "model.safetensors").exists()
+    beir = write_beir(tmp_path / "mini")
+    output = tmp_path / "scores.json"
+    code, out, err = run_cli(
+        *("eval", tiny_bert, "--data", beir, "--output", output, "--precision", "no"),
+        *("--rerank", adapter, "--rerank-top", 3),
+    )
+    assert code == 0, err
+    run = read_run(tmp_path / "run-scores.trec")
+    texts = {i: " ".join(p for p in (t, x) if p) for i, t, x in PASSAGES + [("p9", "", "the story was fine")]}
+    pairs = [(query, passage) for query, passages in run.items() for passage in passages]
+    asked = tmp_path / "asked.jsonl"
+    asked.write_text("".join(json.dumps({"query": QUERIES[q], "passage": texts[p]}) + "\n" for q, p in pairs))
+    code, stdout, err = run_cli("predict", adapter, "--input", asked, "--precision", "no")
+    assert code == 0, err
+    predicted = [json.loads(line)["score"] for line in stdout.splitlines()]
+    assert [run[q][p] for q, p in pairs] == pytest.approx(predicted, abs=1e-4)
