@@ -121,8 +121,6 @@ def _plan(model_dir, meta, adapter, options: EvalOptions) -> EvalPlan:
     rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
     if rows_file is not None:
         check_output_file(rows_file, "the predictions file")
-    # never over a file bertkit did not write for this model (the user's, another model's scores)
-    check_results_kept(model_dir, target, flag, {rows_file: "the predictions file"} if rows_file else {})
     # --output elsewhere: a read-only model directory (a shared copy, a container's mount) is evaluated
     # all the same, without redrawing its report or storing what was tuned
     read_only = _read_only(Path(model_dir))
@@ -134,6 +132,8 @@ def _plan(model_dir, meta, adapter, options: EvalOptions) -> EvalPlan:
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
         check_inputs_kept(rows_file, source, flag="the predictions file")
+    # then: never over a file bertkit did not write for this model (the user's, another model's scores)
+    check_results_kept(model_dir, target, flag, {rows_file: "the predictions file"} if rows_file else {})
     return EvalPlan(data, split, source, target, rows_file, read_only)
 
 

@@ -98,12 +98,12 @@ def _outputs(model: str, beir: Beir, output: str | None, rerank: str | None) -> 
         raise BertkitError(f"{model} is not a local directory to write the scores into", "give --output FILE.json")
     target = check_output_file(Path(output) if output else Path(model).expanduser() / f"eval-{name}.json")
     run_file = check_output_file(run_file_of(target), "the run file")
-    check_results_kept(model, target, "--output" if output else "the metrics file", {run_file: "the run file"})
     inputs = [beir.directory / "corpus.jsonl", beir.directory / "queries.jsonl", beir.directory / "qrels"]
     for written, flag in ((target, "--output"), (run_file, "the run file")):
         check_inputs_kept(written, *inputs, flag=flag)
         for used in filter(None, (model, rerank)):
             check_model_kept(written, used, flag)
+    check_results_kept(model, target, "--output" if output else "the metrics file", {run_file: "the run file"})
     return target, run_file
 
 

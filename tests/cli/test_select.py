@@ -180,7 +180,7 @@ LONG = [
     "the film was good and the acting was great and the plot was fine " * 3,
     "the plot was bad and the acting was awful and the story was poor " * 2,
     "the film was good",
-    "it was a great movie , the city was paris and the actor was john " * 4,
+    "it was a great movie and the city was paris and the actor was john " * 4,
     "the story was awful",
     "the film was not very good and not very bad " * 3,
 ]
