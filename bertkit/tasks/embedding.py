@@ -63,7 +63,7 @@ inputs = tokenizer([$text], truncation=True, max_length=$max_length, return_tens
 with torch.no_grad():
     hidden = model(**inputs).last_hidden_state
 # mean pooling over the real tokens ([CLS] and [SEP] included): sentence_transformers.SentenceTransformer(MODEL_DIR)
-# gives the same vector
+# gives the same vector (scaled to unit length where its modules.json ends in Normalize, as the base's did)
 mask = inputs["attention_mask"].unsqueeze(-1).float()
 print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         cli="`bertkit embed DIR --input FILE --output vectors.npy`, or "
