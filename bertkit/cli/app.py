@@ -59,15 +59,18 @@ COMMAND_PANELS = (
 OTHER_PANEL = "Other"
 PANEL_OF = {name: panel for panel, names in COMMAND_PANELS for name in names}
 # `bertkit` alone: where to start (the README's first commands), not the whole help.
-START_HERE = """bertkit {version}: fine-tune, evaluate and serve BERT-family models on classic NLP tasks.
+START_HERE = """bertkit {version}: fine-tune, evaluate and serve BERT-family models.
 
-Start here: fine-tune the bundled MiniLM on SST-2 (offline; a few minutes on a CPU), then score it and use it:
-  bertkit finetune cls --data sst2 --model minilm --output runs/sst2
-  bertkit eval runs/sst2 --split dev
-  echo "a gripping, funny film" | bertkit predict runs/sst2
+Start here: fine-tune the bundled MiniLM on 4,000 SST-2 sentences (offline, a
+few minutes on a CPU; accuracy about 0.85 on the dev sentences), then score it
+and use it:
+  bertkit finetune cls --data sst2 --model minilm --max-train-samples 4000 \\
+      --epochs 2 --lr 1e-4 --max-length 64 --output runs/sst2
+  bertkit eval runs/sst2
+  echo "a gripping, funny film" | bertkit predict runs/sst2 --input -
 
-Then: `bertkit --help` lists every command by purpose, `bertkit finetune --help` the tasks,
-`bertkit datasets` the datasets known by name."""
+Then: `bertkit --help` lists every command by purpose, `bertkit finetune --help`
+the tasks, `bertkit datasets` the datasets known by name."""
 
 
 class RootGroup(TyperGroup):
