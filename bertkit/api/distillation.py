@@ -28,6 +28,8 @@ from bertkit.training.plan import Driver
 SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
 # The options that say what a model reads: the student reads as its teacher did
 INPUT_OPTIONS = tuple(option.name for option in LONG_TEXT_OPTIONS + CONTEXT_OPTIONS)
+# The gold loss's options of finetune: distillation trains with its own loss (networks/distillation.py)
+GOLD_LOSS_OPTIONS = ("class_weights", "loss", "focal_gamma")
 
 
 def distill(teacher: str, run: RunOptions, options: DistillOptions | None = None, config: TrainConfig | None = None):
@@ -61,6 +63,14 @@ def _check_task_options(task: str, given: dict) -> None:
     if foreign:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
         raise BertkitError(f"{flags}: not an option of the teacher's task ({task})", f"drop {flags}")
+    unused = sorted(name for name in given if name in GOLD_LOSS_OPTIONS)
+    if unused:
+        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
+        raise BertkitError(
+            f"{flags}: bertkit distill trains with its own loss (the teacher's softened outputs plus "
+            "cross-entropy on the gold labels), which these do not change",
+            f"drop {flags}; --alpha weighs the two parts",
+        )
 
 
 def _teacher_inputs(meta: dict, given: dict) -> dict:

@@ -287,9 +287,13 @@ def _train(state: Run, chosen: list, spec, network, on_evaluation=None, keep_pre
         network, collator = method.training_network(network, state), method.collator(collator, state)
         targets = method.training_targets(targets)
     before = {}
-    if adapter.evaluate_before_training and eval_examples:
+    if adapter.evaluate_before_training and eval_examples:  # the starting model's score, said when known
+        notice("progress", f"scoring the starting model on {len(eval_examples)} evaluation examples before training")
         before = evaluate(network.to(engine.accelerator.device))
         evaluations.clear()
+        main = before.get(adapter.main_metric)
+        if isinstance(main, float):
+            notice("progress", f"before training: {adapter.main_metric} {main:.4f}", before=before)
     network, report = engine.fit(
         network,
         state.train_features,

@@ -215,7 +215,13 @@ class RunOptions:
         "else ../shared/data (README: Data).",
         DATA_PANEL,
     )
-    model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).", MODEL_PANEL)
+    # None: bertkit.models.default_model() (bert-base-uncased; offline, the bundled MiniLM)
+    model: str | None = option(
+        None,
+        "Hub name, local directory, or 'minilm' (bundled, offline); default bert-base-uncased (the Hub "
+        "unreachable: minilm, said so).",
+        MODEL_PANEL,
+    )
     output: str | None = option(
         None, "Model directory to create (parents too); default runs/<task>-<data>.", MODEL_PANEL
     )

@@ -15,6 +15,7 @@ from bertkit.data.word_alignment import ALIGNMENTS
 from bertkit.events import notice
 from bertkit.tasks.base import PREDICT, TaskOption
 from bertkit.tasks.learned import Examples
+from bertkit.tasks.panels import READING_PANEL
 
 DATA_FORMAT = TaskOption(
     "data_format",
@@ -22,6 +23,7 @@ DATA_FORMAT = TaskOption(
     f"{' | '.join(FORMATS)}: how the data file is read; an annotation tool's export (Label Studio JSON or "
     "JSON-MIN, doccano JSONL, character spans) is told from its structure by default (auto).",
     ("finetune", "eval", "probe"),
+    panel=READING_PANEL,
 )
 SPAN_ALIGNMENT = TaskOption(
     "span_alignment",
@@ -29,6 +31,7 @@ SPAN_ALIGNMENT = TaskOption(
     f"ner: a character span that cuts a word: {' | '.join(ALIGNMENTS)} (expand: the whole word; "
     "contract: only the words inside; strict: an error). Default expand; counted either way.",
     ("finetune", "eval"),
+    panel=READING_PANEL,
 )
 LABEL_CONTROL = TaskOption(
     "label_control",

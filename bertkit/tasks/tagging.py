@@ -63,6 +63,7 @@ from bertkit.tasks.document_context import (
     with_context,
 )
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.panels import LONG_TEXT_PANEL
 from bertkit.tasks.tagging_input import (
     CLASSIFICATION_FIELDS,
     FORMAT_HINT,
@@ -89,7 +90,10 @@ class TaggingTask(Task):
     reading_options = READING_OPTIONS
     options_declared = (
         TaskOption(
-            "doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a window)."
+            "doc_stride",
+            int,
+            "Words shared by consecutive windows of a long sentence (default: half a window).",
+            panel=LONG_TEXT_PANEL,
         ),
         TaskOption(
             "strict",
