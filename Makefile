@@ -19,7 +19,7 @@ DEMO_MIN_ACCURACY ?= $(if $(DEMO_QUICK),0.75,0.80)
 # The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
 BERTKIT ?= $(BIN)/bertkit
 
-.PHONY: install install-core install-all lint format test test-learning test-fast demo demo-check bench bench-quick reproduce clean
+.PHONY: install install-core install-all lint format docs test test-learning test-fast demo demo-check bench bench-quick reproduce clean
 
 # Everything: the test tools and every optional extra (the test suite exercises them all). It covers
 # the core install too, so its stamp is set as well.
@@ -56,8 +56,12 @@ format: install
 TEST_WORKERS ?= 2
 PYTEST = OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=12
 
+## The documentation (MkDocs, Material theme; offline) into site/; --strict fails on a broken link or anchor.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site/
+
 ## Lint, then the unit, CLI and corpus layers on TEST_WORKERS processes (about 10 minutes on 2 cores).
-test: install lint
+test: install lint docs
 	$(PYTEST) -m "not learning"
 
 ## The learning tests: the real MiniLM fine-tuned on real data (CI runs them after make test).

@@ -100,7 +100,7 @@ def _teacher_meta(teacher: str) -> dict:
     if meta.get("kind") != "finetune" or task not in TASKS:
         raise BertkitError(
             f"TEACHER_DIR {teacher} is a {task} {meta.get('kind')} directory; distill takes cls, pair and ner "
-            "models (qa: not supported, see README)",
+            "models (qa: not supported, docs: distillation.md)",
             "give a directory that `bertkit finetune cls|pair|ner` wrote",
         )
     if kind not in SINGLE_LABEL:

@@ -58,7 +58,7 @@ NOT_HONOURED = (
 
 
 def _distill(teacher: str, **values) -> None:
-    """Distil a fine-tuned model (cls, pair, ner) into a smaller student (README: Distillation)."""
+    """Distil a fine-tuned model (cls, pair, ner) into a smaller student (docs: distillation.md)."""
     from bertkit.api.distillation import distill
     from bertkit.engine.interrupts import TrainingInterrupted
 
@@ -94,7 +94,7 @@ def _distill(teacher: str, **values) -> None:
     typer.echo(f"saved to {result.output_dir}")
 
 
-ABOUT = "Distil a fine-tuned model (cls, pair, ner) into a smaller student (README: Distillation)."
+ABOUT = "Distil a fine-tuned model (cls, pair, ner) into a smaller student (docs: distillation.md)."
 
 
 def _task_parameters() -> list:

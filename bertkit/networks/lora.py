@@ -303,7 +303,7 @@ def with_adapters(network, config, model_name: str, directory_kind: str, notices
     if config.lr < LOW_LR:
         said.append(
             f"--lr {config.lr:g} with --lora: adapters usually need a larger learning rate "
-            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; README: LoRA adapters)"
+            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; docs: lora.md)"
         )
     for text in said:
         notice("weights", text, **facts)

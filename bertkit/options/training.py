@@ -55,11 +55,11 @@ class TrainConfig(DatasetOptions):
     precision: str = precision_option(TRAINING_PANEL)
     # over half of a small model's weights are the word embeddings: no gradient, no optimizer state
     freeze_embeddings: bool = option(
-        False, "Do not train the word embeddings (faster; README: accuracy cost).", flag=True
+        False, "Do not train the word embeddings (faster; docs: training.md, accuracy cost).", flag=True
     )
     lazy_embeddings: bool = option(
         False,
-        "AdamW updates only the word-embedding rows each batch uses (TF's LazyAdam; faster on CPUs; README: accuracy).",
+        "AdamW updates only the word-embedding rows each batch uses (TF's LazyAdam; faster on CPUs; docs: training.md).",
         flag=True,
     )
     save_memory: bool = option(
@@ -212,7 +212,7 @@ class RunOptions:
     data_dir: str | None = option(
         None,
         "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR, "
-        "else ../shared/data (README: Data).",
+        "else ../shared/data (docs: data.md).",
         DATA_PANEL,
     )
     # None: bertkit.models.default_model() (bert-base-uncased; offline, the bundled MiniLM)
