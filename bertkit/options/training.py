@@ -59,7 +59,7 @@ class TrainConfig(DatasetOptions):
     )
     lazy_embeddings: bool = option(
         False,
-        "AdamW updates only the word-embedding rows each batch uses (TF's LazyAdam; faster on CPUs; docs: training.md).",
+        "AdamW updates only the word-embedding rows a batch uses (TF's LazyAdam; faster on CPUs; docs: training.md).",
         flag=True,
     )
     save_memory: bool = option(
