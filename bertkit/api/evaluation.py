@@ -21,6 +21,7 @@ from bertkit.model_dir import (
     write_json,
 )
 from bertkit.model_dir.files import probe_writable
+from bertkit.model_dir.ownership import check_results_kept, results_record
 from bertkit.options import EvalOptions, InferenceOptions
 from bertkit.reporting.card_results import repeats
 from bertkit.tasks import task_from_state
@@ -118,7 +119,8 @@ def _plan(model_dir, meta, adapter, options: EvalOptions) -> EvalPlan:
         )
     split = split or "dev"
     target = Path(output) if output else Path(model_dir) / _eval_file_name(data, split, max_eval_samples)
-    check_output_file(target, "--output" if output else "the metrics file")  # before the work, not after it
+    flag = "--output" if output else "the metrics file"
+    check_output_file(target, flag)  # before the work, not after it
     rows_file = predictions_file(target) if adapter.prediction_fields else None  # masked LM: nothing to list
     if rows_file is not None:
         check_output_file(rows_file, "the predictions file")
@@ -133,6 +135,8 @@ def _plan(model_dir, meta, adapter, options: EvalOptions) -> EvalPlan:
     check_inputs_kept(target, source)  # --output equal to --data would replace the data with the metrics
     if rows_file is not None:
         check_inputs_kept(rows_file, source, flag="the predictions file")
+    # then: never over a file bertkit did not write for this model (the user's, another model's scores)
+    check_results_kept(model_dir, target, flag, {rows_file: "the predictions file"} if rows_file else {})
     return EvalPlan(data, split, source, target, rows_file, read_only)
 
 
@@ -206,6 +210,7 @@ def _write(model_dir, meta, adapter, examples, kept, report, plan: EvalPlan) -> 
     if plan.rows_file is not None:
         write_rows(plan.rows_file, kept.get("rows") or prediction_rows(adapter, examples, kept["predictions"]))
         report["predictions_written_to"] = str(plan.rows_file)
+    report["outputs"] = results_record(model_dir, *filter(None, [plan.rows_file]))  # whose, for the next eval
     write_json(plan.target, report)
     if plan.read_only:
         report["notices"].append(

@@ -62,7 +62,7 @@ class Predictor:
             if run.precision not in ("no", "auto"):  # the exported runtimes choose their own (fp32, bf16, int8)
                 raise BertkitError(
                     f"--precision {run.precision} applies to the torch backend only",
-                    "drop --precision (an exported backend picks its own; see README)",
+                    "drop --precision (an exported backend picks its own; docs: serving.md)",
                 )
             exported_file(self.model_dir, backend)  # exported? checked before any work
         self.precision, self.quiet, self.threads = run.precision, quiet, run.threads

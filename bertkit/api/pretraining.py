@@ -96,11 +96,12 @@ def pretrain_bert(run: RunOptions, config: TrainConfig | None = None) -> Pretrai
     without a next-sentence head (RoBERTa, DistilBERT, ModernBERT...) is refused before any work;
     which heads start random (a bare encoder such as MiniLM has neither) is said before training."""
     from bertkit.events import notice
-    from bertkit.models import load_config, resolve_model
+    from bertkit.models import default_model, load_config, resolve_model
     from bertkit.networks.next_sentence import check_next_sentence_model, checkpoint_heads, describe_heads
 
     config = config or TrainConfig(lr=PRETRAIN_LR)
-    model = run.model
+    model = run.model or default_model()
+    run = replace(run, model=model)
     model_ref = resolve_model(model)
     check_next_sentence_model(load_config(model_ref, model), model)
     heads = checkpoint_heads(model_ref)

@@ -3,20 +3,26 @@
 A reranker is a sequence-classification model with ONE output logit read on the pair as one input
 (``[CLS] query [SEP] passage [SEP]``), as sentence-transformers' CrossEncoder: a `finetune rerank`
 directory, a CrossEncoder checkpoint or any transformers checkpoint saved with ``num_labels=1``.
-It loads through bertkit's model loading (bertkit/models.py: the same checks as every model) and
-runs through the engine's one inference loop. Scores are the raw logits: CrossEncoder's sigmoid
+It loads through bertkit's model loading (bertkit/models.py: the same checks as every model), a
+bertkit directory through the path eval and predict take (bertkit.inference.trained_model: a
+``--save-adapter`` directory is its adapters merged over the base model it records), and runs
+through the engine's one inference loop. Scores are the raw logits: CrossEncoder's sigmoid
 would not change the order, only squeeze far-apart scores into ties.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir import META_FILE, load_meta
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import InferenceOptions
 
 OUTPUT = "logits"
+CLASS = "AutoModelForSequenceClassification"
 MAX_LENGTH = 512  # CrossEncoder's usual; capped to the model's positions
 
 
@@ -55,9 +61,17 @@ class Reranker:
         from bertkit.engine import Engine  # heavy: torch + accelerate
 
         self.engine = Engine(self.run.precision, threads=self.run.threads)
-        weights = load_model("AutoModelForSequenceClassification", self.reference, self.model, trained=True)
-        self.network = self.engine.prepare_model(weights)
+        self.network = self.engine.prepare_model(self._weights())
         return self
+
+    def _weights(self):
+        """The model: a bertkit directory's as eval loads it (its methods', e.g. LoRA adapters over
+        their base), any other checkpoint's own weights."""
+        if (Path(self.reference) / META_FILE).is_file():
+            from bertkit.inference import trained_model
+
+            return trained_model(str(self.reference), CLASS, load_meta(self.reference), self.config)
+        return load_model(CLASS, self.reference, self.model, trained=True)
 
     def scores(self, queries: list[str], passages: list[str]) -> np.ndarray:
         """One float32 score per (query, passage), in order; the longer text is cut first to fit."""

@@ -8,7 +8,10 @@ queries' vectors and (queries x k) scores, never the corpus's vectors nor the wh
 the run then holds those passages in the reranker's order (as BEIR's reranking does).
 
 Everything is checked before a model loads: the BEIR files against each other, the outputs (the
-metrics JSON and the run file ``run-<data>-<split>.trec`` beside it), the reranker's config.
+metrics JSON and the run file named after it beside it: ``eval-<data>-<split>.json`` and
+``run-<data>-<split>.trec`` in the model's directory, ``--output scores.json`` and
+``run-scores.trec``; neither written over a file bertkit did not write for this model), the
+reranker's config.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.metrics.retrieval import MAIN, ranked, retrieval_metrics
 from bertkit.model_dir import atomic_file, check_inputs_kept, check_output_file, write_json
+from bertkit.model_dir.ownership import check_results_kept, results_record
 from bertkit.options import EmbeddingOptions, EvalOptions, InferenceOptions
 from bertkit.options.retrieval import RETRIEVED, RetrievalOptions
+from bertkit.training.results import run_file as run_file_of
 
 RUN_TAG = "bertkit"
 
@@ -78,6 +83,7 @@ def evaluate_retrieval(
         with atomic_file(run_file) as handle:
             handle.writelines(run_lines(ranking, RUN_TAG))
         report["run_written_to"] = str(run_file)
+        report["outputs"] = results_record(model, run_file)  # whose, for the next eval into this file
         write_json(target, report)
     report["written_to"] = str(target)
     return report
@@ -85,19 +91,19 @@ def evaluate_retrieval(
 
 def _outputs(model: str, beir: Beir, output: str | None, rerank: str | None) -> tuple[Path, Path]:
     """The metrics JSON (``--output``, else ``eval-<data>-<split>.json`` in the model's directory)
-    and the run file beside it, both checked: writable, no input, no model file."""
+    and the run file named after it (``run-<its name>.trec``), both checked: writable, no input, no
+    model file, nothing bertkit did not write for this model (model_dir.ownership)."""
     name = f"{beir.directory.resolve().name}-{beir.split}"
     if output is None and not Path(model).expanduser().is_dir():
         raise BertkitError(f"{model} is not a local directory to write the scores into", "give --output FILE.json")
     target = check_output_file(Path(output) if output else Path(model).expanduser() / f"eval-{name}.json")
-    run_file = check_output_file(target.with_name(f"run-{name}.trec"), "the run file")
-    if run_file == target:
-        raise BertkitError(f"--output {target} is the run file's name", "give --output another name")
+    run_file = check_output_file(run_file_of(target), "the run file")
     inputs = [beir.directory / "corpus.jsonl", beir.directory / "queries.jsonl", beir.directory / "qrels"]
     for written, flag in ((target, "--output"), (run_file, "the run file")):
         check_inputs_kept(written, *inputs, flag=flag)
         for used in filter(None, (model, rerank)):
             check_model_kept(written, used, flag)
+    check_results_kept(model, target, "--output" if output else "the metrics file", {run_file: "the run file"})
     return target, run_file
 
 

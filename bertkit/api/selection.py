@@ -9,11 +9,14 @@ word (at its first sub-word, in the window that predicts it). A row's certainty 
 least sure distribution:
 
 * margin: the gap between the two highest probabilities (its smallest over the distributions);
-* entropy: minus the largest entropy; least-confidence: the smallest top probability;
+* entropy: the largest entropy (natural log, >= 0: higher is less sure);
+* least-confidence: the smallest top probability;
 * random: a uniform number from ``seed`` (a seeded sample of the pool).
 
-Ties go to the earlier row. The output lists the least sure row first; each task's ``meta`` holds
-its row number (from 1) and the strategy's value.
+The distributions of cls and multi-label rows are the probabilities ``predict`` gives the row (a
+``--long-text windows`` model's windows pooled to their row as predict pools them), so a row's
+margin is that of its predict row. Ties go to the earlier row. The output lists the least sure row
+first; each task's ``meta`` holds its row number (from 1) and the strategy's value.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def select(model_dir: str, options: SelectOptions, run: InferenceOptions | None 
         rows_out, certainties = _predict(predictor, examples, shape, strategy)
         if strategy == "random":
             certainties = rng.random(len(examples))
-        for offset, (row, certainty) in enumerate(zip(rows_out, certainties)):
+        for offset, (row, certainty) in enumerate(zip(rows_out, certainties, strict=True)):
             number = chunk.start + offset + 1
             key = (-float(certainty), -number)
             if len(held) < n:
@@ -72,7 +75,7 @@ def select(model_dir: str, options: SelectOptions, run: InferenceOptions | None 
     tasks = []
     for key, number, (row, score) in chosen:
         task = make(row, shape, version, score)
-        task["meta"] = {"row": number, strategy: round(-key[0], 6)}
+        task["meta"] = {"row": number, strategy: round(_shown(strategy, -key[0]), 6)}
         tasks.append(task)
     _write(target, tasks)
     return {
@@ -116,20 +119,21 @@ def _predict(predictor: Predictor, examples: list, shape: str, strategy: str) ->
         predictor.tokenizer.pad_token_id,
     )
     predictions = adapter.postprocess(examples, features, outputs)
-    rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
-    distributions = _distributions(features, outputs["logits"], len(examples), shape)
+    rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions, strict=True)]
+    distributions = _distributions(features, outputs["logits"], predictions, shape)
     scored = [_certainty(d, strategy) for d in distributions]
-    return [(row, round(top, 6)) for row, (_, top) in zip(rows, scored)], [c for c, _ in scored]
+    return [(row, round(top, 6)) for row, (_, top) in zip(rows, scored, strict=True)], [c for c, _ in scored]
 
 
-def _distributions(features, logits, count: int, shape: str) -> list[np.ndarray]:
-    """Per example, its probability distributions as rows of one array."""
-    if shape != SPANS:  # one feature per example, in order
-        stacked = np.stack([np.asarray(x) for x in logits]).astype(np.float64)
+def _distributions(features, logits, predictions: list, shape: str) -> list[np.ndarray]:
+    """Per example, its probability distributions as rows of one array: a class's or a label set's
+    from the probabilities the task's postprocess gave the row (predict's own: its windows pooled)."""
+    if shape != SPANS:
+        probabilities = [np.asarray(p["probabilities"], dtype=np.float64) for p in predictions]
         if shape == "choice":
-            return list(_softmax(stacked)[:, None, :])
-        yes = 1.0 / (1.0 + np.exp(-np.clip(stacked, -700, 700)))
-        return [np.stack([p, 1.0 - p], axis=1) for p in yes]
+            return [p[None, :] for p in probabilities]
+        return [np.stack([p, 1.0 - p], axis=1) for p in probabilities]  # each label: yes or no
+    count = len(predictions)
     words: list[dict] = [{} for _ in range(count)]
     for feature, values in zip(features, logits):
         if feature["words"]:
@@ -151,10 +155,16 @@ def _certainty(distributions: np.ndarray, strategy: str) -> tuple[float, float]:
     if strategy == "margin":
         second = ordered[:, -2] if ordered.shape[-1] > 1 else np.zeros(len(ordered))
         return float((ordered[:, -1] - second).min()), top
-    if strategy == "entropy":
-        entropy = -(distributions * np.log(np.clip(distributions, 1e-300, None))).sum(axis=-1)
-        return -float(entropy.max()), top
+    if strategy == "entropy":  # -sum p ln p, 0 ln 0 = 0 (scipy.stats.entropy): the most spread distribution
+        safe = np.where(distributions > 0, distributions, 1.0)
+        entropy = -(distributions * np.log(safe)).sum(axis=-1)
+        return -float(entropy.max()), top  # ranked by certainty: minus the entropy
     return top, top  # least-confidence (random replaces it)
+
+
+def _shown(strategy: str, certainty: float) -> float:
+    """The strategy's own value for ``meta``: the entropy itself (>= 0), not the certainty it ranks by."""
+    return max(-certainty, 0.0) if strategy == "entropy" else certainty
 
 
 def _write(target: Path, tasks: list[dict]) -> None:

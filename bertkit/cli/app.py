@@ -47,21 +47,58 @@ def _flags_without_placeholder() -> None:
         TyperOption.display_type_rich = display_type_rich
 
 
+# The command table of `bertkit --help`: panels in the order a user meets them, each panel's commands
+# in the order they are used. A command missing here (a plug-in's) is listed last, under OTHER_PANEL.
+COMMAND_PANELS = (
+    ("Train", ("finetune", "distill", "tune", "pretrain", "probe")),
+    ("Evaluate and predict", ("eval", "predict", "embed", "report")),
+    ("Serve and export", ("serve", "export", "push")),
+    ("Data", ("datasets", "select", "mine")),
+    ("Inspect", ("inspect",)),
+)
+OTHER_PANEL = "Other"
+PANEL_OF = {name: panel for panel, names in COMMAND_PANELS for name in names}
+# `bertkit` alone: where to start (the README's first commands), not the whole help.
+START_HERE = """bertkit {version}: fine-tune, evaluate and serve BERT-family models.
+
+Start here: fine-tune the bundled MiniLM on 4,000 SST-2 sentences (offline, a
+few minutes on a CPU; accuracy about 0.85 on the dev sentences), then score it
+and use it:
+  bertkit finetune cls --data sst2 --model minilm --max-train-samples 4000 \\
+      --epochs 2 --lr 1e-4 --max-length 64 --output runs/sst2
+  bertkit eval runs/sst2
+  echo "a gripping, funny film" | bertkit predict runs/sst2 --input -
+
+Then: `bertkit --help` lists every command by purpose, `bertkit finetune --help`
+the tasks, `bertkit datasets` the datasets known by name."""
+
+
 class RootGroup(TyperGroup):
     """The root command: a command whose flags include the registered tasks' (cli/options.py:
     LATE_COMMANDS) is built when it is invoked, not at import, so `bertkit --help` imports no task
-    and a task registered later (a plug-in, a test) adds its flags."""
+    and a task registered later (a plug-in, a test) adds its flags. Its help lists the commands in
+    COMMAND_PANELS' panels and order."""
 
     def resolve_command(self, ctx, args):
         name, command, rest = super().resolve_command(ctx, args)
         return name, (LATE_COMMANDS[name]() if name in LATE_COMMANDS else command), rest
+
+    def list_commands(self, ctx):
+        registered = super().list_commands(ctx)
+        ordered = [name for _, names in COMMAND_PANELS for name in names if name in registered]
+        return ordered + [name for name in registered if name not in PANEL_OF]
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None:
+            command.rich_help_panel = PANEL_OF.get(name, OTHER_PANEL)
+        return command
 
 
 _flags_without_placeholder()
 app = typer.Typer(
     cls=RootGroup,
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Fine-tune, evaluate and serve BERT-family models on classic NLP tasks.",
 )
@@ -75,13 +112,18 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
     ),
 ):
     """Fine-tune, evaluate and serve BERT-family models on classic NLP tasks."""
+    if ctx.invoked_subcommand is None:  # plain `bertkit`: where to start, exit 0
+        from bertkit import __version__
+
+        typer.echo(START_HERE.format(version=__version__))
 
 
 def main() -> None:
@@ -98,7 +140,7 @@ def main() -> None:
             code = app(prog_name="bertkit", standalone_mode=False)
         Shown.flush()
     except CommandLineError as exc:  # bad values, missing arguments, unknown options
-        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `bertkit`: the help, as asked
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group alone (`bertkit export`): its help, as asked
             if exc.format_message().strip():  # rich help was already printed while the error was made
                 typer.echo(exc.format_message())
             sys.exit(0)

@@ -1,7 +1,9 @@
 """`bertkit distill TEACHER_DIR`: a smaller student trained on a fine-tuned teacher's outputs.
 
-Thin Typer layer over bertkit.api.distillation; its flags: finetune's training options (but --model:
-the teacher is the argument, the student --student or --student-layers) and DistillOptions.
+Thin Typer layer over bertkit.api.distillation; its flags: finetune's training options and DistillOptions,
+less what a distillation cannot honour (NOT_HONOURED): --model (the teacher is the argument, the student
+--student or --student-layers), --save-adapter, the label kinds, the SetFit recipe and the gold loss's
+options (the loss is distillation's own). finetune's --seeds and --folds are not offered either.
 """
 
 from __future__ import annotations
@@ -36,10 +38,27 @@ TEACHER = positional(
     ],
 )
 HELPS = {"output": "Student model directory to create; default runs/distilled-<data>."}
+# finetune's flags distill does not offer: the api refuses them (methods/distillation.py, api/distillation.py)
+# or has no use for them. --model: the teacher is the argument; --save-adapter: the student's layers are
+# the teacher's chosen ones, which no base model holds; --problem-type and its companions: a teacher's
+# logits are one distribution per row or token (single-label only); --recipe setfit: not distilled;
+# --class-weights, --loss, --focal-gamma: the loss is the distillation loss (soft targets + cross-entropy).
+NOT_HONOURED = (
+    "model",
+    "save_adapter",
+    "problem_type",
+    "label_columns",
+    "scale_targets",
+    "recipe",
+    "pairs_per_example",
+    "class_weights",
+    "loss",
+    "focal_gamma",
+)
 
 
 def _distill(teacher: str, **values) -> None:
-    """Distil a fine-tuned model (cls, pair, ner) into a smaller student (README: Distillation)."""
+    """Distil a fine-tuned model (cls, pair, ner) into a smaller student (docs: distillation.md)."""
     from bertkit.api.distillation import distill
     from bertkit.engine.interrupts import TrainingInterrupted
 
@@ -75,7 +94,7 @@ def _distill(teacher: str, **values) -> None:
     typer.echo(f"saved to {result.output_dir}")
 
 
-ABOUT = "Distil a fine-tuned model (cls, pair, ner) into a smaller student (README: Distillation)."
+ABOUT = "Distil a fine-tuned model (cls, pair, ner) into a smaller student (docs: distillation.md)."
 
 
 def _task_parameters() -> list:
@@ -86,14 +105,15 @@ def _task_parameters() -> list:
     found = {}
     for task in TASKS:
         for parameter in from_task(get_task_class(task), "finetune"):
-            found.setdefault(parameter.name, parameter)
+            if parameter.name not in NOT_HONOURED:
+                found.setdefault(parameter.name, parameter)
     return list(found.values())
 
 
 def _parameters(with_tasks: bool) -> list:
     return (
-        from_dataclass(RunOptions, exclude=("model",), helps=HELPS)
-        + from_dataclass(TrainConfig)
+        from_dataclass(RunOptions, exclude=NOT_HONOURED, helps=HELPS)
+        + from_dataclass(TrainConfig, exclude=NOT_HONOURED)
         + from_dataclass(DistillOptions)
         + (_task_parameters() if with_tasks else [])
     )

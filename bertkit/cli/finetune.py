@@ -6,6 +6,7 @@ it is built when asked for, so only that task's module is imported (`bertkit --h
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -77,11 +78,17 @@ def _task_command(name: str):
         _finetune(name, values, [o.name for o in task_class.options_for("finetune")])
 
     single = typer.Typer(add_completion=False)
-    about = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip().split("\n")[0]
-    single.command(name=name, help=f"Fine-tune for {name} ({task_class.summary or name}). {about}")(
-        command(run, parameters)
-    )
+    single.command(name=name, help=task_help(task_class))(command(run, parameters))
     return typer.main.get_command(single)
+
+
+def task_help(task_class) -> str:
+    """`finetune TASK`'s summary: what it reads, then the first paragraph of the task's docstring
+    (whole sentences, RST literals as plain text, without a note naming the command itself)."""
+    doc = (task_class.__doc__ or sys.modules[task_class.__module__].__doc__ or "").strip()
+    about = " ".join(doc.split("\n\n")[0].split()).replace("``", "")
+    about = re.sub(r" \(bertkit finetune \w+\)", "", about)
+    return f"Fine-tune for {task_class.name}: {task_class.summary or task_class.name}. {about}".strip()
 
 
 def task_of_config(args: list, verb: str = "finetune") -> str:

@@ -14,6 +14,8 @@ import typer
 from bertkit.options import (
     DATA_PANEL,
     INFERENCE_PANEL,
+    LONG_PANEL,
+    LORA_PANEL,
     MODEL_PANEL,
     OUTPUT_PANEL,
     PRECISIONS,
@@ -21,12 +23,38 @@ from bertkit.options import (
     TRAINING_PANEL,
     RunOptions,
 )
+from bertkit.tasks.panels import (
+    LABEL_KINDS_PANEL,
+    LONG_TEXT_PANEL,
+    LOSS_PANEL,
+    READING_PANEL,
+    RECIPE_PANEL,
+    TASK_PANEL,
+)
 
-TASK_PANEL = "Task options"
 # one-shot actions (model_dir/run_config.ONE_SHOT, never written to config.yaml) that a --config
 # file may not carry either: replaying a file must not resume or replace a directory unasked
 CONFIG_REFUSED = ("resume", "resume_from", "overwrite")
 PANELS = (DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL, INFERENCE_PANEL, TASK_PANEL)  # for the commands
+# The order of a command's --help panels, by purpose: what it reads, which model, how it trains, what
+# the task's options change, then the rarer runs and the output. A panel not named here (a command's
+# own: Distillation, Serving...) comes where None stands.
+PANEL_ORDER = (
+    DATA_PANEL,
+    READING_PANEL,
+    MODEL_PANEL,
+    TRAINING_PANEL,
+    None,
+    INFERENCE_PANEL,
+    LABEL_KINDS_PANEL,
+    LOSS_PANEL,
+    RECIPE_PANEL,
+    LONG_TEXT_PANEL,
+    TASK_PANEL,
+    LORA_PANEL,
+    LONG_PANEL,
+    OUTPUT_PANEL,
+)
 
 ModelDir = Annotated[str, typer.Argument(help="A directory written by `bertkit finetune`.", show_default=False)]
 Precision = Enum("Precision", {name: name for name in PRECISIONS}, type=str)  # click shows the choices
@@ -131,7 +159,7 @@ def _task_parameter(option) -> inspect.Parameter:
         Optional[option.type],
         False if option.type is bool else None,
         _task_help(option),
-        TASK_PANEL,
+        option.panel,
         (),
         option.type is bool,
     )
@@ -232,11 +260,17 @@ def _without_none(kind):
 
 def command(function, parameters: list, leading: tuple = ()):
     """``function(**values)`` with the given keyword parameters as its signature, so Typer builds
-    the options from them (``leading``: positional parameters first)."""
-    ordered = list(leading) + sorted(parameters, key=lambda p: p.default is not inspect.Parameter.empty)
+    the options from them (``leading``: positional parameters first; the others by PANEL_ORDER, in
+    which Typer then prints the panels)."""
+    ordered = list(leading) + sorted(parameters, key=_panel_rank)
     function.__signature__ = inspect.Signature(ordered)
     function.__annotations__ = {p.name: p.annotation for p in ordered}
     return function
+
+
+def _panel_rank(parameter: inspect.Parameter) -> tuple:
+    panel = next((getattr(m, "rich_help_panel", None) for m in typing.get_args(parameter.annotation)[1:]), None)
+    return PANEL_ORDER.index(panel if panel in PANEL_ORDER else None), parameter.default is not inspect.Parameter.empty
 
 
 def chosen(values: dict, cls, exclude: tuple = ()):

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from bertkit.data.sinks import Sink
+from bertkit.data.span_offsets import utf16_offset
 from bertkit.errors import BertkitError
 
 TOOLS = ("label-studio", "doccano")
@@ -106,9 +107,11 @@ def label_studio_task(row: dict, shape: str, model_version: str, score: float | 
                 "from_name": FROM_NAME,
                 "to_name": TO_NAME,
                 "type": "labels",
-                "value": {"start": start, "end": end, "text": text[start:end], "labels": [kind]},
+                "value": {"start": tool_start, "end": tool_end, "text": text[start:end], "labels": [kind]},
             }
-            for number, (start, end, kind) in enumerate(_spans(row, text), 1)
+            for number, ((start, end, kind), (tool_start, tool_end, _)) in enumerate(
+                zip(_spans(row, text), _tool_spans(row, text)), 1
+            )
         ]
     else:
         chosen = row["labels"] if shape == CHOICES else [row["label"]]
@@ -124,7 +127,7 @@ def label_studio_task(row: dict, shape: str, model_version: str, score: float | 
 
 def doccano_task(row: dict, shape: str, model_version: str, score: float | None = None) -> dict:
     text, data = _text_and_data(row, shape)
-    label = [list(span) for span in _spans(row, text)] if shape == SPANS else None
+    label = [list(span) for span in _tool_spans(row, text)] if shape == SPANS else None
     if label is None:
         label = list(row["labels"]) if shape == CHOICES else [row["label"]]
     task = {**data, "label": label}
@@ -143,6 +146,12 @@ def _text_and_data(row: dict, shape: str) -> tuple[str, dict]:
     if "text_pair" in row:
         data["text_pair"] = row["text_pair"]
     return row["text"], data
+
+
+def _tool_spans(row: dict, text: str) -> list[tuple[int, int, str]]:
+    """``_spans`` in the tools' own unit: Label Studio and doccano count UTF-16 code units
+    (data/span_offsets.py), so a span after an emoji lands on its words in the tool too."""
+    return [(utf16_offset(text, start), utf16_offset(text, end), kind) for start, end, kind in _spans(row, text)]
 
 
 def _spans(row: dict, text: str) -> list[tuple[int, int, str]]:

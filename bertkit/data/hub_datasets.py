@@ -6,7 +6,8 @@ A Hub id and a repository-layout directory go through the same ``datasets.load_d
 ``locate`` settles the config, the splits and the features before anything is read (so a wrong
 ``--data-config`` or split costs seconds); ``load_rows`` reads one split, only its first rows when a
 limit is given (streamed, or a slice of the cached Arrow table offline). Label names come from the
-``ClassLabel`` / ``Sequence(ClassLabel)`` features. Offline (bertkit/hub.py decides fast), the
+``ClassLabel`` / ``Sequence(ClassLabel)`` features, each split's own (bertkit/data/split_features.py:
+splits may number their classes apart). Offline (bertkit/hub.py decides fast), the
 ``datasets`` cache serves a dataset loaded before.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.data import formats
+from bertkit.data.split_features import class_labels, parquet_features, saved_features
 from bertkit.errors import BertkitError
 
 # each role's split when none is named: HF's scripts' train / validation / test
@@ -66,6 +68,7 @@ class Located:
     config: str | None
     splits: tuple
     features: dict = field(default_factory=dict)  # column -> datasets feature (empty: not known before loading)
+    split_features: dict = field(default_factory=dict)  # split -> its own features, where known
 
     def describe(self, split: str) -> str:
         what = {"hub": "Hub", "repo": "dataset directory", "disk": "saved dataset"}[self.kind]
@@ -91,14 +94,13 @@ class Located:
             )
         return found
 
-    def labels_by_column(self) -> dict:
-        """column -> label names, for every ClassLabel and Sequence(ClassLabel) feature."""
-        found = {}
-        for column, feature in self.features.items():
-            inner = getattr(feature, "feature", None) if _type(feature) != "ClassLabel" else feature
-            if _type(inner) == "ClassLabel":
-                found[column] = tuple(inner.names)
-        return found
+    def features_of(self, split: str | None) -> dict:
+        """The split's own features (a split may number its classes apart), else the dataset's."""
+        return self.split_features.get(split) or self.features
+
+    def labels_by_column(self, split: str | None = None) -> dict:
+        """column -> label names (the split's own), for every ClassLabel and Sequence(ClassLabel) feature."""
+        return class_labels(self.features_of(split))
 
     def feature_list(self) -> str:
         return ", ".join(f"{column}: {describe_feature(feature)}" for column, feature in self.features.items())
@@ -181,7 +183,7 @@ def _saved(data: str, path: Path, choice: DatasetChoice) -> Located:
         return Located(data, str(path), "disk", None, ("train",), dict(dataset.features))
     splits = tuple(dataset)
     features = dict(dataset[splits[0]].features) if splits else {}
-    return Located(data, str(path), "disk", None, splits, features)
+    return Located(data, str(path), "disk", None, splits, features, saved_features(dataset, splits))
 
 
 def _load_saved(path: Path):
@@ -219,12 +221,14 @@ def _loadable(data: str, where: str, kind: str, choice: DatasetChoice, online: b
         raise BertkitError(f"{data}: no data files found" + (f" ({config})" if config else ""), _LAYOUT_HINT)
     located = Located(data, where, kind, config, splits)
     features = builder.info.features
+    # the README declares no features: datasets takes the first file's for every split (split_features.py)
+    own = parquet_features(data, files) if kind == "repo" and features is None else {}
     if features is None and (online or kind == "repo"):
         try:
             features = _streamed(where, config, splits[0]).features  # the data files' own schema, nothing read
         except Exception as exc:  # a damaged file, a connection lost
             raise BertkitError(f"could not read {located.describe(splits[0])} ({_said(exc)})", _FILES_HINT) from exc
-    return Located(data, where, kind, config, splits, dict(features or {}))
+    return Located(data, where, kind, config, splits, dict(features or {}), own)
 
 
 def _cached_builder(data: str, config: str | None, known: str):
@@ -285,10 +289,10 @@ def _not_found(data: str, kind: str, online: bool, known: str, exc: Exception) -
     )
 
 
-def _streamed(where: str, config: str | None, split: str):
+def _streamed(where: str, config: str | None, split: str, features=None):
     import datasets
 
-    return datasets.load_dataset(where, config, split=split, streaming=True)
+    return datasets.load_dataset(where, config, split=split, streaming=True, features=features)
 
 
 def load_rows(located: Located, split: str, limit: int | None, stream: bool = False) -> list[dict]:
@@ -306,14 +310,17 @@ def _rows(located: Located, split: str, limit: int | None, stream: bool) -> list
 
     from bertkit.hub import hub_reachable
 
-    dropped = [column for column, feature in located.features.items() if not usable(feature)]
+    own = located.features_of(split)
+    dropped = [column for column, feature in own.items() if not usable(feature)]
     try:
         if located.kind == "disk":
             dataset = _load_saved(Path(located.where))
             dataset = dataset if hasattr(dataset, "features") else dataset[split]
             dataset = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
         elif located.kind == "repo" or (hub_reachable() and (limit is not None or stream)):
-            dataset = _streamed(located.where, located.config, split)
+            # a split whose files carry features of their own is read with them, not the first split's
+            given = datasets.Features(own) if own and own != located.features else None
+            dataset = _streamed(located.where, located.config, split, given)
             dataset = dataset.remove_columns(dropped) if dropped else dataset
             # islice, not take(): take reads ahead in batches, into shards past the first rows
             return [dict(row) for row in itertools.islice(iter(dataset), limit)]

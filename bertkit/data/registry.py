@@ -157,7 +157,7 @@ def _any_dataset(data: str, split: str, choice: DatasetChoice, limit, required: 
         located.where,
         located.config,
         {split: name},
-        column_labels=located.labels_by_column(),
+        column_labels=located.labels_by_column(name),
         located=located,
     )
     return Source(located.describe(name), spec, split, limit=limit, stream=stream)

@@ -29,6 +29,7 @@ class Span:
     end: int
     label: str
     number: int  # 1-based, in the task's own order: how messages name it
+    said: str | None = None  # the text the tool says the span covers (Label Studio's ``text``), if any
 
 
 @dataclass

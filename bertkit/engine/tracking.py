@@ -32,14 +32,15 @@ def parse_report_to(value: str | None) -> list[str]:
         found = [n for n, package in TRACKERS.items() if _installed(package)]
         if not found:
             raise BertkitError(
-                "--report-to all found no tracker package installed", "pip install tensorboard (or wandb, mlflow)"
+                "--report-to all found no tracker package installed",
+                "pip install 'bertkit[track]' (tensorboard), or install wandb or mlflow",
             )
         return found
     for name in names:
         if not _installed(TRACKERS[name]):
             raise BertkitError(
                 f"--report-to {name} needs the {TRACKERS[name]} package",
-                f"pip install {TRACKERS[name]}" + (" (or 'bertkit[track]')" if name == "tensorboard" else ""),
+                "pip install 'bertkit[track]'" if name == "tensorboard" else f"pip install {TRACKERS[name]}",
             )
     return list(dict.fromkeys(names))
 

@@ -72,7 +72,7 @@ def check_methods(methods: list[Method], task: str, modes: tuple = (SINGLE,)) ->
             if second.name not in first.composes_with and first.name not in second.composes_with:
                 raise BertkitError(
                     f"{second.flag} does not compose with {first.flag}",
-                    "drop one of them (README: Training methods lists what combines)",
+                    "drop one of them (docs: training-methods.md lists what combines)",
                 )
     if len(trainers) != 1:  # the registry's own consistency: one method says what trains
         raise ValueError(f"a run needs exactly one training recipe, got {[m.name for m in trainers]}")

@@ -73,6 +73,8 @@ def teacher_logits(
             result.logits += stored
             result.reused += len(chunk)
             continue
+        if not result.computed:  # the first part not cached: minutes on a CPU for a large set, said first
+            notice("progress", f"teacher: computing the logits of {len(features) - start} training features")
         outputs = engine.infer(network, chunk, batch_size, ("logits",), per_token, pad_token_id, description="teacher")
         result.logits += outputs["logits"]
         result.computed += len(chunk)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -26,6 +27,8 @@ META_FILE = "bertkit.json"  # a directory holding it is a (complete) bertkit mod
 CARD_FILE = "README.md"
 NEW_CARD_FILE = "README.bertkit.md"  # bertkit's new card, next to a README.md the user edited
 CARD_MARK = re.compile(r"\n<!-- bertkit card sha256:([0-9a-f]{64})[^\n]*-->\n\Z")
+# eval's results: the metrics JSON, its predictions file and (--data BEIR_DIR) its run file
+RESULTS = ("eval-*", "predictions-*.jsonl", "run-*.trec")
 # What bertkit's commands write into a model directory, besides the card: finetune / probe /
 # pretrain (bertkit.json, config.yaml, history, results, figures, report, oof predictions, the
 # probe head), eval (eval-*.json and their predictions), export (onnx/, openvino/), and what
@@ -39,8 +42,7 @@ OURS = (
     "figures",
     "oof-predictions.jsonl",
     "probe_head.safetensors",
-    "eval-*",
-    "predictions-*.jsonl",
+    *RESULTS,
     "onnx",
     "openvino",
     NEW_CARD_FILE,
@@ -64,14 +66,15 @@ OURS = (
     "sentence_bert_config.json",
     "config_sentence_transformers.json",
     "1_Pooling",
+    "2_Normalize",  # the base's Normalize module, kept (bertkit.networks.bi_encoder)
     "config_setfit.json",
     "model_head.pkl",
 )
 
 
 # Of those, what makes the model and its record: a result file written over one damages the model
-# (eval's own eval-*.json and predictions-*.jsonl are results, and may be rewritten).
-MODEL_FILES = tuple(p for p in OURS if p not in ("eval-*", "predictions-*.jsonl", NEW_CARD_FILE)) + (CARD_FILE,)
+# (eval's own eval-*.json, predictions-*.jsonl and run-*.trec are results, rewritten for their model).
+MODEL_FILES = tuple(p for p in OURS if p not in (*RESULTS, NEW_CARD_FILE)) + (CARD_FILE,)
 
 
 def is_model_file(path: Path) -> bool:
@@ -97,7 +100,13 @@ def card_state(path: Path) -> str:
 MANIFEST = ".bertkit-owned.json"  # in each directory bertkit makes that is not a model directory
 # The folders inside a model directory and what bertkit writes in them: the figures, an export's files.
 EXPORT_FILES = ("export.json", "model*.onnx", "model*.onnx.data", "model*.xml", "model*.bin")
-FOLDERS = {"figures": ("*.png",), "onnx": EXPORT_FILES, "openvino": EXPORT_FILES, "1_Pooling": ("config.json",)}
+FOLDERS = {
+    "figures": ("*.png",),
+    "onnx": EXPORT_FILES,
+    "openvino": EXPORT_FILES,
+    "1_Pooling": ("config.json",),
+    "2_Normalize": ("config.json",),
+}
 # bertkit's own by their names: a staging folder (.NAME.partial-<pid>-<random>), an atomic file's
 # temporary (.NAME.<pid>-<random>.tmp), a checkpoint being written (.step-N.tmp), a probe, and the
 # parts of an unfinished streamed output (.NAME.bertkit-partial, checked inside by its layout).
@@ -196,3 +205,85 @@ def check_replaceable(output: Path) -> None:
             f"--output {output} holds files bertkit did not write ({named(foreign)}), which --overwrite would delete",
             f"move them out of {output} first, or choose a new directory for the model",
         )
+
+
+# --- eval's result files (the metrics JSON, its predictions file, its run file) -------------------
+# A metrics JSON is bertkit's for the model its report names; it records (``outputs``) the model
+# and the sha256 of each file written with it (names derived from its own: bertkit.training.results),
+# so a derived file is replaced only when it is still the one written with that JSON for that model.
+# In the model's own directory the result names are the directory's (``RESULTS``), as above.
+
+
+def model_identity(model) -> str:
+    """A model as a result file records it: a local path resolved, else the name (a Hub id)."""
+    path = Path(str(model)).expanduser()
+    return str(path.resolve()) if path.exists() else str(model)
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def results_record(model, *written: Path) -> dict:
+    """What a metrics JSON records of its writing (its ``outputs``): the model, each file's digest."""
+    return {"model": model_identity(model), "files": {path.name: file_digest(path) for path in written}}
+
+
+def check_results_kept(model, target: Path, flag: str, derived: dict) -> None:
+    """Refuse, before any work, to write eval's results over a file bertkit did not write for
+    ``model``: the metrics JSON ``target`` (``flag``) and ``derived`` ({path: what it is}, named
+    after ``target``). Absent files, and the result names of the model's own directory, are free."""
+    target, identity = Path(target), model_identity(model)
+    own = Path(identity) if (Path(identity) / META_FILE).is_file() else None
+    paths = {target: flag, **{Path(path): what for path, what in derived.items()}}
+    taken = [path for path in paths if os.path.lexists(path) and not _own_result(path, own)]
+    if not taken:
+        return
+    recorded = _recorded(target)
+    if target in taken and (recorded is None or recorded[0] != identity):
+        whose = (
+            "is not a bertkit evaluation" if recorded is None else f"holds the scores of another model ({recorded[0]})"
+        )
+        raise BertkitError(
+            f"{flag} {target} exists and {whose}; bertkit writes only over its own results for this model",
+            "choose another --output (one per model), or move that file elsewhere",
+        )
+    files = recorded[1] if recorded is not None and recorded[0] == identity else {}
+    for path in taken:
+        if path != target and files.get(path.name) != _digest_or_none(path):
+            raise BertkitError(
+                f"{paths[path]} {path} exists and was not written by bertkit with {target.name} for this model, "
+                "and writing would replace it",
+                "move it elsewhere, or choose another --output (the files beside it are named after it)",
+            )
+
+
+def _own_result(path: Path, own: Path | None) -> bool:
+    """A result name in the model's own directory: the directory's (its files are its model's)."""
+    return own is not None and path.parent.resolve() == own and any(fnmatch.fnmatchcase(path.name, p) for p in RESULTS)
+
+
+def _recorded(target: Path) -> tuple[str, dict] | None:
+    """(the model, {file name: digest}) a metrics JSON says it was written for; None: not one of bertkit's."""
+    try:
+        report = json.loads(Path(target).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict) or "model" not in report:
+        return None
+    outputs = report.get("outputs")
+    if isinstance(outputs, dict) and isinstance(outputs.get("model"), str):
+        files = outputs.get("files")
+        return outputs["model"], files if isinstance(files, dict) else {}
+    return model_identity(report["model"]), {}  # a report from before the record: its model, no files
+
+
+def _digest_or_none(path: Path) -> str | None:
+    try:
+        return file_digest(path) if path.is_file() else None
+    except OSError:
+        return None

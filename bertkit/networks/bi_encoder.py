@@ -158,11 +158,12 @@ def set_rng_state(state: tuple) -> None:
 
 class SentenceEncoder(nn.Module):
     """The model saved: the encoder, plus the files that make its directory a sentence-transformers
-    model (Transformer + mean Pooling: the vectors `bertkit embed DIR` gives)."""
+    model (Transformer + mean Pooling: the vectors `bertkit embed DIR` gives; then the base's
+    ``Normalize`` when it had one: ``carried_modules``)."""
 
-    def __init__(self, encoder, max_length: int, pooling: str = "mean"):
+    def __init__(self, encoder, max_length: int, pooling: str = "mean", carried: tuple = ()):
         super().__init__()
-        self.encoder, self.max_length, self.pooling = encoder, max_length, pooling
+        self.encoder, self.max_length, self.pooling, self.carried = encoder, max_length, pooling, tuple(carried)
 
     @property
     def config(self):
@@ -170,19 +171,73 @@ class SentenceEncoder(nn.Module):
 
     def save_pretrained(self, directory, **kwargs) -> None:
         self.encoder.save_pretrained(directory, **kwargs)
-        write_sentence_transformers_files(Path(directory), self.encoder.config.hidden_size, self.max_length)
+        write_sentence_transformers_files(
+            Path(directory), self.encoder.config.hidden_size, self.max_length, self.carried
+        )
 
 
 ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling")
+NORMALIZE_DIR = "2_Normalize"  # the base's Normalize, after bertkit's pooling (as sentence-transformers names it)
+OWN_MODULES = ("Transformer", "Pooling")  # what bertkit trains and writes itself
 
 
-def write_sentence_transformers_files(directory: Path, dim: int, max_length: int) -> None:
+def base_modules(model_ref: str) -> list[dict]:
+    """The base checkpoint's sentence-transformers modules (its ``modules.json``); [] for a plain one."""
+    from transformers.utils import cached_file
+
+    try:
+        path = cached_file(str(model_ref), "modules.json", _raise_exceptions_for_missing_entries=False)
+        modules = json.loads(Path(path).read_text(encoding="utf-8")) if path else []
+    except (OSError, ValueError):  # offline and not cached, or unreadable: described as a plain checkpoint
+        return []
+    return [entry for entry in modules if isinstance(entry, dict)] if isinstance(modules, list) else []
+
+
+def carried_modules(modules: list[dict]) -> tuple[tuple, list[str]]:
+    """(what the fine-tuned directory keeps after its Transformer and Pooling, the base's modules it
+    drops): a ``Normalize`` is kept (no weights: the base's unit vectors stay unit vectors, as
+    sentence-transformers' own trainer keeps it); a module with weights bertkit did not train through
+    (Dense, ...) is dropped, and named."""
+    kinds = [str(entry.get("type", "")).rsplit(".", 1)[-1] for entry in modules]
+    carried = ("Normalize",) if "Normalize" in kinds else ()
+    dropped = [
+        f"{entry.get('path') or entry.get('name')} ({kind})"
+        for entry, kind in zip(modules, kinds, strict=True)
+        if kind not in (*OWN_MODULES, "Normalize")
+    ]
+    return carried, dropped
+
+
+def said_modules(carried: tuple, dropped: list[str], model_name: str) -> None:
+    """What the saved directory's module list keeps and drops of the base's, said when it matters."""
+    from bertkit.events import notice
+
+    if carried:
+        notice(
+            "weights",
+            f"kept {model_name}'s Normalize module: SentenceTransformer(DIR).encode gives unit vectors as the "
+            "base did (`bertkit embed DIR --normalize` gives the same)",
+        )
+    if dropped:
+        notice(
+            "weights",
+            f"dropped {model_name}'s sentence-transformers modules {', '.join(dropped)}: bertkit trains the "
+            "encoder and its mean pooling only, so the directory holds what was trained",
+        )
+
+
+def write_sentence_transformers_files(directory: Path, dim: int, max_length: int, carried: tuple = ()) -> None:
     """sentence-transformers' layout (the one every Hub embedding model has): a Transformer at the
-    root, mean pooling in 1_Pooling; no Normalize module, as `bertkit embed` without --normalize."""
+    root, mean pooling in 1_Pooling (`bertkit embed` without --normalize); ``carried``: ("Normalize",)
+    adds the base's Normalize in 2_Normalize (`bertkit embed --normalize`)."""
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
+    if "Normalize" in carried:
+        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_DIR, "type": "sentence_transformers.models.Normalize"})
+        (directory / NORMALIZE_DIR).mkdir(exist_ok=True)
+        _write(directory / NORMALIZE_DIR / "config.json", {})  # Normalize's defaults (the pooled vector)
     pooling = {
         "word_embedding_dimension": dim,
         "pooling_mode_cls_token": False,

@@ -72,25 +72,28 @@ def _peft():
 
 
 def encoder_prefix(model) -> str:
-    return getattr(model, "base_model_prefix", "") or ""
+    """Where the encoder sits in ``model``: under its base model's attribute in a task model
+    (``bert.``), or "" when ``model`` is the bare encoder itself (AutoModel: an embedding model)."""
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    return f"{prefix}." if prefix and getattr(model, prefix, None) is not None else ""
+
+
+def _pooler(name: str, prefix: str) -> bool:
+    return name.startswith(f"{prefix}pooler.")
 
 
 def head_parameter_names(model) -> list[str]:
     """The head's weights: everything outside the encoder, and the encoder's pooler."""
     prefix = encoder_prefix(model)
-    return [
-        name
-        for name, _ in model.named_parameters()
-        if not name.startswith(prefix + ".") or name.startswith(f"{prefix}.pooler.")
-    ]
+    return [name for name, _ in model.named_parameters() if not name.startswith(prefix) or _pooler(name, prefix)]
 
 
 def head_modules(model) -> list[str]:
     """peft's ``modules_to_save`` names of the head: its top-level modules, and ``pooler``."""
-    names = {name.split(".")[0] for name in head_parameter_names(model)}
     prefix = encoder_prefix(model)
-    found = sorted(n for n in names if n != prefix)
-    return found + (["pooler"] if any(n.startswith(f"{prefix}.pooler.") for n in head_parameter_names(model)) else [])
+    head = head_parameter_names(model)
+    found = sorted({name.split(".")[0] for name in head if not name.startswith(prefix)})
+    return found + (["pooler"] if any(_pooler(name, prefix) for name in head) else [])
 
 
 def linear_layers(model) -> list[str]:
@@ -101,7 +104,7 @@ def linear_layers(model) -> list[str]:
     return [
         name
         for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and name.startswith(prefix + ".") and not name.startswith(f"{prefix}.pooler")
+        if isinstance(module, nn.Linear) and name.startswith(prefix) and not _pooler(name + ".", prefix)
     ]
 
 
@@ -118,12 +121,17 @@ def chosen_targets(model, settings: LoraSettings, display_name: str) -> tuple:
             f"its linear layers: {', '.join(ends)}",
             "name them with --lora-targets, e.g. the attention's query and value projections",
         )
-    unmatched = [t for t in targets if not any(n == t or n.endswith("." + t) for n in layers)]
-    if unmatched:
+
+    def matches(target: str) -> bool:
+        return any(n == target or n.endswith("." + target) for n in layers)
+
+    unmatched = [t for t in targets if not matches(t)]
+    if unmatched:  # the names said and suggested are the layers this model has (a bare encoder's too)
+        suggested = [t for t in FAMILY_TARGETS.get(model_type, ()) if matches(t)] or ends[:2]
         raise BertkitError(
             f"--lora-targets {','.join(unmatched)} matches no linear layer of {display_name}'s encoder; "
-            f"its linear layers are named {', '.join(ends)}",
-            f"use some of those, e.g. --lora-targets {','.join(FAMILY_TARGETS.get(model_type, ends[:2]))}",
+            f"its linear layers are named {', '.join(ends) or '(none found)'}",
+            f"use some of those, e.g. --lora-targets {','.join(suggested)}" if suggested else "drop --lora",
         )
     return tuple(targets)
 
@@ -295,7 +303,7 @@ def with_adapters(network, config, model_name: str, directory_kind: str, notices
     if config.lr < LOW_LR:
         said.append(
             f"--lr {config.lr:g} with --lora: adapters usually need a larger learning rate "
-            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; README: LoRA adapters)"
+            "(Hu et al. used 4e-4 to 5e-4 for RoBERTa-base on GLUE; docs: lora.md)"
         )
     for text in said:
         notice("weights", text, **facts)

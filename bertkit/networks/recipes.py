@@ -157,9 +157,12 @@ class BiEncoder:
 
     @staticmethod
     def finish(spec: TrainingSpec, trained, model_ref: str, display_name: str) -> Finished:
-        from bertkit.networks.bi_encoder import SentenceEncoder
+        from bertkit.networks.bi_encoder import SentenceEncoder, base_modules, carried_modules, said_modules
 
-        return Finished(SentenceEncoder(trained.encoder, spec.embedding.max_length, spec.embedding.pooling))
+        carried, dropped = carried_modules(base_modules(model_ref))  # the base's module list, kept where it can be
+        said_modules(carried, dropped, display_name)
+        encoder = SentenceEncoder(trained.encoder, spec.embedding.max_length, spec.embedding.pooling, carried)
+        return Finished(encoder)
 
 
 class Listwise:

@@ -14,9 +14,9 @@ from bertkit.errors import BertkitError
 
 PRECISIONS = ("auto", "no", "fp16", "bf16")
 DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL = "Data", "Model and output", "Training", "Output"
-LONG_PANEL = "Long runs: steps, checkpoints, resume (README: Long runs)"
+LONG_PANEL = "Long runs: steps, checkpoints, resume (docs: scale.md)"
 INFERENCE_PANEL = "Inference"
-LORA_PANEL = "LoRA adapters (README: LoRA adapters)"
+LORA_PANEL = "LoRA adapters (docs: lora.md)"
 MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end there
 MIN_LENGTH, MAX_LENGTH = 8, 8192  # below 8 no text fits beside the special tokens; 8192: the longest models
 REQUIRED = ...  # a field without a default: a required option on the command line
@@ -24,7 +24,7 @@ PRECISION_HELP = (
     "auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
     "else no (fp32); bf16; fp16 (GPU)."
 )
-THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: see README)."
+THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: docs/scale.md)."
 INFERENCE_BATCH = 64  # rows per forward pass of a frozen model: eval, predict, embed, probe, serve
 RUNS_DIR = "runs"  # where a command that writes a model puts it when --output is not given
 

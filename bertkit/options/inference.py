@@ -265,7 +265,7 @@ class ServeOptions:
 class ExportOptions:
     """`bertkit export onnx|openvino`: the exported files and their parity check."""
 
-    int8: bool = option(False, "Also write an int8 model (see README).", MODEL_PANEL, flag=True)
+    int8: bool = option(False, "Also write an int8 model (docs: serving.md).", MODEL_PANEL, flag=True)
     data: str | None = option(None, "Data for the parity check; default: the model's eval data.", DATA_PANEL)
     samples: int = option(500, "Examples the parity check runs on.", DATA_PANEL)
     threads: int | None = threads_option()

@@ -55,11 +55,11 @@ class TrainConfig(DatasetOptions):
     precision: str = precision_option(TRAINING_PANEL)
     # over half of a small model's weights are the word embeddings: no gradient, no optimizer state
     freeze_embeddings: bool = option(
-        False, "Do not train the word embeddings (faster; README: accuracy cost).", flag=True
+        False, "Do not train the word embeddings (faster; docs: training.md, accuracy cost).", flag=True
     )
     lazy_embeddings: bool = option(
         False,
-        "AdamW updates only the word-embedding rows each batch uses (TF's LazyAdam; faster on CPUs; README: accuracy).",
+        "AdamW updates only the word-embedding rows a batch uses (TF's LazyAdam; faster on CPUs; docs: training.md).",
         flag=True,
     )
     save_memory: bool = option(
@@ -212,10 +212,16 @@ class RunOptions:
     data_dir: str | None = option(
         None,
         "Local data directory with the original files (<dir>/sst2/train.tsv ...); default $BERTKIT_DATA_DIR, "
-        "else ../shared/data (README: Data).",
+        "else ../shared/data (docs: data.md).",
         DATA_PANEL,
     )
-    model: str = option("bert-base-uncased", "Hub name, local directory, or 'minilm' (bundled, offline).", MODEL_PANEL)
+    # None: bertkit.models.default_model() (bert-base-uncased; offline, the bundled MiniLM)
+    model: str | None = option(
+        None,
+        "Hub name, local directory, or 'minilm' (bundled, offline); default bert-base-uncased (the Hub "
+        "unreachable: minilm, said so).",
+        MODEL_PANEL,
+    )
     output: str | None = option(
         None, "Model directory to create (parents too); default runs/<task>-<data>.", MODEL_PANEL
     )

@@ -36,7 +36,7 @@ from bertkit.model_dir import (
     save_model_dir,
     staged_output,
 )
-from bertkit.models import load_tokenizer, resolve_model
+from bertkit.models import default_model, load_tokenizer, resolve_model
 from bertkit.options import ProbeOptions, RunOptions, TrainConfig, default_output
 from bertkit.probing.classifier import check_holdout, fit_head
 from bertkit.tasks import finetune_tasks, get_task_class
@@ -137,7 +137,7 @@ def probe(
         task,
         run.data,
         output,
-        run.model,
+        run.model or default_model(),
         run.eval_data,
         run.data_dir,
         options.pooling,

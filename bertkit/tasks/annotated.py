@@ -1,18 +1,21 @@
 """Annotation tools' exports for the tasks that read them (cls, pair, ner): their options, declared
 once, and the one reading hook (bertkit/data/annotations.py does the reading).
 
-``--data-format`` and ``--span-alignment`` are settings of the file read, not of the model: they are
-used to read and never stored with it (``READING_OPTIONS``, dropped by the tasks' ``finished``).
+``--data-format``, ``--span-alignment``, ``--label-control`` and ``--span-offsets`` are settings of
+the file read, not of the model: they are used to read and never stored with it
+(``READING_OPTIONS``, dropped by the tasks' ``finished``).
 ``--format`` (predict) picks the writer of the predictions: bertkit/data/annotation_sinks.py.
 """
 
 from __future__ import annotations
 
 from bertkit.data.annotations import CHOICES, FORMATS, SPANS, plain_records  # noqa: F401 (the tasks' names)
+from bertkit.data.span_offsets import UNITS
 from bertkit.data.word_alignment import ALIGNMENTS
 from bertkit.events import notice
 from bertkit.tasks.base import PREDICT, TaskOption
 from bertkit.tasks.learned import Examples
+from bertkit.tasks.panels import READING_PANEL
 
 DATA_FORMAT = TaskOption(
     "data_format",
@@ -20,12 +23,28 @@ DATA_FORMAT = TaskOption(
     f"{' | '.join(FORMATS)}: how the data file is read; an annotation tool's export (Label Studio JSON or "
     "JSON-MIN, doccano JSONL, character spans) is told from its structure by default (auto).",
     ("finetune", "eval", "probe"),
+    panel=READING_PANEL,
 )
 SPAN_ALIGNMENT = TaskOption(
     "span_alignment",
     str,
     f"ner: a character span that cuts a word: {' | '.join(ALIGNMENTS)} (expand: the whole word; "
     "contract: only the words inside; strict: an error). Default expand; counted either way.",
+    ("finetune", "eval"),
+    panel=READING_PANEL,
+)
+LABEL_CONTROL = TaskOption(
+    "label_control",
+    str,
+    "Label Studio: the control to read (a result's from_name, e.g. sentiment) where the export has "
+    "several <Choices> (cls, pair) or <Labels> (ner) controls; refused unless named.",
+    ("finetune", "eval", "probe"),
+)
+SPAN_OFFSETS = TaskOption(
+    "span_offsets",
+    str,
+    f"ner: what span offsets count: {' | '.join(UNITS)} (auto: each span's own text decides; Label Studio "
+    "counts UTF-16 code units; doccano and spaCy-style files must say where emoji make them differ).",
     ("finetune", "eval"),
 )
 PREDICTION_FORMAT = TaskOption(
@@ -35,7 +54,7 @@ PREDICTION_FORMAT = TaskOption(
     "(.json: one JSON list; .jsonl or stdout: one task per line). Default: bertkit's rows.",
     ("predict",),
 )
-READING_OPTIONS = (DATA_FORMAT.name, SPAN_ALIGNMENT.name)
+READING_OPTIONS = (DATA_FORMAT.name, SPAN_ALIGNMENT.name, LABEL_CONTROL.name, SPAN_OFFSETS.name)
 
 
 def annotated_records(records: list, options: dict, want: str, purpose: str, where: str) -> tuple[list, list]:
@@ -44,7 +63,16 @@ def annotated_records(records: list, options: dict, want: str, purpose: str, whe
     labelled = purpose != PREDICT
     # predict has no --data-format: a value stored by mistake with a model must not steer its reading
     forced = options.get(DATA_FORMAT.name) if labelled else None
-    read = plain_records(records, want, labelled, where, forced, options.get(SPAN_ALIGNMENT.name))
+    read = plain_records(
+        records,
+        want,
+        labelled,
+        where,
+        forced,
+        options.get(SPAN_ALIGNMENT.name),
+        options.get(LABEL_CONTROL.name) if labelled else None,
+        options.get(SPAN_OFFSETS.name),
+    )
     if read.format is not None and labelled:
         for text in read.notices:
             notice("data", text)

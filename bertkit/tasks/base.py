@@ -21,6 +21,7 @@ from bertkit.data import formats, readers
 from bertkit.data.registry import Source, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks.learned import Examples, Features, Learned, seen_in  # noqa: F401 (the tasks' names)
+from bertkit.tasks.panels import TASK_PANEL
 from bertkit.tasks.training_spec import TrainingSpec
 
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
@@ -42,6 +43,7 @@ class TaskOption:
     help: str
     commands: tuple = ("finetune",)
     default: object = None  # what the task uses when the option is not given (shown in --help)
+    panel: str = TASK_PANEL  # its --help panel (bertkit/tasks/panels.py)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from bertkit.tasks import card_texts
 from bertkit.tasks.annotated import (
     CHOICES,
     DATA_FORMAT,
+    LABEL_CONTROL,
     PREDICTION_FORMAT,
     READING_OPTIONS,
     annotated_records,
@@ -40,21 +41,27 @@ from bertkit.tasks.long_text import (
     strategy,
 )
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.panels import LABEL_KINDS_PANEL, READING_PANEL
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
 PAIR_TEXT_CANDIDATES = ("sentence1", "question1", "premise", "question", "text", "text_a", "#1 String")
 PAIR_CANDIDATES = ("sentence2", "question2", "hypothesis", "sentence", "text_pair", "text_b", "#2 String")
 LABEL_CANDIDATES = ("label", "labels", "gold_label", "Quality", "is_duplicate", "class", "target", "score")
-TEXT_COLUMN = TaskOption("text_column", str, "Column with the (first) text.", ("finetune", "probe"))
-TEXT_PAIR_COLUMN = TaskOption("text_pair_column", str, "Column with the second text.", ("finetune", "probe"))
-LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"))
+TEXT_COLUMN = TaskOption(
+    "text_column", str, "Column with the (first) text.", ("finetune", "probe"), panel=READING_PANEL
+)
+TEXT_PAIR_COLUMN = TaskOption(
+    "text_pair_column", str, "Column with the second text.", ("finetune", "probe"), panel=READING_PANEL
+)
+LABEL_COLUMN = TaskOption("label_column", str, "Column with the label.", ("finetune", "probe"), panel=READING_PANEL)
 # a setting of the file read, not of the model: used to read, never stored with it (``finished``)
 DELIMITER = TaskOption(
     "delimiter",
     str,
     "CSV field separator: comma, semicolon, tab, pipe or one character; default: sniffed from the first rows.",
     ("finetune", "eval", "probe"),
+    panel=READING_PANEL,
 )
 LABEL_KIND_OPTIONS = (
     TaskOption(
@@ -63,13 +70,21 @@ LABEL_KIND_OPTIONS = (
         f"{' | '.join(KINDS)}; default: the dataset's, or what the labels show (a "
         "JSON list: multi-label; numbers that are not classes: an error asking for regression).",
         ("finetune",),
+        panel=LABEL_KINDS_PANEL,
     ),
-    TaskOption("label_columns", str, "multi-label: comma-separated 0/1 columns, one per label.", ("finetune",)),
+    TaskOption(
+        "label_columns",
+        str,
+        "multi-label: comma-separated 0/1 columns, one per label.",
+        ("finetune",),
+        panel=LABEL_KINDS_PANEL,
+    ),
     TaskOption(
         "scale_targets",
         bool,
         "regression: train on standardised targets (the saved head predicts the original scale).",
         ("finetune",),
+        panel=LABEL_KINDS_PANEL,
     ),
     TaskOption("target_scaling", dict, "regression: the scaling in use while training (not a flag).", ()),
     TaskOption("scaled_targets", dict, "regression: the scaling training folded into the head (stored).", ()),
@@ -78,6 +93,7 @@ LABEL_KIND_OPTIONS = (
         str,
         "cls/pair: read evaluation labels through FILE=MODEL pairs, e.g. 0=negative,1=positive.",
         ("finetune", "eval"),
+        panel=READING_PANEL,
     ),
     TaskOption("tune_per_label", bool, "multi-label: tune one threshold per label (default: one for all).", ("eval",)),
     TaskOption(
@@ -106,6 +122,7 @@ class SingleSentenceTask(Task):
         LABEL_COLUMN,
         DELIMITER,
         DATA_FORMAT,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,
@@ -371,6 +388,7 @@ class SentencePairTask(SingleSentenceTask):
         LABEL_COLUMN,
         DELIMITER,
         DATA_FORMAT,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LABEL_KIND_OPTIONS,
         *LOSS_OPTIONS,

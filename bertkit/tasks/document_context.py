@@ -21,6 +21,7 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.tasks.annotated import with_notices
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.panels import LONG_TEXT_PANEL
 
 SENTENCE, DOCUMENT = "sentence", "document"
 DEFAULT_TOKENS = 64
@@ -33,6 +34,7 @@ CONTEXT_OPTIONS = (
         "in its document as context; -DOCSTART- in CoNLL, a 'document' field in records).",
         ("finetune", "eval", "predict"),
         SENTENCE,
+        panel=LONG_TEXT_PANEL,
     ),
     TaskOption(
         "context_tokens",
@@ -40,6 +42,7 @@ CONTEXT_OPTIONS = (
         "ner: with --context document, at most this many word pieces of context on each side.",
         ("finetune", "eval", "predict"),
         DEFAULT_TOKENS,
+        panel=LONG_TEXT_PANEL,
     ),
 )
 

@@ -28,6 +28,7 @@ from bertkit.tasks import embedding_losses as losses
 from bertkit.tasks.base import PREDICT, TRAIN, CardText, Task, TaskOption, require_nonempty
 from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
+from bertkit.tasks.panels import LOSS_PANEL
 from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
 
 ANCHORS = ("anchor", "query", "sentence1", "text", "sentence")
@@ -63,7 +64,7 @@ inputs = tokenizer([$text], truncation=True, max_length=$max_length, return_tens
 with torch.no_grad():
     hidden = model(**inputs).last_hidden_state
 # mean pooling over the real tokens ([CLS] and [SEP] included): sentence_transformers.SentenceTransformer(MODEL_DIR)
-# gives the same vector
+# gives the same vector (scaled to unit length where its modules.json ends in Normalize, as the base's did)
 mask = inputs["attention_mask"].unsqueeze(-1).float()
 print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         cli="`bertkit embed DIR --input FILE --output vectors.npy`, or "
@@ -75,7 +76,11 @@ print(((hidden * mask).sum(1) / mask.sum(1))[0].tolist())""",
         losses.loss_option(),
         *losses.loss_options(),
         TaskOption(
-            "matryoshka", str, "Dimensions the loss is summed over, e.g. 384,256,128,64 (Matryoshka).", ("finetune",)
+            "matryoshka",
+            str,
+            "Dimensions the loss is summed over, e.g. 384,256,128,64 (Matryoshka).",
+            ("finetune",),
+            panel=LOSS_PANEL,
         ),
     )
 

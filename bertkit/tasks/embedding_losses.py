@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.panels import LOSS_PANEL
 
 PAIRS, TRIPLETS, SCORED = "pairs", "triplets", "scored"
 # each data shape the embedding task reads -> its columns, as the messages name them
@@ -63,15 +64,22 @@ def check_mnrl(options: dict) -> None:
         raise BertkitError(f"--cache-batch {cache} must be at least 1", "e.g. --cache-batch 16, or leave it out")
 
 
-SCALE = TaskOption("scale", float, "Multiplier of the cosines in the loss (sentence-transformers: 20).", ("finetune",))
+SCALE = TaskOption(
+    "scale",
+    float,
+    "Multiplier of the cosines in the loss (sentence-transformers: 20).",
+    ("finetune",),
+    panel=LOSS_PANEL,
+)
 SYMMETRIC = TaskOption(
-    "symmetric", bool, "MNRL both ways: anchor->positive and positive->anchor.", ("finetune",), False
+    "symmetric", bool, "MNRL both ways: anchor->positive and positive->anchor.", ("finetune",), False, panel=LOSS_PANEL
 )
 CACHE_BATCH = TaskOption(
     "cache_batch",
     int,
     "GradCache mini-batch size: the whole --batch-size is one set of negatives, run N texts at a time.",
     ("finetune",),
+    panel=LOSS_PANEL,
 )
 
 ENTRIES = (
@@ -117,7 +125,12 @@ ENTRIES += (
         card="TripletLoss (max(d(anchor, positive) - d(anchor, negative) + margin, 0))",
         options=(
             TaskOption(
-                "triplet_margin", float, "--loss triplet: how much farther the negative must be.", ("finetune",), 5.0
+                "triplet_margin",
+                float,
+                "--loss triplet: how much farther the negative must be.",
+                ("finetune",),
+                5.0,
+                panel=LOSS_PANEL,
             ),
             TaskOption(
                 "triplet_distance",
@@ -125,6 +138,7 @@ ENTRIES += (
                 f"--loss triplet: the distance, {' | '.join(TRIPLET_DISTANCES)} (cosine: 1 - cos).",
                 ("finetune",),
                 "euclidean",
+                panel=LOSS_PANEL,
             ),
         ),
         check=check_triplet,
@@ -136,7 +150,9 @@ LOSSES = {entry.name: entry for entry in ENTRIES}
 def loss_option() -> TaskOption:
     """--loss, its help generated from the table."""
     named = ", ".join(f"{entry.name} ({entry.help})" for entry in ENTRIES)
-    return TaskOption("loss", str, f"{named}; by default the one the data's columns call for.", ("finetune",))
+    return TaskOption(
+        "loss", str, f"{named}; by default the one the data's columns call for.", ("finetune",), panel=LOSS_PANEL
+    )
 
 
 def loss_options() -> tuple:

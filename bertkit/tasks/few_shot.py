@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
 from bertkit.tasks.label_kinds import DEFAULT_KIND
+from bertkit.tasks.panels import RECIPE_PANEL
 
 FINETUNE, SETFIT = "finetune", "setfit"
 RECIPES = (FINETUNE, SETFIT)
@@ -34,6 +35,7 @@ FEW_SHOT_OPTIONS = (
         "trained on pairs of rows, then a logistic-regression head; loads in SetFit too).",
         ("finetune",),
         FINETUNE,
+        RECIPE_PANEL,
     ),
     TaskOption(
         "pairs_per_example",
@@ -41,6 +43,7 @@ FEW_SHOT_OPTIONS = (
         f"--recipe setfit: contrastive pairs each labelled row anchors, half positive, half negative "
         f"(default {DEFAULT_PAIRS}).",
         ("finetune",),
+        panel=RECIPE_PANEL,
     ),
 )
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.panels import LONG_TEXT_PANEL
 
 TRUNCATE, HEAD_TAIL, WINDOWS = "truncate", "head-tail", "windows"
 STRATEGIES = (TRUNCATE, HEAD_TAIL, WINDOWS)
@@ -35,6 +36,7 @@ LONG_TEXT_OPTIONS = (
         "with the row's label, their logits combined per row); pair: the second text only. Stored.",
         ("finetune",),
         TRUNCATE,
+        panel=LONG_TEXT_PANEL,
     ),
     TaskOption(
         "head_tokens",
@@ -42,6 +44,7 @@ LONG_TEXT_OPTIONS = (
         "--long-text head-tail: tokens kept from the start of a long text, the rest of the window "
         "from its end (default: a quarter of the room, as Sun et al.'s 128 of 510).",
         ("finetune",),
+        panel=LONG_TEXT_PANEL,
     ),
     TaskOption(
         "stride",
@@ -49,12 +52,14 @@ LONG_TEXT_OPTIONS = (
         "--long-text windows: tokens shared by consecutive windows (the overlap; default: a quarter "
         "of the window's room; below the room).",
         ("finetune",),
+        panel=LONG_TEXT_PANEL,
     ),
     TaskOption(
         "window_pooling",
         str,
         "--long-text windows: how the windows' logits become the row's: mean (default) or max.",
         ("finetune", "eval", "predict"),
+        panel=LONG_TEXT_PANEL,
     ),
 )
 # each option that only one strategy reads, and that strategy

@@ -23,11 +23,16 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import TaskOption
+from bertkit.tasks.panels import LOSS_PANEL
 from bertkit.tasks.training_spec import LossSpec
 
 LOSSES = ("cross-entropy", "focal")
 CLASS_WEIGHTS = TaskOption(
-    "class_weights", str, "auto (inverse frequency), none, or a JSON file {label: weight}.", ("finetune",)
+    "class_weights",
+    str,
+    "auto (inverse frequency), none, or a JSON file {label: weight}.",
+    ("finetune",),
+    panel=LOSS_PANEL,
 )
 LOSS = TaskOption(
     "loss",
@@ -35,9 +40,10 @@ LOSS = TaskOption(
     f"{' | '.join(LOSSES)} (focal: Lin et al. 2017, down-weights easy examples).",
     ("finetune",),
     "cross-entropy",
+    panel=LOSS_PANEL,
 )
 FOCAL_GAMMA = TaskOption(
-    "focal_gamma", float, "Focusing parameter of --loss focal (0 = cross-entropy).", ("finetune",), 2.0
+    "focal_gamma", float, "Focusing parameter of --loss focal (0 = cross-entropy).", ("finetune",), 2.0, LOSS_PANEL
 )
 WEIGHT_VALUES = TaskOption("class_weight_values", list, "The class weights training used (stored).", ())
 LOSS_OPTIONS = (CLASS_WEIGHTS, LOSS, FOCAL_GAMMA, WEIGHT_VALUES)

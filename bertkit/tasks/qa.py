@@ -22,6 +22,7 @@ from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.base import CLASS, PREDICT, Learned, Task, TaskOption
+from bertkit.tasks.panels import LONG_TEXT_PANEL
 from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
 
 DEFAULT_DOC_STRIDE = 128
@@ -51,6 +52,7 @@ class QuestionAnsweringTask(Task):
             int,
             "Tokens of OVERLAP between consecutive windows of a long context (as in HF, "
             "not the step between windows; default 128).",
+            panel=LONG_TEXT_PANEL,
         ),
         TaskOption("max_answer_length", int, "Longest answer in tokens.", default=30),
         TaskOption("n_best", int, "qa: also return the N best distinct answers.", ("predict",)),

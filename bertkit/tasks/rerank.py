@@ -25,6 +25,7 @@ from bertkit.metrics.retrieval import auc, reranking_metrics
 from bertkit.tasks.base import MULTI_HOT, CardText, Task, TaskOption, require_nonempty
 from bertkit.tasks.card_texts import MODEL_DIR_LINE, TRUNCATED
 from bertkit.tasks.learned import Examples, Learned
+from bertkit.tasks.panels import LOSS_PANEL
 from bertkit.tasks.training_spec import LISTWISE, LossSpec, TrainingSpec
 
 QUERIES = ("query", "question", "sentence1", "text")
@@ -84,6 +85,7 @@ with torch.no_grad():  # relevance: the sigmoid of the one logit (sentence_trans
             "--batch-size then counts queries).",
             ("finetune",),
             "bce",
+            panel=LOSS_PANEL,
         ),
         TaskOption("label_max", float, "The highest training label (targets are label / it).", ()),
         TaskOption("grouped", bool, "The training data holds several passages per query.", ()),

@@ -41,9 +41,11 @@ from bertkit.metrics.tagging import tagging_scores
 from bertkit.tasks import card_texts
 from bertkit.tasks.annotated import (
     DATA_FORMAT,
+    LABEL_CONTROL,
     PREDICTION_FORMAT,
     READING_OPTIONS,
     SPAN_ALIGNMENT,
+    SPAN_OFFSETS,
     SPANS,
     annotated_records,
     reading_options_dropped,
@@ -61,6 +63,7 @@ from bertkit.tasks.document_context import (
     with_context,
 )
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
+from bertkit.tasks.panels import LONG_TEXT_PANEL
 from bertkit.tasks.tagging_input import (
     CLASSIFICATION_FIELDS,
     FORMAT_HINT,
@@ -87,7 +90,10 @@ class TaggingTask(Task):
     reading_options = READING_OPTIONS
     options_declared = (
         TaskOption(
-            "doc_stride", int, "Words shared by consecutive windows of a long sentence (default: half a window)."
+            "doc_stride",
+            int,
+            "Words shared by consecutive windows of a long sentence (default: half a window).",
+            panel=LONG_TEXT_PANEL,
         ),
         TaskOption(
             "strict",
@@ -99,6 +105,8 @@ class TaggingTask(Task):
         TaskOption("input_scheme", str, "IOB1 or IOB2, as found in the training data (stored, not a flag).", ()),
         DATA_FORMAT,
         SPAN_ALIGNMENT,
+        SPAN_OFFSETS,
+        LABEL_CONTROL,
         PREDICTION_FORMAT,
         *LOSS_OPTIONS,
         *CONTEXT_OPTIONS,

@@ -56,6 +56,7 @@ class RunPlan:
 def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple[int, int] | None) -> RunPlan:
     # long: every check that needs no model, in the order a user's mistakes should surface
     from bertkit.engine.tracking import logging_dir, parse_report_to
+    from bertkit.models import default_model
 
     data, model, eval_data, data_dir = run.data, run.model, run.eval_data, run.data_dir
     threads, report_to, resume, resume_from = run.threads, run.report_to, run.resume, run.resume_from
@@ -73,6 +74,7 @@ def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple
     eval_source = (  # folds: data's own
         None if fold else registry.eval_source(data, eval_data, data_dir, task, choice, limits[1], bool(limits[0]))
     )
+    model = model or default_model()  # no --model: asks the Hub, once the cheaper checks passed
     check_inputs_kept(output_path, train_source, eval_source, model)  # a local --model is an input too
     if config.save_every or resume or resume_from:
         check_sibling_dir(checkpoint_root(output_path), "checkpoints")

@@ -13,8 +13,15 @@ RESULTS_FILE = "results.json"
 
 
 def predictions_file(metrics_file: Path) -> Path:
-    """``eval-sst2-dev.json`` -> ``predictions-sst2-dev.jsonl`` beside it."""
+    """``eval-sst2-dev.json`` -> ``predictions-sst2-dev.jsonl`` beside it (``scores.json`` ->
+    ``predictions-scores.jsonl``): named after the metrics file, so two metrics files never share one."""
     return metrics_file.with_name(f"predictions-{metrics_file.stem.removeprefix('eval-')}.jsonl")
+
+
+def run_file(metrics_file: Path) -> Path:
+    """`eval --data BEIR_DIR`'s run: ``eval-scifact-test.json`` -> ``run-scifact-test.trec`` beside
+    it (``scores.json`` -> ``run-scores.trec``), named after the metrics file as ``predictions_file``."""
+    return metrics_file.with_name(f"run-{metrics_file.stem.removeprefix('eval-')}.trec")
 
 
 def prediction_rows(adapter, examples: list[dict], predictions: list) -> list[dict]:

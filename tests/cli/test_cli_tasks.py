@@ -22,7 +22,9 @@ TASK_FLAGS = {
     "--label-column",
     "--delimiter",
     "--data-format",
+    "--label-control",
     "--span-alignment",
+    "--span-offsets",
     "--doc-stride",
     "--max-answer-length",
     *LABEL_KIND_FLAGS,
@@ -65,6 +67,7 @@ def test_task_help_shows_only_what_the_task_reads(task):
                 "--label-column",
                 "--delimiter",
                 "--data-format",
+                "--label-control",
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
                 *FEW_SHOT_FLAGS,
@@ -76,12 +79,21 @@ def test_task_help_shows_only_what_the_task_reads(task):
                 "--label-column",
                 "--delimiter",
                 "--data-format",
+                "--label-control",
                 *LABEL_KIND_FLAGS,
                 *LOSS_FLAGS,
                 *FEW_SHOT_FLAGS,
                 *LONG_TEXT_FLAGS,
             },
-            "ner": {"--doc-stride", "--data-format", "--span-alignment", *LOSS_FLAGS, *CONTEXT_FLAGS},
+            "ner": {
+                "--doc-stride",
+                "--data-format",
+                "--span-alignment",
+                "--span-offsets",
+                "--label-control",
+                *LOSS_FLAGS,
+                *CONTEXT_FLAGS,
+            },
             "qa": {"--doc-stride", "--max-answer-length"},
         }[task]
     )
@@ -89,8 +101,14 @@ def test_task_help_shows_only_what_the_task_reads(task):
     assert shown == expected
     for shared in ("--data ", "--model ", "--epochs ", "--lr ", "--report-to ", "--overwrite "):
         assert shared in help_text
-    for panel in ("Data", "Model and output", "Training", "Task options"):
-        assert f"─ {panel} ─" in help_text
+    purposes = {  # the task's flags in panels by purpose (bertkit/tasks/panels.py)
+        "cls": ("Reading the data", "Label kinds", "Loss", "Recipe", "Long texts"),
+        "pair": ("Reading the data", "Label kinds", "Loss", "Recipe", "Long texts"),
+        "ner": ("Reading the data", "Loss", "Long texts"),
+        "qa": ("Long texts", "Task options"),
+    }[task]
+    for panel in ("Data", "Model and output", "Training", *purposes):
+        assert f"─ {panel}" in help_text
     lines = help_text.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "<bool>" not in help_text and "…" not in help_text  # no placeholders, nothing cut off

@@ -33,7 +33,8 @@ def make_recipe(target: str, **variables: str) -> list[list[str]]:
     venv = "/nonexistent-venv"
     settings = [f"{k}={v}" for k, v in {"VENV": venv, "BERTKIT": "bertkit", **variables}.items()]
     result = subprocess.run(
-        ["make", "-n", "-s", "-C", str(REPO), target, "-o", f"{venv}/bin/bertkit", *settings],
+        ["make", "-n", "-s", "-C", str(REPO), target, "-o", f"{venv}/.installed-core", "-o", f"{venv}/.installed-all"]
+        + settings,
         capture_output=True,
         text=True,
         check=True,
@@ -55,8 +56,10 @@ def clone(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_demo_runs_in_a_fresh_clone(clone, tiny_bert, run_cli):
-    commands = make_recipe("demo", DEMO_ROWS="16")
+    recipe = make_recipe("demo", DEMO_ROWS="16")
+    commands = [c for c in recipe if c[0] == "bertkit"]  # the echo lines and the accuracy check aside
     assert [c[:2] for c in commands] == [["bertkit", "finetune"], ["bertkit", "eval"], ["bertkit", "predict"]]
+    assert any("demo-check: accuracy" in " ".join(c) for c in recipe)  # the demo checks what it learned
     assert "--max-train-samples" in commands[0] and commands[0][commands[0].index("--max-train-samples") + 1] == "16"
     assert not (clone / "runs").exists()
     outputs = []

@@ -156,3 +156,25 @@ def test_lora_under_folds_gives_every_fold_adapters(run_cli, tiny_bert, cls_data
     assert len(runs) == 2
     for run in runs:
         assert meta_of(run)["lora"]["rank"] == 4 and (word_embeddings(run) == word_embeddings(tiny_bert)).all()
+
+
+@pytest.mark.parametrize(
+    "method",
+    [("--lora", "4"), ("--lora", "4", "--save-adapter"), ("--recipe", "setfit", "--pairs-per-example", "2")],
+    ids=["lora-merged", "lora-adapter", "setfit"],
+)
+def test_every_methods_directory_exports_to_onnx_with_parity_or_is_refused_in_one_line(
+    method, run_cli, tiny_bert, cls_data, tmp_path
+):
+    """The backends x methods part of the walk: a method's directory runs under ONNX Runtime with the
+    torch model's outputs, or `export` says in one line that it cannot (nothing half-written)."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "model"
+    train(run_cli, "finetune", "cls", "--data", cls_data, "--model", tiny_bert, "--output", out, *method)
+    code, stdout, err = run_cli("export", "onnx", out, "--data", cls_data)
+    if code == 0:
+        report = json.loads((out / "onnx" / "export.json").read_text())
+        assert report["parity_examples"] == 16 and report["fp32"]["max_abs_diff"] < 1e-4, report
+    else:
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert not (out / "onnx").exists()

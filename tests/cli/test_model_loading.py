@@ -79,7 +79,8 @@ def run_bertkit(args, env_extra, timeout=120):
 def test_hub_name_fails_within_seconds_when_offline(offline, tmp_path, train_csv):
     out = tmp_path / "out"
     done, seconds = run_bertkit(
-        ["finetune", "cls", "--data", train_csv, "--output", out], {"HF_HOME": str(tmp_path / "empty-cache"), **offline}
+        ["finetune", "cls", "--data", train_csv, "--model", "bert-base-uncased", "--output", out],
+        {"HF_HOME": str(tmp_path / "empty-cache"), **offline},
     )
     assert done.returncode == 2 and seconds < 10, (seconds, done.stderr)
     lines = done.stderr.strip().splitlines()

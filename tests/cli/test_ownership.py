@@ -254,3 +254,17 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_checkpoints_dire
             "--epochs", 1, "--save-every", 4, "--batch-size", 4,
         )  # fmt: skip
     assert not (tmp_path / "m.checkpoints").exists() and not (tmp_path / "m").exists(), list(tmp_path.iterdir())
+
+
+def test_evals_result_files_in_a_model_directory_are_bertkits(tmp_path):
+    """eval's results in the model's own directory (the run file of `eval --data BEIR_DIR` too) are
+    bertkit's: --overwrite may replace the directory, and a later eval may rewrite them."""
+    from bertkit.model_dir.ownership import check_results_kept, strangers
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "bertkit.json").write_text("{}")
+    for name in ("eval-mini-test.json", "run-mini-test.trec", "predictions-e.jsonl", "eval-e.json"):
+        (model / name).write_text("x")
+    assert strangers(model) == []
+    check_results_kept(model, model / "eval-mini-test.json", "the metrics file", {model / "run-mini-test.trec": "r"})

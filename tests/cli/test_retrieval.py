@@ -55,7 +55,7 @@ def test_eval_on_a_beir_directory_writes_a_run_trec_eval_scores_alike(tmp_path, 
     code, out, err = run_cli("eval", tiny_bert, "--data", beir, "--output", tmp_path / "scores.json")
     assert code == 0, err
     report = json.loads((tmp_path / "scores.json").read_text())
-    run_file = tmp_path / "run-mini-test.trec"
+    run_file = tmp_path / "run-scores.trec"  # named after --output scores.json
     assert report["run_written_to"] == str(run_file) and "ndcg@10" in out and str(run_file) in out
     lines = run_file.read_text().splitlines()
     assert len(lines) == 4 * len(PASSAGES + [None])  # every query ranks the whole (small) corpus
@@ -103,7 +103,7 @@ def test_a_one_logit_cross_encoder_reranks_the_top_passages(tmp_path, tiny_bert,
     report = json.loads(output.read_text())
     assert report["rerank"] == {"model": str(reranker), "top": 3} and "retriever_metrics" in report
     assert "reranked (top 3)" in out
-    lines = (tmp_path / "run-mini-test.trec").read_text().splitlines()
+    lines = (tmp_path / "run-scores.trec").read_text().splitlines()
     assert len(lines) == 4 * 3
     # the run's scores are the reranker's own on (query, passage)
     query, _, passage, _, score, _ = lines[0].split()
@@ -111,3 +111,89 @@ def test_a_one_logit_cross_encoder_reranks_the_top_passages(tmp_path, tiny_bert,
     assert float(score) == pytest.approx(
         float(Reranker(str(reranker), InferenceOptions(precision="no")).scores([QUERIES[query]], [text])[0]), abs=1e-4
     )
+
+
+def read_run(path: Path) -> dict:
+    run: dict = {}
+    for line in path.read_text().splitlines():
+        query, _, passage, _, score, _ = line.split()
+        run.setdefault(query, {})[passage] = float(score)
+    return run
+
+
+def test_two_models_evaluated_into_one_folder_keep_their_own_run_files(tmp_path, tiny_bert, run_cli):
+    """Each metrics file names its own run file (run-<its name>.trec), whose ranking is its model's own
+    search; another model's --output is refused, the same model's rewritten (model_dir.ownership)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from bertkit.api.embedder import Embedder
+    from bertkit.api.retrieval import as_run, search
+    from bertkit.data.beir import read_beir
+
+    beir = write_beir(tmp_path / "mini")
+    other = tmp_path / "other"  # another encoder: other weights, the same tokenizer
+    torch.manual_seed(7)
+    BertModel(BertConfig.from_pretrained(tiny_bert)).save_pretrained(other)
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(other)
+    folder = tmp_path / "scores"
+    folder.mkdir()
+    for model, name in ((tiny_bert, "a"), (other, "b")):
+        code, out, err = run_cli(
+            "eval", model, "--data", beir, "--output", folder / f"{name}.json", "--precision", "no"
+        )
+        assert code == 0, err
+    for model, name in ((tiny_bert, "a"), (other, "b")):
+        report = json.loads((folder / f"{name}.json").read_text())
+        assert report["run_written_to"] == str(folder / f"run-{name}.trec")
+        embedder = Embedder(str(model), EmbeddingOptions(precision="no"))  # the search, computed again
+        expected = as_run(
+            read_beir(beir, "test"),
+            *search(embedder, list(QUERIES.values()), beir / "corpus.jsonl", 100, "cosine", 10_000),
+        )
+        written = read_run(folder / f"run-{name}.trec")
+        assert {q: sorted(p) for q, p in written.items()} == {q: sorted(p) for q, p in expected.items()}
+        for query, scores in expected.items():
+            assert written[query] == pytest.approx(scores, abs=1e-6)
+    first = (folder / "a.json").read_bytes(), (folder / "run-a.trec").read_bytes()
+    code, _, err = run_cli("eval", other, "--data", beir, "--output", folder / "a.json", "--precision", "no")
+    assert code == 2 and "holds the scores of another model" in err
+    assert ((folder / "a.json").read_bytes(), (folder / "run-a.trec").read_bytes()) == first
+    code, _, err = run_cli("eval", tiny_bert, "--data", beir, "--output", folder / "a.json", "--precision", "no")
+    assert code == 0, err  # its own results: rewritten
+
+
+def test_a_pointwise_reranker_saved_as_an_adapter_reranks_as_predict_scores(tmp_path, tiny_bert, run_cli):
+    """`finetune rerank --lora R --save-adapter` writes adapters over the base; --rerank loads them as
+    eval and predict do (its adapters merged over the base), and the run's scores are predict's."""
+    pytest.importorskip("peft")
+    rows = [
+        {"query": q, "passage": p, "label": int(p.startswith("john"))}
+        for q in QUERIES.values()
+        for p in ("john lives in paris", "the plot was bad")
+    ]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows * 2))
+    adapter = tmp_path / "adapter"
+    code, _, err = run_cli(
+        *("finetune", "rerank", "--data", data, "--model", tiny_bert, "--output", adapter, "--epochs", 1),
+        *("--lora", 4, "--save-adapter", "--precision", "no"),
+    )
+    assert code == 0, err
+    assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "model.safetensors").exists()
+    beir = write_beir(tmp_path / "mini")
+    output = tmp_path / "scores.json"
+    code, out, err = run_cli(
+        *("eval", tiny_bert, "--data", beir, "--output", output, "--precision", "no"),
+        *("--rerank", adapter, "--rerank-top", 3),
+    )
+    assert code == 0, err
+    run = read_run(tmp_path / "run-scores.trec")
+    texts = {i: " ".join(p for p in (t, x) if p) for i, t, x in PASSAGES + [("p9", "", "the story was fine")]}
+    pairs = [(query, passage) for query, passages in run.items() for passage in passages]
+    asked = tmp_path / "asked.jsonl"
+    asked.write_text("".join(json.dumps({"query": QUERIES[q], "passage": texts[p]}) + "\n" for q, p in pairs))
+    code, stdout, err = run_cli("predict", adapter, "--input", asked, "--precision", "no")
+    assert code == 0, err
+    predicted = [json.loads(line)["score"] for line in stdout.splitlines()]  # predict: the logit's sigmoid
+    assert [1 / (1 + np.exp(-run[q][p])) for q, p in pairs] == pytest.approx(predicted, abs=1e-4)

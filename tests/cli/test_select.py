@@ -174,3 +174,45 @@ def test_select_refusals_write_nothing(tmp_path, trained, run_cli):
     )
     assert_user_error(run_cli("select", model, "--input", pool, "--n", 1, "--output", pool), "--output")
     assert not output.exists() and pool.read_text() == "a good film\n"
+
+
+LONG = [
+    "the film was good and the acting was great and the plot was fine " * 3,
+    "the plot was bad and the acting was awful and the story was poor " * 2,
+    "the film was good",
+    "it was a great movie and the city was paris and the actor was john " * 4,
+    "the story was awful",
+    "the film was not very good and not very bad " * 3,
+]
+
+
+def test_select_on_a_windows_model_scores_each_row_as_predict_does(tiny_bert, tmp_path, run_cli):
+    """A --long-text windows model: select's margin and entropy of each row are those of the
+    probabilities predict gives that row (its windows pooled), the entropy scipy's."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    from bertkit import api
+    from bertkit.config import TrainConfig
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"{t},{'pos' if 'good' in t else 'neg'}\n" for t in LONG * 3))
+    model = tmp_path / "model"
+    config = TrainConfig(epochs=1, batch_size=8, max_length=16, precision="no", task_options={"long_text": "windows"})
+    api.finetune("cls", RunOptions(data=str(train), model=str(tiny_bert), output=str(model)), config=config)
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(LONG) + "\n")
+    rows = api.predict(str(model), PredictOptions(input=str(pool)))
+    assert max(row["windows"] for row in rows) > 1 and min(row["windows"] for row in rows) == 1
+    margins = margins_of(rows)
+    for strategy in ("margin", "entropy"):
+        output = tmp_path / f"{strategy}.json"
+        code, _, err = run_cli(
+            "select", model, "--input", pool, "--n", len(LONG), "--strategy", strategy, "--output", output
+        )
+        assert code == 0, err
+        for task in selected_rows(output):
+            row, value = task["meta"]["row"], task["meta"][strategy]
+            if strategy == "margin":
+                assert value == pytest.approx(margins[row - 1], abs=2e-6)
+            else:
+                expected = scipy_stats.entropy(list(rows[row - 1]["probabilities"].values()))
+                assert value >= 0 and value == pytest.approx(expected, abs=1e-5)

@@ -10,13 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hostile import CLS_CSV, NER_CONLL, QA_JSONL, Case, Context, run_case
+from hostile import CLS_CSV, NER_CONLL, QA_JSONL, Case, Context, jsonl, run_case
 
 from bertkit.options import RunOptions
 
 pytest.importorskip("peft")
 
 TEXTS = "the film was good\nthe plot was bad\n"
+PAIRS = jsonl(*({"anchor": a, "positive": b} for a, b in [("the film was good", "a great movie")] * 4))
 
 
 def cls(c: Context, *extra) -> list:
@@ -68,6 +69,22 @@ CASES = [
         "qa-targets-match-no-layer",
         lambda c: c.finetune("qa", ("t.jsonl", QA_JSONL), "--lora", 2, "--lora-targets", "Wqkv"),
         ("--lora-targets Wqkv matches no linear layer",),
+    ),
+    # an embedding model is the bare encoder (AutoModel): its layers are named without the task model's prefix
+    Case(
+        "embedding-targets-match-no-layer",
+        lambda c: c.finetune("embedding", ("p.jsonl", PAIRS), "--lora", 4, "--lora-targets", "q_proj"),
+        (
+            "--lora-targets q_proj matches no linear layer",
+            "named dense, key, query, value",
+            "--lora-targets query,value",
+        ),
+        ("e.g. --lora-targets q_proj",),
+    ),
+    Case(
+        "embedding-one-target-of-two-matches-nothing",
+        lambda c: c.finetune("embedding", ("p.jsonl", PAIRS), "--lora", 4, "--lora-targets", "query,v_lin"),
+        ("--lora-targets v_lin matches no linear layer", "dense, key, query, value", "e.g. --lora-targets query,value"),
     ),
     Case("targets-empty", lambda c: cls(c, "--lora", 4, "--lora-targets", " , "), ("--lora-targets names no layer",)),
     # --- the numbers -----------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ CASES = [
     Case(
         "distill-with-setfit",
         lambda c: distill(c, "--recipe", "setfit", "--student-layers", 1),
-        ("bertkit distill does not compose with --recipe setfit",),
+        ("No such option: --recipe",),  # distill does not offer it (its api refuses it too)
     ),
     Case(
         "setfit-with-windows",
@@ -49,12 +49,12 @@ CASES = [
     Case(
         "distill-lora-save-adapter",
         lambda c: distill(c, "--lora", 4, "--save-adapter", "--student-layers", 1),
-        ("--save-adapter does not compose with bertkit distill",),
+        ("No such option: --save-adapter",),  # distill does not offer it (its api refuses it too)
     ),
     Case(
         "distill-regression-student",
         lambda c: distill(c, "--problem-type", "regression"),
-        ("bertkit distill does not compose with --problem-type regression",),
+        ("No such option: --problem-type",),  # distill does not offer it (its api refuses it too)
     ),
     Case(
         "listwise-rerank-lora-save-adapter",
