@@ -207,8 +207,8 @@ def _record(state: Run, chosen: list, facts: dict, sections: dict, trained, held
 def _judged(state: Run, chosen: list, trained, metrics: dict, verdict) -> tuple[list, list, list]:
     """(the baselines judged, the degenerate warning, the baseline warnings), the warnings said now.
     What the saved model's metrics are read against on the same evaluation data: the task's trivial
-    baseline, the starting model's score (tasks that compute it), each method's references (a
-    distilled student's teacher). A degenerate model's warning names its baseline: said once."""
+    baseline, the starting model's score (tasks that compute it), each method's references (what
+    a method's model is compared with). A degenerate model's warning names its baseline: said once."""
     from bertkit.metrics.baselines import starting_model
 
     found = list(trained.baselines) if metrics else []

@@ -242,7 +242,8 @@ def test_eval_stores_the_threshold_only_from_a_full_evaluation_of_the_dev_data(t
     code, stdout, stderr = run_cli("eval", out, "--data", dev, "--output", tmp_path / "full.json")
     assert code == 0, stderr
     first = json.loads((tmp_path / "full.json").read_text())
-    assert "NOT stored" not in stdout and "tuned null_threshold" in stdout and first["notices"] == []
+    assert "NOT stored" not in stdout and "tuned null_threshold" in stdout
+    assert [n for n in first["notices"] if "baseline" not in n] == []  # the tiny model need not beat the baseline
     assert stored_threshold(out) == first["tuned"]["null_threshold"]
     assert first["metrics"]["best_f1_thresh"] == pytest.approx(stored_threshold(out), abs=1e-6)
     # Evaluated again, the model now predicts with that threshold: its f1 is the best f1 found before.
