@@ -1,13 +1,13 @@
 """Build the SQuAD retrieval set: questions -> the paragraph each was asked on, split by article.
 
-    python examples/build_squad_retrieval.py $BERTKIT_DATA_DIR/squad/dev-v1.1.json /tmp/squad-retrieval
+    python examples/build_squad_retrieval.py ${BERTKIT_DATA_DIR:-../shared/data}/squad/dev-v1.1.json /tmp/squad-ret
 
 writes a BEIR directory (corpus.jsonl: every paragraph, title + text; queries.jsonl; qrels/train.tsv
 and qrels/test.tsv, the test split = the last --test-articles articles, held out) and
 train-pairs.jsonl ({"anchor": question, "positive": paragraph} of the train articles, for
 `bertkit finetune embedding`). Deterministic: the file's order, nothing sampled. Only SQuAD's dev
 file is available offline here (there is no SQuAD train file), so the set comes from dev-v1.1.json.
-Then: bertkit eval minilm --data /tmp/squad-retrieval --split test --output /tmp/squad-minilm.json
+Then: bertkit eval minilm --data /tmp/squad-ret --split test --output /tmp/squad-minilm.json
 """
 
 import argparse

@@ -8,6 +8,7 @@ field is kept). Useful when only the dev file is at hand: train on one part, eva
 
 import argparse
 import json
+from pathlib import Path
 
 
 def main() -> None:
@@ -17,6 +18,12 @@ def main() -> None:
     parser.add_argument("rest_output", help="file for the remaining articles")
     parser.add_argument("--first", type=int, required=True, help="number of articles in the first file")
     args = parser.parse_args()
+    if not Path(args.input).is_file():  # e.g. $BERTKIT_DATA_DIR unset in this shell: one line, no traceback
+        parser.exit(
+            2,
+            f"error: {args.input} not found (hint: give the SQuAD file's path; the data lives in "
+            "--data-dir / $BERTKIT_DATA_DIR, default ../shared/data)\n",
+        )
 
     with open(args.input, encoding="utf-8") as handle:
         squad = json.load(handle)
