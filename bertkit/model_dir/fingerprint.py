@@ -43,10 +43,11 @@ def made_from_files(model_dir) -> list[Path]:
 
 def fingerprint(model_dir) -> dict:
     """{file name: [size, sha256]} of the files an export is made from."""
-    return {path.name: [path.stat().st_size, _sha256(path)] for path in made_from_files(model_dir)}
+    return {path.name: [path.stat().st_size, file_digest(path)] for path in made_from_files(model_dir)}
 
 
-def _sha256(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """A file's SHA-256, read in 4 MiB blocks (the one file hash of a model directory's records)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
@@ -65,7 +66,7 @@ def stale_reason(report: dict, model_dir) -> str | None:
     if not changed:  # sizes first: a size that differs needs no hashing
         changed = [name for name in sorted(now) if _entry(recorded[name])[0] != now[name].stat().st_size]
     if not changed:
-        changed = [name for name in sorted(now) if _entry(recorded[name])[1] != _sha256(now[name])]
+        changed = [name for name in sorted(now) if _entry(recorded[name])[1] != file_digest(now[name])]
     if not changed:
         return None
     return f"{', '.join(changed[:3])} changed since it was exported"

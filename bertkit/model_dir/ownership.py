@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.model_dir.fingerprint import file_digest
 
 META_FILE = "bertkit.json"  # a directory holding it is a (complete) bertkit model directory
 CARD_FILE = "README.md"
@@ -218,14 +219,6 @@ def model_identity(model) -> str:
     """A model as a result file records it: a local path resolved, else the name (a Hub id)."""
     path = Path(str(model)).expanduser()
     return str(path.resolve()) if path.exists() else str(model)
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def results_record(model, *written: Path) -> dict:
