@@ -19,7 +19,7 @@ DEMO_MIN_ACCURACY ?= $(if $(DEMO_QUICK),0.75,0.80)
 # The command the demo runs; e.g. BERTKIT="python -m bertkit" to try a working tree without installing it.
 BERTKIT ?= $(BIN)/bertkit
 
-.PHONY: install install-core install-all lint format docs test test-learning test-fast demo demo-check bench bench-quick reproduce clean
+.PHONY: install install-core install-all lint format docs test test-learning test-fast test-min demo demo-check bench bench-quick reproduce clean
 
 # Everything: the test tools and every optional extra (the test suite exercises them all). It covers
 # the core install too, so its stamp is set as well.
@@ -72,6 +72,50 @@ test-learning: install
 test-fast: install
 	$(BIN)/python -m pytest -q -m unit
 
+## The declared ranges hold at their floor: each direct dependency at the LOWEST version pyproject.toml
+## allows (tests/lowest_bounds.py pins each to its bound; uv resolves the rest, what they pull in at its
+## newest, as a user's fresh install gets it), in their own venv, then the tests below on them.
+# torch stays at TORCH_SPEC (the CPU wheel on disk): PyPI's lower torch for Linux are multi-GB CUDA builds,
+# not worth it for a floor check, so torch>=2.2 is the one bound this does not check. uv does not look on
+# this disk, so pip installs torch first and uv is held to the torch it finds there.
+# Of the extras only [report] is installed (matplotlib: finetune draws its figures by default), at its floor
+# like the test tools (--resolution lowest-direct). The others are checked at their newest by `make test`:
+# beside the core's floors they do not install (setfit and sentence-transformers 6 need accelerate>=1.3).
+VENV_MIN ?= .venv-min
+BIN_MIN := $(VENV_MIN)/bin
+UV_SPEC ?= uv==0.13.9
+
+$(BIN_MIN)/bertkit: pyproject.toml tests/lowest_bounds.py
+	rm -rf $(VENV_MIN)
+	$(PYTHON) -m venv $(VENV_MIN)
+	$(BIN_MIN)/pip install -q --upgrade pip
+	$(BIN_MIN)/pip install -q $(TORCH_SPEC)
+	$(BIN_MIN)/pip install -q $(UV_SPEC)
+	$(BIN_MIN)/python -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" \
+		> $(VENV_MIN)/floors.txt
+	$(BIN_MIN)/python tests/lowest_bounds.py pyproject.toml --skip torch >> $(VENV_MIN)/floors.txt
+	$(BIN_MIN)/uv pip install -q --python $(BIN_MIN)/python --resolution lowest-direct \
+		-c $(VENV_MIN)/floors.txt -e ".[offline,test,report]"
+	touch $@
+
+# The unit layer, and the CLI tests that train, evaluate and predict each task from files, Parquet and
+# saved datasets, with folds, run configs, label kinds, resumes and two processes: each direct dependency
+# on a path bertkit takes (626 tests in 3.5 minutes on 2 cores, after about a minute to install). Not the
+# rest of tests/cli and tests/corpus: 7 minutes more, on the same paths and on the extras (serve, onnx,
+# tune, ...) that are not installed here. Deselected: a test that ends in `export onnx`, and the check that
+# docs/reference/cli.md is what the generator writes now (typer 0.28 names a str option's type "text",
+# 0.29 on "str": the page is generated with the newest).
+MIN_CLI = cli_classification tagging_task qa_task cli_tasks eval_outputs parquet_inputs any_dataset folds \
+	throwaway_method run_config problem_types resume_fallbacks multiprocess
+MIN_TESTS ?= tests/unit $(MIN_CLI:%=tests/cli/test_%.py) \
+	--deselect tests/cli/test_any_dataset.py::test_a_second_config_and_named_splits \
+	--deselect tests/unit/test_docs_pages.py::test_the_cli_reference_is_current
+test-min: $(BIN_MIN)/bertkit
+	@$(BIN_MIN)/python -c "import importlib.metadata as m, re; \
+		names = [re.match(r'[\w.-]+', r).group() for r in m.requires('bertkit') if 'extra ==' not in r]; \
+		print('floors:', ' '.join(n + '==' + m.version(n) for n in names))"
+	OMP_NUM_THREADS=1 $(BIN_MIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=12 $(MIN_TESTS)
+
 ## Fine-tune the bundled MiniLM on DEMO_ROWS SST-2 rows (4,000: a few minutes on 2 CPU cores), evaluate, predict,
 ## then check the accuracy. Needs only the core install. runs/ is not in git: bertkit creates the output's parents.
 demo: install-core
@@ -101,4 +145,4 @@ reproduce: install
 	$(BIN)/python -m benchmarks.reproduce
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VENV_MIN) runs .pytest_cache
