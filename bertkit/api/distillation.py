@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bertkit.api.streaming import check_model_kept
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.methods.distillation import TASKS, Distillation
 from bertkit.model_dir import load_meta
 from bertkit.models import load_config, load_tokenizer, resolve_model
@@ -52,7 +53,31 @@ def distill(teacher: str, run: RunOptions, options: DistillOptions | None = None
     if config.max_length is None:  # the length the teacher was trained (and its logits are computed) at
         config = replace(config, max_length=meta["task"].get("max_length"))
     plan = Distillation(str(teacher), meta, layers, options, taken, Path(output).expanduser())
+    if options.plain_student:
+        plan.plain_metrics = _plain_student(task, replace(run, model=student), config, plan)
     return finetune(task, replace(run, model=student, output=output), config, Driver(methods=(plan,)))
+
+
+def _plain_student(task: str, run: RunOptions, config: TrainConfig, distilling: Distillation) -> dict:
+    """The evaluation metrics of the same student trained on the gold labels alone (alpha 0: the
+    teacher's outputs weigh nothing), with the same data, steps, seed and code path: the baseline a
+    distilled student must beat. Trained in a scratch directory that is not kept."""
+    import tempfile
+
+    from bertkit.api.finetuning import finetune
+
+    notice("baseline", "distill --plain-student: training the same student without the teacher first (the baseline)")
+    gold_only = replace(distilling.options, alpha=0.0, hidden_loss=None, unlabelled=None, plain_student=False)
+    with tempfile.TemporaryDirectory(prefix="bertkit-plain-student-") as scratch:
+        output = Path(scratch) / "student"
+        plain = Distillation(
+            distilling.teacher, distilling.meta, distilling.teacher_layers, gold_only, distilling.taken, output
+        )
+        quiet = replace(run, output=str(output), overwrite=False, report_to="none", resume=False, resume_from=None)
+        metrics = finetune(task, quiet, config, Driver(methods=(plain,))).metrics
+    if not metrics:
+        notice("baseline", "distill --plain-student: no evaluation data, so no comparison with the plain student")
+    return metrics
 
 
 def _check_task_options(task: str, given: dict) -> None:

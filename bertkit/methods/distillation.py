@@ -49,6 +49,7 @@ class Distillation(Method):
         self.teacher_network = None
         self.unlabelled: list = []
         self.record: dict = {}
+        self.plain_metrics: dict = {}  # --plain-student: the same student trained without the teacher
 
     def check_plan(self, plan) -> None:
         super().check_plan(plan)
@@ -173,9 +174,9 @@ class Distillation(Method):
         }
 
     def baselines(self, run) -> list[dict]:
-        """The teacher's score on the run's evaluation data: a reference for the student (what the same
-        student trained without the teacher would score needs a second run, which is not made)."""
-        from bertkit.metrics.baselines import reference
+        """The teacher's score on the run's evaluation data: a reference for the student; with
+        --plain-student, the same student trained without the teacher: a baseline it must beat."""
+        from bertkit.metrics.baselines import record, reference
 
         adapter, examples = run.adapter, run.eval_examples
         if not examples or self.teacher_network is None:
@@ -192,7 +193,11 @@ class Distillation(Method):
         )
         outputs.pop("loss", None)
         metrics = adapter.metrics(examples, adapter.postprocess(examples, run.eval_features, outputs))
-        return [reference("teacher", "the teacher, on the same evaluation data", metrics)]
+        found = [reference("teacher", "the teacher, on the same evaluation data", metrics)]
+        if self.plain_metrics:
+            rule = "the same student trained without the teacher (the gold labels only, the same seed)"
+            found.append(record("plain-student", rule, self.plain_metrics, (adapter.main_metric,)))
+        return found
 
     @classmethod
     def card_procedure(cls, meta: dict, public_name) -> list[str]:

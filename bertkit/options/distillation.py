@@ -49,6 +49,12 @@ class DistillOptions:
         "trained on the soft targets only (Tang et al. 2019). cls and pair.",
         DATA_PANEL,
     )
+    plain_student: bool = option(
+        False,
+        "Also train the same student without the teacher (gold labels only; same data, steps and seed) and "
+        "warn when the distilled student does not beat it: the baseline of distillation. About doubles the time.",
+        DISTILL_PANEL,
+    )
 
     def validate(self, command: str = "bertkit distill") -> "DistillOptions":
         """Every rule that needs no file or model: before anything is read or written."""

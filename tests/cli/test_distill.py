@@ -82,3 +82,23 @@ def test_checkpoint_student_with_the_teachers_vocabulary_and_hidden_loss(run_cli
         assert meta["distillation"]["student"]["layers_taken"] is None
         assert meta["distillation"]["hidden_loss"] == extra[1]
     _distill(run_cli, trained("pair"), data, tmp_path / "l", "--student-layers", 1, "--hidden-loss", "mse")
+
+
+def test_plain_student_is_the_baseline_a_distilled_student_must_beat(run_cli, trained, tmp_path):
+    """--plain-student trains the same student without the teacher first; its metrics are those of an
+    ordinary `distill --alpha 0` run (the gold loss alone, same seed), stored as a baseline that warns."""
+    data = tmp_path / "train.csv"
+    data.write_text(CLS_CSV)
+    common = ("--eval-data", data, "--student-layers", 1, "--seed", 3)
+    out, err = _distill(run_cli, trained("cls"), data, tmp_path / "s", *common, "--plain-student")
+    assert "training the same student without the teacher first" in out + err
+    meta = json.loads((tmp_path / "s" / "bertkit.json").read_text())
+    plain = next(b for b in meta["baselines"] if b["name"] == "plain-student")
+    assert plain["warns"] and plain["checked"] == ["accuracy"]
+    _distill(run_cli, trained("cls"), data, tmp_path / "gold-only", *common, "--alpha", 0)
+    gold_only = json.loads((tmp_path / "gold-only" / "bertkit.json").read_text())["metrics"]
+    assert plain["metrics"]["accuracy"] == pytest.approx(gold_only["accuracy"], abs=1e-6)
+    assert plain["metrics"]["loss"] == pytest.approx(gold_only["loss"], rel=1e-4)
+    assert not list(tmp_path.glob("**/bertkit-plain-student-*"))  # the scratch student is not kept
+    teacher = next(b for b in meta["baselines"] if b["name"] == "teacher")
+    assert not teacher["warns"]
