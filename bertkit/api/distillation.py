@@ -16,6 +16,7 @@ from pathlib import Path
 from bertkit.api.streaming import check_model_kept
 from bertkit.errors import BertkitError
 from bertkit.events import notice
+from bertkit.methods import recorded_methods
 from bertkit.methods.distillation import TASKS, Distillation
 from bertkit.model_dir import load_meta
 from bertkit.models import load_config, load_tokenizer, resolve_model
@@ -127,6 +128,13 @@ def _teacher_meta(teacher: str) -> dict:
             f"TEACHER_DIR {teacher} is a {task} {meta.get('kind')} directory; distill takes cls, pair and ner "
             "models (qa: not supported, docs: distillation.md)",
             "give a directory that `bertkit finetune cls|pair|ner` wrote",
+        )
+    unloadable = [method.flag for method in recorded_methods(meta) if not method.ordinary_weights(meta)]
+    if unloadable:
+        raise BertkitError(
+            f"TEACHER_DIR {teacher} was trained with {unloadable[0]}: its directory holds no ordinary task model's "
+            "weights for the teacher to run and the student to be made of",
+            "give a teacher fine-tuned without it (with --lora: without --save-adapter, the adapters merged)",
         )
     if kind not in SINGLE_LABEL:
         raise BertkitError(

@@ -153,6 +153,12 @@ class Method:
         return None
 
     @classmethod
+    def ordinary_weights(cls, meta: dict) -> bool:
+        """Whether the directory's weights load as a plain transformers task model (what a distill
+        teacher, and a student made of its layers, must be)."""
+        return True
+
+    @classmethod
     def load_trained(cls, model_dir: str, meta: dict, model_class: str, model_config):
         """The directory's task model, when this method saved it in its own way (None: the usual way)."""
         return None

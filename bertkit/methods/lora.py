@@ -86,6 +86,10 @@ class Lora(Method):
         )
 
     @classmethod
+    def ordinary_weights(cls, meta: dict) -> bool:
+        return (meta.get("lora") or {}).get("saved") != "adapter"  # merged: ordinary weights
+
+    @classmethod
     def load_trained(cls, model_dir: str, meta: dict, model_class: str, model_config):
         record = meta.get("lora") or {}
         if record.get("saved") != "adapter":

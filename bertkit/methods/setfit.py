@@ -144,6 +144,10 @@ class SetFit(Method):
         write_setfit_files(staging, self.classifier, labels, max_length, dim, self.normalize)
 
     @classmethod
+    def ordinary_weights(cls, meta: dict) -> bool:
+        return False  # a sentence-transformers body and a separate head
+
+    @classmethod
     def recorded_in(cls, meta: dict) -> bool:
         return bool((meta.get("probe") or {}).get("setfit"))
 

@@ -9,6 +9,7 @@ listwise reranker, and methods given tasks they do not serve."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hostile import CLS_CSV, Case, Context, run_case
@@ -23,6 +24,26 @@ MLM = "".join(f"line {i} of some plain text for masked language modelling\n" for
 
 def distill(c: Context, *extra) -> list:
     return ["distill", c.trained("cls"), "--data", c.file("t.csv", CLS_CSV), "--output", c.tmp / "out", *extra]
+
+
+def trained_with(c: Context, name: str, *flags) -> Path:
+    """A cls teacher trained here with finetune's ``flags`` (before the case's command runs)."""
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.options import RunOptions
+
+    options = {"lora": 4, "save_adapter": True} if "--lora" in flags else {}
+    task_options = {"recipe": "setfit"} if "setfit" in flags else {}
+    output = c.tmp / name
+    config = TrainConfig(epochs=1, batch_size=8, max_length=32, task_options=task_options, **options)
+    api.finetune(
+        "cls", RunOptions(data=str(c.file("teach.csv", CLS_CSV)), model=str(c.tiny), output=str(output)), config
+    )
+    return output
+
+
+def distill_from(c: Context, teacher: Path) -> list:
+    return ["distill", teacher, "--data", c.file("t.csv", CLS_CSV), "--output", c.tmp / "out", "--student-layers", 1]
 
 
 CASES = [
@@ -60,6 +81,16 @@ CASES = [
         "listwise-rerank-lora-save-adapter",
         lambda c: c.finetune("rerank", ("r.jsonl", RERANK), "--rerank-loss", "listwise", "--lora", 4, "--save-adapter"),
         ("--save-adapter does not compose with rerank",),
+    ),
+    Case(  # it loaded the adapter directory as full weights: "truncated or corrupt"
+        "distill-an-adapter-teacher",
+        lambda c: distill_from(c, trained_with(c, "adapter-teacher", "--lora")),
+        ("was trained with --lora", "without --save-adapter"),
+    ),
+    Case(  # it loaded the SetFit body as a task model: "weights missing ... classifier.bias"
+        "distill-a-setfit-teacher",
+        lambda c: distill_from(c, trained_with(c, "setfit-teacher", "setfit")),
+        ("was trained with --recipe setfit",),
     ),
     Case(
         "lora-on-pretraining",
