@@ -112,6 +112,8 @@ def best_line(result) -> str:
         which += ", but degenerate" if result.degenerate else ", but no better than a baseline"
         which += " (see the warning)"
     shown = format_metrics(result.metrics, result.baselines)
+    if result.best_step is None:  # one evaluation at the end (SetFit's head): no epoch chose it
+        return f"{'final' + which[4:]}: {shown}"
     return f"{which} (epoch {result.best_epoch}, step {result.best_step}): {shown}"
 
 

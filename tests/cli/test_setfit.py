@@ -64,6 +64,9 @@ def test_the_run_trains_on_pairs_and_records_them(setfit_dirs):
         assert (model / name).is_file(), name
     assert json.loads((model / "config_setfit.json").read_text())["labels"] == ["neg", "pos"]
     assert "contrastive pairs" in (model / "README.md").read_text()
+    from bertkit.cli.common import best_line
+
+    assert best_line(result).startswith("final: accuracy") and "None" not in best_line(result)  # no epoch chose it
 
 
 def test_the_body_is_trained_not_the_base_model(setfit_dirs, tiny_bert):
