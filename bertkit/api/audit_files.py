@@ -75,7 +75,7 @@ def write_audit(directory: Path, rows: list[dict], summary: dict, scored) -> Non
     write_json(directory / SUMMARY, summary)
     tasks = [_task(scored, row) for row in rows if row["issue"]]
     write_text(directory / TASKS, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
-    pair = "text_pair" in scored.adapter.text_fields
+    pair = "text_pair" in getattr(scored.adapter, "text_fields", ())
     write_text(directory / CONFIG, labeling_config(SHAPES[scored.kind], scored.adapter.labels, pair) + "\n")
 
 

@@ -85,8 +85,9 @@ def given_labels(adapter, kind: str, examples: list) -> list:
 
     def known(label):
         if label not in ids:
+            names = ", ".join(map(str, adapter.labels))
             raise BertkitError(
-                f"label {label!r} of the audited data is not one of the model's ({', '.join(map(str, adapter.labels))})",
+                f"label {label!r} of the audited data is not one of the model's ({names})",
                 "audit data with the label set the model was trained on",
             )
         return ids[label]

@@ -18,6 +18,7 @@ cleanlab is an optional extra: without it, one line saying how to install it. To
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,7 +77,9 @@ def _multi(labels: list, pred_probs: np.ndarray) -> LabelIssues:
     rank, count = cleanlab_module("multilabel_classification.rank"), cleanlab_module("count")
     flagged = filter_.find_label_issues(labels, pred_probs)
     quality = rank.get_label_quality_scores(labels, pred_probs)
-    issues = count.num_label_issues(labels, pred_probs, multi_label=True)
+    with warnings.catch_warnings():  # cleanlab warns of its own inner call to a deprecated argument
+        warnings.simplefilter("ignore", DeprecationWarning)
+        issues = count.num_label_issues(labels, pred_probs, multi_label=True)
     joint = count.estimate_joint(labels, pred_probs, multi_label=True)  # (classes, 2, 2): one vs rest
     return LabelIssues(
         np.asarray(flagged, bool), np.asarray(quality, float), float(issues) / len(labels), joint.tolist()
