@@ -110,8 +110,8 @@ def run(args) -> dict:
     )
     return {
         "command": command,
-        "audit_call": f"bertkit audit --data noisy.tsv --output audit --folds {args.folds} --task cls --model {args.model} "
-        f"--epochs {args.epochs} --lr {LR} --batch-size {BATCH} --max-length {MAX_LENGTH}",
+        "audit_call": f"bertkit audit --data noisy.tsv --output audit --folds {args.folds} --task cls "
+        f"--model {args.model} --epochs {args.epochs} --lr {LR} --batch-size {BATCH} --max-length {MAX_LENGTH}",
         "rows": len(noisy),
         "flipped": len(flipped),
         "flip_rate": args.flip,

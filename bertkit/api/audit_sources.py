@@ -134,8 +134,8 @@ def checked_rows(task: str, data: str, folds: int, limit: int | None):
     return adapter, examples
 
 
-def from_run(run_dir: str, data: str, threads: int | None = None) -> Scored:
-    """The out-of-fold probabilities a `finetune --folds` run wrote for --data."""
+def from_run(run_dir: str, data: str, limit: int | None = None) -> Scored:
+    """The out-of-fold probabilities a `finetune --folds` run wrote for --data (its first ``limit`` rows)."""
     directory = Path(run_dir).expanduser()
     meta = _meta_of(directory, "--from")
     if not isinstance(meta.get("folds"), dict) or not (directory / OOF_FILE).is_file():
@@ -155,6 +155,7 @@ def from_run(run_dir: str, data: str, threads: int | None = None) -> Scored:
         examples = adapter.read(source, TRAIN)
     except BertkitError as exc:
         raise audit_hint(exc) from None
+    examples = examples[:limit] if limit else examples
     rows = [json.loads(line) for line in (directory / OOF_FILE).read_text(encoding="utf-8").splitlines() if line]
     examples = _matched(adapter, examples, rows, meta, run_dir, source.description)
     given = given_labels(adapter, kind, examples)
@@ -206,8 +207,9 @@ def _vector(row: dict, labels: list, run_dir: str) -> list:
     return [probabilities[label] for label in labels]
 
 
-def from_model(model_dir: str, data: str, run) -> Scored:
-    """A trained model's probabilities of --data's rows (held out from its training: the caller's word)."""
+def from_model(model_dir: str, data: str, run, limit: int | None = None) -> Scored:
+    """A trained model's probabilities of --data's rows (its first ``limit``; held out from its
+    training: the caller's word)."""
     from bertkit.api.prediction import Predictor
 
     directory = Path(model_dir).expanduser()
@@ -218,6 +220,7 @@ def from_model(model_dir: str, data: str, run) -> Scored:
     source = resolve(data, TRAIN, task=adapter.name, command="audit")
     try:
         examples = adapter.read(source, EVAL)
+        examples = examples[:limit] if limit else examples
         adapter.check_eval_examples(examples, source)
     except BertkitError as exc:
         raise audit_hint(exc) from None

@@ -101,10 +101,11 @@ def _earlier_source(output: Path) -> str | None:
 
 
 def _scored(options: AuditOptions, config, run: InferenceOptions, staging: Path) -> Scored:
+    limit = (config or TrainConfig()).max_train_samples  # the rows audited, whatever the source
     if options.from_run is not None:
-        return from_run(options.from_run, options.data)
+        return from_run(options.from_run, options.data, limit)
     if options.folds is None:
-        return from_model(options.model, options.data, run)
+        return from_model(options.model, options.data, run, limit)
     from bertkit.api.folds import finetune_folds
 
     model_dir = staging / MODEL
@@ -115,7 +116,7 @@ def _scored(options: AuditOptions, config, run: InferenceOptions, staging: Path)
         from bertkit.api.audit_folds import scored_by_folds
 
         return scored_by_folds(result, options.data, run)
-    scored = from_run(str(model_dir), options.data)
+    scored = from_run(str(model_dir), options.data, limit)
     return dataclasses.replace(scored, source={**scored.source, "kind": "audit --folds", "model": options.model})
 
 

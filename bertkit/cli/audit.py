@@ -13,6 +13,7 @@ from bertkit.options.audit import FOLD_SETTINGS, AuditOptions
 
 ABOUT = "Find the training rows whose label is probably wrong (cleanlab on out-of-fold probabilities)."
 SHOWN = 5  # the most suspicious rows printed
+HELPS = {"max_train_samples": "Audit only the first N rows of --data (with --folds: the rows the folds train on)."}
 
 
 def audit(**values):
@@ -44,5 +45,5 @@ def audit(**values):
 
 
 app.command("audit", help=ABOUT)(
-    command(audit, from_dataclass(AuditOptions) + from_dataclass(TrainConfig, only=FOLD_SETTINGS))
+    command(audit, from_dataclass(AuditOptions) + from_dataclass(TrainConfig, only=FOLD_SETTINGS, helps=HELPS))
 )

@@ -75,7 +75,7 @@ class AuditOptions:
         from bertkit.options.training import TrainConfig
 
         default = TrainConfig()
-        for name in FOLD_SETTINGS:
+        for name in FOLD_SETTINGS[:-1]:  # --max-train-samples: the rows audited, whatever the source
             if getattr(config, name) != getattr(default, name):
                 raise BertkitError(
                     f"--{name.replace('_', '-')} is a training setting; it applies with --folds only",
