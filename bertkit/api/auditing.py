@@ -22,7 +22,7 @@ from bertkit.api.audit_files import SUMMARY, WRITTEN, ranked_rows, write_audit
 from bertkit.api.audit_sources import Scored, checked_rows, from_model, from_run
 from bertkit.errors import BertkitError
 from bertkit.metrics.label_issues import TOKENS, cleanlab_module, data_issues, label_issues
-from bertkit.model_dir import check_output_dir, staged_output
+from bertkit.model_dir import check_inputs_kept, check_output_dir, staged_output
 from bertkit.model_dir.ownership import refuse_strangers, strangers
 from bertkit.model_dir.removal import claim
 from bertkit.options import InferenceOptions, RepeatOptions, RunOptions, TrainConfig
@@ -77,6 +77,12 @@ def _placed(scored: Scored, staging: Path, output: Path) -> Scored:
 def _checked_output(options: AuditOptions) -> Path:
     """The output directory: new, or an earlier audit (only bertkit's files) replaced with --overwrite."""
     output = Path(options.output).expanduser().resolve()
+    check_inputs_kept(output, options.data, options.model, options.from_run)
+    for directory in (options.model, options.from_run):  # an audit inside a model directory is a stranger to it
+        if directory and Path(directory).expanduser().is_dir() and output.is_relative_to(Path(directory).resolve()):
+            raise BertkitError(
+                f"--output {output} is inside the model directory {directory}", "choose an --output outside it"
+            )
     if output.is_dir() and any(output.iterdir()):
         earlier = _earlier_source(output)
         if not options.overwrite:

@@ -117,6 +117,32 @@ CASES = [
         ("no out-of-fold predictions",),
     ),
     Case(
+        "audit-output-inside-the-model",
+        lambda c: [
+            "audit",
+            "--data",
+            c.file("t.csv", CLS_CSV),
+            "--model",
+            c.trained("cls"),
+            "--output",
+            c.trained("cls") / "a",
+        ],
+        ("inside the model directory",),
+    ),
+    Case(
+        "audit-output-is-the-data",
+        lambda c: [
+            "audit",
+            "--data",
+            c.file("t.csv", CLS_CSV),
+            "--model",
+            c.trained("cls"),
+            "--output",
+            c.tmp / "t.csv",
+        ],
+        ("would destroy",),
+    ),
+    Case(
         "audit-one-fold",
         lambda c: audit(c, "--folds", 1, "--task", "cls", "--model", c.tiny),
         ("between 2 and",),
