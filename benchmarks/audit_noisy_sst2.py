@@ -104,6 +104,12 @@ def run(args) -> dict:
     audit_rows = {row["row"] - 1 for row in ranked if row["issue"]}
     compared = baselines(work / "audit" / "model" / "oof-predictions.jsonl", len(audit_rows), flipped, args.seed)
     same = compared["cleanlab_by_hand"].pop("rows") == sorted(audit_rows)
+    # flagged rows whose label was NOT flipped: the real data's own suspects (SST-2 has label errors)
+    suspects = [
+        {k: row[k] for k in ("row", "text", "given", "suggested", "quality")}
+        for row in ranked
+        if row["issue"] and row["row"] - 1 not in flipped
+    ][:10]
     command = (
         f"flock /tmp/bertkit-heavy.lock python -m benchmarks.audit_noisy_sst2 --rows {args.rows} --flip {args.flip} "
         f"--folds {args.folds} --epochs {args.epochs} --seed {args.seed}"
@@ -120,6 +126,7 @@ def run(args) -> dict:
         **compared,
         "near_duplicates_with_other_labels": result.summary["near_duplicates_with_other_labels"],
         "outliers": result.summary["outliers"],
+        "top_flagged_not_flipped": suspects,
         "audit_seconds": round(seconds, 1),
         "machine": machine(),
     }
@@ -154,6 +161,13 @@ def markdown(report: dict) -> str:
         f"Near-duplicate pairs with different labels: {report['near_duplicates_with_other_labels']}; "
         f"outliers: {report['outliers']} (Datalab on the best fold model's mean-pooled vectors).",
         f"The audit took {report['audit_seconds']} s (folds, scoring, Datalab).",
+        "",
+        "The most suspicious flagged rows whose label was not flipped (SST-2's own labels; 1 = positive):",
+        "",
+        *[
+            f"- row {s['row']}: given {s['given']}, suggested {s['suggested']}, quality {s['quality']}: {s['text']}"
+            for s in report["top_flagged_not_flipped"]
+        ],
         "",
         f"Machine: {m['date']}; {m['cpu_model']} ({' '.join(m['cpu_flags'])}), {m['usable_cores']} cores, "
         f"torch threads {m['torch_threads']}, torch {m['torch']}, transformers {m['transformers']}, "

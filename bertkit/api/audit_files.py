@@ -2,8 +2,9 @@
 
 * ``ranked.jsonl`` and ``ranked.csv``: every row, the most suspicious first (cleanlab's label
   quality, lowest first; ties: the earlier row): rank, row (from 1, as the data file's rows),
-  text, given label, suggested label (the model's), quality, issue (cleanlab's flag), and the data
-  issues beside: the rows it is a near-duplicate of with another label, whether it is an outlier;
+  text, given label, suggested label (the model's), quality, issue (cleanlab's flag), the id
+  where the data has one, and the data issues beside: the rows it is a near-duplicate of with
+  another label, whether it is an outlier;
   ner rows also name their flagged words (``issue_words``, from 0). CSV cells holding a list are JSON;
 * ``summary.json``: the counts, the estimated noise rate and joint, what the probabilities came from;
 * ``relabel-label-studio.json``: the flagged rows as Label Studio tasks, the given label as the
@@ -40,7 +41,8 @@ def ranked_rows(scored, issues, data_issues: dict | None) -> list[dict]:
     rows = []
     for rank, index in enumerate(order, 1):
         example = scored.examples[index]
-        row = {"rank": rank, "row": index + 1, **_texts(scored, example)}
+        row = {"rank": rank, "row": index + 1, **({"id": example["id"]} if "id" in example else {})}
+        row.update(_texts(scored, example))
         row.update(given=_given(scored, example), suggested=_suggested(scored, index))
         row.update(quality=round(float(issues.quality[index]), 6), issue=bool(issues.flagged[index]))
         if scored.kind == TOKENS:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,6 @@ class Scored:
     suggested: list
     source: dict
     model_dir: str
-    notes: list = field(default_factory=list)
 
 
 def audit_hint(exc: BertkitError) -> BertkitError:

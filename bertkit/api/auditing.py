@@ -166,5 +166,4 @@ def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) 
         "method": f"cleanlab {version}: confident learning (find_label_issues, get_label_quality_scores)",
         "data": options.data,
         "source": scored.source,
-        "notes": scored.notes,
     }
