@@ -86,7 +86,7 @@ def _checked_output(options: AuditOptions) -> Path:
     if output.is_dir() and any(output.iterdir()):
         earlier = _earlier_source(output)
         if not options.overwrite:
-            what = f"an audit of {earlier}" if earlier else "files"
+            what = f"an earlier audit, of {earlier}" if earlier else "files"
             raise BertkitError(
                 f"--output {output} holds {what}; one audit directory holds one model's probabilities",
                 "choose a new --output, or pass --overwrite to replace that audit",

@@ -114,7 +114,7 @@ def test_a_rerun_replaces_the_audit_only_with_overwrite(folds_audit, run_cli):
     args = ("audit", "--data", root / "train.csv", "--from", root / "audit" / "model", "--output", out)
     assert run_cli(*args, "--no-data-issues")[0] == 0
     before = (out / "ranked.jsonl").read_bytes()
-    assert_user_error(run_cli(*args), "holds an audit of", "--overwrite")
+    assert_user_error(run_cli(*args), "holds an earlier audit", "--overwrite")
     assert (out / "ranked.jsonl").read_bytes() == before
     (out / "mine.txt").write_text("notes")  # the user's file: --overwrite never deletes it
     assert_user_error(run_cli(*args, "--overwrite"), "mine.txt")

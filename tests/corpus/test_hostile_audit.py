@@ -96,7 +96,7 @@ CASES = [
     Case(
         "audit-rerun-into-another-models-audit",
         lambda c: [earlier_audit(c), *audit(c, "--model", c.trained("cls"))][1:],
-        ("an audit of /models/other", "one model's probabilities"),
+        ("an earlier audit, of /models/other", "one model's probabilities"),
     ),
     Case(
         "audit-without-cleanlab",
