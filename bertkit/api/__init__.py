@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 
 _HOMES = {
+    "audit": "auditing",
+    "AuditResult": "auditing",
     "finetune": "finetuning",
     "FinetuneResult": "finetuning",
     "finetune_seeds": "seeds",

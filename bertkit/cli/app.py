@@ -53,7 +53,7 @@ COMMAND_PANELS = (
     ("Train", ("finetune", "distill", "tune", "pretrain", "probe")),
     ("Evaluate and predict", ("eval", "predict", "embed", "report")),
     ("Serve and export", ("serve", "export", "push")),
-    ("Data", ("datasets", "select", "mine")),
+    ("Data", ("datasets", "audit", "select", "mine")),
     ("Inspect", ("inspect",)),
 )
 OTHER_PANEL = "Other"

@@ -8,8 +8,10 @@ registered tasks' ``TaskOption``s. Nothing here imports torch.
 - inference.py: eval, predict, embed, probe, serve, export, inspect
 - publishing.py: push
 - selection.py: select
+- audit.py: audit
 """
 
+from bertkit.options.audit import *  # noqa: F401,F403
 from bertkit.options.base import *  # noqa: F401,F403
 from bertkit.options.inference import *  # noqa: F401,F403
 from bertkit.options.publishing import *  # noqa: F401,F403

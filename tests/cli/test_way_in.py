@@ -14,7 +14,7 @@ from hostile import CLS_CSV
 
 PANELS = ("Train", "Evaluate and predict", "Serve and export", "Data", "Inspect")
 COMMANDS = ("finetune", "distill", "tune", "pretrain", "probe", "eval", "predict", "embed", "report")
-COMMANDS += ("serve", "export", "push", "datasets", "select", "mine", "inspect")
+COMMANDS += ("serve", "export", "push", "datasets", "audit", "select", "mine", "inspect")
 
 
 def positions(text: str, words) -> list[int]:

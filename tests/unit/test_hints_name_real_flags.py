@@ -58,6 +58,12 @@ SERVES = {
     "bertkit.cli.publish": ("push",),
     "bertkit.api.publishing": ("push",),
     "bertkit.cli.datasets": ("datasets",),
+    "bertkit.cli.audit": ("audit",),
+    "bertkit.api.auditing": ("audit",),
+    "bertkit.api.audit_sources": ("audit",),
+    "bertkit.api.audit_folds": ("audit",),
+    "bertkit.api.audit_files": ("audit",),
+    "bertkit.options.audit": ("audit",),
     "bertkit.api.datasets": ("datasets",),
 }
 

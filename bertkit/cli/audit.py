@@ -1,0 +1,49 @@
+"""`bertkit audit --data FILE --output DIR (--folds K --task cls --model minilm | --from RUN_DIR |
+--model DIR)`: the rows whose given label is probably wrong, ranked (bertkit.api.auditing)."""
+
+from __future__ import annotations
+
+import typer
+
+from bertkit.cli.app import app
+from bertkit.cli.common import echo_notices, is_main_process, require
+from bertkit.cli.options import chosen, command, from_dataclass
+from bertkit.options import TrainConfig
+from bertkit.options.audit import FOLD_SETTINGS, AuditOptions
+
+ABOUT = "Find the training rows whose label is probably wrong (cleanlab on out-of-fold probabilities)."
+SHOWN = 5  # the most suspicious rows printed
+HELPS = {"max_train_samples": "Audit only the first N rows of --data (with --folds: the rows the folds train on)."}
+
+
+def audit(**values):
+    require("cleanlab", extra="quality")
+    from bertkit.api.auditing import audit as run_audit
+
+    options = chosen(values, AuditOptions)
+    config = chosen(values, TrainConfig)
+    result = run_audit(options, config)
+    if not is_main_process():
+        return
+    echo_notices(result.summary, err=True)
+    summary = result.summary
+    typer.echo(
+        f"{result.flagged:,} of {result.rows:,} rows flagged as probably mislabelled; estimated noise rate "
+        f"{result.estimated_noise_rate:.1%} (of the {summary['noise_rate_of']})"
+    )
+    if summary["near_duplicates_with_other_labels"] is not None:
+        typer.echo(
+            f"{summary['near_duplicates_with_other_labels']:,} near-duplicate pair(s) with different labels, "
+            f"{summary['outliers']:,} outlier(s)"
+        )
+    for row in result.top[:SHOWN]:
+        if row["issue"]:
+            typer.echo(
+                f"  row {row['row']}: given {row['given']}, suggested {row['suggested']} (quality {row['quality']:.3f})"
+            )
+    typer.echo(f"written to {result.output} (ranked.jsonl, ranked.csv, summary.json, relabel-label-studio.json)")
+
+
+app.command("audit", help=ABOUT)(
+    command(audit, from_dataclass(AuditOptions) + from_dataclass(TrainConfig, only=FOLD_SETTINGS, helps=HELPS))
+)
