@@ -4,7 +4,9 @@ the API returns (FinetuneResult.throughput, Predictions.timings, evaluate's "tim
 bertkit is wrapped or patched.
 
 Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertkit_fp32 (precision
-"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings).
+"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings);
+bertkit_padded (--no-packing: every batch padded, as before packing), bertkit_random (random
+batches, --no-group-by-length), bertkit_padded_random (both).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ SIDES = {
     "bertkit_fp32": {"precision": "no"},
     "bertkit_frozen": {"freeze_embeddings": True},
     "bertkit_lazy": {"lazy_embeddings": True},
+    "bertkit_padded": {"packing": False},
+    "bertkit_random": {"group_by_length": False},
+    "bertkit_padded_random": {"packing": False, "group_by_length": False},
 }
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 

@@ -14,8 +14,9 @@ towers' forward and backward 222 -> 188 ms a step (eager attention padded -> pac
 SDPA), STS-B CoSENT's loop went from 1.27x to 1.48x sentence-transformers' speed (README, 6 seeds).
 
 It applies while the CPU training kernels are on (engine/cpu_kernels.py: their attention reads the
-``Packing`` passed along by the model) and for model types whose position ids count from 0 in each
-row; anything else runs padded, as before.
+``Packing`` passed along by the model) and for the model types in ``POSITIONS``, each with the
+position ids its padded forward gives a row's tokens; anything else runs padded, as before. The
+task models' heads (cls, pair, ner, rerank) run packed through packed_heads.py.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 
-PACKED_TYPES = ("bert", "electra")  # position ids 0..n-1 per row; each checked in tests/unit/test_packed.py
 # The CPU training attention (engine/cpu_kernels.py registers it under this name) and the keyword
 # that carries a Packing down to it through the model's forward.
 TRAINING_ATTENTION = "bertkit_cpu_train"
@@ -51,39 +51,68 @@ class Packing:
         """``(rows, longest, heads, d)`` -> ``(1, T, heads, d)``: the real tokens only."""
         return x.reshape(self.rows * self.longest, *x.shape[2:]).index_select(0, self.index).unsqueeze(0)
 
+    @classmethod
+    def of(cls, attention_mask: torch.Tensor) -> "Packing":
+        """The packing of a right-padded batch (``attention_mask``: rows x longest, 1 on real tokens)."""
+        keep = attention_mask.bool()
+        rows, longest = keep.shape
+        return cls(index=keep.flatten().nonzero().squeeze(1), rows=rows, longest=longest, keep=keep)
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """``(rows, longest)`` ids -> ``(1, T)``: the real tokens in row order."""
+        return x.flatten()[self.index].unsqueeze(0)
+
+    def grid(self, x: torch.Tensor) -> torch.Tensor:
+        """``(1, T, hidden)`` packed -> ``(rows, longest, hidden)``, zeros on padding (what a head reads)."""
+        grid = x.new_zeros(self.rows * self.longest, x.shape[-1]).index_copy(0, self.index, x[0])
+        return grid.view(self.rows, self.longest, -1)
+
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """0 on real keys, the dtype's lowest value on padding: ``(rows, 1, 1, longest)``."""
         mask = torch.zeros(self.keep.shape, dtype=dtype, device=self.keep.device)
         return mask.masked_fill_(~self.keep, torch.finfo(dtype).min)[:, None, None, :]
 
 
+def _columns(config, packing: Packing) -> torch.Tensor:
+    """BERT, ELECTRA: a token's position is its column (0, 1, ... in each row)."""
+    return packing.index % packing.longest
+
+
+def _after_padding_id(config, packing: Packing) -> torch.Tensor:
+    """RoBERTa: padding_idx + 1 + the token's place among its row's real tokens (transformers'
+    create_position_ids_from_input_ids; counting from 0 here was transformers #47496's bug)."""
+    keep = packing.keep.long()
+    return (keep.cumsum(1) * keep + config.pad_token_id).flatten()[packing.index]
+
+
+# model type -> the position ids its padded forward gives the real tokens; each type is checked
+# against its padded batch in tests/unit/test_packed.py and tests/unit/test_packed_heads.py
+POSITIONS = {"bert": _columns, "electra": _columns, "roberta": _after_padding_id}
+PACKED_TYPES = tuple(POSITIONS)
+
+
 def can_pack(encoder) -> bool:
     config = getattr(encoder, "config", None)
     return (
         getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
-        and getattr(config, "model_type", None) in PACKED_TYPES
+        and getattr(config, "model_type", None) in POSITIONS
         and not getattr(config, "is_decoder", False)
     )
+
+
+def packed_inputs(config, packing: Packing, input_ids: torch.Tensor, token_type_ids=None) -> dict:
+    """The keyword arguments that run a padded batch's real tokens as one row through the encoder."""
+    extra = {"token_type_ids": packing.tokens(token_type_ids)} if token_type_ids is not None else {}
+    positions = POSITIONS[config.model_type](config, packing).unsqueeze(0)
+    return {"input_ids": packing.tokens(input_ids), "position_ids": positions, **extra, PACKING: packing}
 
 
 def packed_mean(encoder, inputs: dict) -> torch.Tensor:
     """``encoder(**inputs)``'s last layer mean-pooled over each row's real tokens, computed on the
     real tokens alone. ``inputs`` are right-padded (the Collator's)."""
-    keep = inputs["attention_mask"].bool()
-    rows, longest = keep.shape
-    lengths = keep.sum(1)
-    index = keep.flatten().nonzero().squeeze(1)
-    positions = (index % longest).unsqueeze(0)
-    packing = Packing(index=index, rows=rows, longest=longest, keep=keep)
-    extra = (
-        {"token_type_ids": inputs["token_type_ids"].flatten()[index].unsqueeze(0)} if "token_type_ids" in inputs else {}
-    )
-    out = encoder(
-        input_ids=inputs["input_ids"].flatten()[index].unsqueeze(0),
-        position_ids=positions,
-        **extra,
-        **{PACKING: packing},
-    )
+    packing = Packing.of(inputs["attention_mask"])
+    out = encoder(**packed_inputs(encoder.config, packing, inputs["input_ids"], inputs.get("token_type_ids")))
     tokens = out.last_hidden_state[0]
-    sums = tokens.new_zeros(rows, tokens.shape[-1]).index_add(0, index // longest, tokens)  # by row
-    return sums / lengths.clamp(min=1).to(tokens.dtype)[:, None]
+    by_row = packing.index // packing.longest
+    sums = tokens.new_zeros(packing.rows, tokens.shape[-1]).index_add(0, by_row, tokens)
+    return sums / packing.keep.sum(1).clamp(min=1).to(tokens.dtype)[:, None]

@@ -238,6 +238,28 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
+def pack_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
+    """Let ``network`` train on packed rows (networks/packed_heads.py); returns the line that says
+    why it runs padded instead, None when it packs or when its recipe packs its own way (the
+    bi-encoder's towers) or not at all (masked LM)."""
+    from bertkit.networks.packed_heads import pack_encoder, why_padded
+
+    if recipe(spec) not in (FineTune, Listwise):
+        return None
+    if not on_cpu:  # no variable-length attention kernel is wired in for CUDA yet
+        return "training batches run padded: packing runs on the CPU only"
+    if spec.reads_padding:
+        return "training batches run padded: this task's loss reads the padding positions"
+    reason = why_padded(network)
+    return f"training batches run padded: {reason}" if reason is not None or not pack_encoder(network) else None
+
+
+def unpack_rows(network) -> None:
+    from bertkit.networks.packed_heads import unpack_encoder
+
+    unpack_encoder(network)
+
+
 def fold_scaling(model, mean: float, std: float) -> None:
     """Fold a regression's target scaling into its output layer (w' = std w, b' = std b + mean), so
     the saved directory predicts the original scale in plain transformers too."""

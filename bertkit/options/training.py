@@ -67,6 +67,17 @@ class TrainConfig(DatasetOptions):
         "Recompute attention in backward: same numbers, much less memory for long sequences (qa), slower steps.",
         flag=True,
     )
+    # measured: benchmarks/packing.py (docs/training.md, "Packed batches")
+    packing: bool = option(
+        True,
+        "CPU training runs each batch's real tokens only (the same logits, loss and gradients as the padded "
+        "batch; bert, electra, roberta; qa and CUDA run padded).",
+    )
+    group_by_length: bool = option(
+        True,
+        "Batch rows of similar length (shuffled groups, as transformers' group_by_length); --no-group-by-length: "
+        "random batches.",
+    )
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")
     max_train_samples: int | None = option(None, "Use only the first N training examples.", DATA_PANEL)
     max_eval_samples: int | None = option(None, "Use only the first N evaluation examples.", DATA_PANEL)
