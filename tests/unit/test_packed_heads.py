@@ -33,6 +33,11 @@ HEADS = {
         {"num_labels": 4, "problem_type": "multi_label_classification"},
         lambda rows, mask: (torch.arange(rows * 4).view(rows, 4) % 3 == 0).float(),
     ),
+    "rerank": (  # pointwise: one logit on a (query, passage) pair, BCE against the label (TrainingLoss below)
+        "AutoModelForSequenceClassification",
+        {"num_labels": 1},
+        lambda rows, mask: (torch.arange(rows) % 2).float()[:, None],
+    ),
     "ner": (
         "AutoModelForTokenClassification",
         {"num_labels": 5},
@@ -101,10 +106,12 @@ def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family,
     _assert_equal(*_padded_and_packed(model, batch))
 
 
-@pytest.mark.parametrize("target,head", [("class", "cls"), ("multi_hot", "multi-label"), ("class", "ner")])
+@pytest.mark.parametrize(
+    "target,head", [("class", "cls"), ("multi_hot", "multi-label"), ("class", "ner"), ("multi_hot", "rerank")]
+)
 def test_the_loss_wrappers_pack_the_model_inside(target, head, tmp_path):
-    """Class weights and the focal loss (TrainingLoss) read the same logits; rerank pointwise is the
-    multi-hot target on one logit."""
+    """Class weights and the focal loss (TrainingLoss) read the same logits; rerank pointwise trains
+    so (tasks/rerank.py: the multi-hot target on one logit)."""
     model, batch = _model_and_batch("bert", head, tmp_path, pairs=True)
     labels = batch["labels"]
     weights = [1.0, 2.0, 0.5, 1.5, 1.0][: model.config.num_labels]
@@ -176,3 +183,28 @@ def test_attention_recomputed_in_backward_packs_too(tmp_path):
     model, batch = _model_and_batch("bert", "ner", tmp_path, pairs=True)
     assert checkpoint_attention(model)
     _assert_equal(*_padded_and_packed(model, batch))
+
+
+def test_listwise_reranking_packs_each_querys_passages(tmp_path):
+    from bertkit.networks.listwise import ListwiseTrainer
+
+    model, batch = _model_and_batch("bert", "rerank", tmp_path, pairs=True)
+    batch.pop("labels")
+    batch.update(group=torch.tensor([0, 0, 0, 1, 1, 1]), relevance=torch.tensor([1.0, 0.0, 2.0, 0.0, 1.0, 0.0]))
+    network = ListwiseTrainer(model)
+
+    def run():
+        network.zero_grad(set_to_none=True)
+        loss = network(**batch).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in network.named_parameters() if p.grad is not None}
+
+    network.train()
+    loss, grads = run()
+    kernels = CpuTrainingKernels(network)
+    kernels.apply()
+    assert pack_encoder(network)
+    packed_loss, packed_grads = run()
+    assert torch.allclose(packed_loss, loss, atol=1e-5)
+    for name in grads:
+        assert torch.allclose(packed_grads[name], grads[name], atol=1e-5, rtol=1e-4), name
