@@ -241,9 +241,11 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
 def pack_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
     """Let ``network`` train on packed rows (networks/packed_heads.py); returns the line that says
     why it runs padded instead, None when it packs or when its recipe packs its own way (the
-    bi-encoder's towers) or not at all (masked LM)."""
+    bi-encoder's and SetFit's towers, networks/sorted_chunks.py)."""
     from bertkit.networks.packed_heads import pack_encoder, why_padded
 
+    if recipe(spec) in (MaskedLM, NextSentence):
+        return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
     if recipe(spec) not in (FineTune, Listwise):
         return None
     if not on_cpu:  # no variable-length attention kernel is wired in for CUDA yet
