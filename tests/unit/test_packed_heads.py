@@ -208,3 +208,15 @@ def test_listwise_reranking_packs_each_querys_passages(tmp_path):
     assert torch.allclose(packed_loss, loss, atol=1e-5)
     for name in grads:
         assert torch.allclose(packed_grads[name], grads[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_lora_adapters_train_packed_too(tmp_path):
+    """--lora injects adapters into the model's linear layers, which act on each token alone."""
+    pytest.importorskip("peft")
+    from bertkit.networks.lora import LoraSettings, add_adapters
+
+    model, batch = _model_and_batch("bert", "cls", tmp_path, pairs=True)
+    add_adapters(model, LoraSettings(rank=4, alpha=8.0, dropout=0.0, targets=None), "tiny")
+    padded, packed = _padded_and_packed(model, batch)
+    assert any(".lora_" in name for name in padded[2])  # the adapters' gradients are compared too
+    _assert_equal(padded, packed)
