@@ -21,7 +21,7 @@ from benchmarks.side_by_side import write_results
 
 
 def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
-    real = sum(lengths)
+    real = sum(lengths[i] for b in batches for i in b)
     padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
     return 1 - real / padded
 
