@@ -1,16 +1,17 @@
 """Packed vs padded training, side by side in one process: SST-2 (cls) and CoNLL-2003 (ner), MiniLM.
 
 Arms (benchmarks/bertkit_side.py's sides, each a TrainConfig through the public API):
-``bertkit_padded`` (--no-packing, length-grouped batches: the path before packing), ``bertkit``
-(packed, length-grouped), ``bertkit_random`` (packed, random batches: --no-group-by-length) and
-``bertkit_padded_random``. Every round runs every arm of a workload one after the other in this one
-process, the arm order reversed every other round, so a shared machine's load falls on every arm
-alike; the table gives the median of the rounds and the ratio of each arm's training steps per
-second to bertkit_padded's, round by round. The accuracy of each arm is the dev metric after the
-run (a few seeds with --seeds: random vs grouped batches).
+``bertkit_padded`` (--no-packing, length-grouped batches: the default), ``bertkit_packed``
+(--packing, length-grouped), ``bertkit_packed_random`` (packed, random batches:
+--no-group-by-length) and ``bertkit_padded_random``. Every round runs every arm of a workload
+one after the other in this one process, the arm order reversed every other round, so a shared
+machine's load falls on every arm alike; the table gives the median of the rounds and the ratio
+of each arm's training steps per second to bertkit_padded's, round by round. The accuracy of each
+arm is the dev metric after the run (a few seeds with --seeds: random vs grouped batches).
 
     flock /tmp/bertkit-heavy.lock python -m benchmarks.packing [--rows 2000] [--eval-rows 500]
-        [--rounds 2] [--workloads sst2,ner] [--arms bertkit_padded,bertkit,bertkit_random] [--seeds 42]
+        [--rounds 2] [--workloads sst2,ner] [--seeds 42]
+        [--arms bertkit_padded,bertkit_packed,bertkit_packed_random]
 
 Writes benchmarks/results/packing.{json,md}.
 """
@@ -119,7 +120,7 @@ def main() -> None:
     p.add_argument("--eval-rows", type=int, default=500)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--workloads", default="sst2,ner")
-    p.add_argument("--arms", default="bertkit_padded,bertkit,bertkit_random")
+    p.add_argument("--arms", default="bertkit_padded,bertkit_packed,bertkit_packed_random")
     p.add_argument("--seeds", default="42")
     p.add_argument("--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", "../shared/data"))
     p.add_argument("--name", default="packing")

@@ -49,8 +49,8 @@ def main() -> None:
 
     from bertkit.engine.batching import sorted_batches
     from bertkit.engine.cpu_kernels import CpuTrainingKernels
-    from bertkit.networks.first_token_head import first_token_only_last_layer
     from bertkit.models import resolve_model
+    from bertkit.networks.first_token_head import first_token_only_last_layer
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

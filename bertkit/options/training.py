@@ -67,11 +67,13 @@ class TrainConfig(DatasetOptions):
         "Recompute attention in backward: same numbers, much less memory for long sequences (qa), slower steps.",
         flag=True,
     )
-    # measured: benchmarks/packing.py (docs/training.md, "Packed batches")
+    # Off by default: on length-grouped batches packing was slower (0.94x SST-2, 0.82x CoNLL per step,
+    # MiniLM bf16, benchmarks/results/packing_steps.md); it pays on random batches (1.52x / 1.37x).
     packing: bool = option(
-        True,
-        "CPU training runs each batch's real tokens only (the same logits, loss and gradients as the padded "
-        "batch; bert, electra, roberta; qa and CUDA run padded).",
+        False,
+        "CPU training runs each batch's real tokens only: the same logits, loss and gradients as the padded "
+        "batch, faster on random batches, slower on length-grouped ones (docs: scale.md; bert, electra, "
+        "roberta; qa and CUDA run padded).",
     )
     group_by_length: bool = option(
         True,

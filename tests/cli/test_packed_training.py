@@ -1,6 +1,6 @@
-"""Packed training end to end (--packing, the default on the CPU; networks/packed_heads.py): a run
-trains the same weights as the padded run, only faster; a model or task that cannot pack runs
-padded and says so once; --no-group-by-length gives random batches."""
+"""Packed training end to end (--packing, off by default: networks/packed_heads.py): a run trains the
+same weights as the padded run; a model or task that cannot pack runs padded and says so once;
+--no-group-by-length gives random batches."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
     code, stdout, stderr = run_cli(
-        "finetune", "cls", "--data", train, "--model", model, "--epochs", 1, "--output", tmp_path / "out"
+        "finetune", "cls", "--data", train, "--model", model, "--epochs", 1, "--packing", "--output", tmp_path / "out"
     )
     assert code == 0, stderr
     said = [line for line in (stdout + stderr).splitlines() if PADDED_LINE in line]
@@ -89,3 +89,16 @@ def test_random_batches_mix_lengths_and_grouped_ones_do_not():
         batches = plan.shard(0)[0]
         spread[grouped] = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
     assert spread[True] < 5 < 40 < spread[False]
+
+
+def test_packing_is_off_by_default_and_then_says_nothing(tmp_path, tiny_bert, run_cli):
+    """Measured slower on length-grouped batches (benchmarks/results/packing_steps.md): off unless asked."""
+    from bertkit.options import TrainConfig
+
+    assert TrainConfig().packing is False and TrainConfig().group_by_length is True
+    model = build_family("distilbert", tmp_path / "distilbert")
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 24, seed=1)
+    code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--model", model, "--output", tmp_path / "o")
+    assert code == 0, stderr
+    assert PADDED_LINE not in stdout + stderr
