@@ -365,7 +365,7 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
     the model given back runs its own forward."""
     from bertkit.networks import recipes
 
-    padded = recipes.pack_rows(spec, network, engine.accelerator.device.type == "cpu") if config.packing else None
+    padded = recipes.pack_rows(spec, network, engine.accelerator.device.type == "cpu", config.packing)
     if padded:
         notice("runtime", padded)
     try:

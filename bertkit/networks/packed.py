@@ -91,10 +91,14 @@ POSITIONS = {"bert": _columns, "electra": _columns, "roberta": _after_padding_id
 PACKED_TYPES = tuple(POSITIONS)
 
 
+PACKING_OFF = "_bertkit_packing_off"  # set on an encoder by --packing off (networks/recipes.pack_rows)
+
+
 def can_pack(encoder) -> bool:
     config = getattr(encoder, "config", None)
     return (
-        getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
+        not getattr(encoder, PACKING_OFF, False)
+        and getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
         and getattr(config, "model_type", None) in POSITIONS
         and not getattr(config, "is_decoder", False)
     )

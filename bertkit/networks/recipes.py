@@ -238,12 +238,18 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
-def pack_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
-    """Let ``network`` train on packed rows (networks/packed_heads.py); returns the line that says
-    why it runs padded instead, None when it packs or when its recipe packs its own way (the
-    bi-encoder's and SetFit's towers, networks/sorted_chunks.py)."""
-    from bertkit.networks.packed_heads import pack_encoder, why_padded
+def pack_rows(spec: TrainingSpec, network, on_cpu: bool, packing: str) -> str | None:
+    """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing): the bi-encoder's
+    and SetFit's towers pack unless "off" (networks/sorted_chunks.py); a task model's encoder packs
+    under "on" (networks/packed_heads.py). Returns the line that says why "on" runs padded, or None."""
+    from bertkit.networks.packed import PACKING_OFF
+    from bertkit.networks.packed_heads import pack_encoder, task_model, why_padded
 
+    if recipe(spec) in (BiEncoder, SetFitBody):
+        setattr(task_model(network), PACKING_OFF, packing == "off")
+        return None
+    if packing != "on":
+        return None
     if recipe(spec) in (MaskedLM, NextSentence):
         return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
     if recipe(spec) not in (FineTune, Listwise):
@@ -257,9 +263,12 @@ def pack_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
 
 
 def unpack_rows(network) -> None:
-    from bertkit.networks.packed_heads import unpack_encoder
+    """Undo ``pack_rows``: the model given back runs its own forward, its towers as by default."""
+    from bertkit.networks.packed import PACKING_OFF
+    from bertkit.networks.packed_heads import task_model, unpack_encoder
 
     unpack_encoder(network)
+    vars(task_model(network)).pop(PACKING_OFF, None)
 
 
 def fold_scaling(model, mean: float, std: float) -> None:

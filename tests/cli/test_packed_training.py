@@ -37,19 +37,19 @@ def test_packed_and_padded_runs_train_the_same_weights(task, tmp_path, tiny_bert
     base = ("finetune", task, "--data", train, "--eval-data", train, "--model", model, "--epochs", 2)
     base += ("--batch-size", 8, "--lr", "1e-3", "--precision", "no")
     outputs = {}
-    for packing in ("--packing", "--no-packing"):
-        outputs[packing] = tmp_path / packing.strip("-")
-        code, stdout, stderr = run_cli(*base, packing, "--output", outputs[packing])
+    for packing in ("on", "off"):
+        outputs[packing] = tmp_path / packing
+        code, stdout, stderr = run_cli(*base, "--packing", packing, "--output", outputs[packing])
         assert code == 0, stderr
         assert PADDED_LINE not in stdout + stderr
-    packed, padded = (load_file(str(outputs[p] / "model.safetensors")) for p in ("--packing", "--no-packing"))
+    packed, padded = (load_file(str(outputs[p] / "model.safetensors")) for p in ("on", "off"))
     start = load_file(str(tiny_bert / "model.safetensors"))
     moved = [k for k in padded if k.startswith("bert.") and not torch.equal(padded[k], start[k[len("bert.") :]])]
     assert moved  # training changed the encoder: equal weights are not two untouched copies
     for name in padded:
         assert torch.allclose(packed[name], padded[name], atol=1e-5), name
-    configs = [json.loads((outputs[p] / "bertkit.json").read_text())["config"] for p in ("--packing", "--no-packing")]
-    assert [c["packing"] for c in configs] == [True, False]
+    configs = [json.loads((outputs[p] / "bertkit.json").read_text())["config"] for p in ("on", "off")]
+    assert [c["packing"] for c in configs] == ["on", "off"]
 
 
 def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_cli):
@@ -57,7 +57,18 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
     code, stdout, stderr = run_cli(
-        "finetune", "cls", "--data", train, "--model", model, "--epochs", 1, "--packing", "--output", tmp_path / "out"
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--model",
+        model,
+        "--epochs",
+        1,
+        "--packing",
+        "on",
+        "--output",
+        tmp_path / "out",
     )
     assert code == 0, stderr
     said = [line for line in (stdout + stderr).splitlines() if PADDED_LINE in line]
@@ -71,8 +82,9 @@ def test_qa_and_cuda_run_padded_and_say_why(tmp_path):
 
     qa_spec = get_task_class("qa")().training_spec()
     assert qa_spec.reads_padding
-    assert "reads the padding positions" in pack_rows(qa_spec, torch.nn.Linear(1, 1), on_cpu=True)
-    assert "on the CPU only" in pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), on_cpu=False)
+    assert "reads the padding positions" in pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "on")
+    assert "on the CPU only" in pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), False, "on")
+    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "auto") is None  # auto: heads padded, nothing to say
 
 
 def test_random_batches_mix_lengths_and_grouped_ones_do_not():
@@ -91,14 +103,44 @@ def test_random_batches_mix_lengths_and_grouped_ones_do_not():
     assert spread[True] < 5 < 40 < spread[False]
 
 
-def test_packing_is_off_by_default_and_then_says_nothing(tmp_path, tiny_bert, run_cli):
-    """Measured slower on length-grouped batches (benchmarks/results/packing_steps.md): off unless asked."""
+def test_heads_run_padded_by_default_and_say_nothing(tmp_path, tiny_bert, run_cli):
+    """Measured slower on length-grouped batches (benchmarks/results/packing_steps.md): auto leaves the
+    heads padded."""
     from bertkit.options import TrainConfig
 
-    assert TrainConfig().packing is False and TrainConfig().group_by_length is True
+    assert TrainConfig().packing == "auto" and TrainConfig().group_by_length is True
     model = build_family("distilbert", tmp_path / "distilbert")
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
     code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--model", model, "--output", tmp_path / "o")
     assert code == 0, stderr
     assert PADDED_LINE not in stdout + stderr
+
+
+@pytest.mark.parametrize("packing,packs", [("auto", True), ("on", True), ("off", False)])
+def test_the_embedding_towers_pack_unless_packing_is_off(packing, packs, tiny_bert):
+    from transformers import AutoModel
+
+    from bertkit.engine.cpu_kernels import CpuTrainingKernels
+    from bertkit.networks.bi_encoder import BiEncoderTrainer
+    from bertkit.networks.packed import can_pack
+    from bertkit.networks.recipes import pack_rows, unpack_rows
+    from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
+
+    encoder = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
+    network = BiEncoderTrainer(encoder, EmbeddingLoss(objective="mnrl"))
+    CpuTrainingKernels(network).apply()
+    assert pack_rows(TrainingSpec(BI_ENCODER), network, True, packing) is None
+    assert can_pack(encoder) is packs
+    unpack_rows(network)
+    assert can_pack(encoder)
+
+
+def test_an_unknown_packing_is_one_line(tmp_path, run_cli):
+    from conftest import assert_user_error
+
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 8, seed=1)
+    result = run_cli("finetune", "cls", "--data", train, "--packing", "sideways", "--output", tmp_path / "o")
+    assert_user_error(result, "unknown --packing 'sideways'", "use one of auto, on, off")
+    assert not (tmp_path / "o").exists()
