@@ -89,6 +89,7 @@ def main() -> None:
         "padded_sdpa_ms": round(1000 * statistics.median(padded), 1),
         "packed_ms": round(1000 * statistics.median(packed), 1),
         "cpu_flags": cpu_flags(),
+        "threads": torch.get_num_threads(),
         "load_avg": round(os.getloadavg()[0], 2),
     }
     print(write_results(record, "packing_inference", markdown, started))
@@ -97,7 +98,7 @@ def main() -> None:
 def markdown(r: dict) -> str:
     return "\n".join(
         [
-            f"# Packing at inference (MiniLM bf16, batch {r['batch']}, SST-2 dev)",
+            f"# Packing at inference (MiniLM bf16, batch {r['batch']}, SST-2 dev, {r['threads']} torch threads)",
             "",
             f"CPU flags: {r['cpu_flags']}; shared machine, load average {r['load_avg']}.",
             "",
