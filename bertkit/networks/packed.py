@@ -29,42 +29,57 @@ import torch
 # that carries a Packing down to it through the model's forward.
 TRAINING_ATTENTION = "bertkit_cpu_train"
 PACKING = "bertkit_packing"
+SHAPE_BUCKET = 32  # the packed row's length is a multiple of this (Packing says why)
 
 
 @dataclass
 class Packing:
     """Where each packed token sits in the padded ``rows x longest`` grid (``index``: flat
-    positions of the real tokens, in row order)."""
+    positions of the real tokens, in row order). The packed row is ``total`` tokens long: the
+    ``T = len(index)`` real ones, then spare ones up to a multiple of ``SHAPE_BUCKET`` that no row
+    attends to or reads. Why: oneDNN builds a kernel per matrix shape, and a new shape cost about 3x
+    a cached one (bf16 linear forward and backward, 1,000-1,040 rows x 384 -> 1536, 1 thread: 50-63
+    ms a new shape, 18-23 ms a cached one, 19-21 ms in buckets of 32); nearly every batch's T is
+    new, while a padded batch's rows x longest repeat."""
 
     index: torch.Tensor
     rows: int
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
+    total: int = 0  # the packed row's length, spare tokens included
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, heads, T, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
+        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
         heads, dim = x.shape[1], x.shape[3]
-        grid = x.new_zeros(self.rows * self.longest, heads, dim).index_copy(0, self.index, x[0].transpose(0, 1))
+        real = x[0].transpose(0, 1)[: len(self.index)]
+        grid = x.new_zeros(self.rows * self.longest, heads, dim).index_copy(0, self.index, real)
         return grid.view(self.rows, self.longest, heads, dim).transpose(1, 2)
 
     def packed(self, x: torch.Tensor) -> torch.Tensor:
-        """``(rows, longest, heads, d)`` -> ``(1, T, heads, d)``: the real tokens only."""
-        return x.reshape(self.rows * self.longest, *x.shape[2:]).index_select(0, self.index).unsqueeze(0)
+        """``(rows, longest, heads, d)`` -> ``(1, total, heads, d)``: the real tokens, zeros after them."""
+        real = x.reshape(self.rows * self.longest, *x.shape[2:]).index_select(0, self.index)
+        return torch.nn.functional.pad(real, (0, 0, 0, 0, 0, self.total - len(self.index))).unsqueeze(0)
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor) -> "Packing":
         """The packing of a right-padded batch (``attention_mask``: rows x longest, 1 on real tokens)."""
         keep = attention_mask.bool()
         rows, longest = keep.shape
-        return cls(index=keep.flatten().nonzero().squeeze(1), rows=rows, longest=longest, keep=keep)
+        index = keep.flatten().nonzero().squeeze(1)
+        total = -(-len(index) // SHAPE_BUCKET) * SHAPE_BUCKET
+        return cls(index=index, rows=rows, longest=longest, keep=keep, total=total)
 
-    def tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """``(rows, longest)`` ids -> ``(1, T)``: the real tokens in row order."""
-        return x.flatten()[self.index].unsqueeze(0)
+    def tokens(self, x: torch.Tensor, spare: int = 0) -> torch.Tensor:
+        """``(rows, longest)`` ids -> ``(1, total)``: the real tokens in row order, then ``spare``."""
+        return self.spread(x.flatten()[self.index], spare)
+
+    def spread(self, real: torch.Tensor, spare: int = 0) -> torch.Tensor:
+        """The ``T`` real tokens' values -> ``(1, total)``, ``spare`` on the spare tokens."""
+        return torch.nn.functional.pad(real, (0, self.total - len(self.index)), value=spare).unsqueeze(0)
 
     def grid(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, T, hidden)`` packed -> ``(rows, longest, hidden)``, zeros on padding (what a head reads)."""
-        grid = x.new_zeros(self.rows * self.longest, x.shape[-1]).index_copy(0, self.index, x[0])
+        """``(1, total, hidden)`` packed -> ``(rows, longest, hidden)``, zeros on padding (what a head reads)."""
+        grid = x.new_zeros(self.rows * self.longest, x.shape[-1]).index_copy(0, self.index, x[0, : len(self.index)])
         return grid.view(self.rows, self.longest, -1)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
@@ -107,8 +122,9 @@ def can_pack(encoder) -> bool:
 def packed_inputs(config, packing: Packing, input_ids: torch.Tensor, token_type_ids=None) -> dict:
     """The keyword arguments that run a padded batch's real tokens as one row through the encoder."""
     extra = {"token_type_ids": packing.tokens(token_type_ids)} if token_type_ids is not None else {}
-    positions = POSITIONS[config.model_type](config, packing).unsqueeze(0)
-    return {"input_ids": packing.tokens(input_ids), "position_ids": positions, **extra, PACKING: packing}
+    positions = packing.spread(POSITIONS[config.model_type](config, packing))
+    ids = packing.tokens(input_ids, spare=config.pad_token_id or 0)  # as a padded batch's padding
+    return {"input_ids": ids, "position_ids": positions, **extra, PACKING: packing}
 
 
 def packed_mean(encoder, inputs: dict) -> torch.Tensor:
@@ -116,7 +132,7 @@ def packed_mean(encoder, inputs: dict) -> torch.Tensor:
     real tokens alone. ``inputs`` are right-padded (the Collator's)."""
     packing = Packing.of(inputs["attention_mask"])
     out = encoder(**packed_inputs(encoder.config, packing, inputs["input_ids"], inputs.get("token_type_ids")))
-    tokens = out.last_hidden_state[0]
+    tokens = out.last_hidden_state[0, : len(packing.index)]
     by_row = packing.index // packing.longest
     sums = tokens.new_zeros(packing.rows, tokens.shape[-1]).index_add(0, by_row, tokens)
     return sums / packing.keep.sum(1).clamp(min=1).to(tokens.dtype)[:, None]

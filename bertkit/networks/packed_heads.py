@@ -87,7 +87,7 @@ def _packed_forward(
         return whole(self, input_ids, attention_mask=attention_mask, **given, **kwargs)
     packing = Packing.of(attention_mask)
     out = whole(self, **packed_inputs(self.config, packing, input_ids, token_type_ids), **kwargs)
-    if out.last_hidden_state.shape[1] == len(packing.index):  # every token (a first-token layer gives rows x 1)
+    if out.last_hidden_state.shape[1] == packing.total:  # every token (a first-token layer gives rows x 1)
         out.last_hidden_state = packing.grid(out.last_hidden_state)
     if getattr(self, "pooler", None) is not None and out.get("pooler_output") is not None:
         out.pooler_output = self.pooler(out.last_hidden_state)  # each row's [CLS], not the packed row's first

@@ -220,3 +220,17 @@ def test_lora_adapters_train_packed_too(tmp_path):
     padded, packed = _padded_and_packed(model, batch)
     assert any(".lora_" in name for name in padded[2])  # the adapters' gradients are compared too
     _assert_equal(padded, packed)
+
+
+def test_the_packed_row_is_a_multiple_of_the_shape_bucket_and_spare_tokens_change_nothing(tmp_path):
+    """Spare tokens make the packed length repeat from batch to batch (oneDNN's kernels are per shape);
+    no row attends to them, and the equality tests above run with them."""
+    from bertkit.networks.packed import SHAPE_BUCKET, Packing, packed_inputs
+
+    model, batch = _model_and_batch("bert", "cls", tmp_path)
+    packing = Packing.of(batch["attention_mask"])
+    real = int(batch["attention_mask"].sum())
+    assert packing.total % SHAPE_BUCKET == 0 and real < packing.total < real + SHAPE_BUCKET
+    inputs = packed_inputs(model.config, packing, batch["input_ids"])
+    assert inputs["input_ids"].shape == inputs["position_ids"].shape == (1, packing.total)
+    assert (inputs["input_ids"][0, real:] == model.config.pad_token_id).all()
