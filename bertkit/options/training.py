@@ -71,8 +71,8 @@ class TrainConfig(DatasetOptions):
         flag=True,
     )
     # auto packs where it was measured faster: the bi-encoder's and SetFit's towers (random batches), not
-    # a task head's length-grouped batches (0.94x SST-2, 0.82x CoNLL per step, MiniLM bf16,
-    # benchmarks/results/packing_steps.md); on random batches packing is 1.52x / 1.37x the padded step
+    # a task head's length-grouped batches (0.95x SST-2, 0.94x CoNLL per step, MiniLM bf16,
+    # benchmarks/results/packing_steps_bucketed.md); on random batches packing is 1.72x / 1.63x the padded step
     packing: str = option(
         "auto",
         "CPU training on each batch's real tokens only (the padded batch's logits, loss and gradients): auto "
