@@ -4,7 +4,10 @@ the API returns (FinetuneResult.throughput, Predictions.timings, evaluate's "tim
 bertkit is wrapped or patched.
 
 Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertkit_fp32 (precision
-"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings).
+"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings);
+bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
+(--packing auto, the default: a task head's batches padded), bertkit_packed_random and
+bertkit_padded_random (random batches: --no-group-by-length).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ SIDES = {
     "bertkit_fp32": {"precision": "no"},
     "bertkit_frozen": {"freeze_embeddings": True},
     "bertkit_lazy": {"lazy_embeddings": True},
+    "bertkit_packed": {"packing": "on"},
+    "bertkit_padded": {"packing": "auto"},
+    "bertkit_packed_random": {"packing": "on", "group_by_length": False},
+    "bertkit_padded_random": {"packing": "auto", "group_by_length": False},
 }
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 

@@ -26,7 +26,18 @@ import traceback
 from pathlib import Path
 
 WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
-TRAIN_SIDES = ("bertkit", "bertkit_fp32", "bertkit_frozen", "bertkit_lazy", "hf_best_bf16", "hf_best", "hf_default")
+TRAIN_SIDES = (
+    "bertkit",
+    "bertkit_fp32",
+    "bertkit_frozen",
+    "bertkit_lazy",
+    "bertkit_packed",  # --packing (bertkit_side.SIDES); also its random-batch sides below
+    "bertkit_packed_random",
+    "bertkit_padded_random",
+    "hf_best_bf16",
+    "hf_best",
+    "hf_default",
+)
 DEFAULT_SIDES = ("bertkit", "bertkit_lazy", "hf_best_bf16", "hf_best", "hf_default")
 # fp32 and run_*-default reference rows: slow, and not the headline, so measured in round 1 only
 ONCE = ("hf_best", "hf_default", "pipeline_fp32_bs_default")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from bertkit.data.folds import split_fold
@@ -319,18 +320,19 @@ def _train(state: Run, chosen: list, spec, network, on_evaluation=None, keep_pre
         evaluations.clear()
         said = f"before training (zero-shot): {_shown(before)}: the score training must beat"
         notice("baseline", said, before=before)
-    network, report = engine.fit(
-        network,
-        state.train_features,
-        config,
-        tokenizer.pad_token_id,
-        evaluate if eval_examples else None,
-        adapter.main_metric,
-        collate_fn=collator,
-        checkpoints=state.plan.checkpoints,
-        targets=targets,
-        greater_is_better=adapter.greater_is_better,
-    )
+    with _packed_rows(spec, network, config, engine):
+        network, report = engine.fit(
+            network,
+            state.train_features,
+            config,
+            tokenizer.pad_token_id,
+            evaluate if eval_examples else None,
+            adapter.main_metric,
+            collate_fn=collator,
+            checkpoints=state.plan.checkpoints,
+            targets=targets,
+            greater_is_better=adapter.greater_is_better,
+        )
     for method in reversed(chosen):
         network = method.trained_network(network)
     return _Trained(network, report, before, evaluations, verdicts, baselines)
@@ -355,6 +357,21 @@ def _save(state: Run, chosen: list, report, finished, meta: ModelMeta, options: 
             written = build_report(staging, record, name=output_path.name)
     engine.accelerator.wait_for_everyone()
     return written
+
+
+@contextlib.contextmanager
+def _packed_rows(spec, network, config: TrainConfig, engine):
+    """Training batches run packed where they can (networks/packed_heads.py), said once where not;
+    the model given back runs its own forward."""
+    from bertkit.networks import recipes
+
+    padded = recipes.pack_rows(spec, network, engine.accelerator.device.type == "cpu", config.packing)
+    if padded:
+        notice("runtime", padded)
+    try:
+        yield
+    finally:
+        recipes.unpack_rows(network)
 
 
 def _for_training(network, config: TrainConfig) -> None:

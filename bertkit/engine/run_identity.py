@@ -10,7 +10,8 @@ import numpy as np
 
 # Settings that may change between the interrupted run and its resumption: they do not touch the
 # numbers training produces (the eval batch size does, in the last bits of the logits).
-MAY_CHANGE = ("log_every", "save_every", "keep_checkpoints", "save_adapter")  # save_adapter: how it is saved
+# save_adapter: how it is saved; packing: how a batch is computed (the same numbers), not which
+MAY_CHANGE = ("log_every", "save_every", "keep_checkpoints", "save_adapter", "packing")
 INPUT_KEYS = ("input_ids", "token_type_ids")
 # The target keys hashed when no ``targets`` are given, in this order; declared targets keep it
 # for these keys, so a task that declares its int targets keeps its checkpoints' fingerprints.

@@ -74,8 +74,9 @@ class StepPlan:
     @classmethod
     def of(cls, features: list[dict], config, accelerator, collate) -> "StepPlan":
         """The plan of ``features``: length-grouped batches, unless the collator says its batches
-        must be random (``random_batches``: in-batch negatives, contrastive pairs)."""
-        grouped = not getattr(collate, "random_batches", False)
+        must be random (``random_batches``: in-batch negatives, contrastive pairs) or the run asks
+        for random ones (``--no-group-by-length``)."""
+        grouped = getattr(config, "group_by_length", True) and not getattr(collate, "random_batches", False)
         lengths = [len(f["input_ids"]) for f in features]
         return cls(lengths, config, accelerator.num_processes, accelerator.process_index, grouped)
 

@@ -14,8 +14,9 @@ towers' forward and backward 222 -> 188 ms a step (eager attention padded -> pac
 SDPA), STS-B CoSENT's loop went from 1.27x to 1.48x sentence-transformers' speed (README, 6 seeds).
 
 It applies while the CPU training kernels are on (engine/cpu_kernels.py: their attention reads the
-``Packing`` passed along by the model) and for model types whose position ids count from 0 in each
-row; anything else runs padded, as before.
+``Packing`` passed along by the model) and for the model types in ``POSITIONS``, each with the
+position ids its padded forward gives a row's tokens; anything else runs padded, as before. The
+task models' heads (cls, pair, ner, rerank) run packed through packed_heads.py.
 """
 
 from __future__ import annotations
@@ -24,32 +25,62 @@ from dataclasses import dataclass
 
 import torch
 
-PACKED_TYPES = ("bert", "electra")  # position ids 0..n-1 per row; each checked in tests/unit/test_packed.py
 # The CPU training attention (engine/cpu_kernels.py registers it under this name) and the keyword
 # that carries a Packing down to it through the model's forward.
 TRAINING_ATTENTION = "bertkit_cpu_train"
 PACKING = "bertkit_packing"
+SHAPE_BUCKET = 32  # the packed row's length is a multiple of this (Packing says why)
 
 
 @dataclass
 class Packing:
     """Where each packed token sits in the padded ``rows x longest`` grid (``index``: flat
-    positions of the real tokens, in row order)."""
+    positions of the real tokens, in row order). The packed row is ``total`` tokens long: the
+    ``T = len(index)`` real ones, then spare ones up to a multiple of ``SHAPE_BUCKET`` that no row
+    attends to or reads. Why: oneDNN builds a kernel per matrix shape, and a new shape cost about 3x
+    a cached one (bf16 linear forward and backward, 1,000-1,040 rows x 384 -> 1536, 1 thread: 50-63
+    ms a new shape, 18-23 ms a cached one, 19-21 ms in buckets of 32); nearly every batch's T is
+    new, while a padded batch's rows x longest repeat."""
 
     index: torch.Tensor
     rows: int
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
+    total: int = 0  # the packed row's length, spare tokens included
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, heads, T, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
+        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
         heads, dim = x.shape[1], x.shape[3]
-        grid = x.new_zeros(self.rows * self.longest, heads, dim).index_copy(0, self.index, x[0].transpose(0, 1))
+        real = x[0].transpose(0, 1)[: len(self.index)]
+        grid = x.new_zeros(self.rows * self.longest, heads, dim).index_copy(0, self.index, real)
         return grid.view(self.rows, self.longest, heads, dim).transpose(1, 2)
 
     def packed(self, x: torch.Tensor) -> torch.Tensor:
-        """``(rows, longest, heads, d)`` -> ``(1, T, heads, d)``: the real tokens only."""
-        return x.reshape(self.rows * self.longest, *x.shape[2:]).index_select(0, self.index).unsqueeze(0)
+        """``(rows, longest, heads, d)`` -> ``(1, total, heads, d)``: the real tokens, zeros after them."""
+        real = x.reshape(self.rows * self.longest, *x.shape[2:]).index_select(0, self.index)
+        return torch.nn.functional.pad(real, (0, 0, 0, 0, 0, self.total - len(self.index))).unsqueeze(0)
+
+    @classmethod
+    def of(cls, attention_mask: torch.Tensor) -> "Packing":
+        """The packing of a right-padded batch (``attention_mask``: rows x longest, 1 on real tokens)."""
+        keep = attention_mask.bool()
+        rows, longest = keep.shape
+        index = keep.flatten().nonzero().squeeze(1)
+        total = -(-len(index) // SHAPE_BUCKET) * SHAPE_BUCKET
+        return cls(index=index, rows=rows, longest=longest, keep=keep, total=total)
+
+    def tokens(self, x: torch.Tensor, spare: int = 0) -> torch.Tensor:
+        """``(rows, longest)`` ids -> ``(1, total)``: the real tokens in row order, then ``spare``."""
+        return self.spread(x.flatten()[self.index], spare)
+
+    def spread(self, real: torch.Tensor, spare: int = 0) -> torch.Tensor:
+        """The ``T`` real tokens' values -> ``(1, total)``, ``spare`` on the spare tokens."""
+        return torch.nn.functional.pad(real, (0, self.total - len(self.index)), value=spare).unsqueeze(0)
+
+    def grid(self, x: torch.Tensor) -> torch.Tensor:
+        """``(1, total, hidden)`` packed -> ``(rows, longest, hidden)``, zeros on padding (what a head reads)."""
+        grid = x.new_zeros(self.rows * self.longest, x.shape[-1]).index_copy(0, self.index, x[0, : len(self.index)])
+        return grid.view(self.rows, self.longest, -1)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """0 on real keys, the dtype's lowest value on padding: ``(rows, 1, 1, longest)``."""
@@ -57,33 +88,51 @@ class Packing:
         return mask.masked_fill_(~self.keep, torch.finfo(dtype).min)[:, None, None, :]
 
 
+def _columns(config, packing: Packing) -> torch.Tensor:
+    """BERT, ELECTRA: a token's position is its column (0, 1, ... in each row)."""
+    return packing.index % packing.longest
+
+
+def _after_padding_id(config, packing: Packing) -> torch.Tensor:
+    """RoBERTa: padding_idx + 1 + the token's place among its row's real tokens (transformers'
+    create_position_ids_from_input_ids; counting from 0 here was transformers #47496's bug)."""
+    keep = packing.keep.long()
+    return (keep.cumsum(1) * keep + config.pad_token_id).flatten()[packing.index]
+
+
+# model type -> the position ids its padded forward gives the real tokens; each type is checked
+# against its padded batch in tests/unit/test_packed.py and tests/unit/test_packed_heads.py
+POSITIONS = {"bert": _columns, "electra": _columns, "roberta": _after_padding_id}
+PACKED_TYPES = tuple(POSITIONS)
+
+
+PACKING_OFF = "_bertkit_packing_off"  # set on an encoder by --packing off (networks/recipes.pack_rows)
+
+
 def can_pack(encoder) -> bool:
     config = getattr(encoder, "config", None)
     return (
-        getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
-        and getattr(config, "model_type", None) in PACKED_TYPES
+        not getattr(encoder, PACKING_OFF, False)
+        and getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
+        and getattr(config, "model_type", None) in POSITIONS
         and not getattr(config, "is_decoder", False)
     )
+
+
+def packed_inputs(config, packing: Packing, input_ids: torch.Tensor, token_type_ids=None) -> dict:
+    """The keyword arguments that run a padded batch's real tokens as one row through the encoder."""
+    extra = {"token_type_ids": packing.tokens(token_type_ids)} if token_type_ids is not None else {}
+    positions = packing.spread(POSITIONS[config.model_type](config, packing))
+    ids = packing.tokens(input_ids, spare=config.pad_token_id or 0)  # as a padded batch's padding
+    return {"input_ids": ids, "position_ids": positions, **extra, PACKING: packing}
 
 
 def packed_mean(encoder, inputs: dict) -> torch.Tensor:
     """``encoder(**inputs)``'s last layer mean-pooled over each row's real tokens, computed on the
     real tokens alone. ``inputs`` are right-padded (the Collator's)."""
-    keep = inputs["attention_mask"].bool()
-    rows, longest = keep.shape
-    lengths = keep.sum(1)
-    index = keep.flatten().nonzero().squeeze(1)
-    positions = (index % longest).unsqueeze(0)
-    packing = Packing(index=index, rows=rows, longest=longest, keep=keep)
-    extra = (
-        {"token_type_ids": inputs["token_type_ids"].flatten()[index].unsqueeze(0)} if "token_type_ids" in inputs else {}
-    )
-    out = encoder(
-        input_ids=inputs["input_ids"].flatten()[index].unsqueeze(0),
-        position_ids=positions,
-        **extra,
-        **{PACKING: packing},
-    )
-    tokens = out.last_hidden_state[0]
-    sums = tokens.new_zeros(rows, tokens.shape[-1]).index_add(0, index // longest, tokens)  # by row
-    return sums / lengths.clamp(min=1).to(tokens.dtype)[:, None]
+    packing = Packing.of(inputs["attention_mask"])
+    out = encoder(**packed_inputs(encoder.config, packing, inputs["input_ids"], inputs.get("token_type_ids")))
+    tokens = out.last_hidden_state[0, : len(packing.index)]
+    by_row = packing.index // packing.longest
+    sums = tokens.new_zeros(packing.rows, tokens.shape[-1]).index_add(0, by_row, tokens)
+    return sums / packing.keep.sum(1).clamp(min=1).to(tokens.dtype)[:, None]

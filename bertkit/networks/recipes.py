@@ -238,6 +238,39 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
+def pack_rows(spec: TrainingSpec, network, on_cpu: bool, packing: str) -> str | None:
+    """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing): the bi-encoder's
+    and SetFit's towers pack unless "off" (networks/sorted_chunks.py); a task model's encoder packs
+    under "on" (networks/packed_heads.py). Returns the line that says why "on" runs padded, or None."""
+    from bertkit.networks.packed import PACKING_OFF
+    from bertkit.networks.packed_heads import pack_encoder, task_model, why_padded
+
+    if recipe(spec) in (BiEncoder, SetFitBody):
+        setattr(task_model(network), PACKING_OFF, packing == "off")
+        return None
+    if packing != "on":
+        return None
+    if recipe(spec) in (MaskedLM, NextSentence):
+        return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
+    if recipe(spec) not in (FineTune, Listwise):
+        return None
+    if not on_cpu:  # no variable-length attention kernel is wired in for CUDA yet
+        return "training batches run padded: packing runs on the CPU only"
+    if spec.reads_padding:
+        return "training batches run padded: this task's loss reads the padding positions"
+    reason = why_padded(network)
+    return f"training batches run padded: {reason}" if reason is not None or not pack_encoder(network) else None
+
+
+def unpack_rows(network) -> None:
+    """Undo ``pack_rows``: the model given back runs its own forward, its towers as by default."""
+    from bertkit.networks.packed import PACKING_OFF
+    from bertkit.networks.packed_heads import task_model, unpack_encoder
+
+    unpack_encoder(network)
+    vars(task_model(network)).pop(PACKING_OFF, None)
+
+
 def fold_scaling(model, mean: float, std: float) -> None:
     """Fold a regression's target scaling into its output layer (w' = std w, b' = std b + mean), so
     the saved directory predicts the original scale in plain transformers too."""

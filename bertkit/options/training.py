@@ -27,6 +27,7 @@ from bertkit.options.base import (
     batch_size_option,
     check_at_least,
     check_batch_size,
+    check_choice,
     check_max_length,
     check_precision,
     fail,
@@ -35,6 +36,8 @@ from bertkit.options.base import (
     precision_option,
     threads_option,
 )
+
+PACKING_CHOICES = ("auto", "on", "off")  # finetune --packing (networks/packed.py, networks/packed_heads.py)
 
 
 @dataclass
@@ -66,6 +69,21 @@ class TrainConfig(DatasetOptions):
         False,
         "Recompute attention in backward: same numbers, much less memory for long sequences (qa), slower steps.",
         flag=True,
+    )
+    # auto packs where it was measured faster: the bi-encoder's and SetFit's towers (random batches), not
+    # a task head's length-grouped batches (0.95x SST-2, 0.94x CoNLL per step, MiniLM bf16,
+    # benchmarks/results/packing_steps_bucketed.md); on random batches packing is 1.72x / 1.63x the padded step
+    packing: str = option(
+        "auto",
+        "CPU training on each batch's real tokens only (the padded batch's logits, loss and gradients): auto "
+        "packs embedding/SetFit towers (faster there), on packs the task heads too (slower on length-grouped "
+        "batches), off packs nothing (docs: scale.md).",
+        choices=PACKING_CHOICES,
+    )
+    group_by_length: bool = option(
+        True,
+        "Batch rows of similar length (shuffled groups, as transformers' group_by_length); --no-group-by-length: "
+        "random batches.",
     )
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")
     max_train_samples: int | None = option(None, "Use only the first N training examples.", DATA_PANEL)
@@ -151,6 +169,7 @@ class TrainConfig(DatasetOptions):
         for name, value in counts.items():
             check_at_least(value, f"--{name}", command)
         check_precision(self.precision)
+        check_choice(self.packing, PACKING_CHOICES, "--packing")
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         check_lora(self, command)

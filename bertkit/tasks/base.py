@@ -72,6 +72,7 @@ class Task(ABC):
     main_metric: str
     output_names: tuple = ("logits",)
     per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
+    reads_padding: bool = False  # the model's loss reads padding positions: TrainingSpec.reads_padding
     default_max_length: int = 128
     reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
     summary: str = ""  # a few words for `bertkit finetune --help`
@@ -278,7 +279,7 @@ class Task(ABC):
     def training_spec(self) -> TrainingSpec:
         """What the model trains with, as plain data: bertkit/networks/recipes.py builds the modules
         (the loss wrapper, the collator, the evaluation network, the model saved)."""
-        return TrainingSpec()
+        return TrainingSpec(reads_padding=self.reads_padding)
 
     def finished(self) -> "Task":
         """The task as its model directory stores it once training is done (a regression whose

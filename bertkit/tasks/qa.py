@@ -46,6 +46,7 @@ class QuestionAnsweringTask(Task):
     card_text = card_texts.QA
     targets = {"start_positions": CLASS, "end_positions": CLASS}
     gold_fields, fold_group_field = ("answers",), "context"  # a context's questions stay in one fold
+    reads_padding = True  # transformers' QA loss: a softmax over every position of the window, padding too
     options_declared = (
         TaskOption(
             "doc_stride",

@@ -55,7 +55,7 @@ def test_packed_rows_give_the_padded_batchs_vectors_and_gradients(family, pairs,
     assert can_pack(encoder)
     lengths = inputs["attention_mask"].sum(1)
     assert lengths.min() < lengths.max()  # rows of different lengths: padding to take out
-    if pairs:
+    if pairs and "token_type_ids" in inputs:  # RoBERTa's tokenizer gives none
         assert inputs["token_type_ids"].max() == 1  # segment ids travel with their tokens
     packed, packed_grads = _vectors_and_grads(encoder, inputs, packed_mean)
     assert torch.allclose(packed, padded, atol=1e-5)
@@ -78,7 +78,7 @@ def test_a_packed_row_does_not_see_the_other_rows(tmp_path):
     assert torch.allclose(after[others], before[others], atol=1e-6)
 
 
-def test_packing_needs_the_training_attention_and_a_type_that_counts_positions_from_zero(tmp_path):
+def test_packing_needs_the_training_attention_and_a_type_whose_positions_it_knows(tmp_path):
     encoder, inputs = _encoder_and_inputs("bert", tmp_path)
     assert not can_pack(encoder)  # SDPA: it would ignore the rows; mean_pooled runs padded
     kernels = CpuTrainingKernels(encoder)
@@ -88,7 +88,10 @@ def test_packing_needs_the_training_attention_and_a_type_that_counts_positions_f
     assert not can_pack(encoder)
     roberta, _ = _encoder_and_inputs("roberta", tmp_path)
     CpuTrainingKernels(roberta).apply()
-    assert not can_pack(roberta)  # its positions start after the padding id
+    assert can_pack(roberta)  # its positions start after the padding id: packed.POSITIONS gives them so
+    distilbert, _ = _encoder_and_inputs("distilbert", tmp_path)
+    CpuTrainingKernels(distilbert).apply()
+    assert not can_pack(distilbert)  # no training attention, no known positions: padded
 
 
 @pytest.mark.parametrize("wrapper", ["bi-encoder", "setfit"])

@@ -1,0 +1,107 @@
+"""A task model's rows run without padding in training: the encoder packed, the head on the padded grid.
+
+A cross-encoder's head reads positions of the padded batch: sequence heads (cls, pair, regression,
+multi-label, rerank) the first token of each row, token heads (ner) every token. So only the
+encoder runs packed (packed.py: the real tokens of all rows as one sequence, attention row by
+row), and its last layer goes back into the ``rows x longest`` grid, zeros on padding, before the
+model's own head, pooler and loss read it. Every real token's vector is the padded batch's (up to
+float rounding); a padding position holds zeros instead of the vector the padded forward computed
+for a [PAD] token, which no loss that ignores padding reads (the heads above: a sequence head reads
+[CLS], a token head's padding labels are -100). transformers' question-answering loss does read
+them (its softmax runs over every position of the padded row), so a spec with ``reads_padding``
+runs padded.
+
+This is the idea of transformers' ``DataCollatorWithFlattening`` (which needs flash attention and
+does not work for sequence classification, transformers #41652) done where the head reads. It
+applies while the CPU training attention is on (engine/cpu_kernels.py); evaluation and prediction
+(SDPA) and CUDA run padded, as before.
+"""
+
+from __future__ import annotations
+
+import types
+
+from torch import nn
+
+from bertkit.networks.packed import PACKING, POSITIONS, Packing, can_pack, packed_inputs
+from bertkit.networks.wrapped import WrappedModel
+
+_UNPACKED_OUTPUTS = ("output_hidden_states", "output_attentions")  # per-layer outputs would come back packed
+
+
+def task_model(network: nn.Module) -> nn.Module:
+    """The transformers model inside the training wrappers (a loss, distillation, listwise, LoRA)."""
+    while isinstance(network, WrappedModel):
+        network = network.wrapped
+    base_of_peft = getattr(network, "get_base_model", None)
+    return base_of_peft() if callable(base_of_peft) else network
+
+
+def encoder_of(model: nn.Module) -> nn.Module | None:
+    """The encoder under a task model's head (``model.bert``), None for a bare encoder."""
+    encoder = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    return encoder if isinstance(encoder, nn.Module) and encoder is not model else None
+
+
+def why_padded(network: nn.Module) -> str | None:
+    """None when ``pack_encoder`` applies to ``network``, else the reason its rows run padded."""
+    model = task_model(network)
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in POSITIONS:
+        known = ", ".join(POSITIONS)
+        return f"{model_type} models run padded: packing knows the position ids of {known} only"
+    if encoder_of(model) is None:
+        return "this model has no head over a separate encoder: its rows run padded"
+    return None
+
+
+def pack_encoder(network: nn.Module) -> bool:
+    """Let the encoder under ``network``'s head run packed whenever the CPU training attention is on
+    (the instance's forward is replaced; nothing saved changes). Returns whether it applied."""
+    if why_padded(network) is not None:
+        return False
+    encoder = encoder_of(task_model(network))
+    encoder.forward = types.MethodType(_packed_forward, encoder)
+    return True
+
+
+def unpack_encoder(network: nn.Module) -> None:
+    """Undo ``pack_encoder``: the encoder's own forward again."""
+    encoder = encoder_of(task_model(network))
+    if encoder is not None and "forward" in vars(encoder):
+        del encoder.forward
+
+
+def packs(network: nn.Module) -> bool:
+    encoder = encoder_of(task_model(network))
+    return encoder is not None and getattr(vars(encoder).get("forward"), "__func__", None) is _packed_forward
+
+
+def _packed_forward(
+    self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, **kwargs
+):
+    """The encoder's forward with the real tokens only; the last layer returned as the padded grid."""
+    whole = type(self).forward
+    if not _packable_call(self, input_ids, attention_mask, position_ids, kwargs):
+        given = {"token_type_ids": token_type_ids, "position_ids": position_ids, "inputs_embeds": inputs_embeds}
+        return whole(self, input_ids, attention_mask=attention_mask, **given, **kwargs)
+    packing = Packing.of(attention_mask)
+    out = whole(self, **packed_inputs(self.config, packing, input_ids, token_type_ids), **kwargs)
+    if out.last_hidden_state.shape[1] == packing.total:  # every token (a first-token layer gives rows x 1)
+        out.last_hidden_state = packing.grid(out.last_hidden_state)
+    if getattr(self, "pooler", None) is not None and out.get("pooler_output") is not None:
+        out.pooler_output = self.pooler(out.last_hidden_state)  # each row's [CLS], not the packed row's first
+    return out
+
+
+def _packable_call(encoder, input_ids, attention_mask, position_ids, kwargs: dict) -> bool:
+    """Only the plain call a head makes: ids and a 2-D mask, no positions of its own, no packing yet."""
+    return (
+        can_pack(encoder)
+        and input_ids is not None
+        and attention_mask is not None
+        and attention_mask.dim() == 2
+        and position_ids is None
+        and PACKING not in kwargs
+        and not any(kwargs.get(name) for name in _UNPACKED_OUTPUTS)
+    )

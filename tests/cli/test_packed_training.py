@@ -1,0 +1,146 @@
+"""Packed training end to end (--packing, off by default: networks/packed_heads.py): a run trains the
+same weights as the padded run; a model or task that cannot pack runs padded and says so once;
+--no-group-by-length gives random batches."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from extras_models import write_conll  # noqa: E402
+from test_cli_classification import write_sentiment_csv  # noqa: E402
+from tiny_models import build_family  # noqa: E402
+
+PADDED_LINE = "training batches run padded"
+
+
+def _without_dropout(model_dir, target):
+    """A copy of ``model_dir`` without dropout: packed and padded batches then draw nothing at random."""
+    shutil.copytree(model_dir, target)
+    config = json.loads((target / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+@pytest.mark.parametrize("task", ["cls", "ner"])
+def test_packed_and_padded_runs_train_the_same_weights(task, tmp_path, tiny_bert, run_cli):
+    from safetensors.torch import load_file
+
+    model = _without_dropout(tiny_bert, tmp_path / "model")
+    train = tmp_path / ("train.csv" if task == "cls" else "train.txt")
+    write_sentiment_csv(train, 40, seed=1) if task == "cls" else write_conll(train, 40, seed=1)
+    base = ("finetune", task, "--data", train, "--eval-data", train, "--model", model, "--epochs", 2)
+    base += ("--batch-size", 8, "--lr", "1e-3", "--precision", "no")
+    outputs = {}
+    for packing in ("on", "off"):
+        outputs[packing] = tmp_path / packing
+        code, stdout, stderr = run_cli(*base, "--packing", packing, "--output", outputs[packing])
+        assert code == 0, stderr
+        assert PADDED_LINE not in stdout + stderr
+    packed, padded = (load_file(str(outputs[p] / "model.safetensors")) for p in ("on", "off"))
+    start = load_file(str(tiny_bert / "model.safetensors"))
+    moved = [k for k in padded if k.startswith("bert.") and not torch.equal(padded[k], start[k[len("bert.") :]])]
+    assert moved  # training changed the encoder: equal weights are not two untouched copies
+    for name in padded:
+        assert torch.allclose(packed[name], padded[name], atol=1e-5), name
+    configs = [json.loads((outputs[p] / "bertkit.json").read_text())["config"] for p in ("on", "off")]
+    assert [c["packing"] for c in configs] == ["on", "off"]
+
+
+def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_cli):
+    model = build_family("distilbert", tmp_path / "distilbert")
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 24, seed=1)
+    code, stdout, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        train,
+        "--model",
+        model,
+        "--epochs",
+        1,
+        "--packing",
+        "on",
+        "--output",
+        tmp_path / "out",
+    )
+    assert code == 0, stderr
+    said = [line for line in (stdout + stderr).splitlines() if PADDED_LINE in line]
+    assert len(said) == 1 and "distilbert models run padded" in said[0], said
+
+
+def test_qa_and_cuda_run_padded_and_say_why(tmp_path):
+    from bertkit.networks.recipes import pack_rows
+    from bertkit.tasks import get_task_class
+    from bertkit.tasks.training_spec import TrainingSpec
+
+    qa_spec = get_task_class("qa")().training_spec()
+    assert qa_spec.reads_padding
+    assert "reads the padding positions" in pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "on")
+    assert "on the CPU only" in pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), False, "on")
+    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "auto") is None  # auto: heads padded, nothing to say
+
+
+def test_random_batches_mix_lengths_and_grouped_ones_do_not():
+    from types import SimpleNamespace
+
+    from bertkit.engine.training import StepPlan
+
+    lengths = [5 + (i * 37) % 60 for i in range(640)]
+    spread = {}
+    for grouped in (True, False):
+        config = SimpleNamespace(grad_accum=1, epochs=1, max_steps=None, batch_size=32, seed=0, group_by_length=grouped)
+        accelerator = SimpleNamespace(num_processes=1, process_index=0)
+        plan = StepPlan.of([{"input_ids": [0] * n} for n in lengths], config, accelerator, collate=None)
+        batches = plan.shard(0)[0]
+        spread[grouped] = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
+    assert spread[True] < 5 < 40 < spread[False]
+
+
+def test_heads_run_padded_by_default_and_say_nothing(tmp_path, tiny_bert, run_cli):
+    """Measured slower on length-grouped batches (benchmarks/results/packing_steps.md): auto leaves the
+    heads padded."""
+    from bertkit.options import TrainConfig
+
+    assert TrainConfig().packing == "auto" and TrainConfig().group_by_length is True
+    model = build_family("distilbert", tmp_path / "distilbert")
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 24, seed=1)
+    code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--model", model, "--output", tmp_path / "o")
+    assert code == 0, stderr
+    assert PADDED_LINE not in stdout + stderr
+
+
+@pytest.mark.parametrize("packing,packs", [("auto", True), ("on", True), ("off", False)])
+def test_the_embedding_towers_pack_unless_packing_is_off(packing, packs, tiny_bert):
+    from transformers import AutoModel
+
+    from bertkit.engine.cpu_kernels import CpuTrainingKernels
+    from bertkit.networks.bi_encoder import BiEncoderTrainer
+    from bertkit.networks.packed import can_pack
+    from bertkit.networks.recipes import pack_rows, unpack_rows
+    from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
+
+    encoder = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
+    network = BiEncoderTrainer(encoder, EmbeddingLoss(objective="mnrl"))
+    CpuTrainingKernels(network).apply()
+    assert pack_rows(TrainingSpec(BI_ENCODER), network, True, packing) is None
+    assert can_pack(encoder) is packs
+    unpack_rows(network)
+    assert can_pack(encoder)
+
+
+def test_an_unknown_packing_is_one_line(tmp_path, run_cli):
+    from conftest import assert_user_error
+
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 8, seed=1)
+    result = run_cli("finetune", "cls", "--data", train, "--packing", "sideways", "--output", tmp_path / "o")
+    assert_user_error(result, "unknown --packing 'sideways'", "use one of auto, on, off")
+    assert not (tmp_path / "o").exists()

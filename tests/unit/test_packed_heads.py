@@ -1,0 +1,236 @@
+"""Packed cross-encoder training (bertkit/networks/packed_heads.py): the encoder runs the real tokens
+of a batch's rows as one sequence, the head reads the padded grid. Logits, loss and gradients must
+be the padded batch's (fp32, 1e-5) for every head and packable family, single texts and pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tiny_models import build_family  # noqa: E402
+
+from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
+from bertkit.networks.losses import TrainingLoss  # noqa: E402
+from bertkit.networks.packed import PACKED_TYPES  # noqa: E402
+from bertkit.networks.packed_heads import pack_encoder, packs, unpack_encoder, why_padded  # noqa: E402
+
+TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
+# head -> (transformers class, config overrides, labels builder)
+HEADS = {
+    "cls": (
+        "AutoModelForSequenceClassification",
+        {"num_labels": 3},
+        lambda rows, mask: torch.tensor([0, 2, 1, 1, 0, 2]),
+    ),
+    "regression": (
+        "AutoModelForSequenceClassification",
+        {"num_labels": 1, "problem_type": "regression"},
+        lambda rows, mask: torch.linspace(-1, 1, rows),
+    ),
+    "multi-label": (
+        "AutoModelForSequenceClassification",
+        {"num_labels": 4, "problem_type": "multi_label_classification"},
+        lambda rows, mask: (torch.arange(rows * 4).view(rows, 4) % 3 == 0).float(),
+    ),
+    "rerank": (  # pointwise: one logit on a (query, passage) pair, BCE against the label (TrainingLoss below)
+        "AutoModelForSequenceClassification",
+        {"num_labels": 1},
+        lambda rows, mask: (torch.arange(rows) % 2).float()[:, None],
+    ),
+    "ner": (
+        "AutoModelForTokenClassification",
+        {"num_labels": 5},
+        lambda rows, mask: (torch.arange(mask.numel()).view(mask.shape) % 5).masked_fill(mask == 0, -100),
+    ),
+}
+
+
+def _model_and_batch(family: str, head: str, tmp_path, pairs: bool = False):
+    import transformers
+
+    directory = build_family(family, tmp_path / family)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    class_name, overrides, labels = HEADS[head]
+    torch.manual_seed(0)
+    model = getattr(transformers, class_name).from_pretrained(
+        directory, attn_implementation="sdpa", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides
+    )
+    texts = (TEXTS, TEXTS[::-1]) if pairs else (TEXTS,)
+    batch = dict(tokenizer(*texts, padding=True, return_tensors="pt"))
+    batch["labels"] = labels(len(TEXTS), batch["attention_mask"])
+    return model, batch
+
+
+def _run(network, batch, real):
+    """Loss, the logits at real positions, every gradient."""
+    network.zero_grad(set_to_none=True)
+    out = network(**batch)
+    out.loss.backward()
+    logits = out.logits[real] if out.logits.dim() == 3 else out.logits
+    grads = {n: p.grad.clone() for n, p in network.named_parameters() if p.grad is not None}
+    return out.loss.detach(), logits.detach(), grads
+
+
+def _padded_and_packed(network, batch):
+    real = batch["attention_mask"].bool()
+    network.train()  # dropout 0: one network either way; train() as the loop runs it
+    padded = _run(network, batch, real)
+    kernels = CpuTrainingKernels(network)
+    kernels.apply()
+    assert pack_encoder(network) and packs(network)
+    packed = _run(network, batch, real)
+    unpack_encoder(network)
+    kernels.undo()
+    return padded, packed
+
+
+def _assert_equal(padded, packed):
+    (loss, logits, grads), (packed_loss, packed_logits, packed_grads) = padded, packed
+    assert torch.allclose(packed_logits, logits, atol=1e-5), (packed_logits - logits).abs().max()
+    assert torch.allclose(packed_loss, loss, atol=1e-5)
+    assert grads.keys() == packed_grads.keys() and grads
+    for name in grads:
+        assert torch.allclose(packed_grads[name], grads[name], atol=1e-5, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("family", PACKED_TYPES)
+@pytest.mark.parametrize("head", sorted(HEADS))
+@pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
+def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family, head, pairs, tmp_path):
+    model, batch = _model_and_batch(family, head, tmp_path, pairs)
+    lengths = batch["attention_mask"].sum(1)
+    assert lengths.min() < lengths.max()  # padding to take out
+    if pairs and "token_type_ids" in batch and family != "roberta":
+        assert batch["token_type_ids"].max() == 1  # segment ids travel with their tokens
+    _assert_equal(*_padded_and_packed(model, batch))
+
+
+@pytest.mark.parametrize(
+    "target,head", [("class", "cls"), ("multi_hot", "multi-label"), ("class", "ner"), ("multi_hot", "rerank")]
+)
+def test_the_loss_wrappers_pack_the_model_inside(target, head, tmp_path):
+    """Class weights and the focal loss (TrainingLoss) read the same logits; rerank pointwise trains
+    so (tasks/rerank.py: the multi-hot target on one logit)."""
+    model, batch = _model_and_batch("bert", head, tmp_path, pairs=True)
+    labels = batch["labels"]
+    weights = [1.0, 2.0, 0.5, 1.5, 1.0][: model.config.num_labels]
+    network = TrainingLoss(model, target, weights, gamma=2.0 if target == "class" else 0.0)
+    _assert_equal(*_padded_and_packed(network, {**batch, "labels": labels}))
+
+
+def test_a_packed_row_never_sees_another_row(tmp_path):
+    model, batch = _model_and_batch("bert", "ner", tmp_path)
+    model.train()
+    CpuTrainingKernels(model).apply()
+    pack_encoder(model)
+    before = model(**batch).logits.detach()
+    changed = {k: v.clone() for k, v in batch.items()}
+    changed["input_ids"][1, 1:5] = changed["input_ids"][1, 1:5].flip(0)  # another row's words reordered
+    after = model(**changed).logits.detach()
+    real = batch["attention_mask"].bool()
+    assert not torch.allclose(after[1][real[1]], before[1][real[1]], atol=1e-4)
+    for row in (0, 2, 3, 4, 5):
+        assert torch.allclose(after[row][real[row]], before[row][real[row]], atol=1e-6), row
+
+
+def test_the_encoder_packs_only_under_the_training_attention(tmp_path, monkeypatch):
+    """SDPA (evaluation, prediction, CUDA) runs the plain padded forward, and unpack restores it."""
+    model, batch = _model_and_batch("bert", "cls", tmp_path)
+    import bertkit.networks.packed_heads as packed_heads
+
+    calls = []
+    real_of = packed_heads.Packing.of
+    monkeypatch.setattr(packed_heads.Packing, "of", staticmethod(lambda mask: calls.append(1) or real_of(mask)))
+    pack_encoder(model)
+    model.eval()
+    model(**batch)
+    assert calls == []  # SDPA: padded
+    kernels = CpuTrainingKernels(model)
+    kernels.apply()
+    model(**batch)
+    assert calls == [1]
+    kernels.undo()
+    unpack_encoder(model)
+    assert not packs(model) and "forward" not in vars(model.bert)
+
+
+@pytest.mark.parametrize("family", ["distilbert", "albert", "deberta-v2", "modernbert"])
+def test_a_family_packing_does_not_know_says_why_and_stays_padded(family, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(build_family(family, tmp_path / family), num_labels=2)
+    reason = why_padded(model)
+    assert reason.startswith(f"{model.config.model_type} models run padded")
+    assert not pack_encoder(model) and not packs(model)
+
+
+@pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
+def test_the_first_token_last_layer_packs_each_rows_cls(pairs, tmp_path):
+    """A sequence classifier trains with its last layer computing [CLS] alone (first_token_head.py);
+    packed, each row's [CLS] attends to its own row."""
+    from bertkit.networks.first_token_head import first_token_only_last_layer
+
+    model, batch = _model_and_batch("bert", "cls", tmp_path, pairs)
+    assert first_token_only_last_layer(model)
+    _assert_equal(*_padded_and_packed(model, batch))
+
+
+def test_attention_recomputed_in_backward_packs_too(tmp_path):
+    """--save-memory (engine/attention_recompute.py) passes the packing through its checkpoint."""
+    from bertkit.engine.attention_recompute import checkpoint_attention
+
+    model, batch = _model_and_batch("bert", "ner", tmp_path, pairs=True)
+    assert checkpoint_attention(model)
+    _assert_equal(*_padded_and_packed(model, batch))
+
+
+def test_listwise_reranking_packs_each_querys_passages(tmp_path):
+    from bertkit.networks.listwise import ListwiseTrainer
+
+    model, batch = _model_and_batch("bert", "rerank", tmp_path, pairs=True)
+    batch.pop("labels")
+    batch.update(group=torch.tensor([0, 0, 0, 1, 1, 1]), relevance=torch.tensor([1.0, 0.0, 2.0, 0.0, 1.0, 0.0]))
+    network = ListwiseTrainer(model)
+
+    def run():
+        network.zero_grad(set_to_none=True)
+        loss = network(**batch).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in network.named_parameters() if p.grad is not None}
+
+    network.train()
+    loss, grads = run()
+    kernels = CpuTrainingKernels(network)
+    kernels.apply()
+    assert pack_encoder(network)
+    packed_loss, packed_grads = run()
+    assert torch.allclose(packed_loss, loss, atol=1e-5)
+    for name in grads:
+        assert torch.allclose(packed_grads[name], grads[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_lora_adapters_train_packed_too(tmp_path):
+    """--lora injects adapters into the model's linear layers, which act on each token alone."""
+    pytest.importorskip("peft")
+    from bertkit.networks.lora import LoraSettings, add_adapters
+
+    model, batch = _model_and_batch("bert", "cls", tmp_path, pairs=True)
+    add_adapters(model, LoraSettings(rank=4, alpha=8.0, dropout=0.0, targets=None), "tiny")
+    padded, packed = _padded_and_packed(model, batch)
+    assert any(".lora_" in name for name in padded[2])  # the adapters' gradients are compared too
+    _assert_equal(padded, packed)
+
+
+def test_the_packed_row_is_a_multiple_of_the_shape_bucket_and_spare_tokens_change_nothing(tmp_path):
+    """Spare tokens make the packed length repeat from batch to batch (oneDNN's kernels are per shape);
+    no row attends to them, and the equality tests above run with them."""
+    from bertkit.networks.packed import SHAPE_BUCKET, Packing, packed_inputs
+
+    model, batch = _model_and_batch("bert", "cls", tmp_path)
+    packing = Packing.of(batch["attention_mask"])
+    real = int(batch["attention_mask"].sum())
+    assert packing.total % SHAPE_BUCKET == 0 and real < packing.total < real + SHAPE_BUCKET
+    inputs = packed_inputs(model.config, packing, batch["input_ids"])
+    assert inputs["input_ids"].shape == inputs["position_ids"].shape == (1, packing.total)
+    assert (inputs["input_ids"][0, real:] == model.config.pad_token_id).all()
