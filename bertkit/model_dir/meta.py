@@ -12,7 +12,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir.files import META_FILE, write_json
 
 SCHEMA = 2
-KINDS = ("finetune", "probe", "pretrain")
+KINDS = ("finetune", "probe", "pretrain", "multi-head")
 DATA_KEYS = ("name", "train", "data_dir", "eval", "eval_file", "train_examples", "eval_examples")
 
 

@@ -1,0 +1,132 @@
+"""Several task models over one encoder: each head is the task's own transformers model (its
+classifier, its loss), whose encoder attribute points at the one shared encoder.
+
+The shared encoder is a submodule of the multi-head module only (``encoder.*`` in its state dict,
+saved once); each head model reaches it through an ordinary attribute (``model.bert``), which is not
+a submodule of the head, so a head's state dict holds its own layers only (``heads.NAME.*``). A
+batch names its head (``head``: the head's index, one task per batch, collated by the task's own
+collator), and the forward routes it there: the loss of a head is the single-task model's loss on
+that batch, times the head's weight.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertkit.networks.collate import Collator
+
+HEAD_KEY = "head"  # the feature key, and the batch key, that names a batch's head (its index)
+
+
+def share_encoder(models: dict) -> tuple[nn.Module, dict]:
+    """(the first model's encoder, the models each reading it instead of its own)."""
+    first = next(iter(models.values()))
+    encoder = getattr(first, first.base_model_prefix)
+    for model in models.values():
+        attach(model, encoder)
+    return encoder, models
+
+
+def attach(model, encoder) -> None:
+    """``model`` reads ``encoder`` as its base model, which is not its submodule: it is the
+    multi-head module's (moved, put in train/eval mode and saved there, once)."""
+    prefix = model.base_model_prefix
+    model._modules.pop(prefix, None)
+    object.__setattr__(model, prefix, encoder)  # past nn.Module.__setattr__, which would register it
+
+
+class MultiHeadModel(nn.Module):
+    """The encoder and every head's model: what a multi-head directory saves and loads."""
+
+    def __init__(self, encoder: nn.Module, heads: dict):
+        super().__init__()
+        self.encoder, self.heads = encoder, nn.ModuleDict(heads)
+
+    def view(self, name: str) -> "HeadView":
+        return HeadView(self.encoder, self.heads[name])
+
+
+class HeadView(nn.Module):
+    """One head as a single-task model: its forward is the head model's; train/eval mode and the
+    device reach the shared encoder too (the engine's inference runs it as any task model)."""
+
+    def __init__(self, encoder: nn.Module, model: nn.Module):
+        super().__init__()
+        self.encoder, self.model = encoder, model
+
+    def forward(self, **inputs):
+        return self.model(**inputs)
+
+    @property
+    def config(self):
+        return self.model.config
+
+
+class MultiHeadTrainer(nn.Module):
+    """What the engine trains: ``heads`` are the heads' training modules (each task's recipe: the
+    model, or its loss wrapper), ``weights`` their loss weights, in head order."""
+
+    def __init__(self, encoder: nn.Module, heads: dict, weights: list[float]):
+        super().__init__()
+        self.encoder, self.heads = encoder, nn.ModuleDict(heads)
+        self.names, self.weights = list(heads), list(weights)
+
+    def forward(self, head, **batch):
+        index = int(head.reshape(-1)[0])
+        outputs = self.heads[self.names[index]](**batch)
+        if getattr(outputs, "loss", None) is not None and self.weights[index] != 1.0:
+            outputs.loss = outputs.loss * self.weights[index]
+        return outputs
+
+
+class MultiHeadCollator:
+    """Each batch is one head's features (engine/batching.GroupedBatches draws them so), collated
+    by that head's own collator, plus the head's index."""
+
+    def __init__(self, collators: list, sampling: str, temperature: float):
+        self.collators = collators
+        self.batch_groups = (HEAD_KEY, sampling, temperature)  # read by the engine's StepPlan
+
+    def __call__(self, features: list[dict]) -> dict:
+        index = features[0][HEAD_KEY]
+        if any(f[HEAD_KEY] != index for f in features):
+            raise ValueError("a multi-head batch mixes heads")  # GroupedBatches never does
+        batch = self.collators[index](features)
+        batch[HEAD_KEY] = torch.tensor([index])
+        return batch
+
+
+def head_collator(collator, pad_token_id: int, targets: dict):
+    """A head's collator: its recipe's, or the padding collator with its task's targets."""
+    return collator if collator is not None else Collator(pad_token_id, targets)
+
+
+def load_multihead(model_dir, heads: list[tuple[str, str, dict]]) -> MultiHeadModel:
+    """A saved multi-head directory: the encoder from its config.json, each head (name,
+    transformers class name, its config as a dict) built without weights of its own encoder, then
+    every weight from model.safetensors (strict: nothing may be missing or left over)."""
+    import transformers
+    from safetensors.torch import load_file
+
+    base_config = transformers.AutoConfig.from_pretrained(model_dir)
+    encoder = transformers.AutoModel.from_config(base_config)
+    models = {}
+    for name, class_name, config in heads:
+        head_config = type(base_config).from_dict(config)
+        with torch.device("meta"):  # the head's own encoder is never built: it reads the shared one
+            model = getattr(transformers, class_name).from_config(head_config)
+        attach(model, encoder)
+        models[name] = model.to_empty(device="cpu")
+    model = MultiHeadModel(encoder, models)
+    model.load_state_dict(load_file(f"{model_dir}/model.safetensors"), strict=True)
+    return model.eval()
+
+
+def save_multihead(directory, model: MultiHeadModel) -> None:
+    """model.safetensors (the encoder once, then each head's own layers) and the encoder's config.json."""
+    from safetensors.torch import save_file
+
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    save_file(state, f"{directory}/model.safetensors", metadata={"format": "pt"})
+    model.encoder.config.save_pretrained(directory)
