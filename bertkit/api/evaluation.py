@@ -20,6 +20,7 @@ from bertkit.model_dir import (
     update_meta,
     write_json,
 )
+from bertkit.api.multihead_inference import check_single_head, evaluate_multi, is_multi_head
 from bertkit.model_dir.files import probe_writable
 from bertkit.model_dir.ownership import check_results_kept, results_record
 from bertkit.options import EvalOptions, InferenceOptions
@@ -56,6 +57,9 @@ def evaluate(model_dir: str, options: EvalOptions | None = None, run: InferenceO
     options = (options or EvalOptions()).validate("bertkit eval")
     extra_metrics = _load_extra_metrics(options.metric or ())
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
+    if is_multi_head(meta):  # every head scored as its task alone (api/multihead_inference.py)
+        return evaluate_multi(model_dir, options, run)
+    check_single_head(meta, options.head, "")
     adapter = task_from_state(meta["task"]).apply_options(options.task_options, "eval")
     plan = _plan(model_dir, meta, adapter, options)
     # read

@@ -61,3 +61,30 @@ def _run(**values) -> None:
     if "mean" in result.metrics:
         typer.echo(f"mean of the heads' main metrics: {result.metrics['mean']:.4f}")
     typer.echo(f"saved to {result.output_dir}")
+
+
+def show_heads_eval(report: dict) -> None:
+    for name, head in report["heads"].items():
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in head["metrics"].items() if isinstance(v, float))
+        typer.echo(f"head {name} ({head['examples']} examples of {head['data']}): {shown}")
+    if report.get("mean") is not None:
+        typer.echo(f"mean of the heads' main metrics: {report['mean']:.4f}")
+    typer.echo(f"written to {report['written_to']}")
+
+
+def predict_heads(model_dir: str, io, run, written: bool) -> None:
+    import json
+
+    from bertkit import api
+
+    summary = api.predict_multi(model_dir, io, run)
+    if not is_main_process():
+        return
+    for text in summary["notices"]:
+        typer.echo(text, err=True)
+    if not written:
+        for row in summary["rows"]:
+            typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    rows, rate = len(summary["rows"]), summary["rows_per_second"]
+    typer.echo(f"{rows:,} predictions ({', '.join(summary['heads'])}) written to {io.output} ({rate:,.0f} rows/s)", err=True)

@@ -49,9 +49,23 @@ def _predict(model_dir: str, **values):
     if target is not None:
         check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
         io.output = str(target)
+    if _multi_head(model_dir, io.head):  # every head's answer per row (api/multihead_inference.py)
+        from bertkit.cli.multihead import predict_heads
+
+        predict_heads(model_dir, io, run, target is not None)
+        return
     stream.quiet, stream.long_lived = not is_main_process(), True
     summary = api.predict_stream(model_dir, io, run, stream)
     _show(summary, output, target is not None)
+
+
+def _multi_head(model_dir: str, head: str | None) -> bool:
+    from bertkit.api.multihead_inference import check_single_head, is_multi_head
+    from bertkit.model_dir import load_meta
+
+    meta = load_meta(model_dir)
+    check_single_head(meta, head, "")
+    return is_multi_head(meta)
 
 
 def _show(summary, output: str, written: bool) -> None:
