@@ -52,6 +52,7 @@ class MultiResult:
     throughput: dict
     train_examples: dict  # name -> examples
     runtime: dict
+    resumed_from: str | None = None
 
 
 def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | None = None) -> MultiResult:
@@ -86,6 +87,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
         report.throughput(),
         {h.spec.name: len(h.train) for h in planned},
         engine.runtime(config.precision),
+        report.resumed_from,
     )
     if engine.is_main_process:
         meta = _meta(planned, result, report, model, config)

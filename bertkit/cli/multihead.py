@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from bertkit.cli.common import echo_runtime, is_main_process
@@ -46,9 +48,18 @@ def _run(**values) -> None:
     if given:
         raise BertkitError(f"bertkit finetune multi does not compose with --{given[0].replace('_', '-')}",
                            "drop it: every head fine-tunes the whole encoder")  # fmt: skip
-    result = finetune_multi(heads, RunOptions(data="", **run), TrainConfig(**rest))
+    from bertkit.engine.interrupts import TrainingInterrupted
+
+    try:
+        result = finetune_multi(heads, RunOptions(data="", **run), TrainConfig(**rest))
+    except TrainingInterrupted as stop:
+        if is_main_process():
+            typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
+        sys.exit(130)
     if not is_main_process():
         return
+    if result.resumed_from:
+        typer.echo(f"resumed from {result.resumed_from}")
     for entry in result.history:
         shown = ", ".join(f"{k} {v:.4f}" for k, v in entry.get("metrics", {}).items() if isinstance(v, float))
         typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" + (f", {shown}" if shown else ""))

@@ -20,9 +20,14 @@ HEAD_KEY = "head"  # the feature key, and the batch key, that names a batch's he
 
 
 def share_encoder(models: dict) -> tuple[nn.Module, dict]:
-    """(the first model's encoder, the models each reading it instead of its own)."""
-    first = next(iter(models.values()))
-    encoder = getattr(first, first.base_model_prefix)
+    """(the largest encoder: one with a pooler, which a classifier reads and a tagger's lacks; the
+    models each reading it instead of its own)."""
+
+    def size(model) -> int:
+        return sum(p.numel() for p in getattr(model, model.base_model_prefix).parameters())
+
+    largest = max(models.values(), key=size)  # the first of equals: load order decides, as the weights
+    encoder = getattr(largest, largest.base_model_prefix)
     for model in models.values():
         attach(model, encoder)
     return encoder, models
@@ -115,11 +120,15 @@ def load_multihead(model_dir, heads: list[tuple[str, str, dict]]) -> MultiHeadMo
     for name, class_name, config in heads:
         head_config = type(base_config).from_dict(config)
         with torch.device("meta"):  # the head's own encoder is never built: it reads the shared one
-            model = getattr(transformers, class_name).from_config(head_config)
+            named = getattr(transformers, class_name)  # an Auto class, or the model's own
+            model = named.from_config(head_config) if hasattr(named, "from_config") else named(head_config)
         attach(model, encoder)
         models[name] = model.to_empty(device="cpu")
+    state = load_file(f"{model_dir}/model.safetensors")
+    if getattr(encoder, "pooler", None) is not None and not any(k.startswith("encoder.pooler.") for k in state):
+        encoder.pooler = None  # taggers only: the encoder trained had none
     model = MultiHeadModel(encoder, models)
-    model.load_state_dict(load_file(f"{model_dir}/model.safetensors"), strict=True)
+    model.load_state_dict(state, strict=True)
     return model.eval()
 
 
