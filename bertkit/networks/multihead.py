@@ -139,3 +139,17 @@ def save_multihead(directory, model: MultiHeadModel) -> None:
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     save_file(state, f"{directory}/model.safetensors", metadata={"format": "pt"})
     model.encoder.config.save_pretrained(directory)
+
+
+def single_model(model: MultiHeadModel, name: str):
+    """Head ``name`` as an ordinary transformers task model: the encoder its submodule again (a
+    copy: the multi-head model keeps its own)."""
+    import copy
+
+    head = model.heads[name]
+    prefix = head.base_model_prefix
+    single = copy.copy(head)  # a new module object whose dicts are copies: the head itself is left as it was
+    single.__dict__ = dict(head.__dict__)
+    single.__dict__.pop(prefix, None)
+    single._modules = {**head._modules, prefix: model.encoder}
+    return copy.deepcopy(single)

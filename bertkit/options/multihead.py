@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass
 
 from bertkit.errors import BertkitError
-from bertkit.options.base import DATA_PANEL, TRAINING_PANEL, option
+from bertkit.options.base import DATA_PANEL, OUTPUT_PANEL, REQUIRED, TRAINING_PANEL, option
 from bertkit.tasks.multihead import HEAD_KINDS, SAMPLINGS, check_heads, parse_head
 
-__all__ = ["MultiOptions"]
+__all__ = ["HeadExportOptions", "MultiOptions"]
 
 
 @dataclass
@@ -42,3 +42,14 @@ class MultiOptions:
     def specs(self) -> list:
         """The heads, parsed and checked (names once each, at least one)."""
         return check_heads([parse_head(text) for text in self.heads or ()])
+
+
+@dataclass
+class HeadExportOptions:
+    """`bertkit export head DIR NAME`: where the one-task directory goes."""
+
+    output: str = option(REQUIRED, "The one-task model directory to create.", OUTPUT_PANEL)
+    overwrite: bool = option(
+        False, "Replace an existing model directory written by bertkit; other directories are never replaced.",
+        OUTPUT_PANEL, flag=True,
+    )  # fmt: skip
