@@ -1,0 +1,135 @@
+"""`bertkit finetune multi` end to end on the tiny BERT: one directory with every head; eval scores
+each head as its task alone does and their mean; predict answers every head per row (or --head);
+a head exported as a one-task directory predicts what the head predicts; a resumed run ends with
+the uninterrupted run's bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
+
+pytestmark = pytest.mark.cli
+
+REG_CSV = "text,label\n" + "".join(
+    f"the film was {w},{v}\n" for w, v in [("good", 4.5), ("bad", 1.0), ("great", 5.0), ("awful", 0.5)] * 4
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multi-data")
+    for name, text in (("cls.csv", CLS_CSV), ("pair.tsv", PAIR_TSV), ("ner.txt", NER_CONLL), ("reg.csv", REG_CSV)):
+        (root / name).write_text(text)
+    (root / "in.txt").write_text("the film was good\njohn lives in paris\nthe film was awful\n")
+    return root
+
+
+def heads(files) -> list[str]:
+    return [
+        "--task", f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
+        "--task", f"p:pair:{files / 'pair.tsv'}:eval_data={files / 'pair.tsv'}",
+        "--task", f"r:regression:{files / 'reg.csv'}:eval_data={files / 'reg.csv'}:weight=0.5",
+        "--task", f"n:ner:{files / 'ner.txt'}:eval_data={files / 'ner.txt'}",
+    ]  # fmt: skip
+
+
+def train_args(files, tiny_bert, output, *extra) -> list:
+    common = ["--model", tiny_bert, "--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no"]
+    return ["finetune", "multi", *heads(files), *common, "--output", output, *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(files, tiny_bert, tmp_path_factory):
+    import sys
+
+    from bertkit import cli
+
+    out = tmp_path_factory.mktemp("multi") / "model"
+    argv, sys.argv = sys.argv, ["bertkit", *map(str, train_args(files, tiny_bert, out, "--epochs", 2))]
+    try:
+        cli.main()
+    except SystemExit as exc:
+        assert not exc.code
+    finally:
+        sys.argv = argv
+    return out
+
+
+def test_one_directory_lists_every_head(trained):
+    meta = json.loads((trained / "bertkit.json").read_text())
+    assert meta["kind"] == "multi-head" and [h["name"] for h in meta["heads"]] == ["s", "p", "r", "n"]
+    assert [h["task"]["task"] for h in meta["heads"]] == ["cls", "pair", "cls", "ner"]
+    assert meta["heads"][2]["task"]["options"]["problem_type"] == "regression" and meta["heads"][2]["weight"] == 0.5
+    assert set(meta["heads"][3]["task"]["labels"]) >= {"B-PER", "B-LOC"}
+    mains = [h["metrics"][h["main_metric"]] for h in meta["heads"]]
+    assert meta["metrics"]["mean"] == pytest.approx(sum(mains) / 4, abs=1e-6)
+    assert "heads" in (trained / "config.yaml").read_text()
+
+
+def test_eval_scores_each_head_as_training_did_and_their_mean(trained, run_cli):
+    code, stdout, stderr = run_cli("eval", trained, "--precision", "no")
+    assert code == 0, stderr
+    meta = json.loads((trained / "bertkit.json").read_text())
+    report = json.loads((trained / "eval-heads.json").read_text())
+    for head in meta["heads"]:  # the same data as training's last evaluation: the same numbers
+        numbers = {k: v for k, v in head["metrics"].items() if isinstance(v, float)}
+        assert {k: report["heads"][head["name"]]["metrics"][k] for k in numbers} == pytest.approx(numbers, abs=1e-5)
+        assert f"head {head['name']} (" in stdout
+    assert report["mean"] == pytest.approx(meta["metrics"]["mean"], abs=1e-5)
+    assert "mean of the heads' main metrics" in stdout
+
+
+def test_predict_answers_every_head_that_reads_the_rows_and_one_head_alone(trained, files, run_cli, tmp_path):
+    code, _, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--output", tmp_path / "all.jsonl")
+    assert code == 0, stderr
+    rows = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(set(row) == {"s", "r", "n"} for row in rows)  # no pair on single texts: said
+    assert "head p left out" in stderr
+    assert rows[0]["s"]["label"] in ("pos", "neg") and isinstance(rows[0]["r"]["score"], float)
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--output", "-", "--head", "n")
+    assert code == 0, stderr
+    assert [json.loads(line) for line in stdout.splitlines()] == [{"n": row["n"]} for row in rows]
+
+
+@pytest.mark.parametrize("name", ["s", "r", "n"])
+def test_an_exported_head_predicts_what_the_head_predicts(trained, files, run_cli, tmp_path, name):
+    single = tmp_path / f"single-{name}"
+    code, _, stderr = run_cli("export", "head", trained, name, "--output", single)
+    assert code == 0, stderr
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--head", name, "--precision", "no")
+    assert code == 0, stderr
+    multi = [json.loads(line)[name] for line in stdout.splitlines()]
+    code, stdout, stderr = run_cli("predict", single, "--input", files / "in.txt", "--precision", "no")
+    assert code == 0, stderr
+    alone = [json.loads(line) for line in stdout.splitlines()]
+    assert [{k: v for k, v in row.items() if k != "text"} for row in alone] == [
+        {k: v for k, v in row.items() if k != "text"} for row in multi
+    ]
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_bytes(files, tiny_bert, run_cli, monkeypatch, tmp_path):
+    from safetensors.torch import load_file
+
+    def command(name, *extra):
+        return train_args(files, tiny_bert, tmp_path / name, "--epochs", 2, "--save-every", 3, *extra)
+
+    monkeypatch.setenv("BERTKIT_TEST_SIGNAL", "INT@step-5")
+    code, _, stderr = run_cli(*command("resumed"))
+    assert code == 130 and "interrupted" in stderr, stderr
+    monkeypatch.delenv("BERTKIT_TEST_SIGNAL")
+    code, stdout, stderr = run_cli(*command("resumed"), "--resume")
+    assert code == 0 and stdout.startswith("resumed from"), stderr
+    code, _, stderr = run_cli(*command("uninterrupted"))
+    assert code == 0, stderr
+    reference, resumed = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("uninterrupted", "resumed"))
+    assert reference.keys() == resumed.keys() and all(torch_equal(reference[k], resumed[k]) for k in reference)
+    history = [json.loads((tmp_path / d / "bertkit.json").read_text())["history"] for d in ("uninterrupted", "resumed")]
+    assert history[0] == history[1]
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
