@@ -150,9 +150,9 @@ def _weight(name: str, value) -> float:
     try:
         weight = float(value)
     except (TypeError, ValueError):
-        raise BertkitError(f"head {name}: weight {value!r} is not a number", "give a positive number") from None
+        raise BertkitError(f"head {name}: weight {value} is not a number", "give a positive number") from None
     if not weight > 0 or weight == float("inf"):
-        raise BertkitError(f"head {name}: weight {value!r} is not positive", "give a positive number, e.g. 1")
+        raise BertkitError(f"head {name}: weight {value} is not positive", "give a positive number, e.g. 1")
     return weight
 
 
