@@ -40,10 +40,28 @@ DATA = {"sst2": "sst2", "mrpc": "mrpc", "stsb": "stsb", "conll": "conll2003"}
 
 def common(args, seed: int, out: Path) -> list[str]:
     return [
-        "--model", "minilm", "--max-train-samples", str(args.rows), "--max-eval-samples", str(args.eval_rows),
-        "--epochs", str(args.epochs), "--batch-size", "16", "--lr", str(args.lr), "--max-length", "128",
-        "--seed", str(seed), "--threads", str(args.threads), "--output", str(out), "--overwrite",
-    ]  # fmt: skip
+        "--model",
+        "minilm",
+        "--max-train-samples",
+        str(args.rows),
+        "--max-eval-samples",
+        str(args.eval_rows),
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        "16",
+        "--lr",
+        str(args.lr),
+        "--max-length",
+        "128",
+        "--seed",
+        str(seed),
+        "--threads",
+        str(args.threads),
+        "--output",
+        str(out),
+        "--overwrite",
+    ]
 
 
 def bertkit(arguments: list[str]) -> float:
@@ -75,8 +93,8 @@ from bertkit.data.registry import Source
 from bertkit.tasks.base import PREDICT
 kind, model_dir, heads, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 records = {
-    "single": [{"text": f"the film was {w} and the acting was fine ."} for w in ["good", "bad", "awful", "great"] * (rows // 4)],
-    "pair": [{"text": "the film was good .", "text_pair": f"the movie was {w} ."} for w in ["good", "bad"] * (rows // 2)],
+    "single": [{"text": f"the film was {w} and the acting was fine ."} for w in ["good", "bad"] * (rows // 2)],
+    "pair": [{"text": "a good film .", "text_pair": f"the film was {w} ."} for w in ["good", "bad"] * (rows // 2)],
 }
 started = time.perf_counter()
 if kind == "multi":
@@ -153,8 +171,11 @@ def write(results: dict) -> None:
             lines.append(f"| {name} | {metric} | {spread(multi)} | {spread(single)} | {gap:+.4f} |")
     seconds = {k: statistics.mean(r["train_seconds"][k] for r in runs) for k in runs[0]["train_seconds"]}
     single_total = sum(v for k, v in seconds.items() if k != "multi")
-    lines += ["", f"Training wall time (mean over seeds, process start to exit): multi-head {seconds['multi']:.0f} s, "
-              f"the four single-task runs {single_total:.0f} s together."]  # fmt: skip
+    lines += [
+        "",
+        f"Training wall time (mean over seeds, process start to exit): multi-head {seconds['multi']:.0f} s, "
+        f"the four single-task runs {single_total:.0f} s together.",
+    ]
     serve = results.get("serving")
     if serve:
         lines += [
@@ -177,8 +198,14 @@ def machine() -> dict:
         if line.startswith("flags"):
             flags = [f for f in line.split(":", 1)[1].split() if f.startswith(("avx", "amx", "fma", "sse4"))]
             break
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor())  # fmt: skip
+    model = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
     return {"cpu": model, "cores": os.cpu_count(), "flags": flags}
 
 
@@ -196,8 +223,12 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    results = {"command": "python benchmarks/multihead.py " + " ".join(sys.argv[1:]), "args": vars(args),
-               "machine": machine(), "runs": []}  # fmt: skip
+    results = {
+        "command": "python benchmarks/multihead.py " + " ".join(sys.argv[1:]),
+        "args": vars(args),
+        "machine": machine(),
+        "runs": [],
+    }
     started, per_seed = time.perf_counter(), 0.0
     for seed in [int(s) for s in args.seeds.split(",")]:
         if results["runs"] and time.perf_counter() - started + per_seed > args.budget:

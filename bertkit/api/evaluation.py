@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit.api.multihead_inference import check_single_head, evaluate_multi, is_multi_head
 from bertkit.api.reports import check_figures_dir
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
@@ -20,7 +21,6 @@ from bertkit.model_dir import (
     update_meta,
     write_json,
 )
-from bertkit.api.multihead_inference import check_single_head, evaluate_multi, is_multi_head
 from bertkit.model_dir.files import probe_writable
 from bertkit.model_dir.ownership import check_results_kept, results_record
 from bertkit.options import EvalOptions, InferenceOptions

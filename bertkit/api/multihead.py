@@ -17,15 +17,15 @@ from bertkit.engine.history import History
 from bertkit.errors import BertkitError
 from bertkit.inference import score
 from bertkit.model_dir import data_record, staged_output, write_json
+from bertkit.model_dir.files import check_sibling_dir, checkpoint_root
 from bertkit.model_dir.meta import bertkit_version, library_versions
 from bertkit.model_dir.run_config import write_run_config
-from bertkit.model_dir.files import check_sibling_dir, checkpoint_root
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
 from bertkit.tasks.learned import stats_of
-from bertkit.tasks.training_spec import FINE_TUNE
 from bertkit.tasks.multihead import DIRECTORY_KIND, MULTI, HeadSpec, combined_metrics
+from bertkit.tasks.training_spec import FINE_TUNE
 from bertkit.training.plan import plan_run
 
 
@@ -73,9 +73,15 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     features = [f for head in planned for f in head.train_features]
     evaluate = _evaluation(planned, engine, tokenizer, config)
     trainer, report = engine.fit(
-        trainer, features, config, tokenizer.pad_token_id, evaluate, "mean", collate_fn=collator,
+        trainer,
+        features,
+        config,
+        tokenizer.pad_token_id,
+        evaluate,
+        "mean",
+        collate_fn=collator,
         checkpoints=checkpoints,
-    )  # fmt: skip
+    )
     model = _finished(planned, engine.unwrap(trainer), model_ref, run)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     per_head = {h.spec.name: _of_head(best.get("metrics", {}), h.spec.name) for h in planned}
@@ -123,8 +129,10 @@ def _read(head: Head, config: TrainConfig) -> tuple:
     except BertkitError as exc:
         raise BertkitError(f"head {head.spec.name}: {exc.message}", exc.hint) from None
     if not found[1]:
-        raise BertkitError(f"head {head.spec.name}: its data {head.spec.data} has no training examples",
-                           "give the head data with rows, or drop the head")  # fmt: skip
+        raise BertkitError(
+            f"head {head.spec.name}: its data {head.spec.data} has no training examples",
+            "give the head data with rows, or drop the head",
+        )
     return found
 
 
@@ -139,8 +147,10 @@ def _checkpoints(planned: list, run: RunOptions, config: TrainConfig):
     check_sibling_dir(checkpoint_root(output_path), "checkpoints")
     identity = {"task": MULTI, "model": planned[0].plan.model, **config.to_dict()}
     identity["heads"] = [
-        {**h.spec.record(), **run_identity(h.spec.task, h.plan.model, h.plan.config, h.plan.train_source,
-                                           h.plan.eval_source)}  # fmt: skip
+        {
+            **h.spec.record(),
+            **run_identity(h.spec.task, h.plan.model, h.plan.config, h.plan.train_source, h.plan.eval_source),
+        }
         for h in planned
     ]
     return Checkpoints.plan(output_path, config, identity, run.resume, run.resume_from, run.overwrite)
@@ -157,8 +167,10 @@ def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints):
 
     engine = Engine(config.precision, config.seed, threads=run.threads)
     if engine.accelerator.num_processes > 1:
-        raise BertkitError("bertkit finetune multi runs in one process for now (each rank would draw other heads)",
-                           "run it without accelerate launch / torchrun")  # fmt: skip
+        raise BertkitError(
+            "bertkit finetune multi runs in one process for now (each rank would draw other heads)",
+            "run it without accelerate launch / torchrun",
+        )
     if checkpoints is not None:
         checkpoints.identity.update(processes=1, precision_used=engine.precision)
         checkpoints.check_compatible()
@@ -187,9 +199,7 @@ def _preprocess(planned: list, tokenizer, checkpoints) -> None:
     if checkpoints is not None:
         from bertkit.engine.run_identity import features_sha1
 
-        checkpoints.identity["train_data_sha1"] = [
-            features_sha1(h.train_features, h.adapter.targets) for h in planned
-        ]
+        checkpoints.identity["train_data_sha1"] = [features_sha1(h.train_features, h.adapter.targets) for h in planned]
         checkpoints.check_compatible()
 
 
@@ -202,8 +212,10 @@ def _trainer(planned: list, network, tokenizer, heads: MultiOptions, config: Tra
     for head in planned:
         head.training_spec = head.adapter.training_spec()
         if head.training_spec.recipe != FINE_TUNE:
-            raise BertkitError(f"head {head.spec.name}: its task trains with {head.training_spec.recipe}",
-                               "bertkit finetune multi trains fine-tuned heads only")  # fmt: skip
+            raise BertkitError(
+                f"head {head.spec.name}: its task trains with {head.training_spec.recipe}",
+                "bertkit finetune multi trains fine-tuned heads only",
+            )
         modules[head.spec.name] = recipes.training_network(head.training_spec, network.heads[head.spec.name])
         own = recipes.training_collator(head.training_spec, tokenizer, config.seed)
         collators.append(head_collator(own, tokenizer.pad_token_id, head.adapter.targets))
@@ -225,9 +237,14 @@ def _evaluation(planned: list, engine, tokenizer, config: TrainConfig):
             module = trainer.heads[name]
             view = HeadView(trainer.encoder, getattr(module, "model", module))  # a loss wrapper's model
             per_head[name], _ = score(
-                engine, head.adapter, view, head.eval, head.eval_features, config.eval_batch_size,
+                engine,
+                head.adapter,
+                view,
+                head.eval,
+                head.eval_features,
+                config.eval_batch_size,
                 tokenizer.pad_token_id,
-            )  # fmt: skip
+            )
         trainer.train()
         return combined_metrics(per_head, {h.spec.name: h.adapter.main_metric for h in scored})
 
@@ -257,22 +274,35 @@ def _meta(planned: list, result: MultiResult, report, model, config: TrainConfig
     heads = []
     for head in planned:
         plan, adapter = head.plan, head.adapter.finished()
-        data = data_record(plan.train_source, plan.eval_source, len(head.train), len(head.eval),
-                           name=plan.train_source.name, data_dir=plan.train_source.data_dir)  # fmt: skip
-        heads.append({
-            **head.spec.record(),
-            "task": adapter.state(),
-            "model_class": adapter.model_class,
-            "model_config": model.heads[head.spec.name].config.to_dict(),
-            "data": data,
-            "metrics": result.heads[head.spec.name],
-            "main_metric": adapter.main_metric,
-        })  # fmt: skip
+        data = data_record(
+            plan.train_source,
+            plan.eval_source,
+            len(head.train),
+            len(head.eval),
+            name=plan.train_source.name,
+            data_dir=plan.train_source.data_dir,
+        )
+        heads.append(
+            {
+                **head.spec.record(),
+                "task": adapter.state(),
+                "model_class": adapter.model_class,
+                "model_config": model.heads[head.spec.name].config.to_dict(),
+                "data": data,
+                "metrics": result.heads[head.spec.name],
+                "main_metric": adapter.main_metric,
+            }
+        )
     return {
         "schema": 2,
         "kind": DIRECTORY_KIND,
         "bertkit_version": bertkit_version(),
-        "task": {"task": MULTI, "max_length": max(h.adapter.max_length for h in planned), "options": {}, "labels": None},
+        "task": {
+            "task": MULTI,
+            "max_length": max(h.adapter.max_length for h in planned),
+            "options": {},
+            "labels": None,
+        },
         "heads": heads,
         "base_model": planned[0].plan.model,
         "data": {h.spec.name: heads[i]["data"] for i, h in enumerate(planned)},

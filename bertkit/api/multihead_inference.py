@@ -28,12 +28,13 @@ def is_multi_head(meta: dict) -> bool:
 def check_single_head(meta: dict, head: str | None, command: str) -> None:
     """--head on a one-task directory, or a multi-head directory where ``command`` cannot take one."""
     if head is not None and not is_multi_head(meta):
-        raise BertkitError(f"--head {head}: this model has one task ({meta['task']['task']}), not heads",
-                           "drop --head")  # fmt: skip
+        raise BertkitError(f"--head {head}: this model has one task ({meta['task']['task']}), not heads", "drop --head")
     if head is None and is_multi_head(meta) and command:
         names = ", ".join(h["name"] for h in meta["heads"])
-        raise BertkitError(f"{command} does not take a multi-head model yet (its heads: {names})",
-                           "use bertkit eval or bertkit predict, which run every head")  # fmt: skip
+        raise BertkitError(
+            f"{command} does not take a multi-head model yet (its heads: {names})",
+            "use bertkit eval or bertkit predict, which run every head",
+        )
 
 
 class MultiHeadPredictor:
@@ -45,8 +46,10 @@ class MultiHeadPredictor:
         self.meta = meta or load_meta(self.model_dir)
         recorded = {h["name"]: h for h in self.meta["heads"]}
         if head is not None and head not in recorded:
-            raise BertkitError(f"--head {head}: this model has no such head (its heads: {', '.join(recorded)})",
-                               f"use one of {', '.join(recorded)}")  # fmt: skip
+            raise BertkitError(
+                f"--head {head}: this model has no such head (its heads: {', '.join(recorded)})",
+                f"use one of {', '.join(recorded)}",
+            )
         self.recorded = recorded
         self.names = [head] if head else list(recorded)
         self.adapters = {name: task_from_state(recorded[name]["task"]) for name in self.names}
@@ -70,9 +73,14 @@ class MultiHeadPredictor:
     def outputs(self, name: str, examples: list, features: list) -> dict:
         adapter = self.adapters[name]
         return self.load().engine.infer(
-            self.views[name], features, self.run.batch_size, adapter.output_names, adapter.per_token_outputs,
-            self.tokenizer.pad_token_id, description=f"{name}",
-        )  # fmt: skip
+            self.views[name],
+            features,
+            self.run.batch_size,
+            adapter.output_names,
+            adapter.per_token_outputs,
+            self.tokenizer.pad_token_id,
+            description=f"{name}",
+        )
 
     def predict(self, name: str, examples: list) -> list:
         adapter = self.adapters[name]
@@ -83,8 +91,9 @@ class MultiHeadPredictor:
     def score(self, name: str, examples: list) -> dict:
         adapter = self.adapters[name]
         features = adapter.preprocess(examples, self.load().tokenizer, train=False)
-        metrics, _ = score(self.engine, adapter, self.views[name], examples, features, self.run.batch_size,
-                           self.tokenizer.pad_token_id)  # fmt: skip
+        metrics, _ = score(
+            self.engine, adapter, self.views[name], examples, features, self.run.batch_size, self.tokenizer.pad_token_id
+        )
         return metrics
 
 
@@ -95,8 +104,10 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
     options = (options or EvalOptions()).validate("bertkit eval")
     predictor = MultiHeadPredictor(model_dir, run, options.head)
     if options.data is not None and options.head is None:
-        raise BertkitError("--data on a multi-head model needs --head (each head reads its own data)",
-                           f"add --head NAME (one of {', '.join(predictor.names)})")  # fmt: skip
+        raise BertkitError(
+            "--data on a multi-head model needs --head (each head reads its own data)",
+            f"add --head NAME (one of {', '.join(predictor.names)})",
+        )
     target = Path(options.output) if options.output else Path(model_dir) / EVAL_FILE
     check_output_file(target, "--output" if options.output else "the metrics file")
     sources = {name: _source(predictor.recorded[name], options) for name in predictor.names}
@@ -111,13 +122,17 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
         adapter.check_eval_examples(examples[name], sources[name])
     for name in predictor.names:
         per_head[name] = predictor.score(name, examples[name])
-    mains = {name: predictor.recorded[name].get("main_metric") or predictor.adapters[name].main_metric
-             for name in predictor.names}  # fmt: skip
+    mains = {
+        name: predictor.recorded[name].get("main_metric") or predictor.adapters[name].main_metric
+        for name in predictor.names
+    }
     combined = combined_metrics(per_head, mains)
     report = {
         "model": str(model_dir),
-        "heads": {n: {"data": sources[n].description, "examples": len(examples[n]), "metrics": per_head[n]}
-                  for n in predictor.names},  # fmt: skip
+        "heads": {
+            n: {"data": sources[n].description, "examples": len(examples[n]), "metrics": per_head[n]}
+            for n in predictor.names
+        },
         "metrics": combined,
         "mean": combined.get("mean"),
         "runtime": predictor.engine.runtime(predictor.run.precision),
@@ -145,8 +160,9 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
     said so; the rows are written to ``options.output`` (JSONL) unless it is '-' (returned only)."""
     predictor = MultiHeadPredictor(model_dir, run, options.head)
     if options.backend not in ("torch", "auto"):
-        raise BertkitError(f"--backend {options.backend} does not take a multi-head model yet (no export)",
-                           "use --backend torch")  # fmt: skip
+        raise BertkitError(
+            f"--backend {options.backend} does not take a multi-head model yet (no export)", "use --backend torch"
+        )
     source = Source(options.input, path=Path(options.input)) if Path(options.input).exists() else None
     if source is None:
         raise BertkitError(f"--input {options.input} does not exist", "check the path")
@@ -169,5 +185,10 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
         from bertkit.training.results import write_rows
 
         write_rows(Path(options.output), rows)
-    return {"rows": rows, "notices": notices, "heads": list(answers), "rows_per_second": count / max(seconds, 1e-9),
-            "runtime": predictor.engine.runtime(predictor.run.precision)}  # fmt: skip
+    return {
+        "rows": rows,
+        "notices": notices,
+        "heads": list(answers),
+        "rows_per_second": count / max(seconds, 1e-9),
+        "runtime": predictor.engine.runtime(predictor.run.precision),
+    }

@@ -12,6 +12,7 @@ from bertkit.cli.common import require
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
 from bertkit.options import DatasetOptions, ExportOptions
 
+
 def _head_parameters() -> list:
     from bertkit.options.multihead import HeadExportOptions
 

@@ -42,12 +42,16 @@ def _run(**values) -> None:
     _, run, repeat, rest = training_values(values, (), RepeatOptions)
     for name, flag in REFUSED.items():
         if (repeat if name in repeat else rest).get(name) not in (None, False):
-            raise BertkitError(f"bertkit finetune multi does not compose with {flag} yet",
-                               f"drop {flag}; train the heads' model once per seed by hand")  # fmt: skip
+            raise BertkitError(
+                f"bertkit finetune multi does not compose with {flag} yet",
+                f"drop {flag}; train the heads' model once per seed by hand",
+            )
     given = [name for name in LORA_FIELDS if rest.get(name) not in (None, False)]
     if given:
-        raise BertkitError(f"bertkit finetune multi does not compose with --{given[0].replace('_', '-')}",
-                           "drop it: every head fine-tunes the whole encoder")  # fmt: skip
+        raise BertkitError(
+            f"bertkit finetune multi does not compose with --{given[0].replace('_', '-')}",
+            "drop it: every head fine-tunes the whole encoder",
+        )
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
@@ -98,4 +102,6 @@ def predict_heads(model_dir: str, io, run, written: bool) -> None:
             typer.echo(json.dumps(row, ensure_ascii=False))
         return
     rows, rate = len(summary["rows"]), summary["rows_per_second"]
-    typer.echo(f"{rows:,} predictions ({', '.join(summary['heads'])}) written to {io.output} ({rate:,.0f} rows/s)", err=True)
+    typer.echo(
+        f"{rows:,} predictions ({', '.join(summary['heads'])}) written to {io.output} ({rate:,.0f} rows/s)", err=True
+    )

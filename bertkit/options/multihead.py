@@ -32,9 +32,14 @@ class MultiOptions:
 
     def validate(self) -> "MultiOptions":
         if self.sampling not in SAMPLINGS:
-            raise BertkitError(f"--sampling {self.sampling!r} is not one of {', '.join(SAMPLINGS)}",
-                               f"use one of {', '.join(SAMPLINGS)}")  # fmt: skip
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)) or self.temperature <= 0:
+            raise BertkitError(
+                f"--sampling {self.sampling!r} is not one of {', '.join(SAMPLINGS)}",
+                f"use one of {', '.join(SAMPLINGS)}",
+            )
+        if (
+            not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature))
+            or self.temperature <= 0
+        ):
             raise BertkitError(f"--temperature {self.temperature} is not positive", "e.g. --temperature 2")
         self.specs()
         return self
@@ -50,6 +55,8 @@ class HeadExportOptions:
 
     output: str = option(REQUIRED, "The one-task model directory to create.", OUTPUT_PANEL)
     overwrite: bool = option(
-        False, "Replace an existing model directory written by bertkit; other directories are never replaced.",
-        OUTPUT_PANEL, flag=True,
-    )  # fmt: skip
+        False,
+        "Replace an existing model directory written by bertkit; other directories are never replaced.",
+        OUTPUT_PANEL,
+        flag=True,
+    )

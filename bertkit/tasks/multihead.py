@@ -63,8 +63,14 @@ class HeadSpec:
 
     def record(self) -> dict:
         """As config.yaml stores it (a replay reads it back with ``head_of``)."""
-        return {"name": self.name, "kind": self.kind, "data": self.data, "eval_data": self.eval_data,
-                "weight": self.weight, **self.options}  # fmt: skip
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "data": self.data,
+            "eval_data": self.eval_data,
+            "weight": self.weight,
+            **self.options,
+        }
 
 
 def parse_head(text: str) -> HeadSpec:
@@ -101,8 +107,10 @@ def head_of(values, where: str) -> HeadSpec:
     eval_data = values.pop("eval_data", None)
     for key, why in REFUSED_HEAD_OPTIONS.items():
         if key in values:
-            raise BertkitError(f"bertkit finetune multi does not compose with --{key.replace('_', '-')}: {why}",
-                               f"drop {key} from head {name}")  # fmt: skip
+            raise BertkitError(
+                f"bertkit finetune multi does not compose with --{key.replace('_', '-')}: {why}",
+                f"drop {key} from head {name}",
+            )
     return HeadSpec(name, kind, data, None if eval_data is None else str(eval_data), weight, values)
 
 

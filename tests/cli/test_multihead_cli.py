@@ -28,11 +28,15 @@ def files(tmp_path_factory):
 
 def heads(files) -> list[str]:
     return [
-        "--task", f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
-        "--task", f"p:pair:{files / 'pair.tsv'}:eval_data={files / 'pair.tsv'}",
-        "--task", f"r:regression:{files / 'reg.csv'}:eval_data={files / 'reg.csv'}:weight=0.5",
-        "--task", f"n:ner:{files / 'ner.txt'}:eval_data={files / 'ner.txt'}",
-    ]  # fmt: skip
+        "--task",
+        f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
+        "--task",
+        f"p:pair:{files / 'pair.tsv'}:eval_data={files / 'pair.tsv'}",
+        "--task",
+        f"r:regression:{files / 'reg.csv'}:eval_data={files / 'reg.csv'}:weight=0.5",
+        "--task",
+        f"n:ner:{files / 'ner.txt'}:eval_data={files / 'ner.txt'}",
+    ]
 
 
 def train_args(files, tiny_bert, output, *extra) -> list:

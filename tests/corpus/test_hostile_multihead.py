@@ -22,39 +22,80 @@ def config(c: Context, text: str) -> list:
 
 
 CASES = [
-    Case("two-heads-one-name", lambda c: multi(c, "a:cls:DIR/cls.csv", "a:pair:DIR/pair.tsv"), ("two heads are named 'a'",)),
-    Case("ner-head-on-sentences", lambda c: multi(c, "a:cls:DIR/cls.csv", "t:ner:DIR/cls.csv"),
-         ("head t:", "not token tagging")),
+    Case(
+        "two-heads-one-name",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "a:pair:DIR/pair.tsv"),
+        ("two heads are named 'a'",),
+    ),
+    Case(
+        "ner-head-on-sentences",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "t:ner:DIR/cls.csv"),
+        ("head t:", "not token tagging"),
+    ),
     Case("cls-head-on-conll", lambda c: multi(c, "a:cls:DIR/ner.txt"), ("head a:", "missing label column")),
-    Case("known-dataset-of-another-task", lambda c: multi(c, "a:cls:DIR/cls.csv", "b:pair:sst2"),
-         ("head b: dataset sst2 is for the 'cls' task, not 'pair'",)),
+    Case(
+        "known-dataset-of-another-task",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "b:pair:sst2"),
+        ("head b: dataset sst2 is for the 'cls' task, not 'pair'",),
+    ),
     Case("empty-task", lambda c: multi(c, "a:cls:DIR/cls.csv", "e:cls:DIR/empty.csv"), ("head e: file is empty",)),
     Case("no-task", lambda c: multi(c), ("needs at least one head",)),
-    Case("model-per-head", lambda c: multi(c, "a:cls:DIR/cls.csv:model=bert-base-uncased"),
-         ("head a: model is set per head; the heads share one encoder",)),
-    Case("model-per-head-in-config", lambda c: config(c, "heads:\n- {name: a, kind: cls, data: DIR/cls.csv, model: x}\n"),
-         ("head a: model is set per head",)),
+    Case(
+        "model-per-head",
+        lambda c: multi(c, "a:cls:DIR/cls.csv:model=bert-base-uncased"),
+        ("head a: model is set per head; the heads share one encoder",),
+    ),
+    Case(
+        "model-per-head-in-config",
+        lambda c: config(c, "heads:\n- {name: a, kind: cls, data: DIR/cls.csv, model: x}\n"),
+        ("head a: model is set per head",),
+    ),
     Case("weight-zero", lambda c: multi(c, "a:cls:DIR/cls.csv:weight=0"), ("head a: weight 0 is not positive",)),
-    Case("weight-negative-in-config", lambda c: config(c, "heads:\n- {name: a, kind: cls, data: DIR/cls.csv, weight: -2}\n"),
-         ("head a: weight -2 is not positive",)),
-    Case("qa-head", lambda c: multi(c, "a:cls:DIR/cls.csv", "q:qa:squad"), ("head q: kind qa is not a multi-head kind yet",)),
+    Case(
+        "weight-negative-in-config",
+        lambda c: config(c, "heads:\n- {name: a, kind: cls, data: DIR/cls.csv, weight: -2}\n"),
+        ("head a: weight -2 is not positive",),
+    ),
+    Case(
+        "qa-head",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "q:qa:squad"),
+        ("head q: kind qa is not a multi-head kind yet",),
+    ),
     Case("rerank-head", lambda c: multi(c, "r:rerank:DIR/cls.csv"), ("kind rerank is not a multi-head kind yet",)),
     Case("not-name-kind-data", lambda c: multi(c, "a:cls"), ("is not NAME:KIND:DATA",)),
-    Case("with-lora", lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--lora", 8)),
-         ("bertkit finetune multi does not compose with --lora",)),
-    Case("with-seeds", lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--seeds", 2)),
-         ("bertkit finetune multi does not compose with --seeds",)),
-    Case("with-folds", lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--folds", 2)),
-         ("bertkit finetune multi does not compose with --folds",)),
-    Case("with-long-text-windows", lambda c: multi(c, "a:cls:DIR/cls.csv:long_text=windows"),
-         ("does not compose with --long-text",)),
+    Case(
+        "with-lora",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--lora", 8)),
+        ("bertkit finetune multi does not compose with --lora",),
+    ),
+    Case(
+        "with-seeds",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--seeds", 2)),
+        ("bertkit finetune multi does not compose with --seeds",),
+    ),
+    Case(
+        "with-folds",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--folds", 2)),
+        ("bertkit finetune multi does not compose with --folds",),
+    ),
+    Case(
+        "with-long-text-windows",
+        lambda c: multi(c, "a:cls:DIR/cls.csv:long_text=windows"),
+        ("does not compose with --long-text",),
+    ),
     Case("with-setfit", lambda c: multi(c, "a:cls:DIR/cls.csv:recipe=setfit"), ("does not compose with --recipe",)),
-    Case("unknown-sampling", lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--sampling", "random")),
-         ("--sampling 'random' is not one of",)),
-    Case("temperature-zero", lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--sampling", "temperature", "--temperature", 0)),
-         ("--temperature 0", "not positive")),
+    Case(
+        "unknown-sampling",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--sampling", "random")),
+        ("--sampling 'random' is not one of",),
+    ),
+    Case(
+        "temperature-zero",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--sampling", "temperature", "--temperature", 0)),
+        ("--temperature 0", "not positive"),
+    ),
     Case("config-heads-not-a-list-of-heads", lambda c: config(c, "heads:\n- 3\n"), ("a head is a NAME:KIND:DATA",)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -95,7 +95,9 @@ def models(tiny_bert):
     torch.manual_seed(0)
     cls_model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=3)
     ner_model = AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=5)
-    ner_model.bert.load_state_dict(cls_model.bert.state_dict(), strict=False)  # one encoder's weights (a tagger has no pooler)
+    ner_model.bert.load_state_dict(
+        cls_model.bert.state_dict(), strict=False
+    )  # one encoder's weights (a tagger has no pooler)
     singles = {"c": copy.deepcopy(cls_model).eval(), "n": copy.deepcopy(ner_model).eval()}
     from bertkit.networks.multihead import MultiHeadModel, share_encoder
 
@@ -108,7 +110,11 @@ def batch(head: int):
 
     ids = torch.tensor([[2, 7, 8, 9, 3, 0], [2, 10, 11, 3, 0, 0]])
     mask = (ids != 0).long()
-    labels = torch.tensor([1, 2]) if head == 0 else torch.tensor([[-100, 1, 2, 0, -100, -100], [-100, 4, 0, -100] + [-100] * 2])
+    labels = (
+        torch.tensor([1, 2])
+        if head == 0
+        else torch.tensor([[-100, 1, 2, 0, -100, -100], [-100, 4, 0, -100] + [-100] * 2])
+    )
     return {"input_ids": ids, "attention_mask": mask, "labels": labels, "head": torch.tensor([head])}
 
 
