@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bertkit.api.finetuning import _read_examples
+from bertkit.api.finetuning import read_examples
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.errors import BertkitError
@@ -125,7 +125,7 @@ def _plan(spec: HeadSpec, run: RunOptions, config: TrainConfig):
 def _read(head: Head, config: TrainConfig) -> tuple:
     plan = head.plan
     try:
-        found = _read_examples(plan.adapter, plan.train_source, plan.eval_source, plan.config)
+        found = read_examples(plan.adapter, plan.train_source, plan.eval_source, plan.config)
     except BertkitError as exc:
         raise BertkitError(f"head {head.spec.name}: {exc.message}", exc.hint) from None
     if not found[1]:

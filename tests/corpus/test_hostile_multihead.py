@@ -129,6 +129,7 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--data", "IN"), "--data on a multi-head model needs --head"),
         (("export", "onnx"), "this is a multi-head model (bertkit finetune multi); this command does not take one yet"),
         (("report",), "this is a multi-head model"),
+        (("distill", "--data", "IN", "--output", "OUT"), "multi-head directory; distill takes cls, pair and ner"),
     ],
 )
 def test_a_multi_head_directory_refuses_in_one_line(multi_model, args, said, run_cli, capsys, tmp_path, monkeypatch):
@@ -137,7 +138,8 @@ def test_a_multi_head_directory_refuses_in_one_line(multi_model, args, said, run
     (tmp_path / "in.txt").write_text("the film was good\n")
     command, *rest = args
     args = [command, *(["onnx"] if command == "export" else []), multi_model]
-    args += [str(tmp_path / "in.txt") if a == "IN" else a for a in rest if a != "onnx"]
+    shown = {"IN": str(tmp_path / "in.txt"), "OUT": str(tmp_path / "student")}
+    args += [shown.get(a, a) for a in rest if a != "onnx"]
     before = snapshot(multi_model, tmp_path)
     code, _, stderr = run_cli(*args)
     assert code == 2 and stderr.strip().splitlines()[-1].startswith("error: ") and said in stderr, stderr
