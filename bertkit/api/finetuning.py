@@ -120,7 +120,7 @@ def _load(state: Run, chosen: list):
     for method in chosen:  # the architecture a method trains (in the methods' order)
         network = method.adapt_network(network, state)
     network = speed_up(adapter, network)
-    _for_training(network, plan.config)
+    for_training(network, plan.config)
     return network
 
 
@@ -357,7 +357,8 @@ def _save(state: Run, chosen: list, report, finished, meta: ModelMeta, options: 
     return written
 
 
-def _for_training(network, config: TrainConfig) -> None:
+def for_training(network, config: TrainConfig) -> None:
+    """--freeze-embeddings and --save-memory on the network (or encoder) to train."""
     if config.freeze_embeddings:
         network.get_input_embeddings().weight.requires_grad_(False)
     if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.engine.attention_recompute)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bertkit.api.finetuning import read_examples
+from bertkit.api.finetuning import for_training, read_examples
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.errors import BertkitError
@@ -21,7 +21,7 @@ from bertkit.model_dir.files import check_sibling_dir, checkpoint_root
 from bertkit.model_dir.meta import bertkit_version, library_versions
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
-from bertkit.options import RunOptions, TrainConfig, default_output
+from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
 from bertkit.tasks.learned import stats_of
 from bertkit.tasks.multihead import DIRECTORY_KIND, MULTI, HeadSpec, combined_metrics
@@ -61,6 +61,10 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     the training, the directory all at once."""
     specs = heads.validate().specs()
     config = (config or TrainConfig()).validate("bertkit finetune multi")
+    given = [name for name in LORA_FIELDS if getattr(config, name) not in (None, False)]
+    if given:  # every head fine-tunes the whole shared encoder
+        flag = f"--{given[0].replace('_', '-')}"
+        raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
     planned = [Head(spec, _plan(spec, run, config)) for spec in specs]
     output_path = planned[0].plan.output_path
@@ -184,6 +188,7 @@ def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints):
     from bertkit.networks.multihead import MultiHeadModel, share_encoder
 
     encoder, models = share_encoder(models)
+    for_training(encoder, config)
     return model_ref, tokenizer, engine, MultiHeadModel(encoder, models)
 
 

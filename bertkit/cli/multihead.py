@@ -9,7 +9,7 @@ import typer
 from bertkit.cli.common import echo_runtime, is_main_process
 from bertkit.cli.options import chosen, config_file_parameter, from_dataclass, single_command, training_values
 from bertkit.errors import BertkitError
-from bertkit.options import LORA_FIELDS, RepeatOptions, RunOptions, TrainConfig
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig
 from bertkit.options.multihead import MultiOptions
 
 HELP = (
@@ -17,11 +17,7 @@ HELP = (
     "NAME:KIND:DATA is a head with its own data, labels, loss weight and metrics; each batch is one head's."
 )
 # what a multi-head run refuses, each in one line naming both parts (docs: multi-head.md)
-REFUSED = {
-    "seeds": "--seeds",
-    "folds": "--folds",
-    "lora": "--lora",
-}
+REFUSED = {"seeds": "--seeds", "folds": "--folds"}  # --lora and the rest: bertkit/api/multihead.py
 
 
 def multi_command():
@@ -41,17 +37,8 @@ def _run(**values) -> None:
     heads = chosen(values, MultiOptions)
     _, run, repeat, rest = training_values(values, (), RepeatOptions)
     for name, flag in REFUSED.items():
-        if (repeat if name in repeat else rest).get(name) not in (None, False):
-            raise BertkitError(
-                f"bertkit finetune multi does not compose with {flag} yet",
-                f"drop {flag}; train the heads' model once per seed by hand",
-            )
-    given = [name for name in LORA_FIELDS if rest.get(name) not in (None, False)]
-    if given:
-        raise BertkitError(
-            f"bertkit finetune multi does not compose with --{given[0].replace('_', '-')}",
-            "drop it: every head fine-tunes the whole encoder",
-        )
+        if repeat.get(name) is not None:
+            raise BertkitError(f"bertkit finetune multi does not compose with {flag} yet", f"drop {flag}")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:

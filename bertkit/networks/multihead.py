@@ -77,6 +77,10 @@ class MultiHeadTrainer(nn.Module):
         self.encoder, self.heads = encoder, nn.ModuleDict(heads)
         self.names, self.weights = list(heads), list(weights)
 
+    def get_input_embeddings(self):
+        """The shared encoder's (the engine's bf16 master weights treat them as a task model's)."""
+        return self.encoder.get_input_embeddings()
+
     def forward(self, head, **batch):
         index = int(head.reshape(-1)[0])
         outputs = self.heads[self.names[index]](**batch)

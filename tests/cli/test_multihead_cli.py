@@ -137,3 +137,18 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return torch.equal(a, b)
+
+
+def test_freeze_embeddings_reaches_the_shared_encoder(files, tiny_bert, run_cli, tmp_path):
+    from safetensors.torch import load_file
+
+    code, _, stderr = run_cli(*train_args(files, tiny_bert, tmp_path / "frozen", "--epochs", 1, "--freeze-embeddings"))
+    assert code == 0, stderr
+    trained = load_file(str(tmp_path / "frozen" / "model.safetensors"))
+    start = load_file(str(tiny_bert / "model.safetensors"))
+    key = "embeddings.word_embeddings.weight"
+    assert torch_equal(trained[f"encoder.{key}"], start[key])
+    assert not torch_equal(
+        trained["encoder.encoder.layer.0.attention.self.query.weight"],
+        start["encoder.layer.0.attention.self.query.weight"],
+    )
