@@ -17,8 +17,8 @@ __all__ = ["HeadExportOptions", "MultiOptions"]
 class MultiOptions:
     heads: list[str] | None = option(
         None,
-        "A head: NAME:KIND:DATA[:weight=W][:eval_data=PATH][:OPTION=VALUE]; repeatable, one per head. "
-        f"KIND: {', '.join(HEAD_KINDS)}.",
+        "A head: NAME:KIND:DATA, then its own :key=value pairs (weight=W, eval_data=PATH, its task's reading "
+        f"options); repeatable, one per head. KIND: {', '.join(HEAD_KINDS)}.",
         DATA_PANEL,
         flag="--task",
         metavar="NAME:KIND:DATA",
