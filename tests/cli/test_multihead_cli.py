@@ -152,3 +152,35 @@ def test_freeze_embeddings_reaches_the_shared_encoder(files, tiny_bert, run_cli,
         trained["encoder.encoder.layer.0.attention.self.query.weight"],
         start["encoder.layer.0.attention.self.query.weight"],
     )
+
+
+def test_the_server_answers_every_head_and_one_head_as_predict_does(trained, files, run_cli):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from bertkit.api.multihead_serving import MultiHeadServing
+    from bertkit.options import InferenceOptions
+    from bertkit.serving.app import create_app
+
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--precision", "no")
+    assert code == 0, stderr
+    expected = [json.loads(line) for line in stdout.splitlines()]
+    texts = (files / "in.txt").read_text().splitlines()
+    served = MultiHeadServing(str(trained), InferenceOptions(precision="no")).load()
+    with TestClient(create_app(served)) as client:
+        answer = client.post("/predict", json={"inputs": texts})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["predictions"] == expected
+        answer = client.post("/predict/n", json={"inputs": texts})
+        assert answer.json()["predictions"] == [{"n": row["n"]} for row in expected]
+        pair = client.post("/predict", json={"inputs": [{"text": "the film was good", "text_pair": "it was bad"}]})
+        heads = set(pair.json()["predictions"][0])
+        assert (
+            pair.status_code == 200 and "p" in heads and not heads & {"s", "r"}
+        )  # single-text classifiers refuse pairs
+        missing = client.post("/predict/zz", json={"inputs": texts})
+        assert missing.status_code == 422 and "no head 'zz'" in missing.json()["error"]
+        wrong = client.post("/predict/p", json={"inputs": texts})
+        assert wrong.status_code == 422 and wrong.json()["error"].startswith("head p: ")
+        assert set(client.get("/info").json()["heads"]) == {"s", "p", "r", "n"}
