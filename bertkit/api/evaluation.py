@@ -55,10 +55,10 @@ def evaluate(model_dir: str, options: EvalOptions | None = None, run: InferenceO
     # checks: every option and output before the model is loaded
     run = (run or InferenceOptions()).validate("bertkit eval")
     options = (options or EvalOptions()).validate("bertkit eval")
-    extra_metrics = _load_extra_metrics(options.metric or ())
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
     if is_multi_head(meta):  # every head scored as its task alone (api/multihead_inference.py)
         return evaluate_multi(model_dir, options, run)
+    extra_metrics = _load_extra_metrics(options.metric or ())
     check_single_head(meta, options.head, "")
     adapter = task_from_state(meta["task"]).apply_options(options.task_options, "eval")
     plan = _plan(model_dir, meta, adapter, options)

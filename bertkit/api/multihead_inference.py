@@ -102,6 +102,9 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
     other data, for one ``--head``); the report and ``eval-heads.json`` (or ``--output``) hold
     each head's metrics and ``mean``, the mean of the heads' main metrics."""
     options = (options or EvalOptions()).validate("bertkit eval")
+    _refuse_given(
+        "bertkit eval", metric=options.metric, store_threshold=options.store_threshold, **options.task_options
+    )
     predictor = MultiHeadPredictor(model_dir, run, options.head)
     if options.data is not None and options.head is None:
         raise BertkitError(
@@ -158,6 +161,7 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
     """One row per input row: each head's answer under its name (``options.head``: that head's
     only). A head whose input the rows do not carry (a pair head on single texts) is left out and
     said so; the rows are written to ``options.output`` (JSONL) unless it is '-' (returned only)."""
+    _refuse_given("bertkit predict", **options.task_options)
     predictor = MultiHeadPredictor(model_dir, run, options.head)
     if options.backend not in ("torch", "auto"):
         raise BertkitError(
@@ -192,3 +196,12 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
         "rows_per_second": count / max(seconds, 1e-9),
         "runtime": predictor.engine.runtime(predictor.run.precision),
     }
+
+
+def _refuse_given(command: str, **given) -> None:
+    """The first option given that a multi-head model does not take yet (a task's flag, eval's
+    --metric): refused, not ignored."""
+    for name, value in given.items():
+        if value not in (None, False, (), []):
+            flag = f"--{name.replace('_', '-')}"
+            raise BertkitError(f"{command} on a multi-head model does not compose with {flag} yet", f"drop {flag}")

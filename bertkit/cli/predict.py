@@ -32,6 +32,7 @@ def _parameters(with_tasks: bool) -> list:
 
 def _predict(model_dir: str, **values):
     from bertkit import api
+    from bertkit.errors import BertkitError
     from bertkit.model_dir import check_inputs_kept, check_output_file
 
     task_options = task_values(values, set(values) - _OWN)
@@ -41,6 +42,10 @@ def _predict(model_dir: str, **values):
     run = chosen(values, InferenceOptions).validate("bertkit predict")
     stream = chosen(values, StreamOptions).validate("bertkit predict")
     check_ray_flags(stream, tool=task_options.get("format"))
+    multi = _multi_head(model_dir, io.head)
+    if multi and (stream.ray or stream.resume):  # the heads' rows are read whole (api/multihead_inference.py)
+        flag = "--ray" if stream.ray else "--resume"
+        raise BertkitError(f"predict on a multi-head model does not compose with {flag} yet", f"drop {flag}")
     if stream.ray:
         run_on_ray("predict", model_dir, stream, io, run)
         return
@@ -49,7 +54,7 @@ def _predict(model_dir: str, **values):
     if target is not None:
         check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
         io.output = str(target)
-    if _multi_head(model_dir, io.head):  # every head's answer per row (api/multihead_inference.py)
+    if multi:  # every head's answer per row (api/multihead_inference.py)
         from bertkit.cli.multihead import predict_heads
 
         predict_heads(model_dir, io, run, target is not None)

@@ -129,6 +129,9 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--data", "IN"), "--data on a multi-head model needs --head"),
         (("export", "onnx"), "this is a multi-head model (bertkit finetune multi); this command does not take one yet"),
         (("report",), "this is a multi-head model"),
+        (("eval", "--metric", "accuracy"), "bertkit eval on a multi-head model does not compose with --metric yet"),
+        (("predict", "--input", "IN", "--top-k", "2"), "does not compose with --top-k yet"),
+        (("predict", "--input", "IN", "--output", "OUT", "--resume"), "does not compose with --resume yet"),
         (("distill", "--data", "IN", "--output", "OUT"), "multi-head directory; distill takes cls, pair and ner"),
     ],
 )
