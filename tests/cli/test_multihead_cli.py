@@ -184,3 +184,18 @@ def test_the_server_answers_every_head_and_one_head_as_predict_does(trained, fil
         wrong = client.post("/predict/p", json={"inputs": texts})
         assert wrong.status_code == 422 and wrong.json()["error"].startswith("head p: ")
         assert set(client.get("/info").json()["heads"]) == {"s", "p", "r", "n"}
+
+
+def test_config_yaml_replays_the_heads(trained, tmp_path, run_cli):
+    out = tmp_path / "again"
+    replay = ["finetune", "multi", "--config", trained / "config.yaml", "--output", out, "--epochs", 1]
+    code, stdout, stderr = run_cli(*replay, "--sampling", "temperature", "--temperature", 3)
+    assert code == 0, stderr
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert [(h["name"], h["kind"], h["weight"]) for h in meta["heads"]] == [
+        ("s", "cls", 1.0),
+        ("p", "pair", 1.0),
+        ("r", "regression", 0.5),
+        ("n", "ner", 1.0),
+    ]
+    assert "sampling: temperature" in (out / "config.yaml").read_text()
