@@ -108,6 +108,10 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
 
             save_multihead(staging, model)
             tokenizer.save_pretrained(staging)
+            from bertkit.reporting.card import write_card
+            from bertkit.reporting.multihead_card import multihead_card
+
+            write_card(staging, multihead_card(meta, output_path.name))
             write_json(staging / "bertkit.json", meta)  # last: a directory with bertkit.json is complete
     engine.accelerator.wait_for_everyone()
     return result

@@ -70,6 +70,13 @@ def test_one_directory_lists_every_head(trained):
     mains = [h["metrics"][h["main_metric"]] for h in meta["heads"]]
     assert meta["metrics"]["mean"] == pytest.approx(sum(mains) / 4, abs=1e-6)
     assert "heads" in (trained / "config.yaml").read_text()
+    from bertkit.model_dir.ownership import card_state
+
+    card = (trained / "README.md").read_text()
+    assert card_state(trained / "README.md") == "ours" and all(
+        f"| {h['name']} | {h['kind']} |" in card for h in meta["heads"]
+    )
+    assert "bertkit predict model --input rows.jsonl --head n" in card
 
 
 def test_eval_scores_each_head_as_training_did_and_their_mean(trained, run_cli):
