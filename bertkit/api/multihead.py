@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from bertkit.api.finetuning import for_training, read_examples
 from bertkit.engine.history import FILE as HISTORY_FILE
@@ -17,7 +18,7 @@ from bertkit.engine.history import History
 from bertkit.errors import BertkitError
 from bertkit.inference import score
 from bertkit.model_dir import data_record, staged_output, write_json
-from bertkit.model_dir.files import check_sibling_dir, checkpoint_root
+from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
 from bertkit.model_dir.meta import bertkit_version, library_versions
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
@@ -66,6 +67,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
         flag = f"--{given[0].replace('_', '-')}"
         raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
+    check_output_dir(Path(run.output).expanduser().resolve(), run.overwrite)  # the run's, before any head's
     planned = [Head(spec, _plan(spec, run, config)) for spec in specs]
     output_path = planned[0].plan.output_path
     checkpoints = _checkpoints(planned, run, config)

@@ -149,12 +149,13 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
 
 def _source(recorded: dict, options: EvalOptions):
     """A head's evaluation data: ``--data`` (with --head), else what its training evaluated on."""
-    data = options.data or recorded_eval_data({"data": recorded["data"]})
     data_dir = options.data_dir or (None if registry.data_dir() else recorded["data"].get("data_dir"))
     try:
+        data = options.data or recorded_eval_data({"data": recorded["data"]})
         return registry.resolve(data, options.split or "dev", data_dir, recorded["task"]["task"], command="eval")
     except BertkitError as exc:
-        raise BertkitError(f"head {recorded['name']}: {exc.message}", exc.hint) from None
+        hint = f"pass --head {recorded['name']} --data FILE" if exc.hint == "pass --data FILE" else exc.hint
+        raise BertkitError(f"head {recorded['name']}: {exc.message}", hint) from None
 
 
 def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions | None = None) -> dict:
