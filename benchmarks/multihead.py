@@ -130,10 +130,23 @@ def serving(seed: int, args, work: Path) -> dict:
     multi = probe("multi", work / f"multi-{seed}", SHAPES, args)
     singles = {name: probe("single", work / f"{name}-{seed}", {name: SHAPES[name]}, args) for name in HEADS}
     return {
+        **disk(seed, work),
         "multi": multi,
         "single": singles,
         "single_rss_mib_total": sum(s["rss_mib"] for s in singles.values()),
         "single_predict_seconds_total": sum(s["predict_seconds"] for s in singles.values()),
+    }
+
+
+def disk(seed: int, work: Path) -> dict:
+    """The model directories' size on disk (MiB): the multi-head one, the single-task ones summed."""
+
+    def size(directory: Path) -> float:
+        return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) / 2**20
+
+    return {
+        "multi_disk_mib": size(work / f"multi-{seed}"),
+        "single_disk_mib_total": sum(size(work / f"{name}-{seed}") for name in HEADS),
     }
 
 
@@ -189,6 +202,12 @@ def write(results: dict) -> None:
             f"| four single-task processes (sum) | {serve['single_rss_mib_total']:.0f} | "
             f"{serve['single_predict_seconds_total']:.2f} |",
         ]
+        if "multi_disk_mib" in serve:
+            lines += [
+                "",
+                f"On disk: the multi-head directory {serve['multi_disk_mib']:.0f} MiB, the four single-task "
+                f"directories {serve['single_disk_mib_total']:.0f} MiB together.",
+            ]
     (RESULTS / "multihead.md").write_text("\n".join(lines) + "\n")
 
 

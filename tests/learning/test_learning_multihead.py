@@ -35,4 +35,4 @@ def test_two_heads_on_one_encoder_learn_both_tasks(tmp_path):
     report = api.evaluate(str(tmp_path / "mix"), EvalOptions(max_eval_samples=300), InferenceOptions())
     for name in ("sst2", "conll"):
         main = "accuracy" if name == "sst2" else "f1"
-        assert report["heads"][name]["metrics"][main] == pytest.approx(result.heads[name][main], abs=1e-4)
+        assert report["heads"][name]["metrics"][main] == pytest.approx(result.heads[name][main], abs=2e-3)
