@@ -16,7 +16,7 @@ from bertkit.api.finetuning import for_training, read_examples
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.errors import BertkitError
-from bertkit.inference import score
+from bertkit.inference import score, speed_up
 from bertkit.model_dir import data_record, staged_output, write_json
 from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
 from bertkit.model_dir.meta import bertkit_version, library_versions
@@ -90,6 +90,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     )
     model = _finished(planned, engine.unwrap(trainer), model_ref, run)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
+    _store_tuned(planned, evaluate, best.get("metrics"), config)
     per_head = {h.spec.name: _of_head(best.get("metrics", {}), h.spec.name) for h in planned}
     result = MultiResult(
         str(output_path),
@@ -194,6 +195,8 @@ def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints):
     from bertkit.networks.multihead import MultiHeadModel, share_encoder
 
     encoder, models = share_encoder(models)
+    if all(h.adapter.reads_first_token_only for h in planned):  # every head reads [CLS] alone: its exact shortcut
+        speed_up(planned[0].adapter, next(iter(models.values())))
     for_training(encoder, config)
     return model_ref, tokenizer, engine, MultiHeadModel(encoder, models)
 
@@ -242,12 +245,13 @@ def _evaluation(planned: list, engine, tokenizer, config: TrainConfig):
 
     def evaluate(current) -> dict:
         trainer = engine.unwrap(current)
-        per_head = {}
+        per_head, tuned = {}, {}
         for head in scored:
             name = head.spec.name
             module = trainer.heads[name]
             view = HeadView(trainer.encoder, getattr(module, "model", module))  # a loss wrapper's model
-            per_head[name], _ = score(
+            tunes = head.adapter.tunes_while_training  # a multi-label threshold, as the task alone tunes it
+            per_head[name], tuned[name] = score(
                 engine,
                 head.adapter,
                 view,
@@ -255,11 +259,28 @@ def _evaluation(planned: list, engine, tokenizer, config: TrainConfig):
                 head.eval_features,
                 config.eval_batch_size,
                 tokenizer.pad_token_id,
+                tune=tunes,
+                apply_tuned=tunes,
             )
         trainer.train()
-        return combined_metrics(per_head, {h.spec.name: h.adapter.main_metric for h in scored})
+        metrics = combined_metrics(per_head, {h.spec.name: h.adapter.main_metric for h in scored})
+        evaluate.tuned.append((metrics, tuned))
+        return metrics
 
+    evaluate.tuned = []  # (metrics, {head: what it tuned}) per evaluation: the saved one's are stored
     return evaluate if scored else None
+
+
+def _store_tuned(planned: list, evaluate, best_metrics, config: TrainConfig) -> None:
+    """What each head tuned at the saved evaluation, stored in its task as the task alone stores it
+    (training/results.tuned_to_store: only from its whole dev data)."""
+    from bertkit.training.results import tuned_to_store
+
+    found = next((t for m, t in getattr(evaluate, "tuned", ()) if m is best_metrics), {})
+    for head in planned:
+        stored, _ = tuned_to_store(found.get(head.spec.name) or {}, head.plan.eval_source, config)
+        if stored:
+            head.adapter = head.adapter.with_options(stored)
 
 
 def _finished(planned: list, trainer, model_ref: str, run: RunOptions):

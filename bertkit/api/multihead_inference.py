@@ -10,7 +10,7 @@ from pathlib import Path
 from bertkit.data import registry
 from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
-from bertkit.inference import score
+from bertkit.inference import score, speed_up
 from bertkit.model_dir import check_inputs_kept, check_output_file, load_meta, recorded_eval_data, write_json
 from bertkit.model_dir.ownership import check_results_kept
 from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
@@ -66,6 +66,8 @@ class MultiHeadPredictor:
         self.engine = Engine(self.run.precision, threads=self.run.threads)
         heads = [(h["name"], h["model_class"], h["model_config"]) for h in self.recorded.values()]
         self.model = load_multihead(self.model_dir, heads)
+        if all(a.reads_first_token_only for a in self.adapters.values()):  # as one-task directories load
+            speed_up(next(iter(self.adapters.values())), self.model.heads[self.names[0]])
         self.tokenizer = load_tokenizer(self.model_dir, self.model_dir, load_config(self.model_dir, self.model_dir))
         self.views = {name: self.engine.prepare_model(self.model.view(name)) for name in self.names}
         return self

@@ -86,7 +86,8 @@ class GroupedBatches:
     the task's own), length-grouped within the group. An epoch has as many batches as the groups
     have together; ``sampling`` says which group each comes from:
 
-    * ``proportional``: every group's batches once, in a shuffled order (each example once an epoch);
+    * ``proportional``: every group's batches once, the groups interleaved at random (each example
+      once an epoch; one group alone gives exactly LengthGroupedBatches' plan);
     * ``temperature``: group g drawn with probability proportional to n_g^(1/T) (MT-DNN, MaChAmp:
       T = 1 is proportional in expectation, larger T evens the groups; a group drawn more often than
       it has batches starts another shuffled pass);
@@ -115,16 +116,15 @@ class GroupedBatches:
     def _pass(self, group, number: int) -> list[list[int]]:
         """Pass ``number`` over ``group``'s batches (indices into all features)."""
         sampler = self.samplers[group]
-        sampler.set_epoch(self.epoch * 1009 + number)
+        sampler.set_epoch(self.epoch + 1009 * number)  # pass 0: the group's plan as if it trained alone
         return [[self.members[group][j] for j in batch] for batch in sampler]
 
     def __iter__(self):
         rng = random.Random(self.seed + self.epoch)
-        if self.sampling == "proportional":
-            batches = [b for g in self.names for b in self._pass(g, 0)]
-            rng.shuffle(batches)
-            return iter(batches)
-        if self.sampling == "round-robin":
+        if self.sampling == "proportional":  # each group's batches in its own order, the groups interleaved
+            order = [g for g in self.names for _ in range(len(self.samplers[g]))]
+            rng.shuffle(order)
+        elif self.sampling == "round-robin":
             order = [self.names[i % len(self.names)] for i in range(len(self))]
         else:
             sizes = [len(self.members[g]) ** (1.0 / self.temperature) for g in self.names]

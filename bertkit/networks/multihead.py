@@ -77,6 +77,14 @@ class MultiHeadTrainer(nn.Module):
         self.encoder, self.heads = encoder, nn.ModuleDict(heads)
         self.names, self.weights = list(heads), list(weights)
 
+    @property
+    def config(self):
+        """The encoder's: the engine's CPU training kernels read its attention (engine/cpu_kernels.py)."""
+        return self.encoder.config
+
+    def set_attn_implementation(self, implementation) -> None:
+        self.encoder.set_attn_implementation(implementation)
+
     def get_input_embeddings(self):
         """The shared encoder's (the engine's bf16 master weights treat them as a task model's)."""
         return self.encoder.get_input_embeddings()

@@ -12,6 +12,10 @@ from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
 
 pytestmark = pytest.mark.cli
 
+ML_JSONL = "".join(
+    json.dumps({"text": f"the film was {w}", "labels": labels}) + "\n"
+    for w, labels in [("good", ["pos"]), ("bad", ["neg", "plot"]), ("great", ["pos", "plot"]), ("awful", ["neg"])] * 4
+)
 REG_CSV = "text,label\n" + "".join(
     f"the film was {w},{v}\n" for w, v in [("good", 4.5), ("bad", 1.0), ("great", 5.0), ("awful", 0.5)] * 4
 )
@@ -20,7 +24,13 @@ REG_CSV = "text,label\n" + "".join(
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("multi-data")
-    for name, text in (("cls.csv", CLS_CSV), ("pair.tsv", PAIR_TSV), ("ner.txt", NER_CONLL), ("reg.csv", REG_CSV)):
+    for name, text in (
+        ("cls.csv", CLS_CSV),
+        ("pair.tsv", PAIR_TSV),
+        ("ner.txt", NER_CONLL),
+        ("reg.csv", REG_CSV),
+        ("ml.jsonl", ML_JSONL),
+    ):
         (root / name).write_text(text)
     (root / "in.txt").write_text("the film was good\njohn lives in paris\nthe film was awful\n")
     return root
@@ -206,3 +216,44 @@ def test_config_yaml_replays_the_heads(trained, tmp_path, run_cli):
         ("n", "ner", 1.0),
     ]
     assert "sampling: temperature" in (out / "config.yaml").read_text()
+
+
+def test_one_head_trains_exactly_as_its_task_alone_and_stores_its_threshold(files, tiny_bert, run_cli, tmp_path):
+    """The multi-head path with one (multi-label) head: the single-task run, weight for weight."""
+    from safetensors.torch import load_file
+
+    ml = files / "ml.jsonl"
+    out, alone = tmp_path / "ml", tmp_path / "alone"
+    common = ["--model", tiny_bert, "--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no"]
+    code, _, stderr = run_cli(
+        "finetune", "multi", "--task", f"m:multi-label:{ml}:eval_data={ml}", *common, "--epochs", 2, "--output", out
+    )
+    assert code == 0, stderr
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        ml,
+        "--eval-data",
+        ml,
+        "--problem-type",
+        "multi-label",
+        *common,
+        "--epochs",
+        2,
+        "--output",
+        alone,
+    )
+    assert code == 0, stderr
+    head = json.loads((out / "bertkit.json").read_text())["heads"][0]
+    single = json.loads((alone / "bertkit.json").read_text())
+    assert head["task"]["options"]["threshold"] == single["task"]["options"]["threshold"]
+    numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
+    assert {k: head["metrics"][k] for k in numbers} == numbers
+    multi, single_weights = load_file(str(out / "model.safetensors")), load_file(str(alone / "model.safetensors"))
+    renamed = {
+        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.m.", ""): v
+        for k, v in multi.items()
+    }
+    assert renamed.keys() == single_weights.keys()
+    assert all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
