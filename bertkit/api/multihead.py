@@ -72,7 +72,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     output_path = planned[0].plan.output_path
     checkpoints = _checkpoints(planned, run, config)
     for head in planned:
-        head.adapter, head.train, head.eval, _ = _read(head, config)
+        head.adapter, head.train, head.eval, _ = _read(head)
     model_ref, tokenizer, engine, network = _load(planned, run, config, checkpoints)
     _preprocess(planned, tokenizer, checkpoints)
     trainer, collator = _trainer(planned, network, tokenizer, heads, config)
@@ -88,7 +88,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
         collate_fn=collator,
         checkpoints=checkpoints,
     )
-    model = _finished(planned, engine.unwrap(trainer), model_ref, run)
+    model = _finished(planned, engine.unwrap(trainer), model_ref)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     _store_tuned(planned, evaluate, best.get("metrics"), config)
     per_head = {h.spec.name: _of_head(best.get("metrics", {}), h.spec.name) for h in planned}
@@ -133,7 +133,8 @@ def _plan(spec: HeadSpec, run: RunOptions, config: TrainConfig):
         raise BertkitError(f"head {spec.name}: {exc.message}", exc.hint) from None
 
 
-def _read(head: Head, config: TrainConfig) -> tuple:
+def _read(head: Head) -> tuple:
+    """(the head's task fitted on its data, train, eval, -): the finetune spine's reading, named."""
     plan = head.plan
     try:
         found = read_examples(plan.adapter, plan.train_source, plan.eval_source, plan.config)
@@ -283,7 +284,7 @@ def _store_tuned(planned: list, evaluate, best_metrics, config: TrainConfig) -> 
             head.adapter = head.adapter.with_options(stored)
 
 
-def _finished(planned: list, trainer, model_ref: str, run: RunOptions):
+def _finished(planned: list, trainer, model_ref: str):
     """The model to save: each head finished by its recipe (a regression's scaling folded in)."""
     from bertkit.networks import recipes
     from bertkit.networks.multihead import MultiHeadModel
