@@ -90,6 +90,40 @@ class MultiHeadPredictor:
         predictions = adapter.postprocess(examples, features, self.outputs(name, examples, features))
         return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
 
+    def predict_many(self, examples: dict) -> dict:
+        """Each head's rows for its examples (``{name: examples}``): heads whose rows tokenize to the
+        same ids share one encoder pass (networks/multihead.SharedPass), the others run alone."""
+        tokenizer = self.load().tokenizer
+        features = {
+            name: self.adapters[name].preprocess(found, tokenizer, train=False) for name, found in examples.items()
+        }
+        answers = {}
+        for names in shared_passes(features, self.adapters):
+            outputs = self._outputs_of(names, features[names[0]]) if len(names) > 1 else None
+            for name in names:
+                adapter = self.adapters[name]
+                own = outputs[name] if outputs else self.outputs(name, examples[name], features[name])
+                predictions = adapter.postprocess(examples[name], features[name], own)
+                answers[name] = [adapter.format_prediction(ex, p) for ex, p in zip(examples[name], predictions)]
+        return answers
+
+    def _outputs_of(self, names: list, features: list) -> dict:
+        from bertkit.networks.multihead import SharedPass
+
+        network = self.engine.prepare_model(SharedPass(self.model.encoder, {n: self.model.heads[n] for n in names}))
+        wanted = tuple(f"{n}/{key}" for n in names for key in self.adapters[n].output_names)
+        first = self.adapters[names[0]]
+        found = self.engine.infer(
+            network,
+            features,
+            self.run.batch_size,
+            wanted,
+            first.per_token_outputs,
+            self.tokenizer.pad_token_id,
+            description="+".join(names),
+        )
+        return {n: {key: found[f"{n}/{key}"] for key in self.adapters[n].output_names} for n in names}
+
     def score(self, name: str, examples: list) -> dict:
         adapter = self.adapters[name]
         features = adapter.preprocess(examples, self.load().tokenizer, train=False)
@@ -97,6 +131,25 @@ class MultiHeadPredictor:
             self.engine, adapter, self.views[name], examples, features, self.run.batch_size, self.tokenizer.pad_token_id
         )
         return metrics
+
+
+def shared_passes(features: dict, adapters: dict) -> list[list[str]]:
+    """The heads in groups whose features are the same token ids, row by row (one encoder pass
+    each), in head order."""
+    groups: list[list[str]] = []
+    for name, found in features.items():
+        key = _pass_key(found, adapters[name])
+        same = next((g for g in groups if _pass_key(features[g[0]], adapters[g[0]]) == key), None)
+        if same is None:
+            groups.append([name])
+        else:
+            same.append(name)
+    return groups
+
+
+def _pass_key(features: list, adapter) -> tuple:
+    ids = tuple((tuple(f["input_ids"]), tuple(f.get("token_type_ids") or ())) for f in features)
+    return adapter.per_token_outputs, ids
 
 
 def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: InferenceOptions | None = None) -> dict:
@@ -184,7 +237,7 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
     if not readable:
         raise BertkitError(f"no head reads the rows of {options.input}", "; ".join(notices) or "check the input")
     started = time.perf_counter()
-    answers = {name: predictor.predict(name, examples) for name, examples in readable.items()}
+    answers = predictor.predict_many(readable)
     count = max(len(rows) for rows in answers.values())
     rows = [{name: answers[name][i] for name in answers if i < len(answers[name])} for i in range(count)]
     seconds = time.perf_counter() - started

@@ -55,14 +55,15 @@ class MultiHeadServing:
         return [{HEADS_KEY: {name: examples[i] for name, examples in read.items()}} for i in range(len(rows))]
 
     def predict(self, examples: list[dict]) -> list[dict]:
-        """Every example's heads, each head run once over the examples (of any requests) that ask it."""
+        """Every example's heads, each head run once over the examples (of any requests) that ask it;
+        heads reading the same token ids share one encoder pass."""
         answers: list[dict] = [{} for _ in examples]
-        for name in self.names:
-            asked = [i for i, example in enumerate(examples) if name in example[HEADS_KEY]]
-            if asked:
-                rows = self.heads.predict(name, [examples[i][HEADS_KEY][name] for i in asked])
-                for i, row in zip(asked, rows):
-                    answers[i][name] = row
+        asked = {n: [i for i, example in enumerate(examples) if n in example[HEADS_KEY]] for n in self.names}
+        asked = {n: rows for n, rows in asked.items() if rows}
+        found = self.heads.predict_many({n: [examples[i][HEADS_KEY][n] for i in rows] for n, rows in asked.items()})
+        for name, rows in asked.items():
+            for i, row in zip(rows, found[name]):
+                answers[i][name] = row
         return answers
 
     def info(self) -> dict:

@@ -165,3 +165,41 @@ def single_model(model: MultiHeadModel, name: str):
     single.__dict__.pop(prefix, None)
     single._modules = {**head._modules, prefix: model.encoder}
     return copy.deepcopy(single)
+
+
+class SharedPass(nn.Module):
+    """Several heads whose rows are the same token ids (a topic, an urgency and a language
+    classifier on one text), answered from one encoder pass: outputs ``NAME/KEY`` for each head's
+    output KEY. The encoder runs once per batch; each head model reads that pass's output."""
+
+    def __init__(self, encoder: nn.Module, heads: dict):
+        super().__init__()
+        self.encoder, self.heads = encoder, nn.ModuleDict(heads)
+
+    def forward(self, **inputs) -> dict:
+        once = _OnePass(self.encoder)
+        found = {}
+        for name, model in self.heads.items():
+            prefix = model.base_model_prefix
+            object.__setattr__(model, prefix, once)  # this forward only: the head reads the one pass
+            try:
+                outputs = model(**inputs)
+            finally:
+                object.__setattr__(model, prefix, self.encoder)
+            found.update({f"{name}/{key}": value for key, value in outputs.items()})
+        return found
+
+
+class _OnePass:
+    """The encoder's output for the first call, returned to every later call (one batch's heads)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.output = encoder, None
+
+    def __call__(self, *args, **kwargs):
+        if self.output is None:
+            self.output = self.encoder(*args, **kwargs)
+        return self.output
+
+    def __getattr__(self, name):  # what a head model may read of its encoder (its config, its dtype)
+        return getattr(self.encoder, name)

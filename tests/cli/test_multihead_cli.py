@@ -257,3 +257,17 @@ def test_one_head_trains_exactly_as_its_task_alone_and_stores_its_threshold(file
     }
     assert renamed.keys() == single_weights.keys()
     assert all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+
+
+def test_heads_reading_the_same_ids_share_one_pass_with_the_same_answers(trained, files, run_cli):
+    from bertkit.api.multihead_inference import MultiHeadPredictor, shared_passes
+    from bertkit.data.registry import Source
+    from bertkit.options import InferenceOptions
+
+    predictor = MultiHeadPredictor(str(trained), InferenceOptions(precision="no")).load()
+    rows = [{"text": line} for line in (files / "in.txt").read_text().splitlines()]
+    examples = {n: predictor.adapters[n].from_records(rows, Source("t"), "predict") for n in ("s", "r", "n")}
+    features = {n: predictor.adapters[n].preprocess(found, predictor.tokenizer, False) for n, found in examples.items()}
+    assert shared_passes(features, predictor.adapters) == [["s", "r"], ["n"]]  # the tagger reads words: its own pass
+    together = predictor.predict_many(examples)
+    assert together == {n: predictor.predict(n, found) for n, found in examples.items()}
