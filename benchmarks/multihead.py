@@ -239,9 +239,24 @@ def main() -> None:
     parser.add_argument("--predict-rows", type=int, default=200)
     parser.add_argument("--budget", type=float, default=1200, help="seconds; a seed that would not fit is skipped")
     parser.add_argument("--work", default="/tmp/bertkit-multihead-bench")
+    parser.add_argument(
+        "--serving-only",
+        action="store_true",
+        help="measure serving again on the saved results' directories (this code's predict)",
+    )
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.serving_only:
+        results = json.loads((RESULTS / "multihead.json").read_text())
+        seed = results["runs"][0]["seed"]
+        results["serving"] = {
+            "seed": seed,
+            "command": "python benchmarks/multihead.py " + " ".join(sys.argv[1:]),
+            **serving(seed, args, work),
+        }
+        write(results)
+        return
     results = {
         "command": "python benchmarks/multihead.py " + " ".join(sys.argv[1:]),
         "args": vars(args),
