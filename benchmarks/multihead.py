@@ -194,7 +194,9 @@ def write(results: dict) -> None:
         lines += [
             "",
             f"Serving (seed {serve['seed']}'s directories, {results['args']['predict_rows']} rows answered by every "
-            "head, one process per directory, VmRSS after answering):",
+            "head, one process per directory, VmRSS after answering"
+            + (f"; measured again by `{serve['command']}`" if serve.get("command") else "")
+            + "):",
             "",
             "| setup | resident memory (MiB) | predict seconds (all heads) |",
             "|---|---|---|",
