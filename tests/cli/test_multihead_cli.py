@@ -271,3 +271,11 @@ def test_heads_reading_the_same_ids_share_one_pass_with_the_same_answers(trained
     assert shared_passes(features, predictor.adapters) == [["s", "r"], ["n"]]  # the tagger reads words: its own pass
     together = predictor.predict_many(examples)
     assert together == {n: predictor.predict(n, found) for n, found in examples.items()}
+
+
+def test_lazy_embeddings_and_save_memory_train_the_shared_encoder(files, tiny_bert, run_cli, tmp_path):
+    out = tmp_path / "lazy"
+    args = train_args(files, tiny_bert, out, "--epochs", 1, "--save-memory", "--lazy-embeddings")
+    code, stdout, stderr = run_cli(*[a if a != "no" else "bf16" for a in args])  # --precision bf16
+    assert code == 0, stderr
+    assert json.loads((out / "bertkit.json").read_text())["runtime"]["precision"] == "bf16"
