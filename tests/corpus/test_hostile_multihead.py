@@ -129,6 +129,11 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--data", "IN"), "--data on a multi-head model needs --head"),
         (("export", "onnx"), "this is a multi-head model (bertkit finetune multi); this command does not take one yet"),
         (("report",), "this is a multi-head model"),
+        (("push", "--repo", "me/mix"), "bertkit push does not take a multi-head model yet"),
+        (
+            ("inspect attention", "--text", "the film", "--output", "PNG"),
+            "is a multi-head model (bertkit finetune multi), not one",
+        ),
         (("eval", "--metric", "accuracy"), "bertkit eval on a multi-head model does not compose with --metric yet"),
         (("predict", "--input", "IN", "--top-k", "2"), "does not compose with --top-k yet"),
         (("predict", "--input", "IN", "--output", "OUT", "--resume"), "does not compose with --resume yet"),
@@ -140,13 +145,22 @@ def test_a_multi_head_directory_refuses_in_one_line(multi_model, args, said, run
 
     (tmp_path / "in.txt").write_text("the film was good\n")
     command, *rest = args
-    args = [command, *(["onnx"] if command == "export" else []), multi_model]
-    shown = {"IN": str(tmp_path / "in.txt"), "OUT": str(tmp_path / "student")}
+    args = [*command.split(), *(["onnx"] if command == "export" else []), multi_model]
+    shown = {"IN": str(tmp_path / "in.txt"), "OUT": str(tmp_path / "student"), "PNG": str(tmp_path / "a.png")}
     args += [shown.get(a, a) for a in rest if a != "onnx"]
     before = snapshot(multi_model, tmp_path)
     code, _, stderr = run_cli(*args)
     assert code == 2 and stderr.strip().splitlines()[-1].startswith("error: ") and said in stderr, stderr
     assert "Traceback" not in stderr and snapshot(multi_model, tmp_path) == before
+
+
+def test_a_multi_head_directory_is_not_a_model_to_start_from(multi_model, tmp_path, run_cli):
+    (tmp_path / "t.csv").write_text(CLS_CSV)
+    code, _, stderr = run_cli(
+        "finetune", "cls", "--data", tmp_path / "t.csv", "--model", multi_model, "--output", tmp_path / "out"
+    )
+    assert code == 2 and "is a multi-head model (bertkit finetune multi), not one transformers checkpoint" in stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_head_on_a_one_task_directory_is_refused(trained, run_cli, tmp_path):
