@@ -113,8 +113,12 @@ else:
         predictor.predict(predictor.examples(rows[shape]))
 answer({shape: found[:8] for shape, found in records.items()})  # the first call's kernel warm-up: not timed
 warmed = time.perf_counter()
-answer(records)
-done = time.perf_counter()
+timings = []
+for _ in range(3):  # the best of three: a shared machine's other jobs only ever add time
+    begun = time.perf_counter()
+    answer(records)
+    timings.append(time.perf_counter() - begun)
+done = warmed + min(timings)
 rss = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
 print(json.dumps({"rss_mib": rss / 1024, "load_seconds": loaded - started, "warm_up_seconds": warmed - loaded,
                   "predict_seconds": done - warmed}))
@@ -199,7 +203,7 @@ def write(results: dict) -> None:
         lines += [
             "",
             f"Serving (seed {serve['seed']}'s directories, {results['args']['predict_rows']} rows answered by every "
-            "head after 8 warm-up rows, one process per directory, VmRSS after answering"
+            "head after 8 warm-up rows, the best of 3 times, one process per directory, VmRSS after answering"
             + (f"; measured again by `{serve['command']}`" if serve.get("command") else "")
             + "):",
             "",
