@@ -99,10 +99,22 @@ def resolve_model(name: str) -> str:
             raise BertkitError(
                 f"--model {name}: directory has no config.json", "point at a saved transformers model directory"
             )
+        if _multi_head(path):  # its weights are the encoder's and each head's under their own names
+            raise BertkitError(
+                f"--model {name} is a multi-head model (bertkit finetune multi), not one transformers checkpoint",
+                "export one head as a directory (bertkit export head DIR NAME) and give that",
+            )
         return str(path)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise BertkitError(f"--model {name}: no such directory", OFFLINE_HINT)
     return name
+
+
+def _multi_head(path: Path) -> bool:
+    try:
+        return json.loads((path / "bertkit.json").read_text(encoding="utf-8")).get("kind") == "multi-head"
+    except (OSError, ValueError, AttributeError):
+        return False  # no bertkit.json, or one that its own readers judge
 
 
 def _is_local(model_ref: str) -> bool:

@@ -54,6 +54,11 @@ _HOMES = {
     "build_squad_retrieval": "datasets",
     "distill": "distillation",
     "DistillOptions": "distillation",
+    "finetune_multi": "multihead",
+    "MultiResult": "multihead",
+    "evaluate_multi": "multihead_inference",
+    "predict_multi": "multihead_inference",
+    "MultiHeadPredictor": "multihead_inference",
 }
 __all__ = list(_HOMES)
 

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit.api.multihead_inference import check_single_head, evaluate_multi, is_multi_head
 from bertkit.api.reports import check_figures_dir
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
@@ -54,8 +55,11 @@ def evaluate(model_dir: str, options: EvalOptions | None = None, run: InferenceO
     # checks: every option and output before the model is loaded
     run = (run or InferenceOptions()).validate("bertkit eval")
     options = (options or EvalOptions()).validate("bertkit eval")
-    extra_metrics = _load_extra_metrics(options.metric or ())
     meta = load_meta(model_dir)  # the only read: everything below is handed this copy
+    if is_multi_head(meta):  # every head scored as its task alone (api/multihead_inference.py)
+        return evaluate_multi(model_dir, options, run)
+    extra_metrics = _load_extra_metrics(options.metric or ())
+    check_single_head(meta, options.head, "")
     adapter = task_from_state(meta["task"]).apply_options(options.task_options, "eval")
     plan = _plan(model_dir, meta, adapter, options)
     # read

@@ -54,7 +54,7 @@ def finetune(
     plan = plan_run(task, run, config, fold)
     chosen = planned_methods(plan, driver.methods, run_modes(plan, on_evaluation))
     state = Run(plan, notices=plan.notices)
-    state.adapter, state.train_examples, state.eval_examples, held = _read_examples(
+    state.adapter, state.train_examples, state.eval_examples, held = read_examples(
         plan.adapter, plan.train_source, plan.eval_source, plan.config, fold
     )
     for method in chosen:  # the data each method needs is checked before any model loads
@@ -121,7 +121,7 @@ def _load(state: Run, chosen: list):
     for method in chosen:  # the architecture a method trains (in the methods' order)
         network = method.adapt_network(network, state)
     network = speed_up(adapter, network)
-    _for_training(network, plan.config)
+    for_training(network, plan.config)
     return network
 
 
@@ -234,7 +234,7 @@ def _held_out(plan: RunPlan, adapter, result: FinetuneResult, predictions, eval_
     return None
 
 
-def _read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
+def read_examples(adapter, train_source, eval_source, config: TrainConfig, fold=None) -> tuple:
     """(the task as trained, train, eval, the eval examples' rows in the data when a fold is held
     out). Reading changes nothing; what the training examples (every fold's) teach is fitted and
     applied here, before the eval data is read (in the layout training learned) and checked."""
@@ -374,7 +374,8 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
         recipes.unpack_rows(network)
 
 
-def _for_training(network, config: TrainConfig) -> None:
+def for_training(network, config: TrainConfig) -> None:
+    """--freeze-embeddings and --save-memory on the network (or encoder) to train."""
     if config.freeze_embeddings:
         network.get_input_embeddings().weight.requires_grad_(False)
     if config.save_memory:  # same numbers, far less memory for long sequences (bertkit.engine.attention_recompute)

@@ -30,6 +30,11 @@ def push(
     message: str = "Upload model trained with bertkit",
 ) -> dict:
     meta = load_meta(model_dir)
+    if meta.get("kind") == "multi-head":  # bertkit finetune multi: no Hub card or layout for it yet
+        raise BertkitError(
+            "bertkit push does not take a multi-head model yet",
+            "export one head (bertkit export head DIR NAME) and push that directory",
+        )
     if not REPO_ID.match(repo) or "--" in repo or ".." in repo:
         raise BertkitError(
             f"--repo {repo!r} is not a Hub repository id", "use NAME or OWNER/NAME (letters, digits, '-', '_', '.')"

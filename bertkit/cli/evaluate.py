@@ -45,7 +45,13 @@ def _eval(model_dir: str, **values):
     retrieval = chosen(values, RetrievalOptions)
     if retrieval_eval(model_dir, options, run, retrieval):
         return
-    _show(api.evaluate(model_dir, options, run))
+    report = api.evaluate(model_dir, options, run)
+    if "heads" in report:  # a multi-head directory: each head's metrics and their mean
+        from bertkit.cli.multihead import show_heads_eval
+
+        show_heads_eval(report)
+        return
+    _show(report)
 
 
 def retrieval_eval(model_dir: str, options: EvalOptions, run: InferenceOptions, retrieval: RetrievalOptions) -> bool:

@@ -3,12 +3,21 @@ the `onnx` and `openvino` extras)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from bertkit.cli.app import app
 from bertkit.cli.common import require
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
 from bertkit.options import DatasetOptions, ExportOptions
+
+
+def _head_parameters() -> list:
+    from bertkit.options.multihead import HeadExportOptions
+
+    return from_dataclass(HeadExportOptions)
+
 
 export_app = typer.Typer(no_args_is_help=True, help="Export a model directory to other runtimes.")
 app.add_typer(export_app, name="export")
@@ -81,6 +90,17 @@ def _show(report: dict) -> None:
     typer.echo(f"written to {report['written_to']}")
 
 
+def export_head(model_dir: str, name: str, **values):
+    """Write one head of a multi-head directory (`bertkit finetune multi`) as an ordinary one-task directory."""
+    from bertkit.api.head_export import export_head as run_export
+    from bertkit.options.multihead import HeadExportOptions
+
+    report = run_export(model_dir, name, chosen(values, HeadExportOptions))
+    typer.echo(f"head {name} ({report['meta']['task']['task']}) written to {report['written_to']}")
+
+
+HEAD_NAME = positional("name", Annotated[str, typer.Argument(help="The head's name.", show_default=False)])
 PARAMETERS = from_dataclass(ExportOptions) + from_dataclass(DatasetOptions)
+export_app.command("head")(command(export_head, _head_parameters(), (*MODEL_DIR, HEAD_NAME)))
 export_app.command("onnx")(command(export_onnx, PARAMETERS, MODEL_DIR))
 export_app.command("openvino")(command(export_openvino, PARAMETERS, MODEL_DIR))

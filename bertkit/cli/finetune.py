@@ -26,11 +26,17 @@ class TaskGroup(TyperGroup):
 
     build = staticmethod(lambda name: _task_command(name))
     verb = "finetune"
+    others: dict = {}  # commands beside the tasks' (finetune multi): name -> builder
+
+    def names(self) -> tuple:
+        return (*finetune_tasks(), *self.others)
 
     def list_commands(self, ctx):
-        return list(finetune_tasks())
+        return list(self.names())
 
     def get_command(self, ctx, name):
+        if name in self.others:
+            return self.others[name]()
         return self.build(name) if name in finetune_tasks() else None
 
     def parse_args(self, ctx, args):
@@ -40,15 +46,27 @@ class TaskGroup(TyperGroup):
         if first == "--config" or (first or "").startswith("--config="):  # the task from the file
             args = [task_of_config(args, self.verb), *args]
             first = args[0]
-        if first is not None and first not in finetune_tasks() and first not in ("--help", "-h"):
+        if first is not None and first not in self.names() and first not in ("--help", "-h"):
             if first.startswith("-"):
-                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(finetune_tasks())}", ctx)
-            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in finetune_tasks())}", ctx)
+                raise UsageError(f"Missing argument 'task'. Choose from: {', '.join(self.names())}", ctx)
+            raise UsageError(f"'{first}' is not one of {', '.join(repr(t) for t in self.names())}", ctx)
         return super().parse_args(ctx, args)
 
 
+class FinetuneGroup(TaskGroup):
+    """finetune's tasks, and `finetune multi` (several task heads over one encoder: cli/multihead.py)."""
+
+    others = {"multi": lambda: _multi_command()}
+
+
+def _multi_command():
+    from bertkit.cli.multihead import multi_command
+
+    return multi_command()
+
+
 finetune_app = typer.Typer(
-    cls=TaskGroup,
+    cls=FinetuneGroup,
     no_args_is_help=True,
     rich_markup_mode=None,
     help="Fine-tune a pretrained model for a task and save a directory that plain transformers can load.",

@@ -32,6 +32,7 @@ def _parameters(with_tasks: bool) -> list:
 
 def _predict(model_dir: str, **values):
     from bertkit import api
+    from bertkit.errors import BertkitError
     from bertkit.model_dir import check_inputs_kept, check_output_file
 
     task_options = task_values(values, set(values) - _OWN)
@@ -41,6 +42,10 @@ def _predict(model_dir: str, **values):
     run = chosen(values, InferenceOptions).validate("bertkit predict")
     stream = chosen(values, StreamOptions).validate("bertkit predict")
     check_ray_flags(stream, tool=task_options.get("format"))
+    multi = _multi_head(model_dir, io.head)
+    if multi and (stream.ray or stream.resume):  # the heads' rows are read whole (api/multihead_inference.py)
+        flag = "--ray" if stream.ray else "--resume"
+        raise BertkitError(f"predict on a multi-head model does not compose with {flag} yet", f"drop {flag}")
     if stream.ray:
         run_on_ray("predict", model_dir, stream, io, run)
         return
@@ -49,9 +54,23 @@ def _predict(model_dir: str, **values):
     if target is not None:
         check_inputs_kept(target, io.input)  # --output equal to --input would replace the rows with predictions
         io.output = str(target)
+    if multi:  # every head's answer per row (api/multihead_inference.py)
+        from bertkit.cli.multihead import predict_heads
+
+        predict_heads(model_dir, io, run, target is not None)
+        return
     stream.quiet, stream.long_lived = not is_main_process(), True
     summary = api.predict_stream(model_dir, io, run, stream)
     _show(summary, output, target is not None)
+
+
+def _multi_head(model_dir: str, head: str | None) -> bool:
+    from bertkit.api.multihead_inference import check_single_head, is_multi_head
+    from bertkit.model_dir import load_meta
+
+    meta = load_meta(model_dir)
+    check_single_head(meta, head, "")
+    return is_multi_head(meta)
 
 
 def _show(summary, output: str, written: bool) -> None:

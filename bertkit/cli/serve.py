@@ -20,7 +20,12 @@ def serve(model_dir: str, **values):
     from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
-    predictor = Predictor(model_dir, options.inference(), options.backend, quiet=True).load()
+    if _multi_head(model_dir):  # every head on /predict, one on /predict/<head>
+        from bertkit.api.multihead_serving import MultiHeadServing
+
+        predictor = MultiHeadServing(model_dir, options.inference(), options.backend).load()
+    else:
+        predictor = Predictor(model_dir, options.inference(), options.backend, quiet=True).load()
     # the work begins: what was decided (auto's backend and why, precision, threads, a busy machine) is said now
     notice("start", "", work="serve")
     run_server(
@@ -33,6 +38,13 @@ def serve(model_dir: str, **values):
         max_batch_rows=options.batch_size,
         max_wait_ms=options.max_wait_ms,
     )
+
+
+def _multi_head(model_dir: str) -> bool:
+    from bertkit.api.multihead_inference import is_multi_head
+    from bertkit.model_dir import load_meta
+
+    return is_multi_head(load_meta(model_dir))
 
 
 app.command("serve")(command(serve, from_dataclass(ServeOptions), (positional("model_dir", ModelDir),)))

@@ -79,3 +79,62 @@ def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Inference batches over indices sorted by length (longest first, so memory peaks early)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+class GroupedBatches:
+    """Batches that each hold one group's features (a multi-head model's task: its collation stays
+    the task's own), length-grouped within the group. An epoch has as many batches as the groups
+    have together; ``sampling`` says which group each comes from:
+
+    * ``proportional``: every group's batches once, the groups interleaved at random (each example
+      once an epoch; one group alone gives exactly LengthGroupedBatches' plan);
+    * ``temperature``: group g drawn with probability proportional to n_g^(1/T) (MT-DNN, MaChAmp:
+      T = 1 is proportional in expectation, larger T evens the groups; a group drawn more often than
+      it has batches starts another shuffled pass);
+    * ``round-robin``: the groups in turn, each starting another pass when it runs out.
+
+    Deterministic in (seed, epoch), as LengthGroupedBatches, so a resumed run rebuilds the same plan.
+    """
+
+    def __init__(
+        self, groups: list, lengths: list[int], batch_size: int, seed: int, sampling: str, temperature: float = 1.0
+    ):
+        self.names = sorted(set(groups))
+        self.members = {g: [i for i, x in enumerate(groups) if x == g] for g in self.names}
+        self.samplers = {
+            g: LengthGroupedBatches([lengths[i] for i in self.members[g]], batch_size, seed + 7919 * n)
+            for n, g in enumerate(self.names)
+        }
+        self.seed, self.sampling, self.temperature, self.epoch = seed, sampling, temperature, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.samplers.values())
+
+    def _pass(self, group, number: int) -> list[list[int]]:
+        """Pass ``number`` over ``group``'s batches (indices into all features)."""
+        sampler = self.samplers[group]
+        sampler.set_epoch(self.epoch + 1009 * number)  # pass 0: the group's plan as if it trained alone
+        return [[self.members[group][j] for j in batch] for batch in sampler]
+
+    def __iter__(self):
+        rng = random.Random(self.seed + self.epoch)
+        if self.sampling == "proportional":  # each group's batches in its own order, the groups interleaved
+            order = [g for g in self.names for _ in range(len(self.samplers[g]))]
+            rng.shuffle(order)
+        elif self.sampling == "round-robin":
+            order = [self.names[i % len(self.names)] for i in range(len(self))]
+        else:
+            sizes = [len(self.members[g]) ** (1.0 / self.temperature) for g in self.names]
+            order = rng.choices(self.names, weights=sizes, k=len(self))
+        queued = {g: [] for g in self.names}
+        passes = dict.fromkeys(self.names, 0)
+        batches = []
+        for group in order:
+            if not queued[group]:
+                queued[group] = self._pass(group, passes[group])
+                passes[group] += 1
+            batches.append(queued[group].pop(0))
+        return iter(batches)

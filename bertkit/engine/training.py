@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bertkit.engine.batching import LengthGroupedBatches, shard_batches
+from bertkit.engine.batching import GroupedBatches, LengthGroupedBatches, shard_batches
 from bertkit.engine.checkpoints import Progress
 from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.interrupts import TrainingInterrupted, test_signal
@@ -59,11 +59,14 @@ class StepPlan:
     """How long the run is, in this rank's batches and in optimizer steps. Every rank builds the
     same numbers from the same lengths and seed, so every rank steps, evaluates and saves together."""
 
-    def __init__(self, lengths: list[int], config, world: int, rank: int, grouped: bool = True):
-        """``grouped`` False: plain shuffled batches (a mega-batch of one batch is just a batch)."""
+    def __init__(self, lengths: list[int], config, world: int, rank: int, grouped: bool = True, groups=None):
+        """``grouped`` False: plain shuffled batches (a mega-batch of one batch is just a batch).
+        ``groups`` (group per feature, sampling, temperature): each batch from one group."""
         self.lengths, self.world, self.rank, self.accum = lengths, world, rank, config.grad_accum
         self.epochs, self.max_steps = config.epochs, config.max_steps
         self.sampler = LengthGroupedBatches(lengths, config.batch_size, config.seed, group=50 if grouped else 1)
+        if groups is not None:
+            self.sampler = GroupedBatches(groups[0], lengths, config.batch_size, config.seed, *groups[1:])
         self.per_rank = math.ceil(len(self.sampler) / world)  # the same on every rank (shard_batches)
         self.steps_per_epoch = math.ceil(self.per_rank / self.accum)
         # the epsilon keeps e.g. 0.1 x 30 steps (3.0000000000000004 in floats) at 3
@@ -75,10 +78,14 @@ class StepPlan:
     def of(cls, features: list[dict], config, accelerator, collate) -> "StepPlan":
         """The plan of ``features``: length-grouped batches, unless the collator says its batches
         must be random (``random_batches``: in-batch negatives, contrastive pairs) or the run asks
-        for random ones (``--no-group-by-length``)."""
+        for random ones (``--no-group-by-length``), or that each batch holds one group's features
+        (``batch_groups``: (feature key, sampling, temperature); a multi-head model's tasks,
+        batching.GroupedBatches)."""
         grouped = getattr(config, "group_by_length", True) and not getattr(collate, "random_batches", False)
         lengths = [len(f["input_ids"]) for f in features]
-        return cls(lengths, config, accelerator.num_processes, accelerator.process_index, grouped)
+        by = getattr(collate, "batch_groups", None)
+        groups = None if by is None else ([f[by[0]] for f in features], *by[1:])
+        return cls(lengths, config, accelerator.num_processes, accelerator.process_index, grouped, groups)
 
     def epochs_left(self, state: Progress) -> range:
         if state.step >= self.total_steps or state.stopped_early:  # a resumed run that had finished

@@ -12,7 +12,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir.files import META_FILE, write_json
 
 SCHEMA = 2
-KINDS = ("finetune", "probe", "pretrain")
+KINDS = ("finetune", "probe", "pretrain", "multi-head")
 DATA_KEYS = ("name", "train", "data_dir", "eval", "eval_file", "train_examples", "eval_examples")
 
 
@@ -159,7 +159,10 @@ def load_meta(model_dir: str) -> dict:
         what = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
         raise BertkitError(f"{meta_path} is corrupt ({what})", BROKEN_META_HINT) from exc
     meta = upgrade_meta(meta, meta_path)
-    _check_labels(meta["task"], meta_path)
+    heads = meta.get("heads") if meta["kind"] == "multi-head" else None  # bertkit finetune multi: a task per head
+    for task in [head.get("task") for head in heads] if isinstance(heads, list) else [meta["task"]]:
+        _check_task_section(task, meta_path)
+        _check_labels(task, meta_path)
     return meta
 
 

@@ -58,6 +58,11 @@ def read_run_config(path: str) -> dict:
         name = str(key).strip().lstrip("-").replace("-", "_")
         if name in options:
             raise BertkitError(f"--config {path} sets {name!r} twice", "keep one of them")
+        if name == "heads" and isinstance(value, list):  # finetune multi's heads: NAME:KIND:DATA or mappings
+            from bertkit.tasks.multihead import head_text
+
+            options[name] = [head_text(item, f"--config {path}") for item in value]
+            continue
         if isinstance(value, (dict, list)):
             raise BertkitError(
                 f"--config {path}: {key} is a {type(value).__name__}; options take one value",

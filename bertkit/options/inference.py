@@ -61,6 +61,9 @@ class InferenceOptions:
         return self
 
 
+HEAD_HELP = "A multi-head model's head to run (`bertkit finetune multi`); default: every head."
+
+
 @dataclass
 class EvalOptions:
     """What `bertkit eval` scores and where it writes the scores."""
@@ -70,6 +73,7 @@ class EvalOptions:
         "Dataset name or file; default: what training evaluated on (the known dataset, or the --eval-data file).",
         DATA_PANEL,
     )
+    head: str | None = option(None, HEAD_HELP, DATA_PANEL)
     split: str | None = option(
         None,
         "Split: train, dev (default), test (mnli: dev_mismatched too; a Hub dataset: its own split names too).",
@@ -120,6 +124,7 @@ class PredictOptions:
         OUTPUT_PANEL,
     )
     backend: str = option("torch", BACKEND_HELP, INFERENCE_PANEL)
+    head: str | None = option(None, HEAD_HELP, INFERENCE_PANEL)
     task_options: dict = field(default_factory=dict)  # the task's predict flags (--top-k, --format...)
 
 

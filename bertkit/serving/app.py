@@ -112,7 +112,7 @@ def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> 
     async def info():
         return {**predictor.info(), "limits": limits}
 
-    async def rows_of(request: Request) -> list | JSONResponse:
+    async def rows_of(request: Request, head: str | None = None) -> list | JSONResponse:
         body = await read_body(request, limits["max_request_bytes"])
         if isinstance(body, JSONResponse):
             return body
@@ -120,7 +120,7 @@ def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> 
         if isinstance(records, JSONResponse):
             return records
         try:  # rows are validated before they join a batch: a bad one fails its own request only
-            examples = predictor.examples(records)
+            examples = predictor.examples(records) if head is None else predictor.examples(records, head=head)
             request.state.rows = len(examples)
             return await batcher.submit(examples)
         except BertkitError as exc:
@@ -130,6 +130,13 @@ def add_routes(app: FastAPI, predictor, batcher: MicroBatcher, limits: dict) -> 
     async def predict(request: Request):
         rows = await rows_of(request)
         return rows if isinstance(rows, JSONResponse) else {"predictions": rows}
+
+    if getattr(predictor, "names", None):  # a multi-head model (api/multihead_serving.py): one head alone
+
+        @app.post("/predict/{head}")
+        async def predict_head(request: Request, head: str):
+            rows = await rows_of(request, head)
+            return rows if isinstance(rows, JSONResponse) else {"predictions": rows}
 
     @app.post("/embed")
     async def embed(request: Request):
@@ -244,8 +251,9 @@ def serve(predictor, host: str = "127.0.0.1", port: int = 8000, announce=print, 
         log.setLevel(logging.INFO)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
+    heads = ", POST /predict/<head>" if getattr(predictor, "names", None) else ""  # a multi-head model
     announce(
         f"serving {predictor.model_dir} ({predictor.task}, {predictor.backend}) on http://{host}:{port} "
-        "(POST /predict, GET /health, GET /info)"
+        f"(POST /predict{heads}, GET /health, GET /info)"
     )
     server.run()

@@ -84,4 +84,9 @@ def get_task_class(name: str):
 
 def task_from_state(state: dict):
     """Rebuild a configured task from the ``task`` section of a model's bertkit.json."""
+    if state["task"] == "multi":  # bertkit finetune multi's directory: a task per head (tasks/multihead.py)
+        raise BertkitError(
+            "this is a multi-head model (bertkit finetune multi); this command does not take one yet",
+            "use bertkit eval or predict (every head), or bertkit export head DIR NAME (a one-task directory)",
+        )
     return get_task_class(state["task"])(state["max_length"], state.get("options"), state.get("labels"))

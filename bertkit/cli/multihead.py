@@ -1,0 +1,94 @@
+"""`bertkit finetune multi`: several task heads over one encoder (bertkit/api/multihead.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from bertkit.cli.common import echo_runtime, is_main_process
+from bertkit.cli.options import chosen, config_file_parameter, from_dataclass, single_command, training_values
+from bertkit.errors import BertkitError
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig
+from bertkit.options.multihead import MultiOptions
+
+HELP = (
+    "Fine-tune several task heads over one encoder (one directory, every head): each --task "
+    "NAME:KIND:DATA is a head with its own data, labels, loss weight and metrics; each batch is one head's."
+)
+# what a multi-head run refuses, each in one line naming both parts (docs: multi-head.md)
+REFUSED = {"seeds": "--seeds", "folds": "--folds"}  # --lora and the rest: bertkit/api/multihead.py
+
+
+def multi_command():
+    parameters = (
+        from_dataclass(MultiOptions)
+        + from_dataclass(RunOptions, exclude=("data", "eval_data"))
+        + from_dataclass(TrainConfig)
+        + from_dataclass(RepeatOptions, only=("seeds", "folds"))
+        + [config_file_parameter("multi")]
+    )
+    return single_command("multi", _run, parameters, help=HELP)
+
+
+def _run(**values) -> None:
+    from bertkit.api.multihead import finetune_multi
+
+    heads = chosen(values, MultiOptions)
+    _, run, repeat, rest = training_values(values, (), RepeatOptions)
+    for name, flag in REFUSED.items():
+        if repeat.get(name) is not None:
+            raise BertkitError(f"bertkit finetune multi does not compose with {flag} yet", f"drop {flag}")
+    from bertkit.engine.interrupts import TrainingInterrupted
+
+    try:
+        result = finetune_multi(heads, RunOptions(data="", **run), TrainConfig(**rest))
+    except TrainingInterrupted as stop:
+        if is_main_process():
+            typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
+        sys.exit(130)
+    if not is_main_process():
+        return
+    if result.resumed_from:
+        typer.echo(f"resumed from {result.resumed_from}")
+    for entry in result.history:
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in entry.get("metrics", {}).items() if isinstance(v, float))
+        typer.echo(f"epoch {entry['epoch']}: train loss {entry['train_loss']:.4f}" + (f", {shown}" if shown else ""))
+    counts = ", ".join(f"{name} {n}" for name, n in result.train_examples.items())
+    typer.echo(f"train: {counts} examples, {result.throughput['train_seconds']:.1f}s")
+    echo_runtime(result.runtime)
+    for name, metrics in result.heads.items():
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+        typer.echo(f"head {name}: {shown or 'not evaluated'}")
+    if "mean" in result.metrics:
+        typer.echo(f"mean of the heads' main metrics: {result.metrics['mean']:.4f}")
+    typer.echo(f"saved to {result.output_dir}")
+
+
+def show_heads_eval(report: dict) -> None:
+    for name, head in report["heads"].items():
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in head["metrics"].items() if isinstance(v, float))
+        typer.echo(f"head {name} ({head['examples']} examples of {head['data']}): {shown}")
+    if report.get("mean") is not None:
+        typer.echo(f"mean of the heads' main metrics: {report['mean']:.4f}")
+    typer.echo(f"written to {report['written_to']}")
+
+
+def predict_heads(model_dir: str, io, run, written: bool) -> None:
+    import json
+
+    from bertkit import api
+
+    summary = api.predict_multi(model_dir, io, run)
+    if not is_main_process():
+        return
+    for text in summary["notices"]:
+        typer.echo(text, err=True)
+    if not written:
+        for row in summary["rows"]:
+            typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    rows, rate = len(summary["rows"]), summary["rows_per_second"]
+    typer.echo(
+        f"{rows:,} predictions ({', '.join(summary['heads'])}) written to {io.output} ({rate:,.0f} rows/s)", err=True
+    )

@@ -1,0 +1,281 @@
+"""`bertkit finetune multi` end to end on the tiny BERT: one directory with every head; eval scores
+each head as its task alone does and their mean; predict answers every head per row (or --head);
+a head exported as a one-task directory predicts what the head predicts; a resumed run ends with
+the uninterrupted run's bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
+
+pytestmark = pytest.mark.cli
+
+ML_JSONL = "".join(
+    json.dumps({"text": f"the film was {w}", "labels": labels}) + "\n"
+    for w, labels in [("good", ["pos"]), ("bad", ["neg", "plot"]), ("great", ["pos", "plot"]), ("awful", ["neg"])] * 4
+)
+REG_CSV = "text,label\n" + "".join(
+    f"the film was {w},{v}\n" for w, v in [("good", 4.5), ("bad", 1.0), ("great", 5.0), ("awful", 0.5)] * 4
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multi-data")
+    for name, text in (
+        ("cls.csv", CLS_CSV),
+        ("pair.tsv", PAIR_TSV),
+        ("ner.txt", NER_CONLL),
+        ("reg.csv", REG_CSV),
+        ("ml.jsonl", ML_JSONL),
+    ):
+        (root / name).write_text(text)
+    (root / "in.txt").write_text("the film was good\njohn lives in paris\nthe film was awful\n")
+    return root
+
+
+def heads(files) -> list[str]:
+    return [
+        "--task",
+        f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
+        "--task",
+        f"p:pair:{files / 'pair.tsv'}:eval_data={files / 'pair.tsv'}",
+        "--task",
+        f"r:regression:{files / 'reg.csv'}:eval_data={files / 'reg.csv'}:weight=0.5",
+        "--task",
+        f"n:ner:{files / 'ner.txt'}:eval_data={files / 'ner.txt'}",
+    ]
+
+
+def train_args(files, tiny_bert, output, *extra) -> list:
+    common = ["--model", tiny_bert, "--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no"]
+    return ["finetune", "multi", *heads(files), *common, "--output", output, *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(files, tiny_bert, tmp_path_factory):
+    import sys
+
+    from bertkit import cli
+
+    out = tmp_path_factory.mktemp("multi") / "model"
+    argv, sys.argv = sys.argv, ["bertkit", *map(str, train_args(files, tiny_bert, out, "--epochs", 2))]
+    try:
+        cli.main()
+    except SystemExit as exc:
+        assert not exc.code
+    finally:
+        sys.argv = argv
+    return out
+
+
+def test_one_directory_lists_every_head(trained):
+    meta = json.loads((trained / "bertkit.json").read_text())
+    assert meta["kind"] == "multi-head" and [h["name"] for h in meta["heads"]] == ["s", "p", "r", "n"]
+    assert [h["task"]["task"] for h in meta["heads"]] == ["cls", "pair", "cls", "ner"]
+    assert meta["heads"][2]["task"]["options"]["problem_type"] == "regression" and meta["heads"][2]["weight"] == 0.5
+    assert set(meta["heads"][3]["task"]["labels"]) >= {"B-PER", "B-LOC"}
+    mains = [h["metrics"][h["main_metric"]] for h in meta["heads"]]
+    assert meta["metrics"]["mean"] == pytest.approx(sum(mains) / 4, abs=1e-6)
+    assert "heads" in (trained / "config.yaml").read_text()
+    from bertkit.model_dir.ownership import card_state
+
+    card = (trained / "README.md").read_text()
+    assert card_state(trained / "README.md") == "ours" and all(
+        f"| {h['name']} | {h['kind']} |" in card for h in meta["heads"]
+    )
+    assert "bertkit predict model --input rows.jsonl --head n" in card
+
+
+def test_eval_scores_each_head_as_training_did_and_their_mean(trained, run_cli):
+    code, stdout, stderr = run_cli("eval", trained, "--precision", "no")
+    assert code == 0, stderr
+    meta = json.loads((trained / "bertkit.json").read_text())
+    report = json.loads((trained / "eval-heads.json").read_text())
+    for head in meta["heads"]:  # the same data as training's last evaluation: the same numbers
+        numbers = {k: v for k, v in head["metrics"].items() if isinstance(v, float)}
+        assert {k: report["heads"][head["name"]]["metrics"][k] for k in numbers} == pytest.approx(numbers, abs=1e-5)
+        assert f"head {head['name']} (" in stdout
+    assert report["mean"] == pytest.approx(meta["metrics"]["mean"], abs=1e-5)
+    assert "mean of the heads' main metrics" in stdout
+
+
+def test_predict_answers_every_head_that_reads_the_rows_and_one_head_alone(trained, files, run_cli, tmp_path):
+    code, _, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--output", tmp_path / "all.jsonl")
+    assert code == 0, stderr
+    rows = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(set(row) == {"s", "r", "n"} for row in rows)  # no pair on single texts: said
+    assert "head p left out" in stderr
+    assert rows[0]["s"]["label"] in ("pos", "neg") and isinstance(rows[0]["r"]["score"], float)
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--output", "-", "--head", "n")
+    assert code == 0, stderr
+    assert [json.loads(line) for line in stdout.splitlines()] == [{"n": row["n"]} for row in rows]
+
+
+@pytest.mark.parametrize("name", ["s", "r", "n"])
+def test_an_exported_head_predicts_what_the_head_predicts(trained, files, run_cli, tmp_path, name):
+    single = tmp_path / f"single-{name}"
+    code, _, stderr = run_cli("export", "head", trained, name, "--output", single)
+    assert code == 0, stderr
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--head", name, "--precision", "no")
+    assert code == 0, stderr
+    multi = [json.loads(line)[name] for line in stdout.splitlines()]
+    code, stdout, stderr = run_cli("predict", single, "--input", files / "in.txt", "--precision", "no")
+    assert code == 0, stderr
+    alone = [json.loads(line) for line in stdout.splitlines()]
+    assert [{k: v for k, v in row.items() if k != "text"} for row in alone] == [
+        {k: v for k, v in row.items() if k != "text"} for row in multi
+    ]
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_bytes(files, tiny_bert, run_cli, monkeypatch, tmp_path):
+    from safetensors.torch import load_file
+
+    def command(name, *extra):
+        return train_args(files, tiny_bert, tmp_path / name, "--epochs", 2, "--save-every", 3, *extra)
+
+    monkeypatch.setenv("BERTKIT_TEST_SIGNAL", "INT@step-5")
+    code, _, stderr = run_cli(*command("resumed"))
+    assert code == 130 and "interrupted" in stderr, stderr
+    monkeypatch.delenv("BERTKIT_TEST_SIGNAL")
+    code, stdout, stderr = run_cli(*command("resumed"), "--resume")
+    assert code == 0 and stdout.startswith("resumed from"), stderr
+    code, _, stderr = run_cli(*command("uninterrupted"))
+    assert code == 0, stderr
+    reference, resumed = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("uninterrupted", "resumed"))
+    assert reference.keys() == resumed.keys() and all(torch_equal(reference[k], resumed[k]) for k in reference)
+    history = [json.loads((tmp_path / d / "bertkit.json").read_text())["history"] for d in ("uninterrupted", "resumed")]
+    assert history[0] == history[1]
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
+
+
+def test_freeze_embeddings_reaches_the_shared_encoder(files, tiny_bert, run_cli, tmp_path):
+    from safetensors.torch import load_file
+
+    code, _, stderr = run_cli(*train_args(files, tiny_bert, tmp_path / "frozen", "--epochs", 1, "--freeze-embeddings"))
+    assert code == 0, stderr
+    trained = load_file(str(tmp_path / "frozen" / "model.safetensors"))
+    start = load_file(str(tiny_bert / "model.safetensors"))
+    key = "embeddings.word_embeddings.weight"
+    assert torch_equal(trained[f"encoder.{key}"], start[key])
+    assert not torch_equal(
+        trained["encoder.encoder.layer.0.attention.self.query.weight"],
+        start["encoder.layer.0.attention.self.query.weight"],
+    )
+
+
+def test_the_server_answers_every_head_and_one_head_as_predict_does(trained, files, run_cli):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from bertkit.api.multihead_serving import MultiHeadServing
+    from bertkit.options import InferenceOptions
+    from bertkit.serving.app import create_app
+
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "in.txt", "--precision", "no")
+    assert code == 0, stderr
+    expected = [json.loads(line) for line in stdout.splitlines()]
+    texts = (files / "in.txt").read_text().splitlines()
+    served = MultiHeadServing(str(trained), InferenceOptions(precision="no")).load()
+    with TestClient(create_app(served)) as client:
+        answer = client.post("/predict", json={"inputs": texts})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["predictions"] == expected
+        answer = client.post("/predict/n", json={"inputs": texts})
+        assert answer.json()["predictions"] == [{"n": row["n"]} for row in expected]
+        pair = client.post("/predict", json={"inputs": [{"text": "the film was good", "text_pair": "it was bad"}]})
+        heads = set(pair.json()["predictions"][0])
+        assert (
+            pair.status_code == 200 and "p" in heads and not heads & {"s", "r"}
+        )  # single-text classifiers refuse pairs
+        missing = client.post("/predict/zz", json={"inputs": texts})
+        assert missing.status_code == 422 and "no head 'zz'" in missing.json()["error"]
+        wrong = client.post("/predict/p", json={"inputs": texts})
+        assert wrong.status_code == 422 and wrong.json()["error"].startswith("head p: ")
+        assert set(client.get("/info").json()["heads"]) == {"s", "p", "r", "n"}
+
+
+def test_config_yaml_replays_the_heads(trained, tmp_path, run_cli):
+    out = tmp_path / "again"
+    replay = ["finetune", "multi", "--config", trained / "config.yaml", "--output", out, "--epochs", 1]
+    code, stdout, stderr = run_cli(*replay, "--sampling", "temperature", "--temperature", 3)
+    assert code == 0, stderr
+    meta = json.loads((out / "bertkit.json").read_text())
+    assert [(h["name"], h["kind"], h["weight"]) for h in meta["heads"]] == [
+        ("s", "cls", 1.0),
+        ("p", "pair", 1.0),
+        ("r", "regression", 0.5),
+        ("n", "ner", 1.0),
+    ]
+    assert "sampling: temperature" in (out / "config.yaml").read_text()
+
+
+def test_one_head_trains_exactly_as_its_task_alone_and_stores_its_threshold(files, tiny_bert, run_cli, tmp_path):
+    """The multi-head path with one (multi-label) head: the single-task run, weight for weight."""
+    from safetensors.torch import load_file
+
+    ml = files / "ml.jsonl"
+    out, alone = tmp_path / "ml", tmp_path / "alone"
+    common = ["--model", tiny_bert, "--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no"]
+    code, _, stderr = run_cli(
+        "finetune", "multi", "--task", f"m:multi-label:{ml}:eval_data={ml}", *common, "--epochs", 2, "--output", out
+    )
+    assert code == 0, stderr
+    code, _, stderr = run_cli(
+        "finetune",
+        "cls",
+        "--data",
+        ml,
+        "--eval-data",
+        ml,
+        "--problem-type",
+        "multi-label",
+        *common,
+        "--epochs",
+        2,
+        "--output",
+        alone,
+    )
+    assert code == 0, stderr
+    head = json.loads((out / "bertkit.json").read_text())["heads"][0]
+    single = json.loads((alone / "bertkit.json").read_text())
+    assert head["task"]["options"]["threshold"] == single["task"]["options"]["threshold"]
+    numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
+    assert {k: head["metrics"][k] for k in numbers} == numbers
+    multi, single_weights = load_file(str(out / "model.safetensors")), load_file(str(alone / "model.safetensors"))
+    renamed = {
+        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.m.", ""): v
+        for k, v in multi.items()
+    }
+    assert renamed.keys() == single_weights.keys()
+    assert all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+
+
+def test_heads_reading_the_same_ids_share_one_pass_with_the_same_answers(trained, files, run_cli):
+    from bertkit.api.multihead_inference import MultiHeadPredictor, shared_passes
+    from bertkit.data.registry import Source
+    from bertkit.options import InferenceOptions
+
+    predictor = MultiHeadPredictor(str(trained), InferenceOptions(precision="no")).load()
+    rows = [{"text": line} for line in (files / "in.txt").read_text().splitlines()]
+    examples = {n: predictor.adapters[n].from_records(rows, Source("t"), "predict") for n in ("s", "r", "n")}
+    features = {n: predictor.adapters[n].preprocess(found, predictor.tokenizer, False) for n, found in examples.items()}
+    assert shared_passes(features, predictor.adapters) == [["s", "r"], ["n"]]  # the tagger reads words: its own pass
+    together = predictor.predict_many(examples)
+    assert together == {n: predictor.predict(n, found) for n, found in examples.items()}
+
+
+def test_lazy_embeddings_and_save_memory_train_the_shared_encoder(files, tiny_bert, run_cli, tmp_path):
+    out = tmp_path / "lazy"
+    args = train_args(files, tiny_bert, out, "--epochs", 1, "--save-memory", "--lazy-embeddings")
+    code, stdout, stderr = run_cli(*[a if a != "no" else "bf16" for a in args])  # --precision bf16
+    assert code == 0, stderr
+    assert json.loads((out / "bertkit.json").read_text())["runtime"]["precision"] == "bf16"
