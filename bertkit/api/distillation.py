@@ -125,7 +125,7 @@ def _teacher_meta(teacher: str) -> dict:
     task, kind = meta["task"]["task"], (meta["task"].get("options") or {}).get("problem_type")
     if meta.get("kind") != "finetune" or task not in TASKS:
         raise BertkitError(
-            f"TEACHER_DIR {teacher} is a {task} {meta.get('kind')} directory; distill takes cls, pair and ner "
+            f"TEACHER_DIR {teacher} is a {_what(task, meta.get('kind'))} directory; distill takes cls, pair and ner "
             "models (qa: not supported, docs: distillation.md)",
             "give a directory that `bertkit finetune cls|pair|ner` wrote",
         )
@@ -142,6 +142,11 @@ def _teacher_meta(teacher: str) -> dict:
             "give a teacher fine-tuned with one label per example",
         )
     return meta
+
+
+def _what(task: str, kind: str | None) -> str:
+    """A directory's kind as a message names it: "qa finetune", "multi-head" (not "multi multi-head")."""
+    return kind if kind and kind.startswith(task) else f"{task} {kind}"
 
 
 def _student(teacher: str, layers: int, options: DistillOptions, teacher_config) -> tuple[list | None, str]:

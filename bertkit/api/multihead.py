@@ -66,6 +66,11 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     if given:  # every head fine-tunes the whole shared encoder
         flag = f"--{given[0].replace('_', '-')}"
         raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
+    if config.packing == "on":  # the heads' batches run padded: networks/packed_heads.py packs one task model
+        raise BertkitError(
+            "bertkit finetune multi does not compose with --packing on: its heads train on padded batches",
+            "drop --packing (auto: padded)",
+        )
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
     check_output_dir(Path(run.output).expanduser().resolve(), run.overwrite)  # the run's, before any head's
     planned = [Head(spec, _plan(spec, run, config)) for spec in specs]

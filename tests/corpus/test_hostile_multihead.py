@@ -68,6 +68,11 @@ CASES = [
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--lora", 8)),
         ("bertkit finetune multi does not compose with --lora",),
     ),
+    Case(  # it trained padded and said nothing
+        "with-packing-on",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--packing", "on")),
+        ("bertkit finetune multi does not compose with --packing on",),
+    ),
     Case(
         "with-seeds",
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--seeds", 2)),
@@ -137,7 +142,7 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--metric", "accuracy"), "bertkit eval on a multi-head model does not compose with --metric yet"),
         (("predict", "--input", "IN", "--top-k", "2"), "does not compose with --top-k yet"),
         (("predict", "--input", "IN", "--output", "OUT", "--resume"), "does not compose with --resume yet"),
-        (("distill", "--data", "IN", "--output", "OUT"), "multi-head directory; distill takes cls, pair and ner"),
+        (("distill", "--data", "IN", "--output", "OUT"), "is a multi-head directory; distill takes cls, pair and ner"),
     ],
 )
 def test_a_multi_head_directory_refuses_in_one_line(multi_model, args, said, run_cli, capsys, tmp_path, monkeypatch):
