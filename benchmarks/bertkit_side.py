@@ -7,7 +7,7 @@ Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertki
 "no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings);
 bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
 (--packing auto, the default: a task head's batches padded), bertkit_packed_random and
-bertkit_padded_random (random batches: --no-group-by-length).
+bertkit_padded_random (random batches: --random-batches).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ SIDES = {
     "bertkit_lazy": {"lazy_embeddings": True},
     "bertkit_packed": {"packing": "on"},
     "bertkit_padded": {"packing": "auto"},
-    "bertkit_packed_random": {"packing": "on", "group_by_length": False},
-    "bertkit_padded_random": {"packing": "auto", "group_by_length": False},
+    "bertkit_packed_random": {"packing": "on", "random_batches": True},
+    "bertkit_padded_random": {"packing": "auto", "random_batches": True},
 }
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 

@@ -3,7 +3,7 @@
 Arms (benchmarks/bertkit_side.py's sides, each a TrainConfig through the public API):
 ``bertkit_padded`` (--packing auto, length-grouped batches: the default), ``bertkit_packed``
 (--packing on, length-grouped), ``bertkit_packed_random`` (packed, random batches:
---no-group-by-length) and ``bertkit_padded_random``. Every round runs every arm of a workload
+--random-batches) and ``bertkit_padded_random``. Every round runs every arm of a workload
 one after the other in this one process, the arm order reversed every other round, so a shared
 machine's load falls on every arm alike; the table gives the median of the rounds and the ratio
 of each arm's training steps per second to bertkit_padded's, round by round. The accuracy of each

@@ -2,7 +2,7 @@
 falls on every arm alike): MiniLM's forward and backward in bf16 weights, as bertkit trains on a
 CPU with native bf16 (the CPU training attention, FastDropout, a sequence classifier's [CLS]-only
 last layer), on the batches bertkit's loop builds from the first ``--rows`` SST-2 sentences (cls)
-and CoNLL-2003 sentences (ner): length-grouped (the default) and random (--no-group-by-length).
+and CoNLL-2003 sentences (ner): length-grouped (the default) and random (--random-batches).
 
 Arms: padded/packed x grouped/random. For every batch index the four arms run one step each, the
 order rotated from one index to the next; each arm's seconds are summed over the same batches. The

@@ -78,10 +78,10 @@ class StepPlan:
     def of(cls, features: list[dict], config, accelerator, collate) -> "StepPlan":
         """The plan of ``features``: length-grouped batches, unless the collator says its batches
         must be random (``random_batches``: in-batch negatives, contrastive pairs) or the run asks
-        for random ones (``--no-group-by-length``), or that each batch holds one group's features
+        for random ones (``--random-batches``), or that each batch holds one group's features
         (``batch_groups``: (feature key, sampling, temperature); a multi-head model's tasks,
         batching.GroupedBatches)."""
-        grouped = getattr(config, "group_by_length", True) and not getattr(collate, "random_batches", False)
+        grouped = not getattr(config, "random_batches", False) and not getattr(collate, "random_batches", False)
         lengths = [len(f["input_ids"]) for f in features]
         by = getattr(collate, "batch_groups", None)
         groups = None if by is None else ([f[by[0]] for f in features], *by[1:])

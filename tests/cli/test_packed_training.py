@@ -1,6 +1,6 @@
 """Packed training end to end (--packing, off by default: networks/packed_heads.py): a run trains the
 same weights as the padded run; a model or task that cannot pack runs padded and says so once;
---no-group-by-length gives random batches."""
+--random-batches gives random batches."""
 
 from __future__ import annotations
 
@@ -95,7 +95,9 @@ def test_random_batches_mix_lengths_and_grouped_ones_do_not():
     lengths = [5 + (i * 37) % 60 for i in range(640)]
     spread = {}
     for grouped in (True, False):
-        config = SimpleNamespace(grad_accum=1, epochs=1, max_steps=None, batch_size=32, seed=0, group_by_length=grouped)
+        config = SimpleNamespace(
+            grad_accum=1, epochs=1, max_steps=None, batch_size=32, seed=0, random_batches=not grouped
+        )
         accelerator = SimpleNamespace(num_processes=1, process_index=0)
         plan = StepPlan.of([{"input_ids": [0] * n} for n in lengths], config, accelerator, collate=None)
         batches = plan.shard(0)[0]
@@ -108,7 +110,7 @@ def test_heads_run_padded_by_default_and_say_nothing(tmp_path, tiny_bert, run_cl
     heads padded."""
     from bertkit.options import TrainConfig
 
-    assert TrainConfig().packing == "auto" and TrainConfig().group_by_length is True
+    assert TrainConfig().packing == "auto" and TrainConfig().random_batches is False
     model = build_family("distilbert", tmp_path / "distilbert")
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
