@@ -33,10 +33,10 @@ SHAPES = {SINGLE: CHOICE, MULTI: CHOICES, TOKENS: SPANS}
 def ranked_rows(scored, issues, data_issues: dict | None) -> list[dict]:
     """Every row of the audit, the lowest label quality first."""
     duplicates: dict = {}
-    for first, second in (data_issues or {}).get("near_duplicates", []):
+    for first, second in (data_issues or {}).get("near_duplicates") or []:
         duplicates.setdefault(first, []).append(second + 1)
         duplicates.setdefault(second, []).append(first + 1)
-    outliers = set((data_issues or {}).get("outliers", []))
+    outliers = set((data_issues or {}).get("outliers") or [])
     order = sorted(range(len(scored.examples)), key=lambda i: (float(issues.quality[i]), i))
     rows = []
     for rank, index in enumerate(order, 1):
@@ -47,8 +47,10 @@ def ranked_rows(scored, issues, data_issues: dict | None) -> list[dict]:
         row.update(quality=round(float(issues.quality[index]), 6), issue=bool(issues.flagged[index]))
         if scored.kind == TOKENS:
             row["issue_words"] = issues.words.get(index, [])
-        if data_issues is not None:
-            row.update(near_duplicate_of=sorted(duplicates.get(index, [])), outlier=index in outliers)
+        if (data_issues or {}).get("near_duplicates") is not None:  # None: not checked, or skipped
+            row["near_duplicate_of"] = sorted(duplicates.get(index, []))
+        if (data_issues or {}).get("outliers") is not None:
+            row["outlier"] = index in outliers
         rows.append(row)
     return rows
 
