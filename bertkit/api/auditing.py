@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.api.audit_check import model_check
-from bertkit.api.audit_files import SUMMARY, WRITTEN, ranked_rows, write_audit
+from bertkit.api.audit_files import SUMMARY, WRITTEN, ranked_rows, relabel_files, write_audit
 from bertkit.api.audit_sources import Scored, checked_rows, from_model, from_run
 from bertkit.errors import BertkitError
 from bertkit.metrics.label_issues import TOKENS, cleanlab_module, data_issues, label_issues
@@ -61,7 +61,7 @@ def audit(options: AuditOptions, config: TrainConfig | None = None, run: Inferen
         scored = _placed(scored, staging, output)
         rows = ranked_rows(scored, issues, found)
         summary = _summary(scored, issues, found, options)
-        write_audit(staging, rows, summary, scored)
+        write_audit(staging, rows, summary, scored, options.format)
     return AuditResult(str(output), len(rows), summary["flagged"], summary["estimated_noise_rate"], summary, rows[:10])
 
 
@@ -193,6 +193,7 @@ def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) 
         "notices": notices,
         "method": f"cleanlab {version}: confident learning (find_label_issues, get_label_quality_scores)",
         "data": options.data,
+        "relabel": list(relabel_files(options.format)),
         "source": scored.source,
     }
 

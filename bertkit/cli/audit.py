@@ -53,7 +53,8 @@ def audit(**values):
             typer.echo(
                 f"  row {row['row']}: given {row['given']}, suggested {row['suggested']} (quality {row['quality']:.3f})"
             )
-    typer.echo(f"written to {result.output} (ranked.jsonl, ranked.csv, summary.json, relabel-label-studio.json)")
+    files = ", ".join(("ranked.jsonl", "ranked.csv", "summary.json", *summary["relabel"]))
+    typer.echo(f"written to {result.output} ({files})")
 
 
 def _numbers(metrics: dict) -> str:

@@ -113,6 +113,28 @@ def test_from_a_folds_run_ranks_as_the_audit_that_ran_them(folds_audit, run_cli)
     assert "near_duplicate_of" not in again[0] and json.loads((out / "summary.json").read_text())["outliers"] is None
 
 
+def test_doccano_relabel_tasks_hold_the_given_label_and_read_back_as_the_data(folds_audit, run_cli):
+    from bertkit.data.registry import Source
+    from bertkit.tasks import get_task_class
+    from bertkit.tasks.base import TRAIN
+
+    root, rows, _ = folds_audit
+    out = root / "doccano"
+    args = ("audit", "--data", root / "train.csv", "--from", root / "audit" / "model", "--output", out)
+    code, stdout, stderr = run_cli(*args, "--no-data-issues", "--format", "doccano")
+    assert code == 0, stderr
+    assert not (out / "relabel-label-studio.json").exists() and "relabel-doccano.jsonl" in stdout
+    flagged = [r for r in read_jsonl(out / "ranked.jsonl") if r["issue"]]
+    tasks = read_jsonl(out / "relabel-doccano.jsonl")
+    assert [t["meta"]["row"] for t in tasks] == [r["row"] for r in flagged] and tasks
+    for task, row in zip(tasks, flagged):
+        assert task["text"] == row["text"] and task["label"] == [row["given"]]
+        assert task["meta"]["suggested"] == row["suggested"] and task["meta"]["quality"] == row["quality"]
+    path = out / "relabel-doccano.jsonl"  # an untouched export is the data as it was (--data-format doccano)
+    examples = get_task_class("cls")(None, {"data_format": "doccano"}).read(Source(str(path), path=path), TRAIN)
+    assert [ex["label"] for ex in examples] == [r["given"] for r in flagged]
+
+
 def test_a_rerun_replaces_the_audit_only_with_overwrite(folds_audit, run_cli):
     root, _, _ = folds_audit
     out = root / "rerun"
@@ -193,7 +215,7 @@ def test_ner_audit_of_eight_sentences_runs_the_data_checks_with_fewer_neighbours
     write_conll(tmp_path / "ner.txt", sentences(8, 1))
     code, _, stderr = run_cli(
         "audit", "--data", tmp_path / "ner.txt", "--task", "ner", "--model", tiny_bert, "--folds", 2,
-        "--output", tmp_path / "o", "--epochs", 1, "--batch-size", 4,
+        "--output", tmp_path / "o", "--epochs", 1, "--batch-size", 4, "--format", "doccano",
     )  # fmt: skip
     assert code == 0, stderr
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -202,6 +224,16 @@ def test_ner_audit_of_eight_sentences_runs_the_data_checks_with_fewer_neighbours
     ranked = read_jsonl(tmp_path / "o" / "ranked.jsonl")
     assert all("outlier" in row and "near_duplicate_of" in row for row in ranked)
     assert summary["model_check"]["baseline"]["name"] == "always-O"
+    from bertkit.data.registry import Source
+    from bertkit.tasks import get_task_class
+    from bertkit.tasks.base import TRAIN
+
+    path = tmp_path / "o" / "relabel-doccano.jsonl"  # spans of the given tags; they read back as those tags
+    tasks = read_jsonl(path)
+    flagged = [r for r in ranked if r["issue"]]
+    assert len(tasks) == len(flagged) == summary["flagged"] > 0
+    examples = get_task_class("ner")(None, {}).read(Source(str(path), path=path), TRAIN)
+    assert [ex["tags"] for ex in examples] == [r["given"] for r in flagged]
 
 
 @pytest.fixture(scope="module")
