@@ -140,7 +140,8 @@ def markdown(report: dict) -> str:
     lines += [
         "",
         f"Estimated noise rate of the words (cleanlab's joint): {report['audit']['estimated_word_noise_rate']:.3f}. "
-        f"The audit's own check of its model: {report['audit_model_check']}; warnings: {report['audit_warnings']}.",
+        f"The audit's own check of its model: {_check(report['audit_model_check'])}; "
+        f"warnings: {report['audit_warnings'] or 'none'}.",
         f"The audit took {report['audit_seconds']} s (folds, scoring each sentence by its fold's model).",
         "",
         f"Machine: {m['date']}; {m['cpu_model']} ({' '.join(m['cpu_flags'])}), {m['usable_cores']} cores, "
@@ -149,6 +150,15 @@ def markdown(report: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _check(check: dict | None) -> str:
+    if not check:
+        return "not recorded"
+    numbers = ", ".join(f"{k} {v:.4f}" for k, v in check["metrics"].items())
+    base = ", ".join(f"{k} {v:.4f}" for k, v in check["baseline"]["metrics"].items())
+    verdict = "beats it" if check["beats_baseline"] else "does not beat it"
+    return f"out-of-fold {numbers}; the {check['baseline']['name']} baseline: {base} ({verdict})"
 
 
 def main() -> None:
