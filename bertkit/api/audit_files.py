@@ -10,7 +10,11 @@
 * ``relabel-label-studio.json``: the flagged rows as Label Studio tasks, the given label as the
   task's annotation and the model's suggestion as its prediction (bertkit/data/annotation_sinks.py
   writes both; a span's offsets count UTF-16 code units), with ``label-studio-config.xml`` to import
-  them into; a relabelled export trains again through ``--data``.
+  them into; a relabelled export trains again through ``--data``;
+* or, with ``--format doccano``, ``relabel-doccano.jsonl``: one doccano task per flagged row whose
+  ``label`` is the given one (a doccano task holds one labelling: an export left untouched is the
+  data as it was, never the model's guess) and whose ``meta`` holds the model's suggestion, the
+  row, rank and quality (doccano shows a task's other keys as its metadata).
 """
 
 from __future__ import annotations
@@ -20,23 +24,23 @@ import io
 import json
 from pathlib import Path
 
-from bertkit.data.annotation_sinks import CHOICE, CHOICES, SPANS, label_studio_task, labeling_config
+from bertkit.data.annotation_sinks import CHOICE, CHOICES, SPANS, doccano_task, label_studio_task, labeling_config
 from bertkit.metrics.label_issues import MULTI, SINGLE, TOKENS
 from bertkit.model_dir import write_json, write_text
 
 RANKED, RANKED_CSV, SUMMARY = "ranked.jsonl", "ranked.csv", "summary.json"
-TASKS, CONFIG = "relabel-label-studio.json", "label-studio-config.xml"
-WRITTEN = (RANKED, RANKED_CSV, SUMMARY, TASKS, CONFIG)
+TASKS, CONFIG, DOCCANO = "relabel-label-studio.json", "label-studio-config.xml", "relabel-doccano.jsonl"
+WRITTEN = (RANKED, RANKED_CSV, SUMMARY, TASKS, CONFIG, DOCCANO)
 SHAPES = {SINGLE: CHOICE, MULTI: CHOICES, TOKENS: SPANS}
 
 
 def ranked_rows(scored, issues, data_issues: dict | None) -> list[dict]:
     """Every row of the audit, the lowest label quality first."""
     duplicates: dict = {}
-    for first, second in (data_issues or {}).get("near_duplicates", []):
+    for first, second in (data_issues or {}).get("near_duplicates") or []:
         duplicates.setdefault(first, []).append(second + 1)
         duplicates.setdefault(second, []).append(first + 1)
-    outliers = set((data_issues or {}).get("outliers", []))
+    outliers = set((data_issues or {}).get("outliers") or [])
     order = sorted(range(len(scored.examples)), key=lambda i: (float(issues.quality[i]), i))
     rows = []
     for rank, index in enumerate(order, 1):
@@ -47,8 +51,10 @@ def ranked_rows(scored, issues, data_issues: dict | None) -> list[dict]:
         row.update(quality=round(float(issues.quality[index]), 6), issue=bool(issues.flagged[index]))
         if scored.kind == TOKENS:
             row["issue_words"] = issues.words.get(index, [])
-        if data_issues is not None:
-            row.update(near_duplicate_of=sorted(duplicates.get(index, [])), outlier=index in outliers)
+        if (data_issues or {}).get("near_duplicates") is not None:  # None: not checked, or skipped
+            row["near_duplicate_of"] = sorted(duplicates.get(index, []))
+        if (data_issues or {}).get("outliers") is not None:
+            row["outlier"] = index in outliers
         rows.append(row)
     return rows
 
@@ -70,11 +76,20 @@ def _suggested(scored, index: int):
     return list(suggestion) if isinstance(suggestion, (list, tuple)) else suggestion
 
 
-def write_audit(directory: Path, rows: list[dict], summary: dict, scored) -> None:
-    """The files above, into ``directory`` (a staging directory)."""
+def relabel_files(tool: str) -> tuple[str, ...]:
+    """The files ``--format`` writes the flagged rows to."""
+    return (DOCCANO,) if tool == "doccano" else (TASKS, CONFIG)
+
+
+def write_audit(directory: Path, rows: list[dict], summary: dict, scored, tool: str = "label-studio") -> None:
+    """The files above, into ``directory`` (a staging directory); ``tool``: --format."""
     write_text(directory / RANKED, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     write_text(directory / RANKED_CSV, _csv(rows))
     write_json(directory / SUMMARY, summary)
+    if tool == "doccano":
+        tasks = [_doccano(scored, row) for row in rows if row["issue"]]
+        write_text(directory / DOCCANO, "".join(json.dumps(task, ensure_ascii=False) + "\n" for task in tasks))
+        return
     tasks = [_task(scored, row) for row in rows if row["issue"]]
     write_text(directory / TASKS, json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
     pair = "text_pair" in getattr(scored.adapter, "text_fields", ())
@@ -104,6 +119,17 @@ def _task(scored, row: dict) -> dict:
     ]
     task = {**suggested, "annotations": [{"result": annotation}]}
     task["meta"] = {"row": row["row"], "rank": row["rank"], "quality": row["quality"]}
+    return task
+
+
+def _doccano(scored, row: dict) -> dict:
+    """One doccano task: the given label as its label; the model's suggestion in its metadata."""
+    task = doccano_task(_tool_row(scored, row, row["given"]), SHAPES[scored.kind], Path(scored.model_dir).name)
+    if scored.kind == TOKENS:
+        suggested = doccano_task(_tool_row(scored, row, row["suggested"]), SPANS, "")["label"]
+    else:
+        suggested = row["suggested"]
+    task["meta"] = {"row": row["row"], "rank": row["rank"], "quality": row["quality"], "suggested": suggested}
     return task
 
 

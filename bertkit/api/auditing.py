@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.api.audit_files import SUMMARY, WRITTEN, ranked_rows, write_audit
+from bertkit.api.audit_check import model_check
+from bertkit.api.audit_files import SUMMARY, WRITTEN, ranked_rows, relabel_files, write_audit
 from bertkit.api.audit_sources import Scored, checked_rows, from_model, from_run
 from bertkit.errors import BertkitError
 from bertkit.metrics.label_issues import TOKENS, cleanlab_module, data_issues, label_issues
@@ -60,7 +61,7 @@ def audit(options: AuditOptions, config: TrainConfig | None = None, run: Inferen
         scored = _placed(scored, staging, output)
         rows = ranked_rows(scored, issues, found)
         summary = _summary(scored, issues, found, options)
-        write_audit(staging, rows, summary, scored)
+        write_audit(staging, rows, summary, scored, options.format)
     return AuditResult(str(output), len(rows), summary["flagged"], summary["estimated_noise_rate"], summary, rows[:10])
 
 
@@ -133,6 +134,7 @@ def _data_issues(scored: Scored, run: InferenceOptions) -> dict:
 
     embedder = Embedder(scored.model_dir, EmbeddingOptions(input="-", pooling="mean", threads=run.threads))
     embedder.quiet = True
+    embedder.encoder = _encoder_saved_its_own_way(scored)
     if scored.kind == TOKENS:
         texts, pairs = [ex.get("text") or " ".join(ex["tokens"]) for ex in scored.examples], None
     else:
@@ -140,6 +142,23 @@ def _data_issues(scored: Scored, run: InferenceOptions) -> dict:
         pairs = [ex["text_pair"] for ex in scored.examples] if "text_pair" in scored.adapter.text_fields else None
     given = [tuple(g) if isinstance(g, list) else g for g in scored.given]
     return data_issues(embedder.vectors(texts, pairs), given)
+
+
+def _encoder_saved_its_own_way(scored: Scored):
+    """The encoder of a directory whose weights a recorded method saved in its own way (LoRA's
+    --save-adapter: adapters over a base model, no model.safetensors), loaded as eval and predict
+    load it (bertkit/inference.py: the adapters merged over the base); None: the directory's weights."""
+    from bertkit.methods import recorded_methods
+    from bertkit.model_dir import load_meta
+
+    meta = load_meta(scored.model_dir)
+    if all(method.ordinary_weights(meta) for method in recorded_methods(meta)):
+        return None
+    from bertkit.inference import trained_model
+    from bertkit.models import load_config
+
+    config = load_config(scored.model_dir, scored.model_dir)
+    return trained_model(scored.model_dir, scored.adapter.model_class, meta, config).base_model
 
 
 def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) -> dict:
@@ -153,7 +172,14 @@ def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) 
         for name in names:
             flagged_by_class[name] = flagged_by_class.get(name, 0) + 1
     version = cleanlab_module("version").__version__
+    check = model_check(scored)
+    skipped = (found or {}).get("skipped") or {}
+    notices = [f"{name} check skipped: {why}" for name, why in skipped.items()]
+    if len(set(skipped.values())) == 1 and len(skipped) > 1:  # one reason for both: said once
+        notices = [f"{' and '.join(skipped)} checks skipped: {next(iter(skipped.values()))}"]
     return {
+        "warnings": [check["warning"]] if check["warning"] else [],  # first: read before the numbers
+        "model_check": {k: v for k, v in check.items() if k != "warning"},
         "rows": len(scored.examples),
         "flagged": int(issues.flagged.sum()),
         "flagged_by_given_label": dict(sorted(flagged_by_class.items())),
@@ -161,9 +187,17 @@ def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) 
         "noise_rate_of": "words" if scored.kind == TOKENS else "rows",
         "joint": {"labels": labels, "given_by_true": issues.joint},
         "label_kind": scored.kind,
-        "near_duplicates_with_other_labels": None if found is None else len(found["near_duplicates"]),
-        "outliers": None if found is None else len(found["outliers"]),
+        "near_duplicates_with_other_labels": _count(found, "near_duplicates"),
+        "outliers": _count(found, "outliers"),
+        "data_checks_skipped": skipped,
+        "notices": notices,
         "method": f"cleanlab {version}: confident learning (find_label_issues, get_label_quality_scores)",
         "data": options.data,
+        "relabel": list(relabel_files(options.format)),
         "source": scored.source,
     }
+
+
+def _count(found: dict | None, key: str) -> int | None:
+    """None: the check was not asked for (--no-data-issues) or was skipped (``data_checks_skipped``)."""
+    return None if found is None or found[key] is None else len(found[key])

@@ -26,6 +26,7 @@ class Embedder:
         self.engine = self.network = self.tokenizer = None
         self.dim: int | None = None
         self.quiet = False  # no per-batch progress (a stream reports per chunk)
+        self.encoder = None  # a loaded encoder to use instead of the directory's weights (an adapter directory's)
 
     def load(self) -> "Embedder":
         if self.engine is not None:
@@ -40,7 +41,7 @@ class Embedder:
 
         self.engine = Engine(self.precision, threads=self.threads)
         self.engine.quiet = self.quiet
-        encoder = embedding.load_encoder(model_ref, self.model)
+        encoder = self.encoder if self.encoder is not None else embedding.load_encoder(model_ref, self.model)
         self.dim = int(encoder.config.hidden_size)
         self.network = self.engine.prepare_model(embedding.EmbeddingNetwork(encoder, self.spec, self.per_word))
         return self

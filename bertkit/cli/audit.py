@@ -27,21 +27,38 @@ def audit(**values):
         return
     echo_notices(result.summary, err=True)
     summary = result.summary
+    for warning in summary["warnings"]:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(
         f"{result.flagged:,} of {result.rows:,} rows flagged as probably mislabelled; estimated noise rate "
         f"{result.estimated_noise_rate:.1%} (of the {summary['noise_rate_of']})"
     )
-    if summary["near_duplicates_with_other_labels"] is not None:
-        typer.echo(
-            f"{summary['near_duplicates_with_other_labels']:,} near-duplicate pair(s) with different labels, "
-            f"{summary['outliers']:,} outlier(s)"
+    found = [
+        f"{count:,} {what}"
+        for count, what in (
+            (summary["near_duplicates_with_other_labels"], "near-duplicate pair(s) with different labels"),
+            (summary["outliers"], "outlier(s)"),
         )
+        if count is not None
+    ]
+    if found:
+        typer.echo(", ".join(found))
+    check = summary["model_check"]
+    typer.echo(
+        f"the model's {_numbers(check['metrics'])} ({check['of']}); the {check['baseline']['name']} baseline "
+        f"({check['baseline']['rule']}): {_numbers(check['baseline']['metrics'])}"
+    )
     for row in result.top[:SHOWN]:
         if row["issue"]:
             typer.echo(
                 f"  row {row['row']}: given {row['given']}, suggested {row['suggested']} (quality {row['quality']:.3f})"
             )
-    typer.echo(f"written to {result.output} (ranked.jsonl, ranked.csv, summary.json, relabel-label-studio.json)")
+    files = ", ".join(("ranked.jsonl", "ranked.csv", "summary.json", *summary["relabel"]))
+    typer.echo(f"written to {result.output} ({files})")
+
+
+def _numbers(metrics: dict) -> str:
+    return ", ".join(f"{name} {value:.4f}" for name, value in metrics.items())
 
 
 app.command("audit", help=ABOUT)(

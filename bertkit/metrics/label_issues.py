@@ -102,19 +102,53 @@ def _tokens(labels: list, pred_probs: list) -> LabelIssues:
     return LabelIssues(flagged, np.asarray(sentence_scores, float), float(1.0 - np.trace(joint)), joint.tolist(), words)
 
 
+NEIGHBOURS = 10  # Datalab's own default k for near_duplicate and outlier
+DATA_CHECKS = ("near_duplicate", "outlier")
+
+
 def data_issues(vectors: np.ndarray, labels: list) -> dict:
     """Datalab's ``near_duplicate`` and ``outlier`` issue types on ``vectors`` (one per row):
     {"near_duplicates": [[row, other], ...] of near-duplicate pairs whose given labels differ (0-based),
-    "outliers": [row, ...]}. ``labels``: each row's given label as a hashable value."""
+    "outliers": [row, ...], "skipped": {check: why}}; a check Datalab cannot run on these rows is
+    None, with its reason under "skipped". ``labels``: each row's given label as a hashable value.
+
+    Both checks use a k-nearest-neighbour graph whose k must be below the number of rows (Datalab
+    raises otherwise, and then has no issues to return), so k is min(10, rows - 1); with fewer than
+    two rows there is no neighbour and both are skipped."""
+    import contextlib
+    import io
+
+    rows = len(labels)
+    k = min(NEIGHBOURS, rows - 1)
+    if k < 1:
+        why = f"{rows} row(s): a nearest-neighbour check needs at least 2"
+        return {"near_duplicates": None, "outliers": None, "skipped": dict.fromkeys(DATA_CHECKS, why)}
     datalab = cleanlab_module("datalab.datalab")
     given = [repr(label) for label in labels]
     lab = datalab.Datalab(data={"label": given}, label_name="label", verbosity=0)
-    lab.find_issues(features=np.asarray(vectors, dtype=np.float32), issue_types={"near_duplicate": {}, "outlier": {}})
-    issues = lab.get_issues()
-    pairs = set()
-    for row, others in enumerate(lab.get_info("near_duplicate")["near_duplicate_sets"]):
-        for other in others:
-            if given[row] != given[int(other)]:
-                pairs.add(tuple(sorted((row, int(other)))))
-    outliers = [int(i) for i in np.flatnonzero(issues["is_outlier_issue"].to_numpy())]
-    return {"near_duplicates": [list(pair) for pair in sorted(pairs)], "outliers": outliers}
+    printed = io.StringIO()  # Datalab prints a failed check's error instead of raising it
+    with contextlib.redirect_stdout(printed):
+        lab.find_issues(
+            features=np.asarray(vectors, dtype=np.float32), issue_types={check: {"k": k} for check in DATA_CHECKS}
+        )
+    ran = set(lab.issue_summary["issue_type"]) if len(lab.issue_summary) else set()
+    skipped = {check: _failure(printed.getvalue(), check) for check in DATA_CHECKS if check not in ran}
+    issues = lab.get_issues() if ran else None
+    pairs = None
+    if "near_duplicate" in ran:
+        pairs = set()
+        for row, others in enumerate(lab.get_info("near_duplicate")["near_duplicate_sets"]):
+            for other in others:
+                if given[row] != given[int(other)]:
+                    pairs.add(tuple(sorted((row, int(other)))))
+        pairs = [list(pair) for pair in sorted(pairs)]
+    outliers = [int(i) for i in np.flatnonzero(issues["is_outlier_issue"].to_numpy())] if "outlier" in ran else None
+    return {"near_duplicates": pairs, "outliers": outliers, "skipped": skipped}
+
+
+def _failure(printed: str, check: str) -> str:
+    """Datalab's printed reason a check failed (its line ``Error in <check>: ...``)."""
+    for line in printed.splitlines():
+        if line.startswith(f"Error in {check}:"):
+            return line.split(":", 1)[1].strip()
+    return "cleanlab's Datalab did not run it"

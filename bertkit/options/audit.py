@@ -18,6 +18,7 @@ from bertkit.options.base import (
 )
 
 AUDIT_TASKS = ("cls", "pair", "ner")
+RELABEL_FORMATS = ("label-studio", "doccano")  # the annotation tool the flagged rows go to
 MAX_AUDIT_FOLDS = 100  # as finetune --folds
 # the training settings audit --folds takes (TrainConfig's fields); the others stay finetune's defaults
 FOLD_SETTINGS = ("epochs", "lr", "batch_size", "max_length", "seed", "max_train_samples")
@@ -36,8 +37,15 @@ class AuditOptions:
     output: str = option(
         REQUIRED,
         "Output directory: ranked.jsonl and ranked.csv (every row, most suspicious first), summary.json, "
-        "relabel-label-studio.json (the flagged rows as Label Studio tasks).",
+        "the flagged rows as tasks to relabel (relabel-label-studio.json or relabel-doccano.jsonl).",
         OUTPUT_PANEL,
+    )
+    format: str = option(
+        "label-studio",
+        "The annotation tool the flagged rows go to: label-studio (the given label as the annotation, the "
+        "model's as the prediction) or doccano (the given label, the model's in the task's metadata).",
+        OUTPUT_PANEL,
+        choices=RELABEL_FORMATS,
     )
     folds: int | None = option(
         None,
@@ -83,6 +91,7 @@ class AuditOptions:
                 )
 
     def validate(self, command: str = "bertkit audit") -> "AuditOptions":
+        check_choice(self.format, RELABEL_FORMATS, "--format")
         sources = [name for name, given in (("--folds", self.folds), ("--from", self.from_run)) if given is not None]
         if len(sources) > 1:
             raise BertkitError(

@@ -67,6 +67,11 @@ def test_folds_audit_is_cleanlab_on_the_out_of_fold_probabilities(folds_audit):
         assert r["suggested"] == oof[r["row"] - 1]["label"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rows"] == 48 and summary["flagged"] == int(flags.sum()) > 0
+    check = summary["model_check"]  # the out-of-fold accuracy beside the majority class, always recorded
+    assert check["metrics"]["accuracy"] == pytest.approx(float(np.mean(probabilities.argmax(1) == given)), abs=1e-6)
+    assert check["baseline"]["metrics"]["accuracy"] == pytest.approx(max(np.mean(given), 1 - np.mean(given)))
+    assert (summary["warnings"] == []) == check["beats_baseline"] and list(summary)[0] == "warnings"
+    assert summary["data_checks_skipped"] == {} and isinstance(summary["outliers"], int)
     assert summary["source"]["run"] == str(out / "model") and summary["source"]["kind"] == "audit --folds"
     assert f"{summary['flagged']} of 48 rows flagged" in output
     with open(out / "ranked.csv", newline="") as handle:
@@ -106,6 +111,28 @@ def test_from_a_folds_run_ranks_as_the_audit_that_ran_them(folds_audit, run_cli)
     keys = ("rank", "row", "given", "suggested", "quality", "issue")
     assert [{k: r[k] for k in keys} for r in again] == [{k: r[k] for k in keys} for r in first]
     assert "near_duplicate_of" not in again[0] and json.loads((out / "summary.json").read_text())["outliers"] is None
+
+
+def test_doccano_relabel_tasks_hold_the_given_label_and_read_back_as_the_data(folds_audit, run_cli):
+    from bertkit.data.registry import Source
+    from bertkit.tasks import get_task_class
+    from bertkit.tasks.base import TRAIN
+
+    root, rows, _ = folds_audit
+    out = root / "doccano"
+    args = ("audit", "--data", root / "train.csv", "--from", root / "audit" / "model", "--output", out)
+    code, stdout, stderr = run_cli(*args, "--no-data-issues", "--format", "doccano")
+    assert code == 0, stderr
+    assert not (out / "relabel-label-studio.json").exists() and "relabel-doccano.jsonl" in stdout
+    flagged = [r for r in read_jsonl(out / "ranked.jsonl") if r["issue"]]
+    tasks = read_jsonl(out / "relabel-doccano.jsonl")
+    assert [t["meta"]["row"] for t in tasks] == [r["row"] for r in flagged] and tasks
+    for task, row in zip(tasks, flagged):
+        assert task["text"] == row["text"] and task["label"] == [row["given"]]
+        assert task["meta"]["suggested"] == row["suggested"] and task["meta"]["quality"] == row["quality"]
+    path = out / "relabel-doccano.jsonl"  # an untouched export is the data as it was (--data-format doccano)
+    examples = get_task_class("cls")(None, {"data_format": "doccano"}).read(Source(str(path), path=path), TRAIN)
+    assert [ex["label"] for ex in examples] == [r["given"] for r in flagged]
 
 
 def test_a_rerun_replaces_the_audit_only_with_overwrite(folds_audit, run_cli):
@@ -181,3 +208,61 @@ def test_ner_audit_by_folds_and_by_a_trained_model_ranks_every_sentence(tiny_ber
     assert len(tasks) == summary["flagged"]
     for task in tasks:  # spans: the given tags as the annotation, the model's as the prediction
         assert all(region["type"] == "labels" for region in task["annotations"][0]["result"])
+
+
+def test_ner_audit_of_eight_sentences_runs_the_data_checks_with_fewer_neighbours(tiny_bert, tmp_path, run_cli):
+    """Datalab's default of 10 neighbours exceeds 8 sentences: k is the rows less one, both checks run."""
+    write_conll(tmp_path / "ner.txt", sentences(8, 1))
+    code, _, stderr = run_cli(
+        "audit", "--data", tmp_path / "ner.txt", "--task", "ner", "--model", tiny_bert, "--folds", 2,
+        "--output", tmp_path / "o", "--epochs", 1, "--batch-size", 4, "--format", "doccano",
+    )  # fmt: skip
+    assert code == 0, stderr
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["rows"] == 8 and summary["data_checks_skipped"] == {} and summary["notices"] == []
+    assert isinstance(summary["outliers"], int) and isinstance(summary["near_duplicates_with_other_labels"], int)
+    ranked = read_jsonl(tmp_path / "o" / "ranked.jsonl")
+    assert all("outlier" in row and "near_duplicate_of" in row for row in ranked)
+    assert summary["model_check"]["baseline"]["name"] == "always-O"
+    from bertkit.data.registry import Source
+    from bertkit.tasks import get_task_class
+    from bertkit.tasks.base import TRAIN
+
+    path = tmp_path / "o" / "relabel-doccano.jsonl"  # spans of the given tags; they read back as those tags
+    tasks = read_jsonl(path)
+    flagged = [r for r in ranked if r["issue"]]
+    assert len(tasks) == len(flagged) == summary["flagged"] > 0
+    examples = get_task_class("ner")(None, {}).read(Source(str(path), path=path), TRAIN)
+    assert [ex["tags"] for ex in examples] == [r["given"] for r in flagged]
+
+
+@pytest.fixture(scope="module")
+def adapter_run(tiny_bert, tmp_path_factory):
+    """A `finetune --lora 4 --save-adapter --folds 2` run on 16 rows: adapters, no model.safetensors,
+    and a model at the majority-class baseline (one epoch on 8 rows per fold)."""
+    from hostile import CLS_CSV
+
+    from bertkit import api
+    from bertkit.config import TrainConfig
+    from bertkit.options import RepeatOptions
+
+    root = tmp_path_factory.mktemp("adapter-run")
+    (root / "cls.csv").write_text(CLS_CSV)
+    run = RunOptions(data=str(root / "cls.csv"), model=str(tiny_bert), output=str(root / "run"))
+    config = TrainConfig(epochs=1, batch_size=8, max_length=32, lora=4, save_adapter=True)
+    api.finetune_folds("cls", run, config, RepeatOptions(folds=2))
+    assert not (root / "run" / "model.safetensors").exists()
+    return root
+
+
+@pytest.mark.parametrize("flag", ["--from", "--model"])
+def test_an_adapter_directory_is_audited_as_eval_loads_it_and_a_baseline_model_is_said(adapter_run, flag, run_cli):
+    out = adapter_run / f"audit{flag}"
+    code, _, stderr = run_cli("audit", "--data", adapter_run / "cls.csv", flag, adapter_run / "run", "--output", out)
+    assert code == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert isinstance(summary["outliers"], int)  # the data checks ran on the adapters merged over the base
+    check = summary["model_check"]
+    assert not check["beats_baseline"] and check["metrics"]["accuracy"] <= check["baseline"]["metrics"]["accuracy"]
+    assert len(summary["warnings"]) == 1 and "no better than the majority-class baseline" in summary["warnings"][0]
+    assert "warning: the flags come from a model no better than the majority-class baseline" in stderr

@@ -85,3 +85,22 @@ def test_datalab_reports_near_duplicates_with_other_labels_and_outliers():
     found = data_issues(vectors, labels)
     assert [10, 11] in found["near_duplicates"] and [20, 21] not in found["near_duplicates"]
     assert isinstance(found["outliers"], list)
+    assert found["skipped"] == {}
+
+
+@pytest.mark.parametrize("rows", [2, 4, 8])
+def test_datalab_on_fewer_rows_than_its_ten_neighbours_still_runs_both_checks(rows):
+    """Datalab's k (10) must be below the number of rows, else its checks fail and get_issues raises."""
+    rng = np.random.default_rng(rows)
+    vectors = rng.normal(size=(rows, 8))
+    vectors[1] = vectors[0] + 1e-6  # a near-duplicate with another label
+    found = data_issues(vectors, ["a" if i % 2 else "b" for i in range(rows)])
+    assert found["skipped"] == {} and [0, 1] in found["near_duplicates"]
+    assert all(0 <= row < rows for row in found["outliers"])
+
+
+def test_one_row_has_no_neighbour_and_both_checks_are_skipped_with_the_reason():
+    found = data_issues(np.ones((1, 8)), ["a"])
+    assert found["near_duplicates"] is None and found["outliers"] is None
+    assert set(found["skipped"]) == {"near_duplicate", "outlier"}
+    assert "1 row(s)" in found["skipped"]["outlier"] and "at least 2" in found["skipped"]["outlier"]
