@@ -62,15 +62,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     the training, the directory all at once."""
     specs = heads.validate().specs()
     config = (config or TrainConfig()).validate("bertkit finetune multi")
-    given = [name for name in LORA_FIELDS if getattr(config, name) not in (None, False)]
-    if given:  # every head fine-tunes the whole shared encoder
-        flag = f"--{given[0].replace('_', '-')}"
-        raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
-    if config.packing == "on":  # the heads' batches run padded: networks/packed_heads.py packs one task model
-        raise BertkitError(
-            "bertkit finetune multi does not compose with --packing on: its heads train on padded batches",
-            "drop --packing (auto: padded)",
-        )
+    _check_training(config)
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
     check_output_dir(Path(run.output).expanduser().resolve(), run.overwrite)  # the run's, before any head's
     planned = [Head(spec, _plan(spec, run, config)) for spec in specs]
@@ -123,6 +115,19 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
             write_json(staging / "bertkit.json", meta)  # last: a directory with bertkit.json is complete
     engine.accelerator.wait_for_everyone()
     return result
+
+
+def _check_training(config: TrainConfig) -> None:
+    """The training options a multi-head run does not honour, refused in one line each."""
+    given = [name for name in LORA_FIELDS if getattr(config, name) not in (None, False)]
+    if given:  # every head fine-tunes the whole shared encoder
+        flag = f"--{given[0].replace('_', '-')}"
+        raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
+    if config.packing == "on":  # the heads' batches run padded: networks/packed_heads.py packs one task model
+        raise BertkitError(
+            "bertkit finetune multi does not compose with --packing on: its heads train on padded batches",
+            "drop --packing (auto: padded)",
+        )
 
 
 def _plan(spec: HeadSpec, run: RunOptions, config: TrainConfig):
