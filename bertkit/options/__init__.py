@@ -8,9 +8,11 @@ registered tasks' ``TaskOption``s. Nothing here imports torch.
 - inference.py: eval, predict, embed, probe, serve, export, inspect
 - publishing.py: push
 - selection.py: select
+- calibration.py: calibrate, and the coverage of predict and select
 """
 
 from bertkit.options.base import *  # noqa: F401,F403
+from bertkit.options.calibration import *  # noqa: F401,F403
 from bertkit.options.inference import *  # noqa: F401,F403
 from bertkit.options.publishing import *  # noqa: F401,F403
 from bertkit.options.selection import *  # noqa: F401,F403

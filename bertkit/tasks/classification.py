@@ -104,6 +104,10 @@ LABEL_KIND_OPTIONS = (
     ),
     TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (), 0.5),
     TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
+    # bertkit/metrics/calibration.py: not flags; stored by `finetune --calibrate` / `bertkit calibrate`,
+    # set by `predict --coverage` for one run
+    TaskOption("temperature", float, "single-label: probabilities are softmax(logits / T) (stored by calibrate).", ()),
+    TaskOption("set_quantile", float, "single-label: a label is in a row's prediction set when 1 - p <= it.", ()),
 )
 
 
@@ -152,6 +156,7 @@ class SingleSentenceTask(Task):
         }
 
     names_outputs = property(lambda self: self.kind.names_outputs)
+    calibrates = property(lambda self: self.kind.calibrates)
 
     @property
     def card_text(self):

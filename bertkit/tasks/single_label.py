@@ -13,6 +13,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
+from bertkit.metrics.calibration import prediction_sets
 from bertkit.metrics.classification import classification_scores, softmax
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 
@@ -32,10 +33,12 @@ class SingleLabel(LabelKind):
         "label": "the most probable label's name",
         "score": "its probability",
         "probabilities": "every label's probability, by name",
+        "prediction_set": "with --coverage: the labels whose set holds the true one at that rate (split conformal)",
     }
     metric_inputs_description = "label ids"
     linear_probe = True
     stratifies_folds = True
+    calibrates = True
     refuses = ("tune_per_label", "label_columns", "scale_targets")
 
     def read_label(self, value, row, source, names):
@@ -79,7 +82,8 @@ class SingleLabel(LabelKind):
         return self.labels.index(label)
 
     def decode(self, logits):
-        return [{"probabilities": p} for p in softmax(logits)]
+        temperature = self.options.get("temperature")  # calibrated: the argmax is the same, the probabilities not
+        return [{"probabilities": p} for p in softmax(logits / temperature if temperature else logits)]
 
     def scores(self, gold, predictions):
         ids = {label: i for i, label in enumerate(self.labels)}
@@ -103,11 +107,16 @@ class SingleLabel(LabelKind):
             if self.options.get("top_k")
             else range(len(self.labels))
         )
-        return {
+        row = {
             "label": self.labels[best],
             "score": round(float(probabilities[best]), 6),
             "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in shown},
         }
+        if self.options.get("set_quantile") is not None:  # predict --coverage: most probable first
+            ordered = np.argsort(-probabilities, kind="stable")
+            kept = prediction_sets(probabilities[ordered][None, :], self.options["set_quantile"])[0]
+            row["prediction_set"] = [self.labels[i] for i, keep in zip(ordered, kept) if keep]
+        return row
 
     def breakdown(self, gold, predictions, metrics):
         return confusion(

@@ -59,6 +59,9 @@ SERVES = {
     "bertkit.api.publishing": ("push",),
     "bertkit.cli.datasets": ("datasets",),
     "bertkit.api.datasets": ("datasets",),
+    "bertkit.cli.calibrate": ("calibrate",),
+    "bertkit.api.calibration": ("calibrate", "predict", "select"),
+    "bertkit.methods.calibration": FINETUNING + ("calibrate", "predict", "select"),
 }
 
 
