@@ -121,12 +121,14 @@ CASES = [
     ),
     Case(
         "finetune-regression-seen-in-the-data-calibrate",
-        lambda c: c.finetune(
-            "cls", ("t.csv", REGRESSION), "--eval-data", c.file("dev.csv", REGRESSION), "--calibrate"
-        ),
+        lambda c: c.finetune("cls", ("t.csv", REGRESSION), "--eval-data", c.file("dev.csv", REGRESSION), "--calibrate"),
         ("regression",),
     ),
-    Case("calibrate-qa-model", lambda c: ["calibrate", c.trained("qa"), "--data", c.file("q.jsonl", QA_JSONL)], ("qa",)),
+    Case(
+        "calibrate-qa-model",
+        lambda c: ["calibrate", c.trained("qa"), "--data", c.file("q.jsonl", QA_JSONL)],
+        ("bertkit calibrate does not apply to a qa model",),
+    ),
     Case("coverage-on-a-qa-model", lambda c: predict(c, "qa", "--coverage", 0.9), ("--coverage does not apply",)),
     Case("coverage-on-a-ner-model", lambda c: predict(c, "ner", "--coverage", 0.9), ("--coverage does not apply",)),
     # --- run modes and methods it does not take part in -------------------------------------------------------
