@@ -42,6 +42,7 @@ from bertkit.tasks.long_text import (
 )
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.panels import LABEL_KINDS_PANEL, READING_PANEL
+from bertkit.tasks.single_label import CALIBRATION_OPTIONS
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -104,10 +105,7 @@ LABEL_KIND_OPTIONS = (
     ),
     TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (), 0.5),
     TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
-    # bertkit/metrics/calibration.py: not flags; stored by `finetune --calibrate` / `bertkit calibrate`,
-    # set by `predict --coverage` for one run
-    TaskOption("temperature", float, "single-label: probabilities are softmax(logits / T) (stored by calibrate).", ()),
-    TaskOption("set_quantile", float, "single-label: a label is in a row's prediction set when 1 - p <= it.", ()),
+    *CALIBRATION_OPTIONS,
 )
 
 

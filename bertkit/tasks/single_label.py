@@ -15,6 +15,7 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
 from bertkit.metrics.calibration import prediction_sets
 from bertkit.metrics.classification import classification_scores, softmax
+from bertkit.tasks.base import TaskOption
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -22,6 +23,12 @@ _INTEGER = re.compile(r"[-+]?\d+")
 # More distinct integer labels than this must look like class ids (0..N-1 or 1..N, most of them
 # present); otherwise they are scores (ratings, years, counts), i.e. a regression target.
 MAX_FREE_NUMERIC_CLASSES = 20
+# bertkit/metrics/calibration.py; not flags: stored by `finetune --calibrate` / `bertkit calibrate`,
+# set by `predict --coverage` for one run (cls and pair declare them among their label kinds' options)
+CALIBRATION_OPTIONS = (
+    TaskOption("temperature", float, "single-label: probabilities are softmax(logits / T) (stored by calibrate).", ()),
+    TaskOption("set_quantile", float, "single-label: a label is in a row's prediction set when 1 - p <= it.", ()),
+)
 
 
 class SingleLabel(LabelKind):
