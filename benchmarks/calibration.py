@@ -88,7 +88,10 @@ def one_dataset(name: str, args, work: Path) -> dict:
     rows = dev_rows(name, args.data_dir)
     random.Random(0).shuffle(rows)
     fit_rows, held_rows = rows[: len(rows) // 2], rows[len(rows) // 2 :]
-    fit_file, held_file = write_half(fit_rows, labels, work / "A.jsonl"), write_half(held_rows, labels, work / "B.jsonl")
+    fit_file, held_file = (
+        write_half(fit_rows, labels, work / "A.jsonl"),
+        write_half(held_rows, labels, work / "B.jsonl"),
+    )
     gold = np.array([r["label"] for r in held_rows])
     inference = InferenceOptions(precision="no", threads=args.threads)
 

@@ -218,3 +218,54 @@ def test_the_onnx_backend_decodes_with_the_temperature(calibrated, run_cli, tmp_
         assert [probabilities[name] for name in labels] == pytest.approx(list(expected), abs=2e-6)
     for a, b in zip(found["onnx"], found["torch"]):
         assert all(abs(a[k] - b[k]) <= 2e-6 for k in a)
+
+
+def raw_and_calibrated(model_dir, texts_file, tmp_path) -> tuple:
+    """predict's probabilities of the directory as it is and of a copy without its temperature."""
+    from bertkit import api
+
+    bare = tmp_path / "bare"
+    shutil.copytree(model_dir, bare)
+    meta = meta_of(bare)
+    meta["task"]["options"].pop("temperature")
+    (bare / "bertkit.json").write_text(json.dumps(meta))
+    found = []
+    for directory in (bare, model_dir):
+        rows = api.predict(str(directory), PredictOptions(input=str(texts_file)), InferenceOptions(precision="no"))
+        found.append(np.array([list(row["probabilities"].values()) for row in rows]))
+    return found
+
+
+# --calibrate with what it composes with (tests/unit/test_method_declarations.py): each path that
+# differs in what the finished model is (merged adapters, adapter files over a base model, a
+# student, pooled windows, the kept seed of several) is calibrated and decoded with its temperature
+COMBINATIONS = {
+    "lora-merged": ("finetune", "cls", "--lora", 4),
+    "lora-adapter": ("finetune", "cls", "--lora", 4, "--save-adapter"),
+    "long-text-windows": ("finetune", "cls", "--long-text", "windows", "--max-length", 16),
+    "seeds": ("finetune", "cls", "--seeds", 2),
+    "distill": ("distill",),
+}
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=list(COMBINATIONS))
+def test_calibrate_composes_with(combination, plain, data, tiny_bert, run_cli, tmp_path):
+    command, *rest = COMBINATIONS[combination]
+    out = tmp_path / "model"
+    source = (plain,) if command == "distill" else (rest.pop(0), "--model", tiny_bert)
+    args = (command, *source, "--data", data / "train.csv", "--eval-data", data / "dev.csv", "--output", out)
+    args += (*rest, "--calibrate", "--epochs", 1, "--batch-size", 16, "--lr", "5e-3")
+    if command == "distill":
+        args += ("--student-layers", 1)
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+    meta = meta_of(out)
+    temperature = meta["task"]["options"]["temperature"]
+    assert meta["calibration"]["temperature"] == temperature and meta["calibration"]["examples"] == 200
+    assert "calibrate" in meta["methods"] and "temperature" in err
+    texts = tmp_path / "in.txt"
+    texts.write_text("the film was good\nthe film was poor\nthe film was fine\n")
+    raw, calibrated = raw_and_calibrated(out, texts, tmp_path)
+    expected = softmax(np.log(raw) / temperature)
+    assert calibrated == pytest.approx(expected, abs=3e-6)
+    assert (calibrated.argmax(1) == raw.argmax(1)).all()
