@@ -84,7 +84,12 @@ class Calibration(Method):
     @classmethod
     def card_lines(cls, meta: dict) -> list[str]:
         record = meta.get(SECTION)
-        return [f"- Calibration: {summary_line(record)}"] if record else []
+        if not record:
+            return []
+        return [
+            f"- Calibration: {summary_line(record)}. bertkit (predict, serve, eval) decodes softmax(logits / "
+            f"{record['temperature']:g}); plain transformers gives softmax(logits): divide the logits by it first."
+        ]
 
 
 def check_calibrates(adapter, flag: str) -> None:

@@ -150,3 +150,15 @@ def test_reliability_bins_hold_every_row_once_and_zero_falls_in_the_first():
     table = cal.reliability(p, [0, 1, 0])
     assert sum(row["count"] for row in table) == 3
     assert table[-1]["upper"] == 1.0 and table[-1]["count"] == 1
+
+
+def test_for_two_labels_the_sets_do_not_depend_on_the_temperature():
+    """docs/calibration.md: fitting T on the rows whose scores are stored bends nothing for two
+    labels, since 1 - p(gold) keeps the margin's order at any T."""
+    logits, gold = synthetic(3_000, 2, 2.0, seed=10)
+    sets = []
+    for temperature in (1.0, 0.4, 3.0):
+        p = cal.scaled(logits, temperature)
+        quantile = cal.conformal_quantile(cal.nonconformity(p[:1000], gold[:1000]), 0.9)
+        sets.append(cal.prediction_sets(p[1000:], quantile))
+    assert (sets[0] == sets[1]).all() and (sets[0] == sets[2]).all()
