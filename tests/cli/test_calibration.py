@@ -269,3 +269,15 @@ def test_calibrate_composes_with(combination, plain, data, tiny_bert, run_cli, t
     expected = softmax(np.log(raw) / temperature)
     assert calibrated == pytest.approx(expected, abs=3e-6)
     assert (calibrated.argmax(1) == raw.argmax(1)).all()
+
+
+def test_calibrating_a_read_only_directory_is_one_line_before_any_work(plain, data, tmp_path, read_only, run_cli):
+    from conftest import assert_user_error
+    from hostile import snapshot
+
+    model = tmp_path / "model"
+    shutil.copytree(plain, model)
+    read_only(model)
+    before = snapshot(model)
+    assert_user_error(run_cli("calibrate", model, "--data", data / "cal.csv"), "cannot write in")
+    assert snapshot(model) == before
