@@ -133,7 +133,11 @@ def markdown(report: dict) -> str:
     lines = [
         "# Calibration: temperature scaling and split-conformal sets (MiniLM)",
         "",
-        f"Command: `{report['command']}`",
+        "Commands (run under `flock /tmp/bertkit-heavy.lock`, one dataset each; the table keeps each dataset's "
+        "latest run):",
+        "",
+        *(f"- `{run['command']}` ({run['machine']['date']})" for run in report.get("earlier_runs", [])),
+        f"- `{report['command']}` ({report['machine']['date']})",
         "",
         f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, torch threads "
         f"{report['threads']}; torch {m['torch']}, transformers {m['transformers']}; commit {m['git_commit'][:10]}",
@@ -178,7 +182,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--markdown-only", action="store_true", help="redraw calibration.md from calibration.json")
     args = parser.parse_args()
+    if args.markdown_only:
+        (RESULTS / "calibration.md").write_text(markdown(json.loads((RESULTS / "calibration.json").read_text())))
+        return
     work = Path(tempfile.mkdtemp(prefix="bertkit-calibration-"))
     try:
         results = [one_dataset(name, args, work) for name in args.datasets.split(",")]
