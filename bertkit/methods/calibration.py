@@ -25,6 +25,7 @@ from bertkit.events import notice
 from bertkit.methods.base import FOLDS, TUNE, Method
 from bertkit.metrics.calibration import calibration_record
 from bertkit.tasks.base import EVAL
+from bertkit.tasks.label_kinds import make_kind
 
 SECTION = "calibration"
 SCOPE = "cls/pair single-label models (temperature scaling of one softmax)"
@@ -38,12 +39,20 @@ class Calibration(Method):
     # --folds: the out-of-fold probabilities are what `bertkit audit` reads, uncalibrated by design;
     # bertkit tune: a trial's model is not kept
     refused_modes = (FOLDS, TUNE)
-    refused_task_options = {"problem_type": ("regression", "multi-label")}
     section = SECTION
 
     @classmethod
     def requested(cls, config) -> bool:
         return bool(getattr(config, "calibrate", False))
+
+    def check_plan(self, plan) -> None:
+        """A --problem-type whose kind is not one softmax (the label kinds say which: ``calibrates``)."""
+        super().check_plan(plan)
+        kind = plan.adapter.options.get("problem_type")
+        if kind is not None and not make_kind(kind, {}, None).calibrates:
+            raise BertkitError(
+                f"--calibrate does not compose with --problem-type {kind}", f"it calibrates {SCOPE}; drop --calibrate"
+            )
 
     def check_data(self, run) -> None:
         check_calibrates(run.adapter, "--calibrate")
