@@ -42,6 +42,7 @@ _HOMES = {
     "Embedder": "embedder",
     "probe": "probing",
     "select": "selection",
+    "calibrate": "calibration",
     "ProbeResult": "probing",
     "pretrain_mlm": "pretraining",
     "pretrain_bert": "pretraining",

@@ -123,6 +123,11 @@ def _check_training(config: TrainConfig) -> None:
     if given:  # every head fine-tunes the whole shared encoder
         flag = f"--{given[0].replace('_', '-')}"
         raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
+    if config.calibrate or config.calibration_data:  # one temperature per head is not fitted (methods/calibration.py)
+        raise BertkitError(
+            "bertkit finetune multi does not compose with --calibrate yet",
+            "drop --calibrate; calibrate an exported head (bertkit export head, then bertkit calibrate)",
+        )
     if config.packing == "on":  # the heads' batches run padded: networks/packed_heads.py packs one task model
         raise BertkitError(
             "bertkit finetune multi does not compose with --packing on: its heads train on padded batches",

@@ -68,6 +68,7 @@ class Predictor:
         self.precision, self.quiet, self.threads = run.precision, quiet, run.threads
         self.engine = self.network = self.tokenizer = None
         self.stats: dict = {}
+        self.coverage: dict | None = None  # --coverage: what the label sets' quantile came from (api/calibration.py)
         self.timings: dict = {}  # seconds: load (once), and preprocess / model / postprocess of the last call
 
     def load(self) -> "Predictor":
@@ -129,6 +130,8 @@ class Predictor:
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = stats_of(features)
         rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
+        if adapter.options.get("set_quantile") is not None:  # --coverage: counts the chunks sum
+            self.stats.update(set_counts([row["prediction_set"] for row in rows], len(adapter.labels)))
         self.timings.update(
             preprocess_seconds=tokenized - started,
             model_seconds=inferred - tokenized,
@@ -201,6 +204,7 @@ class Predictions(list):
     preprocessing: dict
     runtime: dict  # precision used (and why), threads
     timings: dict  # seconds: load_seconds, preprocess_seconds, model_seconds, postprocess_seconds
+    prediction_sets: dict | None = None  # --coverage: the quantile, its source, mean size, empty and full rates
 
 
 def predict(model_dir: str, options: PredictOptions, run: InferenceOptions | None = None) -> Predictions:
@@ -215,6 +219,8 @@ def predict(model_dir: str, options: PredictOptions, run: InferenceOptions | Non
         rows.extend(predicted)
     rows.preprocessing = predictor.stats  # the one chunk's facts, whole (non-counts included)
     rows.runtime = predictor.runtime()
+    if predictor.coverage is not None:
+        rows.prediction_sets = {**predictor.coverage, **_set_rates(predictor.stats)}
     rows.timings = dict(predictor.timings)
     return rows
 
@@ -266,11 +272,41 @@ def predict_stream(
     )
     summary.preprocessing = facts.report(spans=not source.stdin)
     summary.runtime = predictor.runtime()
+    if predictor.coverage is not None:
+        from bertkit.api.calibration import set_line
+
+        summary.prediction_sets = {**predictor.coverage, **_set_rates(facts.counts)}
+        summary.preprocessing["notices"].append(set_line(predictor.coverage, facts.counts))
     return summary
 
 
+def _set_rates(counts: dict) -> dict:
+    rows = max(counts.get("set_rows", 0), 1)
+    return {
+        "mean_set_size": counts.get("set_labels", 0) / rows,
+        "empty_rate": counts.get("empty_sets", 0) / rows,
+        "full_rate": counts.get("full_sets", 0) / rows,
+    }
+
+
 def _predictor(model_dir, options: PredictOptions, run: InferenceOptions | None, quiet: bool) -> Predictor:
-    return Predictor(model_dir, run, options.backend, options.task_options, quiet=quiet)
+    """The Predictor, its label sets' quantile set (--coverage) before any row is read."""
+    from bertkit.api.calibration import set_quantile
+
+    predictor = Predictor(model_dir, run, options.backend, options.task_options, quiet=quiet)
+    predictor.coverage = set_quantile(predictor, options.conformal, "bertkit predict")
+    return predictor
+
+
+def set_counts(sets: list[list], labels: int) -> dict:
+    """Rows with a set, labels in them, empty and full sets: integers, summed over chunks."""
+    sizes = [len(s) for s in sets]
+    return {
+        "set_rows": len(sizes),
+        "set_labels": sum(sizes),
+        "empty_sets": sizes.count(0),
+        "full_sets": sizes.count(labels),
+    }
 
 
 def _pipeline(

@@ -11,7 +11,9 @@ least sure distribution:
 * margin: the gap between the two highest probabilities (its smallest over the distributions);
 * entropy: the largest entropy (natural log, >= 0: higher is less sure);
 * least-confidence: the smallest top probability;
-* random: a uniform number from ``seed`` (a seeded sample of the pool).
+* random: a uniform number from ``seed`` (a seeded sample of the pool);
+* prediction-set (with ``--coverage``): the size of the row's split-conformal label set, the largest
+  first (bertkit/api/calibration.py), the margin ordering rows of one size.
 
 The distributions of cls and multi-label rows are the probabilities ``predict`` gives the row (a
 ``--long-text windows`` model's windows pooled to their row as predict pools them), so a row's
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertkit.api.calibration import set_quantile
 from bertkit.api.prediction import Predictor, with_id
 from bertkit.data import formats
 from bertkit.data.annotation_sinks import SPANS, check_tool, doccano_task, label_studio_task
@@ -49,6 +52,7 @@ def select(model_dir: str, options: SelectOptions, run: InferenceOptions | None 
     target = check_output_file(options.output)
     check_inputs_kept(target, options.input, model_dir)
     predictor = Predictor(model_dir, run, quiet=True)
+    coverage = set_quantile(predictor, options.conformal, "bertkit select")  # prediction-set: each row's set
     n, strategy, tool = options.n, options.strategy, options.format
     shape = check_tool(tool, predictor.adapter.prediction_fields, target, "select")
     stream = InputStream(options.input)
@@ -76,6 +80,8 @@ def select(model_dir: str, options: SelectOptions, run: InferenceOptions | None 
     for key, number, (row, score) in chosen:
         task = make(row, shape, version, score)
         task["meta"] = {"row": number, strategy: round(_shown(strategy, -key[0]), 6)}
+        if coverage is not None:  # the set itself, and its size as the value ranked by
+            task["meta"].update({strategy: len(row["prediction_set"]), "prediction_set": row["prediction_set"]})
         tasks.append(task)
     _write(target, tasks)
     return {
@@ -122,6 +128,8 @@ def _predict(predictor: Predictor, examples: list, shape: str, strategy: str) ->
     rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions, strict=True)]
     distributions = _distributions(features, outputs["logits"], predictions, shape)
     scored = [_certainty(d, strategy) for d in distributions]
+    if strategy == "prediction-set":  # more labels in the set: less sure; within a size, the margin's order
+        scored = [(margin - len(row["prediction_set"]), top) for row, (margin, top) in zip(rows, scored)]
     return [(row, round(top, 6)) for row, (_, top) in zip(rows, scored, strict=True)], [c for c, _ in scored]
 
 
@@ -152,7 +160,7 @@ def _certainty(distributions: np.ndarray, strategy: str) -> tuple[float, float]:
     """(certainty: lower is less sure, the smallest top probability) of one example's distributions."""
     ordered = np.sort(distributions, axis=-1)
     top = float(ordered[:, -1].min())
-    if strategy == "margin":
+    if strategy in ("margin", "prediction-set"):
         second = ordered[:, -2] if ordered.shape[-1] > 1 else np.zeros(len(ordered))
         return float((ordered[:, -1] - second).min()), top
     if strategy == "entropy":  # -sum p ln p, 0 ln 0 = 0 (scipy.stats.entropy): the most spread distribution

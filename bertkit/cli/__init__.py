@@ -2,6 +2,7 @@
 heavy imports (torch, transformers, task modules) stay inside commands, so `--help` is instant."""
 
 import bertkit.cli.audit  # noqa: F401  (registers `bertkit audit`)
+import bertkit.cli.calibrate  # noqa: F401  (registers `bertkit calibrate`)
 import bertkit.cli.distill  # noqa: F401  (registers `distill`)
 import bertkit.cli.mine  # noqa: F401  (registers `bertkit mine`)
 from bertkit.cli import datasets, embed, evaluate, export, features, finetune, predict, publish, select, serve, tune  # noqa: F401  (registers)

@@ -51,7 +51,7 @@ def _flags_without_placeholder() -> None:
 # in the order they are used. A command missing here (a plug-in's) is listed last, under OTHER_PANEL.
 COMMAND_PANELS = (
     ("Train", ("finetune", "distill", "tune", "pretrain", "probe")),
-    ("Evaluate and predict", ("eval", "predict", "embed", "report")),
+    ("Evaluate and predict", ("eval", "calibrate", "predict", "embed", "report")),
     ("Serve and export", ("serve", "export", "push")),
     ("Data", ("datasets", "audit", "select", "mine")),
     ("Inspect", ("inspect",)),

@@ -18,10 +18,11 @@ from bertkit.cli.options import (
     single_command,
     task_values,
 )
-from bertkit.options import InferenceOptions, PredictOptions, StreamOptions
+from bertkit.errors import BertkitError
+from bertkit.options import CoverageOptions, InferenceOptions, PredictOptions, StreamOptions
 
 ABOUT = "Predict for every input row; one JSON line per row, in input order, written chunk by chunk."
-FAMILIES = (PredictOptions, InferenceOptions, StreamOptions)
+FAMILIES = (PredictOptions, CoverageOptions, InferenceOptions, StreamOptions)
 
 
 def _parameters(with_tasks: bool) -> list:
@@ -32,12 +33,11 @@ def _parameters(with_tasks: bool) -> list:
 
 def _predict(model_dir: str, **values):
     from bertkit import api
-    from bertkit.errors import BertkitError
     from bertkit.model_dir import check_inputs_kept, check_output_file
 
     task_options = task_values(values, set(values) - _OWN)
     io = chosen(values, PredictOptions)
-    io.task_options = task_options
+    io.task_options, io.conformal = task_options, chosen(values, CoverageOptions).validate("bertkit predict")
     # validated here, not only by the api: the Ray path below reads them first
     run = chosen(values, InferenceOptions).validate("bertkit predict")
     stream = chosen(values, StreamOptions).validate("bertkit predict")
@@ -46,6 +46,10 @@ def _predict(model_dir: str, **values):
     if multi and (stream.ray or stream.resume):  # the heads' rows are read whole (api/multihead_inference.py)
         flag = "--ray" if stream.ray else "--resume"
         raise BertkitError(f"predict on a multi-head model does not compose with {flag} yet", f"drop {flag}")
+    if multi and io.conformal.coverage is not None:  # no head's conformal scores are stored
+        raise BertkitError("predict on a multi-head model does not compose with --coverage yet", "drop --coverage")
+    if stream.ray and io.conformal.coverage is not None:
+        raise BertkitError("--coverage does not compose with --ray", "drop --ray (or --coverage)")
     if stream.ray:
         run_on_ray("predict", model_dir, stream, io, run)
         return

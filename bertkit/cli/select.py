@@ -8,7 +8,7 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import echo_notices, is_main_process
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
-from bertkit.options import InferenceOptions, SelectOptions
+from bertkit.options import CoverageOptions, InferenceOptions, SelectOptions
 
 ABOUT = "Choose what to label next: the N pool rows the model is least sure of, as Label Studio or doccano tasks."
 
@@ -18,6 +18,7 @@ def select(model_dir: str, **values):
 
     run = chosen(values, InferenceOptions)  # both validated by the api
     options = chosen(values, SelectOptions)
+    options.conformal = chosen(values, CoverageOptions)
     summary = select_rows(model_dir, options, run)
     if is_main_process():
         echo_notices(summary, err=True)
@@ -29,6 +30,8 @@ def select(model_dir: str, **values):
 
 app.command("select", help=ABOUT)(
     command(
-        select, from_dataclass(SelectOptions) + from_dataclass(InferenceOptions), (positional("model_dir", ModelDir),)
+        select,
+        from_dataclass(SelectOptions) + from_dataclass(CoverageOptions) + from_dataclass(InferenceOptions),
+        (positional("model_dir", ModelDir),),
     )
 )

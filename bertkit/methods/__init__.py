@@ -20,6 +20,7 @@ METHODS = {
     "setfit": "bertkit.methods.setfit:SetFit",
     "lora": "bertkit.methods.lora:Lora",
     "distill": "bertkit.methods.distillation:Distillation",
+    "calibrate": "bertkit.methods.calibration:Calibration",  # last: its finish scores the finished model
 }
 
 __all__ = [

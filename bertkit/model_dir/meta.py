@@ -47,6 +47,7 @@ class ModelMeta:
     distillation: dict | None = None  # bertkit distill: the teacher, the student, the loss, the measured ratios
     lora: dict | None = None  # finetune --lora: rank, alpha, targets, trainable parameters, base model, how saved
     methods: list | None = None  # the training methods that made it, in order (bertkit/methods/)
+    calibration: dict | None = None  # --calibrate / bertkit calibrate: the temperature, ECE and Brier, conformal scores
     sections: dict = field(default_factory=dict)  # sections a task or method adds: a field above, or its own key
 
     def to_json(self) -> dict:
@@ -97,6 +98,7 @@ META_KEYS = (
     "distillation",
     "lora",
     "methods",
+    "calibration",
 )
 
 
@@ -197,8 +199,9 @@ SECTION_TYPES = {
     "distillation": (dict, type(None)),
     "lora": (dict, type(None)),
     "methods": (list, type(None)),
+    "calibration": (dict, type(None)),
 }
-LATER = ("seeds", "tune", "folds", "warnings", "baselines", "distillation", "lora", "methods")
+LATER = ("seeds", "tune", "folds", "warnings", "baselines", "distillation", "lora", "methods", "calibration")
 TASK_KEYS = {"task": str, "max_length": (int, type(None)), "options": (dict, type(None)), "labels": (list, type(None))}
 
 

@@ -9,10 +9,12 @@ registered tasks' ``TaskOption``s. Nothing here imports torch.
 - publishing.py: push
 - selection.py: select
 - audit.py: audit
+- calibration.py: calibrate, and the coverage of predict and select
 """
 
 from bertkit.options.audit import *  # noqa: F401,F403
 from bertkit.options.base import *  # noqa: F401,F403
+from bertkit.options.calibration import *  # noqa: F401,F403
 from bertkit.options.inference import *  # noqa: F401,F403
 from bertkit.options.publishing import *  # noqa: F401,F403
 from bertkit.options.selection import *  # noqa: F401,F403

@@ -17,6 +17,7 @@ DATA_PANEL, MODEL_PANEL, TRAINING_PANEL, OUTPUT_PANEL = "Data", "Model and outpu
 LONG_PANEL = "Long runs: steps, checkpoints, resume (docs: scale.md)"
 INFERENCE_PANEL = "Inference"
 LORA_PANEL = "LoRA adapters (docs: lora.md)"
+CALIBRATION_PANEL = "Calibration (docs: calibration.md)"
 MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end there
 MIN_LENGTH, MAX_LENGTH = 8, 8192  # below 8 no text fits beside the special tokens; 8192: the longest models
 REQUIRED = ...  # a field without a default: a required option on the command line
@@ -52,6 +53,18 @@ BATCH_SIZES = {
     "probing": (INFERENCE_BATCH, "Inference batch size for the frozen encoder."),
     "serving": (INFERENCE_BATCH, "Largest model batch; concurrent requests are batched together."),
 }
+# --calibration-data: a held-out labelled file, read for what each command calibrates
+CALIBRATION_DATA = {
+    "training": "With --calibrate: a held-out labelled file to fit the temperature on instead of the dev split.",
+    "coverage": "With --coverage: a held-out labelled file to compute the conformal scores on (default: the "
+    "scores stored by calibrate).",
+}
+
+
+def calibration_data_option(purpose: str, panel: str = CALIBRATION_PANEL):
+    return option(None, CALIBRATION_DATA[purpose], panel, metavar="FILE")
+
+
 TRUNCATED = "Longer inputs are truncated (and it is said so)."
 MAX_LENGTHS = {  # None: the command picks (the task's default; the probe's 128)
     "training": (None, "Max tokens per sequence; default: the task's."),

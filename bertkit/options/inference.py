@@ -29,6 +29,7 @@ from bertkit.options.base import (
     precision_option,
     threads_option,
 )
+from bertkit.options.calibration import CoverageOptions
 
 SCORING_PANEL, RAY_PANEL = "Scoring", "Ray cluster"
 SERVER_PANEL, LIMITS_PANEL = "Server", "Batching and limits"
@@ -126,6 +127,7 @@ class PredictOptions:
     backend: str = option("torch", BACKEND_HELP, INFERENCE_PANEL)
     head: str | None = option(None, HEAD_HELP, INFERENCE_PANEL)
     task_options: dict = field(default_factory=dict)  # the task's predict flags (--top-k, --format...)
+    conformal: CoverageOptions = field(default_factory=CoverageOptions)  # --coverage, its flags (not its own)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from bertkit.errors import BertkitError
 from bertkit.options.base import (
+    CALIBRATION_PANEL,
     DATA_PANEL,
     INFERENCE_BATCH,
     LONG_PANEL,
@@ -25,6 +26,7 @@ from bertkit.options.base import (
     TRAINING_PANEL,
     DatasetOptions,
     batch_size_option,
+    calibration_data_option,
     check_at_least,
     check_batch_size,
     check_choice,
@@ -128,6 +130,15 @@ class TrainConfig(DatasetOptions):
         LORA_PANEL,
         flag=True,
     )
+    # calibration (bertkit/methods/calibration.py): one temperature fitted after training
+    calibrate: bool = option(
+        False,
+        "cls/pair single-label: fit a temperature on the dev split (or --calibration-data) after training, "
+        "store it and the conformal scores; report ECE and Brier before and after (docs: calibration.md).",
+        CALIBRATION_PANEL,
+        flag=True,
+    )
+    calibration_data: str | None = calibration_data_option("training")
 
     def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
         """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
@@ -174,6 +185,8 @@ class TrainConfig(DatasetOptions):
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         check_lora(self, command)
+        if self.calibration_data is not None and not self.calibrate:
+            raise BertkitError("--calibration-data applies only with --calibrate", "add --calibrate, or drop it")
         if self.lazy_embeddings and (self.precision in ("no", "fp16") or self.freeze_embeddings):
             # the engine's rule (engine/optimisation.py), where no model is needed to see it: before
             # a cache (distill's teacher logits) or a study (tune) is written

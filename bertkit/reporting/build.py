@@ -14,7 +14,7 @@ from pathlib import Path
 from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, write_text
 from bertkit.reporting.card import model_card, write_card
-from bertkit.reporting.figures import FIGURE_NAMES, draw_breakdown, draw_training, pyplot
+from bertkit.reporting.figures import FIGURE_NAMES, draw_breakdown, draw_reliability, draw_training, pyplot
 from bertkit.reporting.html import report_html
 
 FIGURES_DIR = "figures"
@@ -63,6 +63,8 @@ def _draw(directory: Path, meta: dict, evaluations: dict) -> list[Path]:
             figures.append(
                 draw_breakdown(details, out / f"{name}.{FIGURE_NAMES[details['kind']]}", f"{report.get('data', name)}")
             )
+    if meta.get("calibration"):
+        figures.append(draw_reliability(meta["calibration"], out / "reliability.png"))
     if meta.get("tune"):
         from bertkit.reporting.tune_figures import draw_tuning
 

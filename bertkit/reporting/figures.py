@@ -7,7 +7,8 @@ figure of the evaluation's breakdown (bertkit.metrics.breakdowns), chosen by its
 ``per_label.png`` (multi-label: F1 per label as horizontal bars, best on top, gold count beside
 each; the figure grows taller with the label count) or ``scatter.png`` (regression: predicted
 against gold with the y=x diagonal and both correlations; at most ``MAX_SCATTER_POINTS`` drawn, a
-fixed-seed subsample, so a huge evaluation does not make a huge figure). An evaluation by
+fixed-seed subsample, so a huge evaluation does not make a huge figure). A calibrated model also gets
+``reliability.png`` (bertkit.json's ``calibration`` section, before and after). An evaluation by
 ``bertkit eval`` gets the same figure prefixed with its metrics file's stem
 (``eval-sst2-dev.confusion_matrix.png``).
 """
@@ -276,6 +277,29 @@ def _scatter(details, target, title):
     if total > len(points):
         lines.append(f"{len(points):,} of {total:,} points drawn (fixed random subsample)")
     axis.set_title("\n".join(lines), fontsize=10)
+    return _save(plt, figure, target)
+
+
+def draw_reliability(calibration: dict, target: Path) -> Path:
+    """``reliability.png``: accuracy against mean confidence per bin of the top probability, before
+    and after the temperature (bertkit.json's ``calibration`` section), the diagonal being perfect."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(5.6, 5.2))
+    axis.plot([0, 1], [0, 1], ":", color="grey", label="perfectly calibrated")
+    for part, colour in (("before", "tab:red"), ("after", "tab:blue")):
+        table = calibration["reliability"][part]
+        sizes = [max(12.0, 300.0 * row["count"] / calibration["examples"]) for row in table]
+        label = f"{part} (ECE {calibration[part]['ece']:.3f}, Brier {calibration[part]['brier']:.3f})"
+        axis.plot([r["confidence"] for r in table], [r["accuracy"] for r in table], "-", color=colour, alpha=0.6)
+        axis.scatter(
+            [r["confidence"] for r in table], [r["accuracy"] for r in table], s=sizes, color=colour, label=label
+        )
+    axis.set_xlim(0, 1.02)
+    axis.set_ylim(0, 1.02)
+    axis.set_xlabel(f"mean top-label probability per bin ({calibration['bins']} bins; dot area: rows)")
+    axis.set_ylabel("accuracy in the bin")
+    axis.set_title(f"reliability: temperature {calibration['temperature']:.3f}, {calibration['examples']:,} rows")
+    axis.legend(loc="upper left", fontsize=8, markerscale=0.4)
     return _save(plt, figure, target)
 
 

@@ -42,6 +42,7 @@ from bertkit.tasks.long_text import (
 )
 from bertkit.tasks.loss_options import LOSS_OPTIONS, check_loss_options, loss_notices, loss_spec, weigh_classes
 from bertkit.tasks.panels import LABEL_KINDS_PANEL, READING_PANEL
+from bertkit.tasks.single_label import CALIBRATION_OPTIONS
 from bertkit.tasks.training_spec import TrainingSpec
 
 TEXT_CANDIDATES = ("sentence", "text", "review", "content")
@@ -104,6 +105,7 @@ LABEL_KIND_OPTIONS = (
     ),
     TaskOption("threshold", float, "multi-label: probability at which a label is predicted (stored by eval).", (), 0.5),
     TaskOption("thresholds", list, "multi-label: per-label thresholds (stored by eval).", (), []),
+    *CALIBRATION_OPTIONS,
 )
 
 
@@ -152,6 +154,7 @@ class SingleSentenceTask(Task):
         }
 
     names_outputs = property(lambda self: self.kind.names_outputs)
+    calibrates = property(lambda self: self.kind.calibrates)
 
     @property
     def card_text(self):

@@ -38,6 +38,7 @@ class LabelKind:
     linear_probe: bool = False  # `bertkit probe` (a softmax over classes) can fit it
     tunes_while_training: bool = False  # finetune tunes (and stores) ``tune``'s settings on its dev data
     stratifies_folds: bool = False  # --folds keeps each fold's share of every label (one class per row)
+    calibrates: bool = False  # one softmax whose temperature --calibrate fits (bertkit/methods/calibration.py)
 
     def __init__(self, options: dict, labels: list | None):
         self.options, self.labels = options, labels  # the task's: tuned settings land there

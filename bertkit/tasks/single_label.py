@@ -13,7 +13,9 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
+from bertkit.metrics.calibration import prediction_sets
 from bertkit.metrics.classification import classification_scores, softmax
+from bertkit.tasks.base import TaskOption
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -21,6 +23,12 @@ _INTEGER = re.compile(r"[-+]?\d+")
 # More distinct integer labels than this must look like class ids (0..N-1 or 1..N, most of them
 # present); otherwise they are scores (ratings, years, counts), i.e. a regression target.
 MAX_FREE_NUMERIC_CLASSES = 20
+# bertkit/metrics/calibration.py; not flags: stored by `finetune --calibrate` / `bertkit calibrate`,
+# set by `predict --coverage` for one run (cls and pair declare them among their label kinds' options)
+CALIBRATION_OPTIONS = (
+    TaskOption("temperature", float, "single-label: probabilities are softmax(logits / T) (stored by calibrate).", ()),
+    TaskOption("set_quantile", float, "single-label: a label is in a row's prediction set when 1 - p <= it.", ()),
+)
 
 
 class SingleLabel(LabelKind):
@@ -32,10 +40,12 @@ class SingleLabel(LabelKind):
         "label": "the most probable label's name",
         "score": "its probability",
         "probabilities": "every label's probability, by name",
+        "prediction_set": "with --coverage: the labels whose set holds the true one at that rate (split conformal)",
     }
     metric_inputs_description = "label ids"
     linear_probe = True
     stratifies_folds = True
+    calibrates = True
     refuses = ("tune_per_label", "label_columns", "scale_targets")
 
     def read_label(self, value, row, source, names):
@@ -79,7 +89,8 @@ class SingleLabel(LabelKind):
         return self.labels.index(label)
 
     def decode(self, logits):
-        return [{"probabilities": p} for p in softmax(logits)]
+        temperature = self.options.get("temperature")  # calibrated: the argmax is the same, the probabilities not
+        return [{"probabilities": p} for p in softmax(logits / temperature if temperature else logits)]
 
     def scores(self, gold, predictions):
         ids = {label: i for i, label in enumerate(self.labels)}
@@ -103,11 +114,16 @@ class SingleLabel(LabelKind):
             if self.options.get("top_k")
             else range(len(self.labels))
         )
-        return {
+        row = {
             "label": self.labels[best],
             "score": round(float(probabilities[best]), 6),
             "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in shown},
         }
+        if self.options.get("set_quantile") is not None:  # predict --coverage: most probable first
+            ordered = np.argsort(-probabilities, kind="stable")
+            kept = prediction_sets(probabilities[ordered][None, :], self.options["set_quantile"])[0]
+            row["prediction_set"] = [self.labels[i] for i, keep in zip(ordered, kept) if keep]
+        return row
 
     def breakdown(self, gold, predictions, metrics):
         return confusion(

@@ -13,7 +13,7 @@ from conftest import minilm_or_skip
 from hostile import CLS_CSV
 
 PANELS = ("Train", "Evaluate and predict", "Serve and export", "Data", "Inspect")
-COMMANDS = ("finetune", "distill", "tune", "pretrain", "probe", "eval", "predict", "embed", "report")
+COMMANDS = ("finetune", "distill", "tune", "pretrain", "probe", "eval", "calibrate", "predict", "embed", "report")
 COMMANDS += ("serve", "export", "push", "datasets", "audit", "select", "mine", "inspect")
 
 

@@ -654,11 +654,13 @@ def test_the_corpus_covers_every_command():
     covered = {case.id.split("-")[0] for case in CASES}
     # commands whose hostile cases live in a corpus file of their own
     import test_hostile_audit
+    import test_hostile_calibration
     import test_hostile_distill
     import test_hostile_retrieval
 
     covered |= {"distill"} if test_hostile_distill.CASES else set()
     covered |= {"audit"} if test_hostile_audit.CASES else set()
+    covered |= {case.id.split("-")[0] for case in test_hostile_calibration.CASES} & {"calibrate"}
     covered |= {case.id.split("-")[0] for case in test_hostile_retrieval.CASES} & {"mine"}
     assert commands - {"finetune", "eval", "predict"} <= covered | {"pretrain"}, commands - covered
     from test_bad_input_corpus import CASES as CORE

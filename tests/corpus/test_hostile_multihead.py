@@ -74,6 +74,11 @@ CASES = [
         ("bertkit finetune multi does not compose with --packing on",),
     ),
     Case(
+        "with-calibrate",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--calibrate",)),
+        ("bertkit finetune multi does not compose with --calibrate",),
+    ),
+    Case(
         "with-seeds",
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--seeds", 2)),
         ("bertkit finetune multi does not compose with --seeds",),

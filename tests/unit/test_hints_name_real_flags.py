@@ -65,6 +65,9 @@ SERVES = {
     "bertkit.api.audit_files": ("audit",),
     "bertkit.options.audit": ("audit",),
     "bertkit.api.datasets": ("datasets",),
+    "bertkit.cli.calibrate": ("calibrate",),
+    "bertkit.api.calibration": ("calibrate", "predict", "select"),
+    "bertkit.methods.calibration": FINETUNING + ("calibrate", "predict", "select"),
 }
 
 

@@ -1,7 +1,7 @@
 """Every combination of training methods with everything else a run can be, checked by declaration.
 
 The walk: recipes (bertkit/methods/ registry: finetune, setfit) x LoRA (off, merged, --save-adapter)
-x distillation (off, on) x every registered task x its label kinds (--problem-type) x its input
+x distillation (off, on) x --calibrate (off, on) x every registered task x its label kinds (--problem-type) x its input
 options (--long-text, --context) x the run modes (one run, --seeds, --folds, bertkit tune,
 --save-every/--resume). For each, ``planned_methods`` (what `bertkit finetune` and `distill` call
 before reading any data) either accepts it or refuses it in one line that names both parts. The
@@ -39,13 +39,15 @@ class Combination:
     lora: str  # off | merged | adapter
     distill: bool
     task: str
+    calibrate: bool
     kind: str | None  # --problem-type (cls, pair), else None
     reads: tuple  # the input options: (("long_text", "windows"),) ...
     mode: str
 
     @property
     def name(self) -> str:
-        parts = [self.recipe, f"lora-{self.lora}", "distill" if self.distill else "", self.task, self.kind or ""]
+        parts = [self.recipe, f"lora-{self.lora}", "distill" if self.distill else "", "calibrate" * self.calibrate]
+        parts += [self.task, self.kind or ""]
         parts += [f"{k}={v}" for k, v in self.reads] + [self.mode]
         return "/".join(p for p in parts if p)
 
@@ -65,10 +67,10 @@ def combinations() -> list[Combination]:
         declared = {option.name for option in get_task_class(task).options_for("finetune")}
         kinds = list(KINDS) if "problem_type" in declared else [None]
         recipes = ("finetune", "setfit") if "recipe" in declared else ("finetune",)
-        for recipe, lora, distill, kind, reads, mode in itertools.product(
-            recipes, ("off", "merged", "adapter"), (False, True), kinds, input_choices(task), MODES
+        for recipe, lora, distill, calibrate, kind, reads, mode in itertools.product(
+            recipes, ("off", "merged", "adapter"), (False, True), (False, True), kinds, input_choices(task), MODES
         ):
-            found.append(Combination(recipe, lora, distill, task, kind, reads, mode))
+            found.append(Combination(recipe, lora, distill, task, calibrate, kind, reads, mode))
     return found
 
 
@@ -88,6 +90,12 @@ def refusals(c: Combination) -> list[tuple]:
         found += [("bertkit distill", c.task)] if c.task not in ("cls", "pair", "ner") else []
         found += [("bertkit distill", c.kind)] if c.kind in ("regression", "multi-label") else []
         found += [("--save-adapter", "bertkit distill")] if c.lora == "adapter" else []
+    if c.calibrate:  # one temperature over one softmax, fitted on the kept model's held-out rows
+        found += [("--calibrate", c.task)] if c.task not in ("cls", "pair") else []
+        found += [("--calibrate", c.kind)] if c.kind in ("regression", "multi-label") else []
+        found += [("--calibrate", "--recipe setfit")] if c.recipe == "setfit" else []
+        found += [("--calibrate", "--folds")] if c.mode == FOLDS else []
+        found += [("--calibrate", "bertkit tune")] if c.mode == TUNE else []
     return found
 
 
@@ -98,7 +106,7 @@ def plan_of(c: Combination) -> tuple:
     if c.kind:
         options["problem_type"] = c.kind
     lora = {"lora": 4, "save_adapter": c.lora == "adapter"} if c.lora != "off" else {}
-    config = TrainConfig(task_options=options, **lora).validate("bertkit finetune")
+    config = TrainConfig(task_options=options, calibrate=c.calibrate, **lora).validate("bertkit finetune")
     adapter = get_task_class(c.task)(None, dict(options))
     plan = SimpleNamespace(task=c.task, adapter=adapter, config=config, model="tiny")
     added = []
@@ -129,6 +137,7 @@ def test_every_combination_is_accepted_or_refused_in_one_line_naming_both_parts(
             wrong.append(f"{c.name}: accepted, but {expected[0][0]} does not compose with {expected[0][1]}")
         names = [m.name for m in methods]
         wanted = [c.recipe] + (["lora"] if c.lora != "off" else []) + (["distill"] if c.distill else [])
+        wanted += ["calibrate"] if c.calibrate else []
         if sorted(names) != sorted(wanted):  # what the run will record is what was asked for
             wrong.append(f"{c.name}: the run's methods are {names}, not {wanted}")
     assert not wrong, f"{len(wrong)} combinations wrong:\n" + "\n".join(wrong[:20])
