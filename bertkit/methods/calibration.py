@@ -155,4 +155,5 @@ def summary_line(record: dict) -> str:
     return (
         f"temperature {record['temperature']:.3f} fitted on {record['examples']:,} rows of {record['data']}: "
         f"ECE {before['ece']:.4f} -> {after['ece']:.4f}, Brier {before['brier']:.4f} -> {after['brier']:.4f}"
+        + "".join(f"; warning: {said}" for said in record.get("warnings") or ())
     )

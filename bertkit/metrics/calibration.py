@@ -154,6 +154,21 @@ def set_summary(sets: np.ndarray, gold=None) -> dict:
     return summary
 
 
+def fit_warnings(probabilities: np.ndarray, gold: np.ndarray, temperature: float) -> list[str]:
+    """What makes a fitted temperature meaningless: rows the model gets all right (its own training
+    rows, most often: the NLL falls toward 0 as T does, so every probability is pushed to 0 or 1),
+    or a temperature at the search's bound."""
+    said = []
+    if len(gold) and bool((probabilities.argmax(axis=1) == gold).all()):
+        said.append(
+            f"the model predicts every calibration row right: a temperature fitted there ({temperature:.3g}) only "
+            "sharpens its probabilities toward 0 and 1; calibrate on held-out rows it did not train on"
+        )
+    elif not MIN_T * 1.01 < temperature < MAX_T / 1.01:
+        said.append(f"the temperature hit its bound ({temperature:.3g}): the logits carry little information here")
+    return said
+
+
 def calibration_record(probabilities: np.ndarray, gold) -> dict:
     """What a fit on held-out rows records: the temperature, the scores before and after, the
     reliability tables, and the sorted conformal scores of the calibrated probabilities (a split
@@ -167,6 +182,7 @@ def calibration_record(probabilities: np.ndarray, gold) -> dict:
     return {
         "method": "temperature scaling (L-BFGS-B on the negative log-likelihood)",
         "temperature": temperature,
+        "warnings": fit_warnings(uncalibrated, gold, temperature),
         "examples": int(len(gold)),
         "bins": BINS,
         "before": calibration_scores(uncalibrated, gold),

@@ -162,3 +162,17 @@ def test_for_two_labels_the_sets_do_not_depend_on_the_temperature():
         quantile = cal.conformal_quantile(cal.nonconformity(p[:1000], gold[:1000]), 0.9)
         sets.append(cal.prediction_sets(p[1000:], quantile))
     assert (sets[0] == sets[1]).all() and (sets[0] == sets[2]).all()
+
+
+def test_a_fit_on_rows_the_model_gets_all_right_warns_and_an_ordinary_fit_does_not():
+    """Its own training rows, most often: the NLL falls as T does, so the fit sharpens toward 0/1."""
+    from bertkit.metrics.calibration import calibration_record
+
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 2, 200)
+    right = np.where(gold[:, None] == np.arange(2), 0.8, 0.2)  # every row right, at 0.8
+    record = calibration_record(right, gold)
+    assert record["temperature"] < 0.1 and "predicts every calibration row right" in record["warnings"][0]
+    noisy = right.copy()
+    noisy[:40] = noisy[:40, ::-1]  # 40 rows wrong: an ordinary over-confident model
+    assert calibration_record(noisy, gold)["warnings"] == []
