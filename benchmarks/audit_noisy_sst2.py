@@ -120,7 +120,7 @@ def baselines(oof_file: Path, flagged: int, flipped: set[int], seed: int) -> dic
     labels = sorted(rows[0]["probabilities"])
     probabilities = np.asarray([[row["probabilities"][name] for name in labels] for row in rows])
     given = np.asarray([labels.index(row["gold_label"]) for row in rows])
-    by_hand = set(np.flatnonzero(find_label_issues(given, probabilities)).tolist())
+    by_hand = set(np.flatnonzero(find_label_issues(given, probabilities, n_jobs=1)).tolist())
     disagree = {i for i, row in enumerate(rows) if row["label"] != row["gold_label"]}
     loss = -np.log(np.clip(probabilities[np.arange(len(rows)), given], 1e-12, None))
     by_loss = set(np.argsort(-loss, kind="stable")[:flagged].tolist())

@@ -62,9 +62,15 @@ def label_issues(kind: str, labels: list, pred_probs) -> LabelIssues:
     return _tokens([list(map(int, row)) for row in labels], [np.asarray(p, dtype=np.float64) for p in pred_probs])
 
 
+# cleanlab forks a multiprocessing Pool per class by default (n_jobs = the physical cores): forked from a
+# process that already runs torch's threads, a child can deadlock on a lock held by a thread that does
+# not exist in it (a test run hung there); the per-class work is small, one process does it
+ONE_PROCESS = 1
+
+
 def _single(labels: np.ndarray, pred_probs: np.ndarray) -> LabelIssues:
     filter_, rank, count = cleanlab_module("filter"), cleanlab_module("rank"), cleanlab_module("count")
-    flagged = filter_.find_label_issues(labels, pred_probs)
+    flagged = filter_.find_label_issues(labels, pred_probs, n_jobs=ONE_PROCESS)
     quality = rank.get_label_quality_scores(labels, pred_probs)
     joint = count.estimate_joint(labels, pred_probs)
     return LabelIssues(
@@ -75,7 +81,7 @@ def _single(labels: np.ndarray, pred_probs: np.ndarray) -> LabelIssues:
 def _multi(labels: list, pred_probs: np.ndarray) -> LabelIssues:
     filter_ = cleanlab_module("multilabel_classification.filter")
     rank, count = cleanlab_module("multilabel_classification.rank"), cleanlab_module("count")
-    flagged = filter_.find_label_issues(labels, pred_probs)
+    flagged = filter_.find_label_issues(labels, pred_probs, n_jobs=ONE_PROCESS)
     quality = rank.get_label_quality_scores(labels, pred_probs)
     with warnings.catch_warnings():  # cleanlab warns of its own inner call to a deprecated argument
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -89,7 +95,7 @@ def _multi(labels: list, pred_probs: np.ndarray) -> LabelIssues:
 def _tokens(labels: list, pred_probs: list) -> LabelIssues:
     filter_, rank = cleanlab_module("token_classification.filter"), cleanlab_module("token_classification.rank")
     count = cleanlab_module("count")
-    found = filter_.find_label_issues(labels, pred_probs)
+    found = filter_.find_label_issues(labels, pred_probs, n_jobs=ONE_PROCESS)
     sentence_scores, _ = rank.get_label_quality_scores(labels, pred_probs)
     words: dict = {}
     for sentence, word in found:

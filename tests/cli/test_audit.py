@@ -55,7 +55,7 @@ def test_folds_audit_is_cleanlab_on_the_out_of_fold_probabilities(folds_audit):
     labels = ["neg", "pos"]
     given = np.asarray([labels.index(row["label"]) for row in rows])
     probabilities = np.asarray([[row["probabilities"][name] for name in labels] for row in oof])
-    flags, quality = find_label_issues(given, probabilities), get_label_quality_scores(given, probabilities)
+    flags, quality = find_label_issues(given, probabilities, n_jobs=1), get_label_quality_scores(given, probabilities)
     ranked = read_jsonl(out / "ranked.jsonl")
     assert [r["rank"] for r in ranked] == list(range(1, 49))
     assert [r["row"] for r in ranked] == sorted(range(1, 49), key=lambda n: (round(quality[n - 1], 6), n))
@@ -173,7 +173,7 @@ def test_multi_label_audit_of_a_trained_model_is_cleanlabs_multi_label_ranking(t
     labels = [names[str(i)] for i in range(len(names))]
     probabilities = np.asarray([[row["probabilities"][name] for name in labels] for row in predicted])
     given = [sorted(labels.index(name) for name in row["labels"]) for row in held]
-    flags, quality = find_label_issues(given, probabilities), get_label_quality_scores(given, probabilities)
+    flags, quality = find_label_issues(given, probabilities, n_jobs=1), get_label_quality_scores(given, probabilities)
     ranked = {r["row"]: r for r in read_jsonl(tmp_path / "a" / "ranked.jsonl")}
     assert [ranked[n]["issue"] for n in range(1, 41)] == flags.tolist()
     assert [ranked[n]["quality"] for n in range(1, 41)] == pytest.approx(quality.tolist(), abs=1e-6)

@@ -29,7 +29,7 @@ def test_one_class_per_row_is_cleanlabs_confident_learning():
 
     given, probabilities, flipped = noisy_probabilities(400, 3, 0)
     found = label_issues(SINGLE, given.tolist(), probabilities)
-    assert found.flagged.tolist() == find_label_issues(given, probabilities).tolist()
+    assert found.flagged.tolist() == find_label_issues(given, probabilities, n_jobs=1).tolist()
     assert found.quality == pytest.approx(get_label_quality_scores(given, probabilities))
     assert found.noise_rate == pytest.approx(1 - np.trace(estimate_joint(given, probabilities)))
     flagged = set(np.flatnonzero(found.flagged).tolist())
@@ -48,7 +48,7 @@ def test_a_set_of_classes_per_row_is_cleanlabs_multi_label_api():
     given_matrix[:20, 0] = ~given_matrix[:20, 0]  # 20 rows with one wrong label
     given = [np.flatnonzero(row).tolist() for row in given_matrix]
     found = label_issues(MULTI, given, np.clip(probabilities, 0.01, 0.99))
-    assert found.flagged.tolist() == find_label_issues(given, np.clip(probabilities, 0.01, 0.99)).tolist()
+    assert found.flagged.tolist() == find_label_issues(given, np.clip(probabilities, 0.01, 0.99), n_jobs=1).tolist()
     assert found.quality == pytest.approx(get_label_quality_scores(given, np.clip(probabilities, 0.01, 0.99)))
     assert found.flagged[:20].sum() >= 14 and found.flagged[20:].sum() <= 4
 
@@ -69,7 +69,7 @@ def test_a_tag_per_word_is_cleanlabs_token_classification_api():
     labels[7][1] = (labels[7][1] + 1) % 3  # one wrong tag
     found = label_issues(TOKENS, labels, probabilities)
     assert sorted((s, w) for s, words in found.words.items() for w in words) == sorted(
-        find_label_issues(labels, probabilities)
+        find_label_issues(labels, probabilities, n_jobs=1)
     )
     assert found.quality == pytest.approx(get_label_quality_scores(labels, probabilities)[0])
     assert found.words == {7: [1]} and np.flatnonzero(found.flagged).tolist() == [7]
