@@ -25,6 +25,7 @@ from bertkit.metrics.label_issues import MULTI, SINGLE, TOKENS
 from bertkit.model_dir import load_meta
 from bertkit.tasks import get_task_class, task_from_state
 from bertkit.tasks.base import EVAL, TRAIN
+from bertkit.tasks.label_kinds import DEFAULT_KIND, LIST_KIND
 from bertkit.tasks.learned import seen_in
 
 OOF_FILE = "oof-predictions.jsonl"  # bertkit.api.folds writes it (not imported: folds is a command above)
@@ -70,12 +71,13 @@ def kind_of(adapter, where: str) -> str:
     if adapter.name == "ner":
         return TOKENS
     name = adapter.kind.name
-    if name not in (SINGLE, MULTI):
+    shapes = {DEFAULT_KIND: SINGLE, LIST_KIND: MULTI}
+    if name not in shapes:
         raise BertkitError(
             f"{where} has {name} labels (numbers); bertkit audit ranks class labels",
             "audit classification data (a score's error is a residual, not a wrong class)",
         )
-    return name
+    return shapes[name]
 
 
 def given_labels(adapter, kind: str, examples: list) -> list:

@@ -186,7 +186,7 @@ def _summary(scored: Scored, issues, found: dict | None, options: AuditOptions) 
         "estimated_noise_rate": round(issues.noise_rate, 6),
         "noise_rate_of": "words" if scored.kind == TOKENS else "rows",
         "joint": {"labels": labels, "given_by_true": issues.joint},
-        "label_kind": scored.kind,
+        "label_kind": scored.kind if scored.kind == TOKENS else scored.adapter.kind.name,  # cls/pair: --problem-type
         "near_duplicates_with_other_labels": _count(found, "near_duplicates"),
         "outliers": _count(found, "outliers"),
         "data_checks_skipped": skipped,

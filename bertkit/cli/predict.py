@@ -69,9 +69,15 @@ def _predict(model_dir: str, **values):
 
 
 def _multi_head(model_dir: str, head: str | None) -> bool:
+    """Whether the directory is a multi-head model; its kind peeked, so that a one-task directory's
+    bertkit.json is loaded once, by the Predictor (--head is checked against the loaded one)."""
     from bertkit.api.multihead_inference import check_single_head, is_multi_head
     from bertkit.model_dir import load_meta
+    from bertkit.model_dir.meta import directory_kind
+    from bertkit.tasks.multihead import DIRECTORY_KIND
 
+    if directory_kind(model_dir) != DIRECTORY_KIND and head is None:
+        return False
     meta = load_meta(model_dir)
     check_single_head(meta, head, "")
     return is_multi_head(meta)

@@ -25,7 +25,8 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 
-SINGLE, MULTI, TOKENS = "single-label", "multi-label", "tokens"
+# cleanlab's three shapes of a label (each has its own functions): one class, a set of classes, a tag per word
+SINGLE, MULTI, TOKENS = "one-class", "class-set", "tokens"
 
 
 @dataclass

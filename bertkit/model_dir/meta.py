@@ -138,6 +138,18 @@ def save_model_dir(directory: Path, model, tokenizer, meta: ModelMeta, save_weig
     return record
 
 
+def directory_kind(model_dir: str) -> str | None:
+    """The ``kind`` a model directory's bertkit.json names, peeked without loading it (which command
+    path takes the directory: that path then loads it once); None where there is no readable one
+    (the loading says why)."""
+    try:
+        with open(Path(model_dir).expanduser() / META_FILE, encoding="utf-8") as handle:
+            kind = json.load(handle).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
 def load_meta(model_dir: str) -> dict:
     """``bertkit.json`` of ``model_dir`` as schema 2, whichever version wrote it; a file that is
     unreadable, not JSON, or lacks what its schema requires is one BertkitError (every command

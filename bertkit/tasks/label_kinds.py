@@ -22,6 +22,7 @@ KINDS = {
 }
 DEFAULT_KIND = "single-label"
 LIST_KIND = "multi-label"  # the kind a file whose labels are JSON lists (or --label-columns) says it is
+NUMBER_KIND = "regression"  # the kind whose label is a number
 
 
 class LabelKind:

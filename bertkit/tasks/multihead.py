@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from bertkit.errors import BertkitError
+from bertkit.tasks.label_kinds import LIST_KIND, NUMBER_KIND
 
 MULTI = "multi"  # the command's name, bertkit.json's task.task and the directory kind's stem
 DIRECTORY_KIND = "multi-head"
@@ -20,9 +21,9 @@ DIRECTORY_KIND = "multi-head"
 HEAD_KINDS = {
     "cls": ("cls", None),
     "pair": ("pair", None),
-    "regression": ("cls", "regression"),
-    "pair-regression": ("pair", "regression"),
-    "multi-label": ("cls", "multi-label"),
+    NUMBER_KIND: ("cls", NUMBER_KIND),
+    f"pair-{NUMBER_KIND}": ("pair", NUMBER_KIND),
+    LIST_KIND: ("cls", LIST_KIND),
     "ner": ("ner", None),
 }
 NOT_YET = ("qa", "rerank", "embedding")  # tasks whose heads a multi-head model cannot hold (yet)
