@@ -36,12 +36,20 @@ class SingleLabel(LabelKind):
     problem_type = "single_label_classification"
     main_metric = "accuracy"
     target = "class"
-    prediction_fields = {
+    PREDICTION_FIELDS = {
         "label": "the most probable label's name",
         "score": "its probability",
         "probabilities": "every label's probability, by name",
-        "prediction_set": "with --coverage: the labels whose set holds the true one at that rate (split conformal)",
     }
+    SET_FIELD = {
+        "prediction_set": "with --coverage: the labels whose set holds the true one at that rate (split conformal)"
+    }
+
+    @property
+    def prediction_fields(self) -> dict:
+        """A row's keys: the set only where --coverage asked for it (a Ray table's columns are these)."""
+        return {**self.PREDICTION_FIELDS, **(self.SET_FIELD if self.options.get("set_quantile") is not None else {})}
+
     metric_inputs_description = "label ids"
     linear_probe = True
     stratifies_folds = True

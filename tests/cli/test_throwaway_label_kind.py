@@ -24,7 +24,7 @@ FLOOR = 0.99  # a tiny model trained for one epoch is never this sure: every row
 
 class Abstaining(SingleLabel):
     name = "abstaining"
-    prediction_fields = {**SingleLabel.prediction_fields, "abstained": "true when no label reached the floor"}
+    prediction_fields = {**SingleLabel.PREDICTION_FIELDS, "abstained": "true when no label reached the floor"}
 
     def decode(self, logits):
         return [{**row, "abstained": bool(row["probabilities"].max() < FLOOR)} for row in super().decode(logits)]
