@@ -243,15 +243,7 @@ def word_probabilities(predictor, examples: list) -> tuple[list, list]:
     softmax at its first sub-word (a later window's word overriding, as the task's postprocess
     does); a word without a sub-word gets no evidence: the uniform distribution."""
     adapter = predictor.adapter
-    features = adapter.preprocess(examples, predictor.tokenizer, train=False)
-    outputs = predictor.engine.infer(
-        predictor.network,
-        features,
-        predictor.batch_size,
-        adapter.output_names,
-        adapter.per_token_outputs,
-        predictor.tokenizer.pad_token_id,
-    )
+    features, outputs = predictor.outputs_of(examples)
     tags = len(adapter.labels)
     words = [np.full((len(ex["tokens"]), tags), 1.0 / tags) for ex in examples]
     for feature, logits in zip(features, outputs["logits"]):

@@ -97,15 +97,7 @@ def set_quantile(predictor, conformal: CoverageOptions, command: str) -> dict | 
 
 def _scores(predictor, examples: list[dict]) -> np.ndarray:
     adapter = predictor.adapter
-    features = adapter.preprocess(examples, predictor.tokenizer, train=False)
-    outputs = predictor.engine.infer(
-        predictor.network,
-        features,
-        predictor.batch_size,
-        adapter.output_names,
-        adapter.per_token_outputs,
-        predictor.tokenizer.pad_token_id,
-    )
+    features, outputs = predictor.outputs_of(examples)
     predictions = adapter.postprocess(examples, features, outputs)
     probabilities = np.stack([np.asarray(p["probabilities"], dtype=np.float64) for p in predictions])
     return nonconformity(probabilities, [adapter.labels.index(ex["label"]) for ex in examples])

@@ -113,6 +113,21 @@ class Predictor:
             rows.append(record)
         return keep_ids(rows, self.adapter.from_records(rows, Source(where), PREDICT), where)
 
+    def outputs_of(self, examples: list[dict]) -> tuple[list, dict]:
+        """(the features, the model's outputs) of ``examples``: what a caller that scores the raw
+        outputs (calibration, select, audit) needs before ``postprocess``."""
+        adapter = self.load().adapter
+        features = adapter.preprocess(examples, self.tokenizer, train=False)
+        outputs = self.engine.infer(
+            self.network,
+            features,
+            self.batch_size,
+            adapter.output_names,
+            adapter.per_token_outputs,
+            self.tokenizer.pad_token_id,
+        )
+        return features, outputs
+
     def predict(self, examples: list[dict]) -> list[dict]:
         adapter = self.load().adapter
         started = time.perf_counter()

@@ -115,15 +115,7 @@ def _predict(predictor: Predictor, examples: list, shape: str, strategy: str) ->
     """(prediction row, its top probability) and the certainty of each example (Predictor.predict's
     steps, keeping the model's outputs to score them)."""
     adapter = predictor.adapter
-    features = adapter.preprocess(examples, predictor.tokenizer, train=False)
-    outputs = predictor.engine.infer(
-        predictor.network,
-        features,
-        predictor.batch_size,
-        adapter.output_names,
-        adapter.per_token_outputs,
-        predictor.tokenizer.pad_token_id,
-    )
+    features, outputs = predictor.outputs_of(examples)
     predictions = adapter.postprocess(examples, features, outputs)
     rows = [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions, strict=True)]
     distributions = _distributions(features, outputs["logits"], predictions, shape)
