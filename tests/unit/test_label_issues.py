@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytest.importorskip("cleanlab")  # an extra (bertkit[quality]); make test-min installs none
+
 from bertkit.metrics.label_issues import MULTI, SINGLE, TOKENS, data_issues, label_issues
 
 
