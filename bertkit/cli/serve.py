@@ -7,25 +7,21 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import require
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
-from bertkit.options import ServeOptions
+from bertkit.options import CoverageOptions, ServeOptions
 
 
 def serve(model_dir: str, **values):
     """Serve predictions over HTTP: POST /predict, GET /health, GET /info."""
     options = chosen(values, ServeOptions).validate("bertkit serve")
+    conformal = chosen(values, CoverageOptions).validate("bertkit serve")
     require("fastapi", "uvicorn", extra="serve")
-    from bertkit.api.prediction import Predictor
+    from bertkit.api.prediction import served_predictor
     from bertkit.events import notice
     from bertkit.serving.app import check_address
     from bertkit.serving.app import serve as run_server
 
     check_address(options.host, options.port)
-    if _multi_head(model_dir):  # every head on /predict, one on /predict/<head>
-        from bertkit.api.multihead_serving import MultiHeadServing
-
-        predictor = MultiHeadServing(model_dir, options.inference(), options.backend).load()
-    else:
-        predictor = Predictor(model_dir, options.inference(), options.backend, quiet=True).load()
+    predictor = served_predictor(model_dir, options.inference(), options.backend, conformal)
     # the work begins: what was decided (auto's backend and why, precision, threads, a busy machine) is said now
     notice("start", "", work="serve")
     run_server(
@@ -40,11 +36,6 @@ def serve(model_dir: str, **values):
     )
 
 
-def _multi_head(model_dir: str) -> bool:
-    from bertkit.api.multihead_inference import is_multi_head
-    from bertkit.model_dir import load_meta
-
-    return is_multi_head(load_meta(model_dir))
-
-
-app.command("serve")(command(serve, from_dataclass(ServeOptions), (positional("model_dir", ModelDir),)))
+app.command("serve")(
+    command(serve, from_dataclass(ServeOptions) + from_dataclass(CoverageOptions), (positional("model_dir", ModelDir),))
+)

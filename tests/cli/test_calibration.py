@@ -183,6 +183,30 @@ def test_predict_coverage_from_the_stored_scores_needs_no_file(calibrated, tmp_p
     assert rows.prediction_sets["calibration_rows"] == 200 and rows.prediction_sets["coverage"] == 0.9
 
 
+def test_serve_coverage_answers_each_row_with_the_set_predict_gives_it(plain, data, tmp_path, run_cli):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from bertkit import api
+    from bertkit.api.prediction import served_predictor
+    from bertkit.serving.app import create_app
+
+    conformal, texts = CoverageOptions(0.8, str(data / "cal.csv")), ["the film was good", "the film was fine"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    expected = api.predict(str(plain), PredictOptions(input=str(tmp_path / "in.txt"), conformal=conformal))
+    predictor = served_predictor(str(plain), InferenceOptions(precision="no"), "torch", conformal)
+    with TestClient(create_app(predictor)) as client:
+        answered = client.post("/predict", json={"inputs": texts}).json()
+        info = client.get("/info").json()
+    assert [row["prediction_set"] for row in answered["predictions"]] == [row["prediction_set"] for row in expected]
+    assert info["coverage"]["coverage"] == 0.8 and info["coverage"]["calibration_rows"] == 400
+    without = served_predictor(str(plain), InferenceOptions(precision="no"), "torch", CoverageOptions())
+    assert "prediction_set" not in without.predict(without.examples(texts))[0]
+    code, _, err = run_cli("serve", plain, "--coverage", 1.5)
+    assert code != 0 and "--coverage must be strictly between 0 and 1" in err and "Traceback" not in err
+
+
 def test_select_prediction_set_takes_the_largest_sets_first(plain, data, run_cli, tmp_path):
     from bertkit import api
 
