@@ -14,7 +14,9 @@ from pathlib import Path
 from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.errors import BertkitError
+from bertkit.model_dir.removal import claim
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig
+from bertkit.training import fold_records
 from bertkit.training.plan import Driver
 from bertkit.training.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.training.results import write_rows
@@ -48,25 +50,15 @@ def finetune_folds(
     config, repeat = config or TrainConfig(), repeat or RepeatOptions()
     folds, keep_all, options = repeat.folds, repeat.keep_all, dataclasses.asdict(run)
     _check_request(folds, config, options)
+    resume = bool(options.get("resume"))
+    fold_names = [f"fold-{n}" for n in range(1, folds + 1)]
     output_path, root = prepare_runs(
-        output_of(run, f"{task}-"), folds_root, run.overwrite, "--folds", [f"fold-{n}" for n in range(1, folds + 1)]
+        output_of(run, f"{task}-"), folds_root, run.overwrite, "--folds", fold_names, resume
     )
-    results, rows = {}, []
-    jobs = {
-        n: dict(
-            task=task,
-            run=dataclasses.replace(run, output=str(root / f"fold-{n}"), overwrite=True),
-            config=config,
-            driver=Driver(fold=(n - 1, folds)),
-        )
-        for n in range(1, folds + 1)
-    }
-    with runs_in(root):
-        for number, result in run_all(jobs, parallel_runs(folds, options.get("threads")), "fold"):
-            results[number] = result
-            rows += [{**row, "fold": number} for row in result.eval_rows or []]
-            if on_run is not None:
-                on_run(number, result)
+    wanted = fold_records.fingerprint(task, folds, options, dataclasses.asdict(config))
+    done = fold_records.finished_folds(root, wanted, folds) if resume else {}
+    claim(root, *(fold_records.record_name(n) for n in range(1, folds + 1)))
+    results, rows = _train_folds(task, run, config, root, folds, done, wanted, on_run)
     results = dict(sorted(results.items()))  # in fold order, however they finished
     main, chosen = choose_best(results)
     runs = [_run_row(n, r) for n, r in results.items()]
@@ -97,9 +89,45 @@ def finetune_folds(
     )
 
 
+def _train_folds(task, run: RunOptions, config, root: Path, folds: int, done: dict, wanted: dict, on_run):
+    """(fold -> result, the held-out rows of all): the folds of ``done`` taken as they are, the
+    others trained (at once where the cores allow), each recorded as it finishes."""
+    results, rows = {}, []
+    jobs = {
+        n: dict(
+            task=task,
+            run=dataclasses.replace(run, output=str(root / f"fold-{n}"), overwrite=True, resume=False),
+            config=config,
+            driver=Driver(fold=(n - 1, folds)),
+        )
+        for n in range(1, folds + 1)
+        if n not in done
+    }
+
+    def finished(number, result, earlier: bool = False):
+        if not earlier:  # from now on the fold counts as finished for --resume
+            fold_records.keep_record(root, number, result, wanted)
+        results[number] = result
+        rows.extend({**row, "fold": number} for row in result.eval_rows or [])
+        if on_run is not None:
+            on_run(number, result)
+
+    with runs_in(root):
+        for number, result in done.items():
+            finished(number, result, earlier=True)
+        for number, result in run_all(jobs, parallel_runs(len(jobs), run.threads), "fold"):
+            finished(number, result)
+    return results, rows
+
+
 def _check_request(folds, config: TrainConfig, options: dict) -> None:
-    if options.get("resume") or options.get("resume_from"):
-        raise BertkitError("--resume continues one run, not a set of folds", "drop --resume, or drop --folds")
+    if options.get("resume_from"):
+        raise BertkitError(
+            "--resume-from continues one run, not a set of folds",
+            "drop it: --resume continues a set of folds (the folds that finished are kept)",
+        )
+    if options.get("resume") and options.get("overwrite"):
+        raise BertkitError("--resume continues the set of folds and --overwrite starts it again", "give one of them")
     if options.get("eval_data"):
         raise BertkitError(
             "--folds evaluates each fold on the rest of --data; --eval-data has no place in it",

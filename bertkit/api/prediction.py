@@ -22,7 +22,7 @@ from bertkit.data.streams import Chunk, InputStream
 from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.model_dir import load_meta
-from bertkit.options import CoverageOptions, InferenceOptions, PredictOptions, StreamOptions
+from bertkit.options import InferenceOptions, PredictOptions, StreamOptions
 from bertkit.tasks import task_from_state
 from bertkit.tasks.base import PREDICT
 from bertkit.tasks.learned import stats_of
@@ -312,25 +312,6 @@ def _predictor(model_dir, options: PredictOptions, run: InferenceOptions | None,
     predictor = Predictor(model_dir, run, options.backend, options.task_options, quiet=quiet)
     predictor.coverage = set_quantile(predictor, options.conformal, "bertkit predict")
     return predictor
-
-
-def served_predictor(model_dir, run: InferenceOptions, backend: str, conformal: CoverageOptions):
-    """`bertkit serve`'s predictor, loaded: a multi-head directory's (every head on /predict, one on
-    /predict/<head>), or one task's with --coverage's quantile fixed before the server starts, so
-    that every answered row carries its label set (prediction_set)."""
-    from bertkit.api.calibration import set_quantile
-    from bertkit.api.multihead_inference import is_multi_head
-    from bertkit.model_dir import load_meta
-
-    if is_multi_head(load_meta(model_dir)):
-        from bertkit.api.multihead_serving import MultiHeadServing
-
-        if conformal.coverage is not None:  # no head's conformal scores are stored
-            raise BertkitError("serve on a multi-head model does not compose with --coverage yet", "drop --coverage")
-        return MultiHeadServing(model_dir, run, backend).load()
-    predictor = Predictor(model_dir, run, backend, quiet=True)
-    predictor.coverage = set_quantile(predictor, conformal, "bertkit serve")
-    return predictor.load()
 
 
 def set_counts(sets: list[list], labels: int) -> dict:

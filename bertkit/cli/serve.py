@@ -15,7 +15,7 @@ def serve(model_dir: str, **values):
     options = chosen(values, ServeOptions).validate("bertkit serve")
     conformal = chosen(values, CoverageOptions).validate("bertkit serve")
     require("fastapi", "uvicorn", extra="serve")
-    from bertkit.api.prediction import served_predictor
+    from bertkit.api.serving import served_predictor
     from bertkit.events import notice
     from bertkit.serving.app import check_address
     from bertkit.serving.app import serve as run_server

@@ -273,7 +273,8 @@ class RunOptions:
     )
     resume: bool = option(
         False,
-        "Continue from the newest complete checkpoint of --output (same command line otherwise).",
+        "Continue from the newest complete checkpoint of --output (same command line otherwise); with "
+        "--folds: keep the folds that finished, train the others.",
         LONG_PANEL,
         flag=True,
     )

@@ -19,10 +19,13 @@ from bertkit.tasks import task_from_state
 STD = "sample standard deviation (n - 1)"
 
 
-def prepare_runs(output: str, root_of, overwrite: bool, flag: str, runs: list[str]) -> tuple[Path, Path]:
+def prepare_runs(
+    output: str, root_of, overwrite: bool, flag: str, runs: list[str], resume: bool | None = None
+) -> tuple[Path, Path]:
     """(the output, the runs' directory beside it): both checked, an earlier set's runs removed (with
-    ``overwrite``, and only when nothing else is there), the ``runs`` about to be made listed in
-    the directory's manifest."""
+    ``overwrite``, and only when nothing else is there) or kept (``resume``: the caller continues
+    them; None: the set cannot be resumed), the ``runs`` about to be made listed in the directory's
+    manifest."""
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, overwrite)
     root = root_of(output_path)
@@ -33,9 +36,10 @@ def prepare_runs(output: str, root_of, overwrite: bool, flag: str, runs: list[st
             f"{root}, where {flag} puts its runs, holds files bertkit did not write ({named(found)})",
             f"move them out of {root}, or choose another --output",
         )
-    if root.is_dir() and any(p.name != MANIFEST for p in root.iterdir()):
+    if root.is_dir() and any(p.name != MANIFEST for p in root.iterdir()) and not resume:
         if not overwrite:
-            raise BertkitError(f"{root} holds an earlier {flag} run's models", "remove it, or pass --overwrite")
+            also = ", or --resume to continue it" if resume is not None else ""
+            raise BertkitError(f"{root} holds an earlier {flag} run's models", f"remove it, pass --overwrite{also}")
         remove_owned(root, "--overwrite")
     claim(root, *(name for run in runs for name in run_names(run)))
     return output_path, root

@@ -189,7 +189,7 @@ def test_serve_coverage_answers_each_row_with_the_set_predict_gives_it(plain, da
     from fastapi.testclient import TestClient
 
     from bertkit import api
-    from bertkit.api.prediction import served_predictor
+    from bertkit.api.serving import served_predictor
     from bertkit.serving.app import create_app
 
     conformal, texts = CoverageOptions(0.8, str(data / "cal.csv")), ["the film was good", "the film was fine"]

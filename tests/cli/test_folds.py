@@ -12,6 +12,7 @@ from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
 
 from bertkit.data.folds import assign_folds
+from bertkit.errors import BertkitError
 
 
 def read_rows(path):
@@ -136,3 +137,53 @@ def test_fold_mistakes(tmp_path, tiny_bert, run_cli, extra, fragment):
         fragment,
     )
     assert not out.exists() and not (tmp_path / "model.folds").exists()
+
+
+class Stop(Exception):
+    """Stands for Ctrl-C (or a lost machine) after a fold finished."""
+
+
+def _folds_run(train, tiny_bert, out, resume=False, lr=1e-3, stop_after=None):
+    from bertkit.api.folds import finetune_folds
+    from bertkit.options import RepeatOptions, RunOptions, TrainConfig
+
+    def on_run(fold, result):
+        if fold == stop_after:
+            raise Stop
+
+    run = RunOptions(data=str(train), model=str(tiny_bert), output=str(out), resume=resume)
+    config = TrainConfig(epochs=1, lr=lr, batch_size=8, max_length=32)
+    return finetune_folds("cls", run, config, RepeatOptions(folds=3), on_run=on_run)
+
+
+def test_a_stopped_set_of_folds_resumes_and_gives_the_rows_of_an_unstopped_one(tmp_path, tiny_bert, run_cli):
+    from bertkit.events import listening
+
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 48, seed=1)
+    whole = _folds_run(train, tiny_bert, tmp_path / "whole")
+    stopped = tmp_path / "stopped"
+    with pytest.raises(Stop):
+        _folds_run(train, tiny_bert, stopped, stop_after=2)
+    assert not stopped.exists() and (tmp_path / "stopped.folds" / "fold-2.result.json").is_file()
+    # a plain rerun refuses, and says how to continue
+    assert_user_error(
+        run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", stopped, "--folds", 3),
+        "pass --overwrite, or --resume to continue it",
+    )
+    # other settings or other data: never mixed into the set
+    with pytest.raises(BertkitError, match=r"fold 1 .* other settings \(lr\)"):
+        _folds_run(train, tiny_bert, stopped, resume=True, lr=2e-3)
+    changed = tmp_path / "changed" / "train.csv"
+    changed.parent.mkdir()
+    write_sentiment_csv(changed, 48, seed=2)
+    with pytest.raises(BertkitError, match="other data"):
+        _folds_run(changed, tiny_bert, stopped, resume=True)
+    events = []
+    with listening(events.append):
+        resumed = _folds_run(train, tiny_bert, stopped, resume=True)
+    said = [e.text for e in events if e.kind == "resume"]
+    assert said == ["--resume: fold(s) 1, 2 finished earlier and are taken as they are"]
+    assert read_rows(stopped / "oof-predictions.jsonl") == read_rows(tmp_path / "whole" / "oof-predictions.jsonl")
+    assert [run["metrics"] for run in resumed.runs] == [run["metrics"] for run in whole.runs]
+    assert not (tmp_path / "stopped.folds").exists()  # the set's records go with its runs' directory
