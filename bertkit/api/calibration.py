@@ -18,8 +18,15 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.events import notice
-from bertkit.methods.calibration import SECTION, check_calibrates, fit_record, read_labelled, summary_line
-from bertkit.metrics.calibration import conformal_quantile, nonconformity
+from bertkit.methods.calibration import (
+    SECTION,
+    check_calibrates,
+    check_sets,
+    fit_record,
+    read_labelled,
+    summary_line,
+)
+from bertkit.metrics.calibration import conformal_quantile
 from bertkit.model_dir import load_meta, update_meta
 from bertkit.model_dir.files import probe_writable
 from bertkit.options import CalibrateOptions, CoverageOptions, InferenceOptions
@@ -77,17 +84,17 @@ def set_quantile(predictor, conformal: CoverageOptions, command: str) -> dict | 
     if conformal.coverage is None:
         return None
     adapter = predictor.adapter
-    check_calibrates(adapter, "--coverage")
+    check_sets(adapter, "--coverage")
     if conformal.calibration_data is not None:
         examples = read_labelled(adapter, conformal.calibration_data, "--calibration-data")
         scores, source = _scores(predictor.load(), examples), str(conformal.calibration_data)
     else:
         stored = ((predictor.meta.get(SECTION) or {}).get("conformal") or {}).get("scores")
         if not stored:
+            first = " (or calibrate the model first: bertkit calibrate DIR --data FILE)" if adapter.calibrates else ""
             raise BertkitError(
                 "--coverage needs conformal scores, and this model has none stored",
-                "pass --calibration-data FILE (held-out labelled rows), or calibrate the model first "
-                "(bertkit calibrate DIR --data FILE)",
+                f"pass --calibration-data FILE (held-out labelled rows){first}",
             )
         scores, source = np.asarray(stored, dtype=np.float64), predictor.meta[SECTION].get("data", "calibration")
     quantile = conformal_quantile(scores, conformal.coverage)
@@ -100,7 +107,7 @@ def _scores(predictor, examples: list[dict]) -> np.ndarray:
     features, outputs = predictor.outputs_of(examples)
     predictions = adapter.postprocess(examples, features, outputs)
     probabilities = np.stack([np.asarray(p["probabilities"], dtype=np.float64) for p in predictions])
-    return nonconformity(probabilities, [adapter.labels.index(ex["label"]) for ex in examples])
+    return adapter.conformal_scores(probabilities, [ex["label"] for ex in examples])
 
 
 def set_line(facts: dict, sets: dict) -> str:

@@ -29,6 +29,7 @@ from bertkit.tasks.label_kinds import make_kind
 
 SECTION = "calibration"
 SCOPE = "cls/pair single-label models (temperature scaling of one softmax)"
+SETS_SCOPE = "cls/pair single-label and multi-label models"
 
 
 class Calibration(Method):
@@ -107,6 +108,14 @@ def check_calibrates(adapter, flag: str) -> None:
         kind = getattr(getattr(adapter, "kind", None), "name", None)
         what = f"a {adapter.name} {kind} model" if kind else f"a {adapter.name} model"
         raise BertkitError(f"{flag} does not apply to {what}", f"it calibrates {SCOPE}; drop {flag}")
+
+
+def check_sets(adapter, flag: str) -> None:
+    """One line for a model whose rows get no split-conformal label set."""
+    if not adapter.conformal_sets:
+        kind = getattr(getattr(adapter, "kind", None), "name", None)
+        what = f"a {adapter.name} {kind} model" if kind else f"a {adapter.name} model"
+        raise BertkitError(f"{flag} does not apply to {what}", f"it gives label sets to {SETS_SCOPE}; drop {flag}")
 
 
 def read_labelled(adapter, given: str, flag: str) -> list[dict]:

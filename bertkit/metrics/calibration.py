@@ -127,6 +127,15 @@ def nonconformity(probabilities: np.ndarray, gold) -> np.ndarray:
     return np.sort(1.0 - p[np.arange(len(p)), np.asarray(gold)])
 
 
+def set_nonconformity(probabilities: np.ndarray, gold_sets: list) -> np.ndarray:
+    """Multi-label: the largest 1 - p over a row's gold labels (0 for a row with none), sorted. A row's
+    set (every label with 1 - p <= q) then holds *all* its gold labels exactly when its score is <= q,
+    so the split-conformal guarantee is on the whole gold set (Angelopoulos and Bates, 2021, sec. 4)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    scores = [max((1.0 - p[row, label] for label in labels), default=0.0) for row, labels in enumerate(gold_sets)]
+    return np.sort(np.asarray(scores, dtype=np.float64))
+
+
 def conformal_quantile(scores, coverage: float) -> float:
     """The ceil((n+1) coverage)-th smallest score; infinity (every label) when that rank exceeds n."""
     ordered = np.sort(np.asarray(scores, dtype=np.float64))

@@ -28,8 +28,8 @@ class CoverageOptions:
 
     coverage: float | None = option(
         None,
-        "cls/pair single-label: give each row the set of labels that holds the true one with this probability, "
-        "in (0, 1), e.g. 0.9 (split conformal; docs: calibration.md).",
+        "cls/pair single- and multi-label: give each row the set of labels that holds the true one (multi-label: "
+        "all the true ones) with this probability, in (0, 1), e.g. 0.9 (split conformal; docs: calibration.md).",
         CALIBRATION_PANEL,
     )
     calibration_data: str | None = calibration_data_option("coverage")

@@ -88,6 +88,7 @@ class Task(ABC):
     card_text: CardText = CardText()  # the task's words and code in its model card
     names_outputs: bool = False  # its outputs are labels named in bertkit.json (a saved one without is corrupt)
     calibrates: bool = False  # one softmax per row whose temperature calibration fits (bertkit/methods/calibration.py)
+    conformal_sets: bool = False  # --coverage gives each row a split-conformal label set (conformal_scores)
     gold_fields: tuple = ()  # example fields an eval predictions row shows as the truth, as gold_<field>
     fold_group_field: str | None = None  # examples sharing its value stay in one fold (--folds)
     # a row's prediction depends on the rows around it (ner --context document): predict reads the

@@ -155,6 +155,10 @@ class SingleSentenceTask(Task):
 
     names_outputs = property(lambda self: self.kind.names_outputs)
     calibrates = property(lambda self: self.kind.calibrates)
+    conformal_sets = property(lambda self: self.kind.conformal_sets)
+
+    def conformal_scores(self, probabilities, gold: list):
+        return self.kind.conformal_scores(probabilities, gold)
 
     @property
     def card_text(self):

@@ -40,6 +40,8 @@ class LabelKind:
     tunes_while_training: bool = False  # finetune tunes (and stores) ``tune``'s settings on its dev data
     stratifies_folds: bool = False  # --folds keeps each fold's share of every label (one class per row)
     calibrates: bool = False  # one softmax whose temperature --calibrate fits (bertkit/methods/calibration.py)
+    # --coverage: split-conformal label sets (conformal_scores of labelled rows; the row's set in ``row``)
+    conformal_sets: bool = False
 
     def __init__(self, options: dict, labels: list | None):
         self.options, self.labels = options, labels  # the task's: tuned settings land there
@@ -55,6 +57,10 @@ class LabelKind:
                 )
         if self.options.get("top_k") is not None and self.options["top_k"] < 1:
             raise BertkitError(f"--top-k must be >= 1, got {self.options['top_k']}", "e.g. --top-k 3")
+
+    def conformal_scores(self, probabilities, gold: list):
+        """--coverage: each labelled row's nonconformity score (kinds with ``conformal_sets``)."""
+        raise NotImplementedError
 
     def read_label(self, value, row: int, source: str, names: tuple | None):
         """A record's label value (a field, or a tuple of 0/1 columns' values) as this kind's label."""

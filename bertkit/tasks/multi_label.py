@@ -18,6 +18,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import per_label
+from bertkit.metrics.calibration import prediction_sets, set_nonconformity
 from bertkit.metrics.multi_label import decide, multi_label_scores, tune_thresholds
 from bertkit.tasks import card_texts
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
@@ -33,13 +34,26 @@ class MultiLabel(LabelKind):
     problem_type = "multi_label_classification"
     main_metric = "micro_f1"
     target = "multi_hot"
-    prediction_fields = {
+    PREDICTION_FIELDS = {
         "labels": "the labels at or above the threshold",
         "probabilities": "every label's probability, by name (the --top-k most probable, with --top-k)",
+    }
+    SET_FIELD = {
+        "prediction_set": "with --coverage: the labels whose set holds all the true ones at that rate (split "
+        "conformal), most probable first"
     }
     metric_inputs_description = "0/1 lists, one entry per label"
     refuses = ("scale_targets",)
     tunes_while_training = True
+    conformal_sets = True
+
+    @property
+    def prediction_fields(self) -> dict:
+        """A row's keys: the set only where --coverage asked for it (a Ray table's columns are these)."""
+        return {**self.PREDICTION_FIELDS, **(self.SET_FIELD if self.options.get("set_quantile") is not None else {})}
+
+    def conformal_scores(self, probabilities, gold):
+        return set_nonconformity(probabilities, [[self.labels.index(label) for label in labels] for labels in gold])
 
     def card_text(self, text):
         return card_texts.with_label_sets(text)
@@ -135,10 +149,15 @@ class MultiLabel(LabelKind):
     def row(self, prediction):
         probabilities, top_k = prediction["probabilities"], self.options.get("top_k")
         order = np.argsort(-probabilities, kind="stable")[: top_k or None]
-        return {
+        row = {
             "labels": [self.labels[i] for i in order if prediction["chosen"][i]],
             "probabilities": {self.labels[i]: round(float(probabilities[i]), 6) for i in order},
         }
+        if self.options.get("set_quantile") is not None:  # predict --coverage: most probable first
+            ordered = np.argsort(-probabilities, kind="stable")
+            kept = prediction_sets(probabilities[ordered][None, :], self.options["set_quantile"])[0]
+            row["prediction_set"] = [self.labels[i] for i, keep in zip(ordered, kept) if keep]
+        return row
 
     def tune(self, gold, predictions):
         tuned = tune_thresholds(

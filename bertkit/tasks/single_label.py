@@ -13,7 +13,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import confusion
-from bertkit.metrics.calibration import prediction_sets
+from bertkit.metrics.calibration import nonconformity, prediction_sets
 from bertkit.metrics.classification import classification_scores, softmax
 from bertkit.tasks.base import TaskOption
 from bertkit.tasks.label_kinds import LabelKind, is_list_label
@@ -27,7 +27,7 @@ MAX_FREE_NUMERIC_CLASSES = 20
 # set by `predict --coverage` for one run (cls and pair declare them among their label kinds' options)
 CALIBRATION_OPTIONS = (
     TaskOption("temperature", float, "single-label: probabilities are softmax(logits / T) (stored by calibrate).", ()),
-    TaskOption("set_quantile", float, "single-label: a label is in a row's prediction set when 1 - p <= it.", ()),
+    TaskOption("set_quantile", float, "a row's prediction set: the labels with 1 - p <= it (--coverage).", ()),
 )
 
 
@@ -54,6 +54,7 @@ class SingleLabel(LabelKind):
     linear_probe = True
     stratifies_folds = True
     calibrates = True
+    conformal_sets = True
     refuses = ("tune_per_label", "label_columns", "scale_targets")
 
     def read_label(self, value, row, source, names):
@@ -132,6 +133,9 @@ class SingleLabel(LabelKind):
             kept = prediction_sets(probabilities[ordered][None, :], self.options["set_quantile"])[0]
             row["prediction_set"] = [self.labels[i] for i, keep in zip(ordered, kept) if keep]
         return row
+
+    def conformal_scores(self, probabilities, gold):
+        return nonconformity(probabilities, [self.labels.index(label) for label in gold])
 
     def breakdown(self, gold, predictions, metrics):
         return confusion(

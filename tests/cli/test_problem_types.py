@@ -494,3 +494,29 @@ def test_ner_class_weights_count_first_sub_words_only(tmp_path, tiny_bert, run_c
     expected = [len(tags) / (len(counts) * max(n, 1)) for n in counts.values()]  # N / (C n_c), 0 counts as 1
     assert meta["task"]["options"]["class_weight_values"] == pytest.approx(expected, abs=1e-6)
     assert "training with class weights (inverse frequency): O " in out + err
+
+
+def test_multi_label_coverage_sets_hold_all_the_gold_labels(multi_label_model, run_cli, tmp_path):
+    import math
+
+    root = multi_label_model
+    write_emotions_jsonl(tmp_path / "cal.jsonl", 300, 7)
+    held = write_emotions_jsonl(tmp_path / "held.jsonl", 300, 8)
+    out = tmp_path / "sets.jsonl"
+    args = ("--input", tmp_path / "held.jsonl", "--output", out, "--coverage", 0.8)
+    code, _, err = run_cli("predict", root / "model", *args, "--calibration-data", tmp_path / "cal.jsonl")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    covered = sum(set(row["labels"]) <= set(r["prediction_set"]) for row, r in zip(held, rows)) / len(rows)
+    assert covered >= 0.8 - 3 * math.sqrt(0.8 * 0.2 / len(rows))
+    for r in rows:  # the set: every label at least 1 - q probable, most probable first
+        probabilities = r["probabilities"]
+        assert [probabilities[name] for name in r["prediction_set"]] == sorted(
+            (probabilities[name] for name in r["prediction_set"]), reverse=True
+        )
+        inside = min((probabilities[name] for name in r["prediction_set"]), default=1.0)
+        assert all(p < inside for name, p in probabilities.items() if name not in r["prediction_set"])
+    assert "--coverage 0.8 (split conformal, 300 calibration rows of" in err
+    # a multi-label model stores no scores (it has no temperature to calibrate): the file is asked for
+    code, _, err = run_cli("predict", root / "model", *args)
+    assert code == 2 and "--calibration-data FILE" in err and "bertkit calibrate" not in err

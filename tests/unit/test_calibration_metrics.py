@@ -180,3 +180,22 @@ def test_a_fit_on_rows_the_model_gets_all_right_warns_and_an_ordinary_fit_does_n
     noisy = right.copy()
     noisy[:40] = noisy[:40, ::-1]  # 40 rows wrong: an ordinary over-confident model
     assert calibration_record(noisy, gold)["warnings"] == []
+
+
+def test_multi_label_sets_hold_every_gold_label_at_the_rate_asked():
+    rng = np.random.default_rng(11)
+    rows, labels = 6_000, 6
+    truth = rng.random((rows, labels)) < 0.25  # each label on a quarter of the rows, some rows with none
+    p = np.clip(np.where(truth, rng.beta(5, 2, truth.shape), rng.beta(2, 5, truth.shape)), 1e-6, 1 - 1e-6)
+    gold = [np.flatnonzero(t).tolist() for t in truth]
+    scores = cal.set_nonconformity(p[:2000], gold[:2000])
+    # the score is the largest 1 - p over the gold labels: a row's set holds them all exactly when it is <= q
+    by_hand = [max((1 - p[row, g] for g in gold[row]), default=0.0) for row in range(2000)]
+    np.testing.assert_array_equal(scores, np.sort(by_hand))
+    assert scores[0] == 0.0  # a row with no gold label is covered by any set
+    for coverage in (0.8, 0.9):
+        sets = cal.prediction_sets(p[2000:], cal.conformal_quantile(scores, coverage))
+        covered = np.mean([all(s[g] for g in labels_) for s, labels_ in zip(sets, gold[2000:])])
+        assert coverage - 3 * np.sqrt(coverage * (1 - coverage) / 4000) <= covered <= coverage + 0.03
+        # a label-by-label view (each true label covered at the rate) would be weaker: the joint one is asked
+        assert np.mean([s[g] for s, labels_ in zip(sets, gold[2000:]) for g in labels_]) >= covered
