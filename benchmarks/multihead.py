@@ -1,5 +1,5 @@
 """One multi-head model (`bertkit finetune multi`) against one single-task model per head: a reduced
-GLUE-style mix on MiniLM (SST-2 cls, MRPC pair, STS-B pair regression, CoNLL-2003 ner), each head
+GLUE-style mix on MiniLM (SST-2 cls, MRPC and RTE pair, STS-B pair regression, CoNLL-2003 ner), each head
 and each single-task model trained on the same first ``--rows`` training rows, for the same epochs,
 batch size, learning rate and seed, and scored on the same first ``--eval-rows`` dev rows.
 
@@ -32,10 +32,11 @@ RESULTS = REPO / "benchmarks" / "results"
 HEADS = {
     "sst2": ("cls", ["cls", "--data", "sst2"], ("accuracy",)),
     "mrpc": ("pair", ["pair", "--data", "mrpc"], ("accuracy", "f1")),
+    "rte": ("pair", ["pair", "--data", "rte"], ("accuracy",)),
     "stsb": ("pair-regression", ["pair", "--data", "stsb", "--problem-type", "regression"], ("pearson", "spearman")),
     "conll": ("ner", ["ner", "--data", "conll2003"], ("f1",)),
 }
-DATA = {"sst2": "sst2", "mrpc": "mrpc", "stsb": "stsb", "conll": "conll2003"}
+DATA = {"sst2": "sst2", "mrpc": "mrpc", "rte": "rte", "stsb": "stsb", "conll": "conll2003"}
 
 
 def common(args, seed: int, out: Path) -> list[str]:
@@ -82,7 +83,11 @@ def run_seed(seed: int, args, work: Path) -> dict:
     for name, (_, single_args, _) in HEADS.items():
         out = work / f"{name}-{seed}"
         seconds[name] = bertkit(["finetune", *single_args, *common(args, seed, out)])
-        found["single"][name] = json.loads((out / "bertkit.json").read_text())["metrics"]
+        meta = json.loads((out / "bertkit.json").read_text())
+        found["single"][name] = meta["metrics"]
+        found.setdefault("baselines", {})[name] = {  # what each metric must beat (the trivial model's)
+            b["name"]: b["metrics"] for b in meta.get("baselines") or []
+        }
     found["train_seconds"] = seconds
     return found
 
@@ -123,7 +128,7 @@ rss = next(int(line.split()[1]) for line in open("/proc/self/status") if line.st
 print(json.dumps({"rss_mib": rss / 1024, "load_seconds": loaded - started, "warm_up_seconds": warmed - loaded,
                   "predict_seconds": done - warmed}))
 """
-SHAPES = {"sst2": "single", "mrpc": "pair", "stsb": "pair", "conll": "single"}
+SHAPES = {"sst2": "single", "mrpc": "pair", "rte": "pair", "stsb": "pair", "conll": "single"}
 
 
 def probe(kind: str, model_dir: Path, heads: dict, args) -> dict:
@@ -182,21 +187,22 @@ def write(results: dict) -> None:
         f"dev metrics on the first {results['args']['eval_rows']} dev rows; seeds {[r['seed'] for r in runs]} "
         "(mean ± sample std over seeds).",
         "",
-        "| head | metric | multi-head | single-task | difference |",
-        "|---|---|---|---|---|",
+        "| head | metric | multi-head | single-task | difference | trivial baseline |",
+        "|---|---|---|---|---|---|",
     ]
     for name, (_, _, metrics) in HEADS.items():
         for metric in metrics:
             multi = [r["multi"][name][metric] for r in runs]
             single = [r["single"][name][metric] for r in runs]
             gap = statistics.mean(multi) - statistics.mean(single)
-            lines.append(f"| {name} | {metric} | {spread(multi)} | {spread(single)} | {gap:+.4f} |")
+            floor = _baseline(runs[-1], name, metric)
+            lines.append(f"| {name} | {metric} | {spread(multi)} | {spread(single)} | {gap:+.4f} | {floor} |")
     seconds = {k: statistics.mean(r["train_seconds"][k] for r in runs) for k in runs[0]["train_seconds"]}
     single_total = sum(v for k, v in seconds.items() if k != "multi")
     lines += [
         "",
         f"Training wall time (mean over seeds, process start to exit): multi-head {seconds['multi']:.0f} s, "
-        f"the four single-task runs {single_total:.0f} s together.",
+        f"the {len(HEADS)} single-task runs {single_total:.0f} s together.",
     ]
     serve = results.get("serving")
     if serve:
@@ -210,16 +216,24 @@ def write(results: dict) -> None:
             "| setup | resident memory (MiB) | predict seconds (all heads) |",
             "|---|---|---|",
             f"| one multi-head process | {serve['multi']['rss_mib']:.0f} | {serve['multi']['predict_seconds']:.2f} |",
-            f"| four single-task processes (sum) | {serve['single_rss_mib_total']:.0f} | "
+            f"| {len(HEADS)} single-task processes (sum) | {serve['single_rss_mib_total']:.0f} | "
             f"{serve['single_predict_seconds_total']:.2f} |",
         ]
         if "multi_disk_mib" in serve:
             lines += [
                 "",
-                f"On disk: the multi-head directory {serve['multi_disk_mib']:.0f} MiB, the four single-task "
+                f"On disk: the multi-head directory {serve['multi_disk_mib']:.0f} MiB, the {len(HEADS)} single-task "
                 f"directories {serve['single_disk_mib_total']:.0f} MiB together.",
             ]
     (RESULTS / "multihead.md").write_text("\n".join(lines) + "\n")
+
+
+def _baseline(run: dict, name: str, metric: str) -> str:
+    """The trivial model's value of ``metric`` on that head's dev rows (majority class, mean score)."""
+    for baseline, metrics in (run.get("baselines") or {}).get(name, {}).items():
+        if metric in metrics:
+            return f"{metrics[metric]:.4f} ({baseline})"
+    return "-"
 
 
 def machine() -> dict:
