@@ -136,6 +136,8 @@ def one_dataset(name: str, args, work: Path) -> dict:
             "uncalibrated": {**cal.calibration_scores(before, gold), "sklearn": scores_with_sklearn(before, gold)},
             "calibrated": {**cal.calibration_scores(after, gold), "sklearn": scores_with_sklearn(after, gold)},
         },
+        # the reliability diagram's bins on the evaluation split (benchmarks/results/calibration-NAME.png)
+        "reliability": {"before": cal.reliability(before, gold), "after": cal.reliability(after, gold)},
         # the scores stored by calibrate (held-out training rows), measured on the evaluation split
         "coverage": coverages(calibrated, labels, kept_eval, None, inference, work),
         # scores from rows exchangeable with the measured ones (what the guarantee assumes)
@@ -261,7 +263,9 @@ def markdown(report: dict) -> str:
     lines += [
         "",
         "scikit-learn's ECE (calibration_curve) and Brier (brier_score_loss) agree with these to the 6 decimals "
-        "recorded (in calibration.json).",
+        "recorded (in calibration.json). Reliability diagrams on the evaluation split, before and after: "
+        + ", ".join(f"[{r['dataset']}](calibration-{r['dataset']}.png)" for r in single if "reliability" in r)
+        + ".",
         "",
         "Split-conformal sets (`predict --coverage`), two sources of conformal scores: the held-out training rows "
         "calibrate stored (measured on the evaluation split), and rows exchangeable with the measured ones "
@@ -300,6 +304,18 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def draw_figures(report: dict) -> None:
+    """Each single-label dataset's reliability diagram on its evaluation split, before and after T."""
+    from bertkit.reporting.figures import draw_reliability
+
+    for r in report["results"]:
+        if "reliability" in r:
+            u, c = r["evaluated"]["uncalibrated"], r["evaluated"]["calibrated"]
+            table = {"reliability": r["reliability"], "before": u, "after": c, "bins": cal.BINS}
+            table.update(examples=r["eval_rows"], temperature=r["temperature"])
+            draw_reliability(table, RESULTS / f"calibration-{r['dataset']}.png")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="sst2,mrpc,rte", help="also: goemotions, goemotions-multi")
@@ -313,7 +329,9 @@ def main() -> None:
     parser.add_argument("--markdown-only", action="store_true", help="redraw calibration.md from calibration.json")
     args = parser.parse_args()
     if args.markdown_only:
-        (RESULTS / "calibration.md").write_text(markdown(json.loads((RESULTS / "calibration.json").read_text())))
+        report = json.loads((RESULTS / "calibration.json").read_text())
+        draw_figures(report)
+        (RESULTS / "calibration.md").write_text(markdown(report))
         return
     work = Path(tempfile.mkdtemp(prefix="bertkit-calibration-"))
     try:
@@ -340,6 +358,7 @@ def main() -> None:
             {k: earlier[k] for k in ("command", "machine")} | {"datasets": [r["dataset"] for r in earlier["results"]]}
         ]
     (RESULTS / "calibration.json").write_text(json.dumps(report, indent=1) + "\n")
+    draw_figures(report)
     (RESULTS / "calibration.md").write_text(markdown(report))
     print(markdown(report))
 

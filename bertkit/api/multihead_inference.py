@@ -39,10 +39,28 @@ def check_single_head(meta: dict, head: str | None, command: str) -> None:
 
 class MultiHeadPredictor:
     """A multi-head directory loaded once; ``predict(name, examples)`` is that head's task's
-    predictions, as a one-task directory's Predictor makes them."""
+    predictions, as a one-task directory's Predictor makes them. ``backend``: torch, or an exported
+    graph of every head (`bertkit export onnx|openvino DIR`: api/multihead_export.py)."""
 
-    def __init__(self, model_dir: str, run: InferenceOptions | None = None, head: str | None = None, meta=None):
+    def __init__(
+        self,
+        model_dir: str,
+        run: InferenceOptions | None = None,
+        head: str | None = None,
+        meta=None,
+        backend: str = "torch",
+    ):
         self.model_dir, self.run = str(model_dir), (run or InferenceOptions()).validate("bertkit predict")
+        self.backend = "torch" if backend == "auto" else backend  # auto: torch (what an export is measured against)
+        if self.backend != "torch":
+            from bertkit.export.runtime import exported_file
+
+            if self.run.precision not in ("no", "auto"):
+                raise BertkitError(
+                    f"--precision {self.run.precision} applies to the torch backend only",
+                    "drop --precision (an exported backend picks its own; docs: serving.md)",
+                )
+            exported_file(self.model_dir, self.backend)  # exported, and from these weights? before any work
         self.meta = meta or load_meta(self.model_dir)
         recorded = {h["name"]: h for h in self.meta["heads"]}
         if head is not None and head not in recorded:
@@ -53,7 +71,7 @@ class MultiHeadPredictor:
         self.recorded = recorded
         self.names = [head] if head else list(recorded)
         self.adapters = {name: task_from_state(recorded[name]["task"]) for name in self.names}
-        self.engine = self.model = self.tokenizer = None
+        self.engine = self.model = self.tokenizer = self.runner = None
         self.views: dict = {}
 
     def load(self) -> "MultiHeadPredictor":
@@ -63,17 +81,34 @@ class MultiHeadPredictor:
         from bertkit.models import load_config, load_tokenizer
         from bertkit.networks.multihead import load_multihead
 
+        self.tokenizer = load_tokenizer(self.model_dir, self.model_dir, load_config(self.model_dir, self.model_dir))
+        if self.backend != "torch":  # the exported graph alone: no torch weights held
+            from bertkit.export.runtime import exported_file, make_runner
+
+            self.runner = self.engine = make_runner(exported_file(self.model_dir, self.backend), self.run.threads)
+            return self
         self.engine = Engine(self.run.precision, threads=self.run.threads)
         heads = [(h["name"], h["model_class"], h["model_config"]) for h in self.recorded.values()]
         self.model = load_multihead(self.model_dir, heads)
         if all(a.reads_first_token_only for a in self.adapters.values()):  # as one-task directories load
             speed_up(next(iter(self.adapters.values())), self.model.heads[self.names[0]])
-        self.tokenizer = load_tokenizer(self.model_dir, self.model_dir, load_config(self.model_dir, self.model_dir))
         self.views = {name: self.engine.prepare_model(self.model.view(name)) for name in self.names}
         return self
 
-    def outputs(self, name: str, examples: list, features: list) -> dict:
+    def runtime(self) -> dict:
+        """The torch engine's precision and threads, or what the exported graph computes in."""
+        if self.runner is not None:
+            return {"precision": self.runner.precision, "backend": self.backend}
+        return self.load().engine.runtime(self.run.precision)
+
+    def outputs(self, name: str, examples: list, features: list, runner=None) -> dict:
+        """Head ``name``'s outputs for ``features``: torch's, or an exported graph's (``runner``, else
+        the backend's), whose outputs are every head's under ``NAME/KEY``."""
         adapter = self.adapters[name]
+        runner = runner or self.load().runner
+        if runner is not None:
+            found = self._run_graph(runner, [name], features)
+            return {key: found[f"{name}/{key}"] for key in adapter.output_names}
         return self.load().engine.infer(
             self.views[name],
             features,
@@ -98,7 +133,8 @@ class MultiHeadPredictor:
             name: self.adapters[name].preprocess(found, tokenizer, train=False) for name, found in examples.items()
         }
         answers = {}
-        for names in shared_passes(features, self.adapters):
+        # an exported graph answers every head in one run: heads of the same ids share it, taggers too
+        for names in shared_passes(features, self.adapters, by_ids_only=self.runner is not None):
             outputs = self._outputs_of(names, features[names[0]]) if len(names) > 1 else None
             for name in names:
                 adapter = self.adapters[name]
@@ -107,22 +143,36 @@ class MultiHeadPredictor:
                 answers[name] = [adapter.format_prediction(ex, p) for ex, p in zip(examples[name], predictions)]
         return answers
 
-    def _outputs_of(self, names: list, features: list) -> dict:
+    def shared_pass(self, names: list):
+        """The heads ``names`` over one encoder pass (outputs ``NAME/KEY``), as a module (torch backend)."""
         from bertkit.networks.multihead import SharedPass
 
-        network = self.engine.prepare_model(SharedPass(self.model.encoder, {n: self.model.heads[n] for n in names}))
+        return SharedPass(self.load().model.encoder, {n: self.model.heads[n] for n in names})
+
+    def _outputs_of(self, names: list, features: list) -> dict:
+        if self.runner is not None:
+            found = self._run_graph(self.runner, names, features)
+        else:
+            found = self._run_graph(self.engine, names, features, self.engine.prepare_model(self.shared_pass(names)))
+        return {n: {key: found[f"{n}/{key}"] for key in self.adapters[n].output_names} for n in names}
+
+    def _run_graph(self, runner, names: list, features: list, network=None) -> dict:
+        """``NAME/KEY`` outputs of the heads ``names`` for ``features`` (torch: all per token or none)."""
         wanted = tuple(f"{n}/{key}" for n in names for key in self.adapters[n].output_names)
-        first = self.adapters[names[0]]
-        found = self.engine.infer(
+        per_token = {
+            f"{n}/{key}" for n in names if self.adapters[n].per_token_outputs for key in self.adapters[n].output_names
+        }
+        if network is not None:  # torch's SharedPass groups heads that are all per token or all per row
+            per_token = bool(per_token)
+        return runner.infer(
             network,
             features,
             self.run.batch_size,
             wanted,
-            first.per_token_outputs,
+            per_token,
             self.tokenizer.pad_token_id,
             description="+".join(names),
         )
-        return {n: {key: found[f"{n}/{key}"] for key in self.adapters[n].output_names} for n in names}
 
     def score(self, name: str, examples: list) -> dict:
         adapter = self.adapters[name]
@@ -133,13 +183,13 @@ class MultiHeadPredictor:
         return metrics
 
 
-def shared_passes(features: dict, adapters: dict) -> list[list[str]]:
+def shared_passes(features: dict, adapters: dict, by_ids_only: bool = False) -> list[list[str]]:
     """The heads in groups whose features are the same token ids, row by row (one encoder pass
-    each), in head order."""
+    each), in head order; taggers apart from per-row heads unless ``by_ids_only``."""
     groups: list[list[str]] = []
     for name, found in features.items():
-        key = _pass_key(found, adapters[name])
-        same = next((g for g in groups if _pass_key(features[g[0]], adapters[g[0]]) == key), None)
+        key = _pass_key(found, adapters[name], by_ids_only)
+        same = next((g for g in groups if _pass_key(features[g[0]], adapters[g[0]], by_ids_only) == key), None)
         if same is None:
             groups.append([name])
         else:
@@ -147,9 +197,9 @@ def shared_passes(features: dict, adapters: dict) -> list[list[str]]:
     return groups
 
 
-def _pass_key(features: list, adapter) -> tuple:
+def _pass_key(features: list, adapter, by_ids_only: bool = False) -> tuple:
     ids = tuple((tuple(f["input_ids"]), tuple(f.get("token_type_ids") or ())) for f in features)
-    return adapter.per_token_outputs, ids
+    return (None if by_ids_only else adapter.per_token_outputs), ids
 
 
 def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: InferenceOptions | None = None) -> dict:
@@ -168,7 +218,7 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
         )
     target = Path(options.output) if options.output else Path(model_dir) / EVAL_FILE
     check_output_file(target, "--output" if options.output else "the metrics file")
-    sources = {name: _source(predictor.recorded[name], options) for name in predictor.names}
+    sources = {name: head_source(predictor.recorded[name], options) for name in predictor.names}
     check_inputs_kept(target, *sources.values())
     check_results_kept(model_dir, target, "--output" if options.output else "the metrics file", {})
     started = time.perf_counter()
@@ -193,7 +243,7 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
         },
         "metrics": combined,
         "mean": combined.get("mean"),
-        "runtime": predictor.engine.runtime(predictor.run.precision),
+        "runtime": predictor.runtime(),
         "seconds": round(time.perf_counter() - started, 3),
     }
     if predictor.engine.is_main_process:
@@ -202,12 +252,17 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
     return report
 
 
-def _source(recorded: dict, options: EvalOptions):
-    """A head's evaluation data: ``--data`` (with --head), else what its training evaluated on."""
+def head_source(recorded: dict, options: EvalOptions, split: str | None = None):
+    """A head's evaluation data: ``--data`` (with --head), else what its training evaluated on
+    (``split`` "train": what it trained on)."""
     data_dir = options.data_dir or (None if registry.data_dir() else recorded["data"].get("data_dir"))
     try:
-        data = options.data or recorded_eval_data({"data": recorded["data"]})
-        return registry.resolve(data, options.split or "dev", data_dir, recorded["task"]["task"], command="eval")
+        if split == "train":
+            data = recorded["data"].get("name") or recorded["data"]["train"]
+        else:
+            data = options.data or recorded_eval_data({"data": recorded["data"]})
+        split = split or options.split or "dev"
+        return registry.resolve(data, split, data_dir, recorded["task"]["task"], command="eval")
     except BertkitError as exc:
         hint = f"pass --head {recorded['name']} --data FILE" if exc.hint == "pass --data FILE" else exc.hint
         raise BertkitError(f"head {recorded['name']}: {exc.message}", hint) from None
@@ -218,11 +273,7 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
     only). A head whose input the rows do not carry (a pair head on single texts) is left out and
     said so; the rows are written to ``options.output`` (JSONL) unless it is '-' (returned only)."""
     _refuse_given("bertkit predict", **options.task_options)
-    predictor = MultiHeadPredictor(model_dir, run, options.head)
-    if options.backend not in ("torch", "auto"):
-        raise BertkitError(
-            f"--backend {options.backend} does not take a multi-head model yet (no export)", "use --backend torch"
-        )
+    predictor = MultiHeadPredictor(model_dir, run, options.head, backend=options.backend)
     source = Source(options.input, path=Path(options.input)) if Path(options.input).exists() else None
     if source is None:
         raise BertkitError(f"--input {options.input} does not exist", "check the path")
@@ -250,7 +301,7 @@ def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions
         "notices": notices,
         "heads": list(answers),
         "rows_per_second": count / max(seconds, 1e-9),
-        "runtime": predictor.engine.runtime(predictor.run.precision),
+        "runtime": predictor.runtime(),
     }
 
 

@@ -19,15 +19,12 @@ HEADS_KEY = "_heads"  # an example of the server: {head name: that head's exampl
 
 
 class MultiHeadServing:
-    backend, task = "torch", "multi"
+    task = "multi"
 
     def __init__(self, model_dir: str, run: InferenceOptions | None = None, backend: str = "torch"):
-        if backend not in ("torch", "auto"):
-            raise BertkitError(
-                f"--backend {backend} does not take a multi-head model yet (no export)", "use --backend torch"
-            )
-        self.heads = MultiHeadPredictor(model_dir, run)
-        self.model_dir, self.names = str(model_dir), self.heads.names
+        # torch (auto), or the graph of every head `bertkit export onnx|openvino DIR` wrote
+        self.heads = MultiHeadPredictor(model_dir, run, backend=backend)
+        self.model_dir, self.names, self.backend = str(model_dir), self.heads.names, self.heads.backend
         self.adapter = self.heads.adapters[self.names[0]]  # /embed asks a model's fields: no head embeds
 
     def load(self) -> "MultiHeadServing":
@@ -81,7 +78,7 @@ class MultiHeadServing:
             "model": Path(self.model_dir).name,
             "task": "multi",
             "heads": heads,
-            "backend": "torch",
+            "backend": self.backend,
             "base_model": meta.get("base_model"),
             "metrics": meta.get("metrics"),
         }

@@ -10,6 +10,7 @@ import typer
 from bertkit.cli.app import app
 from bertkit.cli.common import require
 from bertkit.cli.options import ModelDir, chosen, command, from_dataclass, positional
+from bertkit.errors import BertkitError
 from bertkit.options import DatasetOptions, ExportOptions
 
 
@@ -28,8 +29,12 @@ def export_onnx(model_dir: str, **values):
     """Write DIR/onnx/model.onnx (and model.int8.onnx) and check parity with PyTorch."""
     options = chosen(values, ExportOptions).validate("bertkit export onnx")
     require("onnx", "onnxruntime", extra="onnx")
+    from bertkit.export.onnx import ONNX
     from bertkit.export.onnx import export_onnx as run_export
 
+    if _multi_head(model_dir):  # one graph, every head
+        _show_heads(_export_heads(ONNX, model_dir, options, values))
+        return
     _show(
         run_export(
             model_dir,
@@ -46,8 +51,12 @@ def export_openvino(model_dir: str, **values):
     """Write DIR/openvino/model.xml (and model.int8.xml) and check parity with PyTorch."""
     options = chosen(values, ExportOptions).validate("bertkit export openvino")
     require("openvino", "nncf", extra="openvino")
+    from bertkit.export.openvino import OPENVINO
     from bertkit.export.openvino import export_openvino as run_export
 
+    if _multi_head(model_dir):  # one graph, every head
+        _show_heads(_export_heads(OPENVINO, model_dir, options, values))
+        return
     _show(
         run_export(
             model_dir,
@@ -58,6 +67,45 @@ def export_openvino(model_dir: str, **values):
             dataset=_dataset(values),
         )
     )
+
+
+def _multi_head(model_dir: str) -> bool:
+    from bertkit.api.multihead_inference import is_multi_head
+    from bertkit.model_dir import load_meta
+
+    return is_multi_head(load_meta(model_dir))
+
+
+def _export_heads(fmt, model_dir: str, options, values: dict) -> dict:
+    from bertkit.api.multihead_export import export_heads
+
+    if _dataset(values).given():
+        raise BertkitError(
+            "--data-config and the split flags choose --data's rows; on a multi-head model each head reads its own",
+            "drop them",
+        )
+    return export_heads(fmt, model_dir, options.int8, options.data, options.samples, threads=options.threads)
+
+
+def _show_heads(report: dict) -> None:
+    """Each head's parity: its rows, the largest output difference and its score under each file."""
+    for name in report["heads"]:
+        torch = report["torch"][name]
+        value = f", {torch['main_metric']} {torch['value']:.4f}" if torch.get("value") is not None else ""
+        typer.echo(f"head {name}: parity on {report['parity_data'][name]}; torch fp32{value}")
+    for kind in ("fp32", "int8"):
+        if kind in report:
+            entry = report[kind]
+            typer.echo(
+                f"{kind}: {entry['file']} ({entry['megabytes']} MB, computes in {entry['computes_in']}), every head "
+                f"from one encoder pass; max abs output diff {entry['max_abs_diff']:.2e}"
+                + "".join(
+                    f"; {name} {head['value']:.4f} (delta {head['delta']:+.4f})"
+                    for name, head in entry["heads"].items()
+                    if head.get("value") is not None
+                )
+            )
+    typer.echo(f"written to {report['written_to']}")
 
 
 def _dataset(values: dict):

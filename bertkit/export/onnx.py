@@ -56,11 +56,13 @@ def write_onnx(model, adapter, tokenizer, directory: Path, name: str = FP32_FILE
     )
     args = tuple(example[name] for name in names)
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
+    # per output: a multi-head graph mixes a tagger's per-token outputs with classifiers' per-row ones
+    per_token = getattr(adapter, "per_token_names", None)
+    per_token = (
+        set(per_token) if per_token is not None else set(adapter.output_names if adapter.per_token_outputs else ())
+    )
     axes.update(
-        {
-            name: ({0: "batch", 1: "sequence"} if adapter.per_token_outputs else {0: "batch"})
-            for name in adapter.output_names
-        }
+        {name: ({0: "batch", 1: "sequence"} if name in per_token else {0: "batch"}) for name in adapter.output_names}
     )
     path = directory / name
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():

@@ -57,7 +57,7 @@ def export_model(
     torch on the same evaluation examples; the report is returned and stored beside the files, with
     the fingerprint of the weights, config and tokenizer it was made from (a backend refuses the
     export once they change). ``threads``: torch's and each runtime's CPU threads."""
-    _check_request(fmt, samples)
+    check_request(fmt, samples)
     from bertkit.engine.threads import check as check_threads
     from bertkit.inference import load_for_inference
 
@@ -65,7 +65,7 @@ def export_model(
     meta = load_meta(model_dir)
     _check_exportable(meta, model_dir, fmt.name)
     target = Path(model_dir) / fmt.name
-    _check_replaceable(target, fmt)
+    check_replaceable(target, fmt)
     adapter, source, examples = _parity_examples(meta, data, samples, fmt.name, dataset)
     made_from = fingerprint(model_dir)  # before loading: the files these weights come from
     engine, network, tokenizer = load_for_inference(model_dir, adapter, "no", threads, meta=meta)
@@ -94,7 +94,7 @@ def export_model(
     return report
 
 
-def _check_request(fmt: Format, samples: int) -> None:
+def check_request(fmt: Format, samples: int) -> None:
     for module in fmt.modules:
         if importlib.util.find_spec(module) is None:
             raise BertkitError(f"{fmt.name} export needs {module}", f"pip install 'bertkit[{fmt.extra}]'")
@@ -136,7 +136,7 @@ class Parity:
 
     @property
     def gold(self) -> bool:
-        return _has_gold(self.examples)
+        return has_gold(self.examples)
 
     def run(self, runner, net=None) -> tuple[dict, float]:
         """(outputs, examples per second) of one runner over every feature."""
@@ -198,7 +198,7 @@ def _file_entry(parity: Parity, fmt: Format, path: Path, reference: dict, torch_
         "computes_in": runner.precision,
         "examples_per_second": speed,
         "speedup_vs_torch_fp32": round(speed / torch_speed, 3) if torch_speed else None,
-        "max_abs_diff": _max_abs_diff(reference, outputs, parity.adapter.output_names),
+        "max_abs_diff": max_abs_diff(reference, outputs, parity.adapter.output_names),
     }
     if parity.gold:
         value = parity.main_metric(outputs)
@@ -219,7 +219,7 @@ def _check_exportable(meta: dict, model_dir: str, name: str) -> None:
         )
 
 
-def _check_replaceable(target: Path, fmt: Format) -> None:
+def check_replaceable(target: Path, fmt: Format) -> None:
     """The new export replaces DIR/<format>/ whole: it may hold only what an export wrote, and the
     model directory must be writable, both found out before the model is loaded."""
     ours = {"export.json", *fmt.files().values()}
@@ -246,7 +246,7 @@ def _check_replaceable(target: Path, fmt: Format) -> None:
     )  # what a killed export left beside it: its staging folder, the old export moved aside
 
 
-def _has_gold(examples) -> bool:
+def has_gold(examples) -> bool:
     return bool(examples) and all(("label" in ex) or ("tags" in ex) or ("answers" in ex) for ex in examples)
 
 
@@ -255,7 +255,7 @@ def _main_metric(adapter, examples, features, outputs) -> float:
     return round(float(adapter.metrics(examples, predictions)[adapter.main_metric]), 6)
 
 
-def _max_abs_diff(reference: dict, outputs: dict, names) -> float:
+def max_abs_diff(reference: dict, outputs: dict, names) -> float:
     return float(
         max(
             np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)))

@@ -130,8 +130,10 @@ class BatchRunner:
             }
             values = self.run(feed)
             for name in output_names:
+                # ``per_token``: every output, or the names that are (a multi-head graph mixes both)
+                token = per_token if isinstance(per_token, bool) else name in per_token
                 for row, j in enumerate(indices):
-                    results[name][j] = values[name][row, : lengths[j]] if per_token else values[name][row]
+                    results[name][j] = values[name][row, : lengths[j]] if token else values[name][row]
         return results
 
 

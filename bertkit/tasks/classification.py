@@ -1,9 +1,7 @@
-"""Sentence (cls) and sentence-pair (pair) classification from the [CLS] vector.
-
-These tasks read texts and columns and tokenize them; what a label is (one class, a number, a set
-of classes: ``--problem-type``) is the label kind's (bertkit/tasks/label_kinds.py), which reads,
-encodes, decodes, scores and writes it.
-"""
+"""Sentence (cls) and sentence-pair (pair) classification from the [CLS] vector. These tasks read
+texts and columns and tokenize them; what a label is (one class, a number, a set of classes:
+``--problem-type``) is the label kind's (bertkit/tasks/label_kinds.py), which reads, encodes,
+decodes, scores and writes it."""
 
 from __future__ import annotations
 
@@ -156,9 +154,7 @@ class SingleSentenceTask(Task):
     names_outputs = property(lambda self: self.kind.names_outputs)
     calibrates = property(lambda self: self.kind.calibrates)
     conformal_sets = property(lambda self: self.kind.conformal_sets)
-
-    def conformal_scores(self, probabilities, gold: list):
-        return self.kind.conformal_scores(probabilities, gold)
+    conformal_scores = property(lambda self: self.kind.conformal_scores)  # (probabilities, gold labels) -> scores
 
     @property
     def card_text(self):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_user_error
 from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
 
 pytestmark = pytest.mark.cli
@@ -279,3 +280,54 @@ def test_lazy_embeddings_and_save_memory_train_the_shared_encoder(files, tiny_be
     code, stdout, stderr = run_cli(*[a if a != "no" else "bf16" for a in args])  # --precision bf16
     assert code == 0, stderr
     assert json.loads((out / "bertkit.json").read_text())["runtime"]["precision"] == "bf16"
+
+
+def _close(a, b, tolerance=1e-4) -> bool:
+    """Two predict rows alike: the same labels, tags and texts, numbers within ``tolerance``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tolerance) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y, tolerance) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(a - b) <= tolerance
+    return a == b
+
+
+def test_one_exported_graph_answers_every_head_as_torch_does(trained, files, run_cli, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import shutil
+
+    from bertkit.api.multihead_serving import MultiHeadServing
+    from bertkit.options import InferenceOptions
+
+    model = tmp_path / "model"
+    shutil.copytree(trained, model)
+    code, _, err = run_cli("export", "onnx", model)
+    assert code == 0, err
+    report = json.loads((model / "onnx" / "export.json").read_text())
+    assert report["heads"] == ["s", "p", "r", "n"] and report["fp32"]["max_abs_diff"] < 1e-4
+    assert set(report["fp32"]["heads"]) == {"s", "p", "r", "n"}
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"text": "the film was good", "text_pair": "it was bad"}) + "\n")
+    for rows in (files / "in.txt", pairs):  # single texts (s, r, n) and pairs (p)
+        code, torch_out, err = run_cli("predict", model, "--input", rows, "--precision", "no")
+        assert code == 0, err
+        code, onnx_out, err = run_cli("predict", model, "--input", rows, "--backend", "onnx")
+        assert code == 0, err
+        expected = [json.loads(line) for line in torch_out.splitlines()]
+        assert _close([json.loads(line) for line in onnx_out.splitlines()], expected)
+    served = MultiHeadServing(str(model), InferenceOptions(), backend="onnx").load()
+    assert served.heads.model is None  # the graph alone: no torch weights held
+    texts = (files / "in.txt").read_text().splitlines()
+    code, torch_out, _ = run_cli("predict", model, "--input", files / "in.txt", "--precision", "no")
+    assert _close(served.predict(served.examples(texts)), [json.loads(line) for line in torch_out.splitlines()])
+    assert served.info()["backend"] == "onnx"
+    # new weights: the export is stale, and said so before any work
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model / "model.safetensors")
+    first = next(iter(weights))
+    weights[first] = weights[first] + 0.01
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    assert_user_error(run_cli("predict", model, "--input", files / "in.txt", "--backend", "onnx"), "cannot be used")
+    assert_user_error(run_cli("export", "onnx", model, "--data", files / "cls.csv"), "each head's parity")

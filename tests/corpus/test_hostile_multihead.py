@@ -137,7 +137,8 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--head", "zz"), "--head zz: this model has no such head (its heads: s, n)"),
         (("predict", "--input", "IN", "--head", "zz"), "--head zz: this model has no such head"),
         (("eval", "--data", "IN"), "--data on a multi-head model needs --head"),
-        (("export", "onnx"), "this is a multi-head model (bertkit finetune multi); this command does not take one yet"),
+        (("export", "--data", "IN"), "--data on a multi-head model: each head's parity reads its own evaluation data"),
+        (("predict", "--input", "IN", "--backend", "onnx-int8"), "has no exported int8 ONNX model"),
         (("report",), "this is a multi-head model"),
         (("push", "--repo", "me/mix"), "bertkit push does not take a multi-head model yet"),
         (
