@@ -13,19 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.api.finetuning import for_training, read_examples
+from bertkit.api.multihead_record import directory_meta, replayable
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
-from bertkit.model_dir import data_record, staged_output, write_json
+from bertkit.model_dir import staged_output, write_json
 from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
-from bertkit.model_dir.meta import bertkit_version, library_versions
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
-from bertkit.tasks.learned import stats_of
-from bertkit.tasks.multihead import DIRECTORY_KIND, MULTI, HeadSpec, combined_metrics
+from bertkit.tasks.multihead import MULTI, HeadSpec, combined_metrics
 from bertkit.tasks.training_spec import FINE_TUNE
 from bertkit.training.plan import plan_run
 
@@ -65,13 +64,35 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     _check_training(config)
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
     check_output_dir(Path(run.output).expanduser().resolve(), run.overwrite)  # the run's, before any head's
+    added = None
+    if heads.from_dir is not None:  # new heads over a trained multi-head model's encoder (api/multihead_from.py)
+        from bertkit.api.multihead_from import AddedHeads
+
+        if run.model is not None:
+            raise BertkitError("--from takes the encoder (and its heads) from DIR: no --model", "drop --model")
+        if run.resume or run.resume_from or config.save_every:  # its scratch encoder is not in a checkpoint's identity
+            raise BertkitError("--from does not compose with --save-every or --resume yet", "drop them")
+        added = AddedHeads(heads.from_dir, [s.name for s in specs], run.output, heads.freeze_encoder)
+        run = dataclasses.replace(run, model=heads.from_dir)
+    try:
+        return _train(heads, specs, run, config, added)
+    finally:
+        if added is not None:
+            added.discard()
+
+
+def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfig, added) -> MultiResult:
+    # long: the spine of a multi-head run, each step one call: plan, read, load, train, save
     planned = [Head(spec, _plan(spec, run, config)) for spec in specs]
     output_path = planned[0].plan.output_path
     checkpoints = _checkpoints(planned, run, config)
     for head in planned:
         head.adapter, head.train, head.eval, _ = _read(head)
-    model_ref, tokenizer, engine, network = _load(planned, run, config, checkpoints)
+    model_ref, tokenizer, engine, network = _load(planned, run, config, checkpoints, added)
     _preprocess(planned, tokenizer, checkpoints)
+    if added is not None:  # DIR's heads join the encoder; scored before it trains
+        added.join(network)
+        added.score_before(engine, tokenizer, config.eval_batch_size, network.encoder)
     trainer, collator = _trainer(planned, network, tokenizer, heads, config)
     features = [f for head in planned for f in head.train_features]
     evaluate = _evaluation(planned, engine, tokenizer, config)
@@ -86,6 +107,8 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
         checkpoints=checkpoints,
     )
     model = _finished(planned, engine.unwrap(trainer), model_ref)
+    if added is not None:
+        model = added.finish(engine, tokenizer, config.eval_batch_size, model)
     best = next((h for h in report.history if h["step"] == report.best_step), report.history[-1])
     _store_tuned(planned, evaluate, best.get("metrics"), config)
     per_head = {h.spec.name: _of_head(best.get("metrics", {}), h.spec.name) for h in planned}
@@ -100,10 +123,11 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
         report.resumed_from,
     )
     if engine.is_main_process:
-        meta = _meta(planned, result, report, model, config)
+        meta = directory_meta(planned, result, report, model, config)
+        meta = added.merge_meta(meta) if added is not None else meta
         with staged_output(output_path) as staging:
             History(report.log).write(staging / HISTORY_FILE)
-            write_run_config(staging, _replayable(planned, run, config, heads))
+            write_run_config(staging, replayable(planned, run, config, heads, added))
             from bertkit.networks.multihead import save_multihead
 
             save_multihead(staging, model)
@@ -183,11 +207,11 @@ def _checkpoints(planned: list, run: RunOptions, config: TrainConfig):
     return Checkpoints.plan(output_path, config, identity, run.resume, run.resume_from, run.overwrite)
 
 
-def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints):
+def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints, added=None):
     """(where the weights came from, the tokenizer, the engine, the multi-head model): every head's
-    task model loaded from ``--model``, then all reading the first one's encoder."""
+    task model loaded from ``--model`` (``--from``: DIR's encoder), then all reading the first one's encoder."""
     model = planned[0].plan.model
-    model_ref = resolve_model(model)
+    model_ref = added.encoder_checkpoint() if added is not None else resolve_model(model)
     model_config = load_config(model_ref, model)
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine
@@ -211,7 +235,8 @@ def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints):
     from bertkit.networks.multihead import MultiHeadModel, share_encoder
 
     encoder, models = share_encoder(models)
-    if all(h.adapter.reads_first_token_only for h in planned):  # every head reads [CLS] alone: its exact shortcut
+    adapters = [h.adapter for h in planned] + (list(added.adapters.values()) if added is not None else [])
+    if all(a.reads_first_token_only for a in adapters):  # every head (--from's too) reads [CLS] alone: the shortcut
         speed_up(planned[0].adapter, next(iter(models.values())))
     for_training(encoder, config)
     return model_ref, tokenizer, engine, MultiHeadModel(encoder, models)
@@ -314,72 +339,3 @@ def _finished(planned: list, trainer, model_ref: str):
 def _of_head(metrics: dict, name: str) -> dict:
     prefix = f"{name}/"
     return {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}
-
-
-def _meta(planned: list, result: MultiResult, report, model, config: TrainConfig) -> dict:
-    """bertkit.json of a multi-head directory: the heads (each one's task as its own directory
-    would record it, its transformers class and config), the run, the combined metrics."""
-    heads = []
-    for head in planned:
-        plan, adapter = head.plan, head.adapter.finished()
-        data = data_record(
-            plan.train_source,
-            plan.eval_source,
-            len(head.train),
-            len(head.eval),
-            name=plan.train_source.name,
-            data_dir=plan.train_source.data_dir,
-        )
-        heads.append(
-            {
-                **head.spec.record(),
-                "task": adapter.state(),
-                "model_class": adapter.model_class,
-                "model_config": model.heads[head.spec.name].config.to_dict(),
-                "data": data,
-                "metrics": result.heads[head.spec.name],
-                "main_metric": adapter.main_metric,
-            }
-        )
-    return {
-        "schema": 2,
-        "kind": DIRECTORY_KIND,
-        "bertkit_version": bertkit_version(),
-        "task": {
-            "task": MULTI,
-            "max_length": max(h.adapter.max_length for h in planned),
-            "options": {},
-            "labels": None,
-        },
-        "heads": heads,
-        "base_model": planned[0].plan.model,
-        "data": {h.spec.name: heads[i]["data"] for i, h in enumerate(planned)},
-        "config": config.to_dict(),
-        "metrics": result.metrics,
-        "best_epoch": report.best_epoch,
-        "best_step": report.best_step,
-        "resumed_from": report.resumed_from,
-        "history": report.history,
-        "throughput": result.throughput,
-        "preprocessing": {h.spec.name: {"train": stats_of(h.train_features)} for h in planned},
-        "runtime": {k: v for k, v in result.runtime.items() if k != "notice"},
-        "versions": library_versions(),
-        "methods": [MULTI],
-    }
-
-
-def _replayable(planned: list, run: RunOptions, config: TrainConfig, heads: MultiOptions) -> dict:
-    """config.yaml: `bertkit finetune multi --config` runs it again."""
-    train = config.to_dict()
-    train.pop("task_options", None)
-    return {
-        "task": MULTI,
-        "heads": [h.spec.record() for h in planned],
-        "sampling": heads.sampling,
-        "temperature": heads.temperature,
-        "data_dir": run.data_dir,
-        "model": planned[0].plan.model,
-        "output": str(planned[0].plan.output_path),
-        "threads": run.threads,
-        **train,
-    }

@@ -29,6 +29,20 @@ class MultiOptions:
         TRAINING_PANEL,
     )
     temperature: float = option(2.0, "--sampling temperature's T (1: proportional; larger evens the heads).")
+    from_dir: str | None = option(
+        None,
+        "Add the --task heads to this trained multi-head directory: they train over its encoder, its heads are "
+        "kept (each scored before and after: the forgetting is recorded).",
+        DATA_PANEL,
+        flag="--from",
+        metavar="DIR",
+    )
+    freeze_encoder: bool = option(
+        False,
+        "With --from: train the new heads' own layers only; the encoder and the heads it has stay as they are.",
+        TRAINING_PANEL,
+        flag=True,
+    )
 
     def validate(self) -> "MultiOptions":
         if self.sampling not in SAMPLINGS:
@@ -41,6 +55,8 @@ class MultiOptions:
             or self.temperature <= 0
         ):
             raise BertkitError(f"--temperature {self.temperature} is not positive", "e.g. --temperature 2")
+        if self.freeze_encoder and self.from_dir is None:
+            raise BertkitError("--freeze-encoder applies with --from (adding heads)", "add --from DIR, or drop it")
         self.specs()
         return self
 

@@ -331,3 +331,74 @@ def test_one_exported_graph_answers_every_head_as_torch_does(trained, files, run
     save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
     assert_user_error(run_cli("predict", model, "--input", files / "in.txt", "--backend", "onnx"), "cannot be used")
     assert_user_error(run_cli("export", "onnx", model, "--data", files / "cls.csv"), "each head's parity")
+
+
+def _rows(stdout: str) -> list:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_from_adds_a_head_and_keeps_the_others(trained, files, tiny_bert, run_cli, tmp_path):
+    common = ["--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no", "--epochs", 2]
+    new = ["--task", f"m:multi-label:{files / 'ml.jsonl'}:eval_data={files / 'ml.jsonl'}"]
+    frozen, moved = tmp_path / "frozen", tmp_path / "moved"
+    args = ("finetune", "multi", "--from", trained, *new, *common)
+    code, _, err = run_cli(*args, "--freeze-encoder", "--output", frozen)
+    assert code == 0, err
+    meta = json.loads((frozen / "bertkit.json").read_text())
+    assert [h["name"] for h in meta["heads"]] == ["s", "p", "r", "n", "m"]
+    assert meta["from"]["freeze_encoder"] and set(meta["from"]["forgetting"]) == {"s", "p", "r", "n"}
+    assert all(entry["change"] == 0 for entry in meta["from"]["forgetting"].values())
+    # frozen: every old head answers exactly as before, and the new one answers too
+    code, before, _ = run_cli("predict", trained, "--input", files / "in.txt", "--precision", "no")
+    code, after, err = run_cli("predict", frozen, "--input", files / "in.txt", "--precision", "no")
+    assert code == 0, err
+    assert [{k: v for k, v in row.items() if k != "m"} for row in _rows(after)] == _rows(before)
+    assert all("m" in row for row in _rows(after))
+    # not frozen: the encoder trains on; each old head is scored before and after, on its own data
+    code, _, err = run_cli(*args, "--output", moved)
+    assert code == 0, err
+    moved_meta = json.loads((moved / "bertkit.json").read_text())
+    forgetting = moved_meta["from"]["forgetting"]
+    trained_meta = json.loads((trained / "bertkit.json").read_text())
+    for head in trained_meta["heads"]:
+        entry = forgetting[head["name"]]
+        assert entry["before"] == pytest.approx(head["metrics"][entry["metric"]], abs=1e-6)  # as DIR scored it
+        after_metrics = next(h["metrics"] for h in moved_meta["heads"] if h["name"] == head["name"])
+        assert entry["after"] == after_metrics[entry["metric"]]
+        assert entry["change"] == pytest.approx(entry["after"] - entry["before"], abs=1e-6)
+    encoder = {k for k in _weights(moved) if k.startswith("encoder.")}
+    assert any(not torch_equal(_weights(moved)[k], _weights(trained)[k]) for k in encoder)
+    # the directory is whole: eval scores all five heads, config.yaml replays the addition
+    code, out, err = run_cli("eval", moved, "--precision", "no")
+    assert code == 0, err
+    assert json.loads((moved / "eval-heads.json").read_text())["heads"].keys() == {"s", "p", "r", "n", "m"}
+    code, _, err = run_cli("finetune", "multi", "--config", moved / "config.yaml", "--output", tmp_path / "again")
+    assert code == 0, err
+    assert (tmp_path / "again" / "model.safetensors").read_bytes() == (moved / "model.safetensors").read_bytes()
+
+
+def _weights(directory):
+    from safetensors.torch import load_file
+
+    return load_file(directory / "model.safetensors")
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (("--from", "TRAINED", "--task", "s:cls:CLS"), "already has a head 's'"),
+        (("--from", "ONE", "--task", "x:cls:CLS"), "is a one-task model; --from adds heads to a multi-head directory"),
+        (("--task", "x:cls:CLS", "--freeze-encoder"), "--freeze-encoder applies with --from"),
+        (("--from", "TRAINED", "--task", "x:cls:CLS", "--model", "TINY"), "--from takes the encoder"),
+        (("--from", "TRAINED", "--task", "x:cls:CLS", "--save-every", 2), "does not compose with --save-every"),
+    ],
+)
+def test_from_refuses_in_one_line(trained, files, tiny_bert, run_cli, tmp_path, extra, said):
+    one = tmp_path / "one"
+    if "ONE" in extra:
+        code, _, err = run_cli("finetune", "cls", "--data", files / "cls.csv", "--model", tiny_bert, "--output", one)
+        assert code == 0, err
+    shown = {"TRAINED": trained, "ONE": one, "CLS": files / "cls.csv", "TINY": tiny_bert}
+    args = [str(a).replace("CLS", str(files / "cls.csv")) if "CLS" in str(a) else shown.get(a, a) for a in extra]
+    assert_user_error(run_cli("finetune", "multi", *args, "--output", tmp_path / "out"), said)
+    assert not (tmp_path / "out").exists()
