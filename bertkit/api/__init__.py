@@ -58,7 +58,8 @@ _HOMES = {
     "finetune_multi": "multihead",
     "MultiResult": "multihead",
     "evaluate_multi": "multihead_inference",
-    "predict_multi": "multihead_inference",
+    "predict_multi": "multihead_stream",
+    "predict_heads_stream": "multihead_stream",
     "MultiHeadPredictor": "multihead_inference",
 }
 __all__ = list(_HOMES)

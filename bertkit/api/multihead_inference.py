@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bertkit.api.prediction import with_id
 from bertkit.data import registry
-from bertkit.data.registry import Source
 from bertkit.errors import BertkitError
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import check_inputs_kept, check_output_file, load_meta, recorded_eval_data, write_json
 from bertkit.model_dir.ownership import check_results_kept
-from bertkit.options import EvalOptions, InferenceOptions, PredictOptions
+from bertkit.options import EvalOptions, InferenceOptions
 from bertkit.tasks import task_from_state
-from bertkit.tasks.base import EVAL, PREDICT
+from bertkit.tasks.base import EVAL
 from bertkit.tasks.multihead import DIRECTORY_KIND, combined_metrics
 
 EVAL_FILE = "eval-heads.json"  # eval's scores of every head (an eval-* result: model_dir/ownership.py)
@@ -123,7 +123,7 @@ class MultiHeadPredictor:
         adapter = self.adapters[name]
         features = adapter.preprocess(examples, self.load().tokenizer, train=False)
         predictions = adapter.postprocess(examples, features, self.outputs(name, examples, features))
-        return [adapter.format_prediction(ex, p) for ex, p in zip(examples, predictions)]
+        return [with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples, predictions)]
 
     def predict_many(self, examples: dict) -> dict:
         """Each head's rows for its examples (``{name: examples}``): heads whose rows tokenize to the
@@ -140,7 +140,9 @@ class MultiHeadPredictor:
                 adapter = self.adapters[name]
                 own = outputs[name] if outputs else self.outputs(name, examples[name], features[name])
                 predictions = adapter.postprocess(examples[name], features[name], own)
-                answers[name] = [adapter.format_prediction(ex, p) for ex, p in zip(examples[name], predictions)]
+                answers[name] = [
+                    with_id(ex, adapter.format_prediction(ex, p)) for ex, p in zip(examples[name], predictions)
+                ]
         return answers
 
     def shared_pass(self, names: list):
@@ -207,9 +209,7 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
     other data, for one ``--head``); the report and ``eval-heads.json`` (or ``--output``) hold
     each head's metrics and ``mean``, the mean of the heads' main metrics."""
     options = (options or EvalOptions()).validate("bertkit eval")
-    _refuse_given(
-        "bertkit eval", metric=options.metric, store_threshold=options.store_threshold, **options.task_options
-    )
+    refuse_given("bertkit eval", metric=options.metric, store_threshold=options.store_threshold, **options.task_options)
     predictor = MultiHeadPredictor(model_dir, run, options.head)
     if options.data is not None and options.head is None:
         raise BertkitError(
@@ -268,44 +268,7 @@ def head_source(recorded: dict, options: EvalOptions, split: str | None = None):
         raise BertkitError(f"head {recorded['name']}: {exc.message}", hint) from None
 
 
-def predict_multi(model_dir: str, options: PredictOptions, run: InferenceOptions | None = None) -> dict:
-    """One row per input row: each head's answer under its name (``options.head``: that head's
-    only). A head whose input the rows do not carry (a pair head on single texts) is left out and
-    said so; the rows are written to ``options.output`` (JSONL) unless it is '-' (returned only)."""
-    _refuse_given("bertkit predict", **options.task_options)
-    predictor = MultiHeadPredictor(model_dir, run, options.head, backend=options.backend)
-    source = Source(options.input, path=Path(options.input)) if Path(options.input).exists() else None
-    if source is None:
-        raise BertkitError(f"--input {options.input} does not exist", "check the path")
-    readable, notices = {}, []
-    for name in predictor.names:
-        try:
-            readable[name] = predictor.adapters[name].read(source, PREDICT)
-        except BertkitError as exc:
-            if options.head is not None or len(predictor.names) == 1:
-                raise BertkitError(f"head {name}: {exc.message}", exc.hint) from None
-            notices.append(f"head {name} left out: {exc.message}")
-    if not readable:
-        raise BertkitError(f"no head reads the rows of {options.input}", "; ".join(notices) or "check the input")
-    started = time.perf_counter()
-    answers = predictor.predict_many(readable)
-    count = max(len(rows) for rows in answers.values())
-    rows = [{name: answers[name][i] for name in answers if i < len(answers[name])} for i in range(count)]
-    seconds = time.perf_counter() - started
-    if options.output and options.output != "-":
-        from bertkit.training.results import write_rows
-
-        write_rows(Path(options.output), rows)
-    return {
-        "rows": rows,
-        "notices": notices,
-        "heads": list(answers),
-        "rows_per_second": count / max(seconds, 1e-9),
-        "runtime": predictor.runtime(),
-    }
-
-
-def _refuse_given(command: str, **given) -> None:
+def refuse_given(command: str, **given) -> None:
     """The first option given that a multi-head model does not take yet (a task's flag, eval's
     --metric): refused, not ignored."""
     for name, value in given.items():

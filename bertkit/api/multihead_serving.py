@@ -21,9 +21,11 @@ HEADS_KEY = "_heads"  # an example of the server: {head name: that head's exampl
 class MultiHeadServing:
     task = "multi"
 
-    def __init__(self, model_dir: str, run: InferenceOptions | None = None, backend: str = "torch"):
-        # torch (auto), or the graph of every head `bertkit export onnx|openvino DIR` wrote
-        self.heads = MultiHeadPredictor(model_dir, run, backend=backend)
+    def __init__(
+        self, model_dir: str, run: InferenceOptions | None = None, backend: str = "torch", head: str | None = None
+    ):
+        # torch (auto), or the graph of every head `bertkit export onnx|openvino DIR` wrote; ``head``: that one only
+        self.heads = MultiHeadPredictor(model_dir, run, head, backend=backend)
         self.model_dir, self.names, self.backend = str(model_dir), self.heads.names, self.heads.backend
         self.adapter = self.heads.adapters[self.names[0]]  # /embed asks a model's fields: no head embeds
 
@@ -43,13 +45,29 @@ class MultiHeadServing:
         read, first_error = {}, None
         for name in [head] if head else self.names:
             try:
-                found = self.heads.adapters[name].from_records(rows, Source(where), PREDICT)
-                read[name] = keep_ids(rows, found, where)
+                read[name] = self._read(name, rows, where)
             except BertkitError as exc:
-                first_error = first_error or BertkitError(f"head {name}: {exc.message}", exc.hint)
+                first_error = first_error or exc
         if not read:
             raise first_error
         return [{HEADS_KEY: {name: examples[i] for name, examples in read.items()}} for i in range(len(rows))]
+
+    def examples_of(self, records: list, where: str, names: list[str]) -> list[dict]:
+        """Each row with the examples of every head of ``names``, all of which must read it (streamed predict)."""
+        rows = _rows(records, where)
+        read = {name: self._read(name, rows, where) for name in names}
+        return [{HEADS_KEY: {name: examples[i] for name, examples in read.items()}} for i in range(len(rows))]
+
+    @staticmethod
+    def as_examples(rows: list[dict]) -> list[dict]:
+        """Rows of {head: its example} (read by each head's own reader) as the server's examples."""
+        return [{HEADS_KEY: row} for row in rows]
+
+    def _read(self, name: str, rows: list[dict], where: str) -> list[dict]:
+        try:
+            return keep_ids(rows, self.heads.adapters[name].from_records(rows, Source(where), PREDICT), where)
+        except BertkitError as exc:
+            raise BertkitError(f"head {name}: {exc.message}", exc.hint) from None
 
     def predict(self, examples: list[dict]) -> list[dict]:
         """Every example's heads, each head run once over the examples (of any requests) that ask it;

@@ -74,21 +74,18 @@ def show_heads_eval(report: dict) -> None:
     typer.echo(f"written to {report['written_to']}")
 
 
-def predict_heads(model_dir: str, io, run, written: bool) -> None:
-    import json
-
+def predict_heads(model_dir: str, io, run, stream, written: bool) -> None:
     from bertkit import api
 
-    summary = api.predict_multi(model_dir, io, run)
+    summary = api.predict_heads_stream(model_dir, io, run, stream)
     if not is_main_process():
         return
-    for text in summary["notices"]:
+    echo_runtime(summary.runtime, err=True)
+    for text in summary.notices:
         typer.echo(text, err=True)
-    if not written:
-        for row in summary["rows"]:
-            typer.echo(json.dumps(row, ensure_ascii=False))
-        return
-    rows, rate = len(summary["rows"]), summary["rows_per_second"]
-    typer.echo(
-        f"{rows:,} predictions ({', '.join(summary['heads'])}) written to {io.output} ({rate:,.0f} rows/s)", err=True
-    )
+    if written:
+        typer.echo(
+            f"{summary.rows:,} predictions ({', '.join(summary.heads)}) written to {io.output} "
+            f"({summary.rows_per_second:,.0f} rows/s)",
+            err=True,
+        )

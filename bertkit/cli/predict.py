@@ -43,9 +43,8 @@ def _predict(model_dir: str, **values):
     stream = chosen(values, StreamOptions).validate("bertkit predict")
     check_ray_flags(stream, tool=task_options.get("format"))
     multi = _multi_head(model_dir, io.head)
-    if multi and (stream.ray or stream.resume):  # the heads' rows are read whole (api/multihead_inference.py)
-        flag = "--ray" if stream.ray else "--resume"
-        raise BertkitError(f"predict on a multi-head model does not compose with {flag} yet", f"drop {flag}")
+    if multi and stream.ray:  # streamed in one process (api/multihead_stream.py)
+        raise BertkitError("predict on a multi-head model does not compose with --ray yet", "drop --ray")
     if multi and io.conformal.coverage is not None:  # no head's conformal scores are stored
         raise BertkitError("predict on a multi-head model does not compose with --coverage yet", "drop --coverage")
     if stream.ray and io.conformal.coverage is not None:
@@ -61,7 +60,8 @@ def _predict(model_dir: str, **values):
     if multi:  # every head's answer per row (api/multihead_inference.py)
         from bertkit.cli.multihead import predict_heads
 
-        predict_heads(model_dir, io, run, target is not None)
+        stream.quiet, stream.long_lived = not is_main_process(), True
+        predict_heads(model_dir, io, run, stream, target is not None)
         return
     stream.quiet, stream.long_lived = not is_main_process(), True
     summary = api.predict_stream(model_dir, io, run, stream)

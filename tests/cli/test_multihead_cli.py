@@ -402,3 +402,31 @@ def test_from_refuses_in_one_line(trained, files, tiny_bert, run_cli, tmp_path, 
     args = [str(a).replace("CLS", str(files / "cls.csv")) if "CLS" in str(a) else shown.get(a, a) for a in extra]
     assert_user_error(run_cli("finetune", "multi", *args, "--output", tmp_path / "out"), said)
     assert not (tmp_path / "out").exists()
+
+
+def test_predict_streams_every_head_and_a_killed_run_resumes_to_the_same_bytes(trained, tmp_path, run_cli):
+    import subprocess
+
+    from test_streaming import _kill_after_parts, bertkit_cmd, env, read_jsonl, write_rows
+
+    from bertkit import api
+    from bertkit.options import InferenceOptions, PredictOptions
+
+    source = write_rows(tmp_path / "in.jsonl", 900)
+    whole, resumed = tmp_path / "whole.jsonl", tmp_path / "resumed.jsonl"
+    base = ["predict", trained, "--input", source, "--chunk-rows", 60, "--batch-size", 16, "--precision", "no"]
+    code, _, err = run_cli(*base, "--output", whole)
+    assert code == 0, err
+    assert "head p left out" in err and "900 predictions (s, r, n) written" in err  # single texts: no pair head
+    rows = read_jsonl(whole)
+    assert [row["s"]["id"] for row in rows] == [f"r{i}" for i in range(900)] and {"s", "r", "n"} == set(rows[0])
+    in_memory = api.predict_multi(str(trained), PredictOptions(input=str(source)), InferenceOptions(precision="no"))
+    assert _close(in_memory["rows"], rows, 1e-5)  # the API collects what the stream writes
+    code, out, err = run_cli(*base)  # to standard output, chunk by chunk
+    assert code == 0 and [json.loads(line) for line in out.splitlines()] == rows
+    _kill_after_parts(bertkit_cmd(*base, "--output", resumed), resumed, 4)
+    assert not resumed.exists()
+    again = bertkit_cmd(*base, "--output", resumed, "--resume")
+    done = subprocess.run(again, env=env(), capture_output=True, text=True)
+    assert done.returncode == 0 and "resumed after" in done.stderr, done.stderr
+    assert resumed.read_bytes() == whole.read_bytes()

@@ -147,7 +147,7 @@ def multi_model(tiny_bert, tmp_path_factory):
         ),
         (("eval", "--metric", "accuracy"), "bertkit eval on a multi-head model does not compose with --metric yet"),
         (("predict", "--input", "IN", "--top-k", "2"), "does not compose with --top-k yet"),
-        (("predict", "--input", "IN", "--output", "OUT", "--resume"), "does not compose with --resume yet"),
+        (("predict", "--input", "IN", "--ray"), "does not compose with --ray yet"),
         (("distill", "--data", "IN", "--output", "OUT"), "is a multi-head directory; distill takes cls, pair and ner"),
     ],
 )
