@@ -47,7 +47,8 @@ class AddedHeads:
         check_inputs_kept(Path(output).expanduser().resolve(), self.from_dir)
         self.adapters = {name: task_from_state(h["task"]) for name, h in self.records.items()}
         self.base: str | None = None  # the scratch encoder checkpoint, once written
-        self.old = None  # DIR's MultiHeadModel
+        self.old = None  # DIR's MultiHeadModel, until its heads join the new encoder (old_heads)
+        self.old_heads: dict = {}
         self.before: dict = {}
         self.evaluation: dict = {}  # name -> (examples, features) of the old heads that have evaluation data
 
@@ -73,7 +74,8 @@ class AddedHeads:
         """DIR's heads read ``network``'s encoder (loaded from DIR's weights); frozen, with --freeze-encoder."""
         from bertkit.networks.multihead import attach
 
-        for name, model in self.old.heads.items():
+        self.old_heads, self.old = dict(self.old.heads.items()), None  # DIR's own encoder copy is freed
+        for model in self.old_heads.values():
             attach(model, network.encoder)
             model.requires_grad_(False)  # not trained here: their data is not given
         if self.freeze_encoder:
@@ -98,7 +100,7 @@ class AddedHeads:
 
         found = {}
         for name, (examples, features) in self.evaluation.items():
-            view = HeadView(encoder, self.old.heads[name])
+            view = HeadView(encoder, self.old_heads[name])
             found[name], _ = score(
                 engine, self.adapters[name], view, examples, features, batch_size, tokenizer.pad_token_id
             )
@@ -109,7 +111,7 @@ class AddedHeads:
         heads scored again (the forgetting section)."""
         from bertkit.networks.multihead import MultiHeadModel, attach
 
-        for head in self.old.heads.values():
+        for head in self.old_heads.values():
             attach(head, model.encoder)
         after = self._scores(engine, tokenizer, batch_size, model.encoder)
         self.forgetting = {}
@@ -125,7 +127,7 @@ class AddedHeads:
                     f"trained ({self.before[name][main]:.4f} -> {metrics[main]:.4f}); --freeze-encoder keeps it",
                 )
         self.after = after
-        return MultiHeadModel(model.encoder, {**dict(self.old.heads.items()), **dict(model.heads.items())}).eval()
+        return MultiHeadModel(model.encoder, {**self.old_heads, **dict(model.heads.items())}).eval()
 
     def merge_meta(self, meta: dict) -> dict:
         """DIR's head records (metrics re-scored) before the new heads'; where the run started."""
