@@ -102,9 +102,9 @@ records = {
     "pair": [{"text": "a good film .", "text_pair": f"the film was {w} ."} for w in ["good", "bad"] * (rows // 2)],
 }
 started = time.perf_counter()
-if kind == "multi":
+if kind.startswith("multi"):
     from bertkit.api.multihead_inference import MultiHeadPredictor
-    predictor = MultiHeadPredictor(model_dir).load()
+    predictor = MultiHeadPredictor(model_dir, backend="onnx" if kind == "multi-onnx" else "torch").load()
     loaded = time.perf_counter()
     def answer(rows):
         examples = {n: predictor.adapters[n].from_records(rows[s], Source("probe"), PREDICT) for n, s in heads.items()}
@@ -142,10 +142,13 @@ def probe(kind: str, model_dir: Path, heads: dict, args) -> dict:
 
 def serving(seed: int, args, work: Path) -> dict:
     multi = probe("multi", work / f"multi-{seed}", SHAPES, args)
+    bertkit(["export", "onnx", str(work / f"multi-{seed}"), "--samples", "64"])  # one graph, every head
+    multi_onnx = probe("multi-onnx", work / f"multi-{seed}", SHAPES, args)
     singles = {name: probe("single", work / f"{name}-{seed}", {name: SHAPES[name]}, args) for name in HEADS}
     return {
         **disk(seed, work),
         "multi": multi,
+        "multi_onnx": multi_onnx,
         "single": singles,
         "single_rss_mib_total": sum(s["rss_mib"] for s in singles.values()),
         "single_predict_seconds_total": sum(s["predict_seconds"] for s in singles.values()),
@@ -216,6 +219,14 @@ def write(results: dict) -> None:
             "| setup | resident memory (MiB) | predict seconds (all heads) |",
             "|---|---|---|",
             f"| one multi-head process | {serve['multi']['rss_mib']:.0f} | {serve['multi']['predict_seconds']:.2f} |",
+            *(
+                [
+                    f"| one multi-head process, its ONNX graph (`--backend onnx`) | "
+                    f"{serve['multi_onnx']['rss_mib']:.0f} | {serve['multi_onnx']['predict_seconds']:.2f} |"
+                ]
+                if "multi_onnx" in serve
+                else []
+            ),
             f"| {len(HEADS)} single-task processes (sum) | {serve['single_rss_mib_total']:.0f} | "
             f"{serve['single_predict_seconds_total']:.2f} |",
         ]
