@@ -9,7 +9,6 @@ than ``FORGETTING_WARNING`` is said."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -60,7 +59,8 @@ class AddedHeads:
 
         heads = [(h["name"], h["model_class"], h["model_config"]) for h in self.records.values()]
         self.old = load_multihead(self.from_dir, heads)
-        self.base = tempfile.mkdtemp(prefix="bertkit-from-encoder-")
+        self.scratch = tempfile.TemporaryDirectory(prefix="bertkit-from-encoder-")
+        self.base = self.scratch.name
         self.old.encoder.save_pretrained(self.base)
         config = load_config(self.from_dir, self.from_dir)
         load_tokenizer(self.from_dir, self.from_dir, config).save_pretrained(self.base)
@@ -68,7 +68,7 @@ class AddedHeads:
 
     def discard(self) -> None:
         if self.base is not None:
-            shutil.rmtree(self.base, ignore_errors=True)
+            self.scratch.cleanup()
 
     def join(self, network) -> None:
         """DIR's heads read ``network``'s encoder (loaded from DIR's weights); frozen, with --freeze-encoder."""
