@@ -304,7 +304,8 @@ def _evaluation(planned: list, engine, tokenizer, config: TrainConfig):
                 apply_tuned=tunes,
             )
         trainer.train()
-        metrics = combined_metrics(per_head, {h.spec.name: h.adapter.main_metric for h in scored})
+        mains = {h.spec.name: h.adapter.main_metric for h in scored}
+        metrics = combined_metrics(per_head, mains, {h.spec.name: h.adapter.metric_scale for h in scored})
         evaluate.tuned.append((metrics, tuned))
         return metrics
 

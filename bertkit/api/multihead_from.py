@@ -136,7 +136,8 @@ class AddedHeads:
         ]
         meta["heads"] = old + meta["heads"]
         mains = {h["name"]: h.get("main_metric") for h in meta["heads"]}
-        meta["metrics"] = combined_metrics({h["name"]: h.get("metrics") or {} for h in meta["heads"]}, mains)
+        scales = {h["name"]: task_from_state(h["task"]).metric_scale for h in meta["heads"]}
+        meta["metrics"] = combined_metrics({h["name"]: h.get("metrics") or {} for h in meta["heads"]}, mains, scales)
         meta["task"]["max_length"] = max(meta["task"]["max_length"], self.meta["task"].get("max_length") or 0)
         meta["base_model"] = self.meta.get("base_model")
         meta["data"] = {**(self.meta.get("data") or {}), **meta["data"]}

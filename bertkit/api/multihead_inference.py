@@ -234,7 +234,7 @@ def evaluate_multi(model_dir: str, options: EvalOptions | None = None, run: Infe
         name: predictor.recorded[name].get("main_metric") or predictor.adapters[name].main_metric
         for name in predictor.names
     }
-    combined = combined_metrics(per_head, mains)
+    combined = combined_metrics(per_head, mains, {name: a.metric_scale for name, a in predictor.adapters.items()})
     report = {
         "model": str(model_dir),
         "heads": {

@@ -70,6 +70,7 @@ class Task(ABC):
     name: str
     model_class: str  # a transformers AutoModelFor... class name
     main_metric: str
+    metric_scale: float = 1.0  # the main metric's full mark (SQuAD's exact match and F1 are percentages: 100)
     output_names: tuple = ("logits",)
     per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
     reads_padding: bool = False  # the model's loss reads padding positions: TrainingSpec.reads_padding

@@ -25,8 +25,9 @@ HEAD_KINDS = {
     f"pair-{NUMBER_KIND}": ("pair", NUMBER_KIND),
     LIST_KIND: ("cls", LIST_KIND),
     "ner": ("ner", None),
+    "qa": ("qa", None),
 }
-NOT_YET = ("qa", "rerank", "embedding")  # tasks whose heads a multi-head model cannot hold (yet)
+NOT_YET = ("rerank", "embedding")  # tasks whose heads a multi-head model cannot hold (yet)
 SAMPLINGS = ("proportional", "temperature", "round-robin")
 # a head's own keys besides name, kind, data; every other option is the run's, shared by all heads
 HEAD_KEYS = ("eval_data", "weight")
@@ -127,12 +128,14 @@ def check_heads(heads: list[HeadSpec]) -> list[HeadSpec]:
     return heads
 
 
-def combined_metrics(per_head: dict, main_metrics: dict) -> dict:
-    """Every head's metrics as ``head/metric``, then ``mean``: the mean of the heads' main metrics
-    (what selects the best evaluation, and eval's summary)."""
+def combined_metrics(per_head: dict, main_metrics: dict, scales: dict | None = None) -> dict:
+    """Every head's metrics as ``head/metric``, then ``mean``: the mean of the heads' main metrics,
+    each divided by its full mark (``scales``: a QA head's F1 is a percentage), so that every head
+    counts on one 0-1 scale (what selects the best evaluation, and eval's summary)."""
     found = {f"{name}/{key}": value for name, metrics in per_head.items() for key, value in metrics.items()}
-    mains = [per_head[name].get(main) for name, main in main_metrics.items()]
-    mains = [value for value in mains if isinstance(value, (int, float))]
+    scales = scales or {}
+    mains = [(per_head[name].get(main), scales.get(name, 1.0)) for name, main in main_metrics.items()]
+    mains = [value / scale for value, scale in mains if isinstance(value, (int, float))]
     if mains:
         found["mean"] = round(sum(mains) / len(mains), 6)
     return found

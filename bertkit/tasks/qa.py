@@ -39,6 +39,7 @@ class QuestionAnsweringTask(Task):
     name = "qa"
     model_class = "AutoModelForQuestionAnswering"
     main_metric = "f1"
+    metric_scale = 100.0  # SQuAD's own scale: a multi-head model's mean reads f1 / 100
     output_names = ("start_logits", "end_logits")
     per_token_outputs = True
     default_max_length = 384

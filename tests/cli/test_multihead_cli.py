@@ -5,11 +5,12 @@ the uninterrupted run's bytes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 from conftest import assert_user_error
-from hostile import CLS_CSV, NER_CONLL, PAIR_TSV
+from hostile import CLS_CSV, NER_CONLL, PAIR_TSV, QA_JSONL
 
 pytestmark = pytest.mark.cli
 
@@ -31,6 +32,7 @@ def files(tmp_path_factory):
         ("ner.txt", NER_CONLL),
         ("reg.csv", REG_CSV),
         ("ml.jsonl", ML_JSONL),
+        ("qa.jsonl", QA_JSONL),
     ):
         (root / name).write_text(text)
     (root / "in.txt").write_text("the film was good\njohn lives in paris\nthe film was awful\n")
@@ -430,3 +432,46 @@ def test_predict_streams_every_head_and_a_killed_run_resumes_to_the_same_bytes(t
     done = subprocess.run(again, env=env(), capture_output=True, text=True)
     assert done.returncode == 0 and "resumed after" in done.stderr, done.stderr
     assert resumed.read_bytes() == whole.read_bytes()
+
+
+def test_a_qa_head_trains_as_qa_alone_and_answers_beside_a_classifier(files, tiny_bert, run_cli, tmp_path):
+    """A QA head (spans from start and end logits over windows): one head alone is `finetune qa`,
+    weight for weight; beside a classifier it answers predict and its exported graph as torch does,
+    and the heads' mean reads its F1 (a percentage) on the 0-1 scale."""
+    qa, common = files / "qa.jsonl", ["--model", tiny_bert, "--batch-size", 4, "--lr", "1e-3", "--precision", "no"]
+    out, alone, mixed = tmp_path / "q", tmp_path / "alone", tmp_path / "mixed"
+    code, _, err = run_cli(
+        "finetune", "multi", "--task", f"q:qa:{qa}:eval_data={qa}", *common, "--epochs", 2, "--output", out
+    )
+    assert code == 0, err
+    code, _, err = run_cli("finetune", "qa", "--data", qa, "--eval-data", qa, *common, "--epochs", 2, "--output", alone)
+    assert code == 0, err
+    head = json.loads((out / "bertkit.json").read_text())["heads"][0]
+    single = json.loads((alone / "bertkit.json").read_text())
+    numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
+    assert {k: head["metrics"][k] for k in numbers} == numbers
+    weights, single_weights = _weights(out), _weights(alone)
+    renamed = {
+        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.q.", ""): v
+        for k, v in weights.items()
+    }
+    assert renamed.keys() == single_weights.keys() and all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+    heads = [
+        "--task",
+        f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
+        "--task",
+        f"q:qa:{qa}:eval_data={qa}",
+    ]
+    code, _, err = run_cli("finetune", "multi", *heads, *common, "--epochs", 1, "--output", mixed)
+    assert code == 0, err
+    meta = json.loads((mixed / "bertkit.json").read_text())
+    assert meta["metrics"]["mean"] == pytest.approx((meta["metrics"]["s/accuracy"] + meta["metrics"]["q/f1"] / 100) / 2)
+    code, torch_out, err = run_cli("predict", mixed, "--input", qa, "--precision", "no")
+    assert code == 0 and "head s left out" in err, err
+    rows = _rows(torch_out)
+    assert [row["q"]["id"] for row in rows] == [f"q{i}" for i in range(8)] and all("answer" in row["q"] for row in rows)
+    if importlib.util.find_spec("onnxruntime") is not None:
+        code, _, err = run_cli("export", "onnx", mixed)
+        assert code == 0, err
+        code, onnx_out, err = run_cli("predict", mixed, "--input", qa, "--backend", "onnx")
+        assert code == 0 and _close(_rows(onnx_out), rows), err

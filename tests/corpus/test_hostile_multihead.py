@@ -57,9 +57,9 @@ CASES = [
         ("head a: weight -2 is not positive",),
     ),
     Case(
-        "qa-head",
-        lambda c: multi(c, "a:cls:DIR/cls.csv", "q:qa:squad"),
-        ("head q: kind qa is not a multi-head kind yet",),
+        "rerank-head",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "q:rerank:squad"),
+        ("head q: kind rerank is not a multi-head kind yet",),
     ),
     Case("rerank-head", lambda c: multi(c, "r:rerank:DIR/cls.csv"), ("kind rerank is not a multi-head kind yet",)),
     Case("not-name-kind-data", lambda c: multi(c, "a:cls"), ("is not NAME:KIND:DATA",)),
