@@ -26,8 +26,9 @@ HEAD_KINDS = {
     LIST_KIND: ("cls", LIST_KIND),
     "ner": ("ner", None),
     "qa": ("qa", None),
+    "rerank": ("rerank", None),
 }
-NOT_YET = ("rerank", "embedding")  # tasks whose heads a multi-head model cannot hold (yet)
+NOT_YET = ("embedding",)  # tasks whose heads a multi-head model cannot hold (yet)
 SAMPLINGS = ("proportional", "temperature", "round-robin")
 # a head's own keys besides name, kind, data; every other option is the run's, shared by all heads
 HEAD_KEYS = ("eval_data", "weight")

@@ -18,6 +18,11 @@ ML_JSONL = "".join(
     json.dumps({"text": f"the film was {w}", "labels": labels}) + "\n"
     for w, labels in [("good", ["pos"]), ("bad", ["neg", "plot"]), ("great", ["pos", "plot"]), ("awful", ["neg"])] * 4
 )
+RERANK_JSONL = "".join(
+    json.dumps({"query": f"where does {who} live", "passage": text, "label": label}) + "\n"
+    for who in ("john", "mary", "paul", "anna")
+    for text, label in ((f"{who} lives in paris", 1), ("the weather is fine", 0), ("a film about dogs", 0))
+)
 REG_CSV = "text,label\n" + "".join(
     f"the film was {w},{v}\n" for w, v in [("good", 4.5), ("bad", 1.0), ("great", 5.0), ("awful", 0.5)] * 4
 )
@@ -33,6 +38,7 @@ def files(tmp_path_factory):
         ("reg.csv", REG_CSV),
         ("ml.jsonl", ML_JSONL),
         ("qa.jsonl", QA_JSONL),
+        ("rr.jsonl", RERANK_JSONL),
     ):
         (root / name).write_text(text)
     (root / "in.txt").write_text("the film was good\njohn lives in paris\nthe film was awful\n")
@@ -475,3 +481,30 @@ def test_a_qa_head_trains_as_qa_alone_and_answers_beside_a_classifier(files, tin
         assert code == 0, err
         code, onnx_out, err = run_cli("predict", mixed, "--input", qa, "--backend", "onnx")
         assert code == 0 and _close(_rows(onnx_out), rows), err
+
+
+def test_a_pointwise_rerank_head_trains_as_rerank_alone_and_a_listwise_one_is_refused(
+    files, tiny_bert, run_cli, tmp_path
+):
+    rr, common = files / "rr.jsonl", ["--model", tiny_bert, "--batch-size", 4, "--lr", "1e-3", "--precision", "no"]
+    out, alone = tmp_path / "r", tmp_path / "alone"
+    head = f"r:rerank:{rr}:eval_data={rr}"
+    code, _, err = run_cli("finetune", "multi", "--task", head, *common, "--epochs", 2, "--output", out)
+    assert code == 0, err
+    code, _, err = run_cli(
+        "finetune", "rerank", "--data", rr, "--eval-data", rr, *common, "--epochs", 2, "--output", alone
+    )
+    assert code == 0, err
+    recorded = json.loads((out / "bertkit.json").read_text())["heads"][0]
+    single = json.loads((alone / "bertkit.json").read_text())
+    assert recorded["main_metric"] == single["task"].get("main_metric", "ndcg@10") or "ndcg@10" in recorded["metrics"]
+    numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
+    assert {k: recorded["metrics"][k] for k in numbers} == numbers
+    weights, single_weights = _weights(out), _weights(alone)
+    renamed = {
+        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.r.", ""): v
+        for k, v in weights.items()
+    }
+    assert renamed.keys() == single_weights.keys() and all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+    listwise = ["--task", f"{head}:rerank_loss=listwise", *common, "--output", tmp_path / "lw"]
+    assert_user_error(run_cli("finetune", "multi", *listwise), "head r: its task trains with listwise")

@@ -57,11 +57,15 @@ CASES = [
         ("head a: weight -2 is not positive",),
     ),
     Case(
-        "rerank-head",
-        lambda c: multi(c, "a:cls:DIR/cls.csv", "q:rerank:squad"),
-        ("head q: kind rerank is not a multi-head kind yet",),
+        "embedding-head",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", "q:embedding:squad"),
+        ("head q: kind embedding is not a multi-head kind yet",),
     ),
-    Case("rerank-head", lambda c: multi(c, "r:rerank:DIR/cls.csv"), ("kind rerank is not a multi-head kind yet",)),
+    Case(
+        "rerank-head-on-classification-rows",
+        lambda c: multi(c, "r:rerank:DIR/cls.csv"),
+        ("head r: ", "no query and passage columns"),
+    ),
     Case("not-name-kind-data", lambda c: multi(c, "a:cls"), ("is not NAME:KIND:DATA",)),
     Case(
         "with-lora",

@@ -27,8 +27,7 @@ def test_a_head_as_written():
     "text, said",
     [
         ("a:cls", "is not NAME:KIND:DATA"),
-        ("a:rerank:squad", "kind rerank is not a multi-head kind yet"),
-        ("a:rerank:x.jsonl", "kind rerank is not a multi-head kind yet"),
+        ("a:embedding:squad", "kind embedding is not a multi-head kind yet"),
         ("a:tagger:x", "unknown kind 'tagger'"),
         ("a:cls:sst2:weight=0", "weight 0 is not positive"),
         ("a:cls:sst2:weight=-1", "weight -1 is not positive"),
