@@ -180,7 +180,8 @@ def write(results: dict) -> None:
     lines = [
         "# Multi-head vs single-task models (MiniLM)",
         "",
-        f"Command: `{results['command']}`",
+        f"Command: `{results['command']}`"
+        + "".join(f"; more seeds: `{command}`" for command in results.get("appended", [])),
         "",
         f"Machine: {results['machine']['cpu']} ({results['machine']['cores']} cores), flags: "
         f"{', '.join(results['machine']['flags'])}; threads per run: {results['args']['threads']}.",
@@ -247,6 +248,20 @@ def _baseline(run: dict, name: str, metric: str) -> str:
     return "-"
 
 
+RECIPE = ("rows", "eval_rows", "epochs", "lr", "threads")  # what seeds of one comparison share
+
+
+def _appended(fresh: dict, args) -> dict:
+    saved = json.loads((RESULTS / "multihead.json").read_text())
+    differs = [key for key in RECIPE if saved["args"].get(key) != getattr(args, key)]
+    if differs:
+        raise SystemExit(f"--append: the saved runs used other {', '.join(differs)}; rerun them all instead")
+    done = {run["seed"] for run in saved["runs"]}
+    args.seeds = ",".join(s for s in args.seeds.split(",") if int(s) not in done)
+    saved["appended"] = saved.get("appended", []) + [fresh["command"]]
+    return saved
+
+
 def machine() -> dict:
     flags = []
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -280,6 +295,7 @@ def main() -> None:
         action="store_true",
         help="measure serving again on the saved results' directories (this code's predict)",
     )
+    parser.add_argument("--append", action="store_true", help="add --seeds to the saved results (the same recipe)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -299,9 +315,11 @@ def main() -> None:
         "machine": machine(),
         "runs": [],
     }
+    if args.append:  # more seeds of the same recipe: the saved runs kept, their serving numbers too
+        results = _appended(results, args)
     started, per_seed = time.perf_counter(), 0.0
     for seed in [int(s) for s in args.seeds.split(",")]:
-        if results["runs"] and time.perf_counter() - started + per_seed > args.budget:
+        if per_seed and time.perf_counter() - started + per_seed > args.budget:
             print(f"budget: seed {seed} skipped", file=sys.stderr)
             break
         begun = time.perf_counter()
@@ -309,8 +327,9 @@ def main() -> None:
         per_seed = time.perf_counter() - begun
         write(results)
         print(f"seed {seed} done in {per_seed:.0f}s", file=sys.stderr)
-    seed = results["runs"][0]["seed"]
-    results["serving"] = {"seed": seed, **serving(seed, args, work)}
+    if not args.append:
+        seed = results["runs"][0]["seed"]
+        results["serving"] = {"seed": seed, **serving(seed, args, work)}
     write(results)
 
 
