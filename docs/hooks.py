@@ -13,7 +13,8 @@ PREFIX = "repo"
 
 def _sources(root: Path) -> list[Path]:
     results = root / "benchmarks" / "results"
-    return [root / "benchmarks" / "README.md", *sorted(results.glob("*.md")), *sorted(results.glob("*.json"))]
+    found = [root / "benchmarks" / "README.md", *sorted(results.glob("*.md")), *sorted(results.glob("*.json"))]
+    return found + sorted(results.glob("*.png"))  # the figures a result page shows (reliability diagrams)
 
 
 def on_files(files, config):
