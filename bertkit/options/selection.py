@@ -36,8 +36,8 @@ class SelectOptions:
         "margin",
         "margin: the smallest gap between the two most probable labels; entropy: the most spread "
         "probabilities; least-confidence: the lowest top probability; random: a seeded sample. ner: the "
-        "least sure word of each sentence counts. prediction-set (cls/pair, with --coverage): the rows whose "
-        "conformal label set is largest first, by margin within a size.",
+        "least sure word of each sentence counts. prediction-set (cls/pair, multi-label too, with --coverage): the "
+        "rows whose conformal label set is largest first, by margin within a size.",
         DATA_PANEL,
         choices=STRATEGIES,
     )
