@@ -195,12 +195,23 @@ def _label_studio(offset: int) -> str:
     return json.dumps(tasks)
 
 
+def _emotions(offset: int) -> str:
+    names = ["joy", "anger", "fear"]
+    return "".join(
+        json.dumps({"text": f"{WORDS[(i + offset) % len(WORDS)]} film number {i}", "labels": names[: 1 + i % 2]}) + "\n"
+        for i in range(12)
+    )
+
+
 def example_files(tiny: str) -> dict[str, str]:
     """The files the examples name, small and in the tiny vocabulary's words."""
     labelled = [(f"the film was {WORDS[i % 6]}", "positive" if i % 6 < 3 else "negative") for i in range(12)]
     queries = [("who lives in paris", "john lives in paris"), ("who works in london", "mary works in london")]
     return {
         "reviews.txt": _lines(6),
+        # a multi-label file (docs/calibration.md's sets): the tiny model's labels, 1-2 per row
+        "emotions.jsonl": _emotions(0),
+        "emotions-held-out.jsonl": _emotions(1),
         "texts.txt": _lines(6, 1),
         "sentences.txt": _lines(8, 2),
         "pool.txt": _lines(12, 3),
