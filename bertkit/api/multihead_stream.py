@@ -150,18 +150,18 @@ def _whole_chunk(source: InputStream, heads: _Heads) -> Chunk:
     from bertkit.data.registry import Source
     from bertkit.tasks.base import PREDICT
 
-    (path,) = source.paths
     found, notices = {}, []
     for name in heads.names:
-        try:
-            found[name] = heads.serving.heads.adapters[name].read(Source(str(path), path=path), PREDICT)
+        adapter = heads.serving.heads.adapters[name]
+        try:  # every file of the input (a directory or glob of CoNLL files), in order
+            found[name] = [ex for path in source.paths for ex in adapter.read(Source(str(path), path=path), PREDICT)]
         except BertkitError as exc:
             if len(heads.names) == 1:
                 raise BertkitError(f"head {name}: {exc.message}", exc.hint) from None
             notices.append(f"head {name} left out: {exc.message}")
     if not found:
-        raise BertkitError(f"no head reads the rows of {path}", "; ".join(notices) or "check the input")
+        raise BertkitError(f"no head reads the rows of {source.description}", "; ".join(notices) or "check the input")
     heads.answering, heads.notices = list(found), notices
     count = max(len(rows) for rows in found.values())
     records = [{name: rows[i] for name, rows in found.items() if i < len(rows)} for i in range(count)]
-    return Chunk(0, heads.serving.as_examples(records), str(path), True)
+    return Chunk(0, heads.serving.as_examples(records), source.description, True)
