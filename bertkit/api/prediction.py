@@ -118,7 +118,11 @@ class Predictor:
         outputs (calibration, select, audit) needs before ``postprocess``."""
         adapter = self.load().adapter
         features = adapter.preprocess(examples, self.tokenizer, train=False)
-        outputs = self.engine.infer(
+        outputs = self._infer(adapter, features)
+        return features, outputs
+
+    def _infer(self, adapter, features: list) -> dict:
+        return self.engine.infer(
             self.network,
             features,
             self.batch_size,
@@ -126,21 +130,13 @@ class Predictor:
             adapter.per_token_outputs,
             self.tokenizer.pad_token_id,
         )
-        return features, outputs
 
     def predict(self, examples: list[dict]) -> list[dict]:
         adapter = self.load().adapter
         started = time.perf_counter()
         features = adapter.preprocess(examples, self.tokenizer, train=False)
         tokenized = time.perf_counter()
-        outputs = self.engine.infer(
-            self.network,
-            features,
-            self.batch_size,
-            adapter.output_names,
-            adapter.per_token_outputs,
-            self.tokenizer.pad_token_id,
-        )
+        outputs = self._infer(adapter, features)
         inferred = time.perf_counter()
         predictions = adapter.postprocess(examples, features, outputs)
         self.stats = stats_of(features)

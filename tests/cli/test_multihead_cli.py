@@ -385,6 +385,16 @@ def test_from_adds_a_head_and_keeps_the_others(trained, files, tiny_bert, run_cl
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (moved / "model.safetensors").read_bytes()
 
 
+def _assert_the_same_weights(multi, alone, head: str) -> None:
+    """A one-head directory's weights are the single-task model's, tensor for tensor (BERT's names)."""
+    weights, single = _weights(multi), _weights(alone)
+    renamed = {
+        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace(f"heads.{head}.", ""): v
+        for k, v in weights.items()
+    }
+    assert renamed.keys() == single.keys() and all(torch_equal(renamed[k], single[k]) for k in renamed)
+
+
 def _weights(directory):
     from safetensors.torch import load_file
 
@@ -456,12 +466,7 @@ def test_a_qa_head_trains_as_qa_alone_and_answers_beside_a_classifier(files, tin
     single = json.loads((alone / "bertkit.json").read_text())
     numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
     assert {k: head["metrics"][k] for k in numbers} == numbers
-    weights, single_weights = _weights(out), _weights(alone)
-    renamed = {
-        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.q.", ""): v
-        for k, v in weights.items()
-    }
-    assert renamed.keys() == single_weights.keys() and all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+    _assert_the_same_weights(out, alone, "q")
     heads = [
         "--task",
         f"s:cls:{files / 'cls.csv'}:eval_data={files / 'cls.csv'}",
@@ -500,11 +505,6 @@ def test_a_pointwise_rerank_head_trains_as_rerank_alone_and_a_listwise_one_is_re
     assert recorded["main_metric"] == single["task"].get("main_metric", "ndcg@10") or "ndcg@10" in recorded["metrics"]
     numbers = {k: v for k, v in single["metrics"].items() if isinstance(v, float)}
     assert {k: recorded["metrics"][k] for k in numbers} == numbers
-    weights, single_weights = _weights(out), _weights(alone)
-    renamed = {
-        k.replace("encoder.", "bert.", 1) if k.startswith("encoder.") else k.replace("heads.r.", ""): v
-        for k, v in weights.items()
-    }
-    assert renamed.keys() == single_weights.keys() and all(torch_equal(renamed[k], single_weights[k]) for k in renamed)
+    _assert_the_same_weights(out, alone, "r")
     listwise = ["--task", f"{head}:rerank_loss=listwise", *common, "--output", tmp_path / "lw"]
     assert_user_error(run_cli("finetune", "multi", *listwise), "head r: its task trains with listwise")
