@@ -216,14 +216,11 @@ def _load(planned: list, run: RunOptions, config: TrainConfig, checkpoints, adde
     tokenizer = load_tokenizer(model_ref, model, model_config)
     from bertkit.engine import Engine
 
-    engine = Engine(config.precision, config.seed, threads=run.threads)
-    if engine.accelerator.num_processes > 1:
-        raise BertkitError(
-            "bertkit finetune multi runs in one process for now (each rank would draw other heads)",
-            "run it without accelerate launch / torchrun",
-        )
+    # several processes: rank r takes batches r, r + world, ... of the one plan (engine/batching.shard_batches),
+    # so one optimizer step sums world batches, of one head or several, as --grad-accum world does in one process
+    engine = Engine(config.precision, config.seed, threads=run.threads, idle_weights=True)
     if checkpoints is not None:
-        checkpoints.identity.update(processes=1, precision_used=engine.precision)
+        checkpoints.identity.update(processes=engine.accelerator.num_processes, precision_used=engine.precision)
         checkpoints.check_compatible()
     models = {}
     for head in planned:

@@ -22,21 +22,23 @@ def parallel_runs(runs: int, threads: int | None) -> int:
     return max(1, min(runs, usable_cores() // threads))
 
 
-def run_all(jobs: dict, parallel: int, label: str) -> Iterator[tuple]:
-    """``jobs``: key (a seed, a fold) -> kwargs of ``finetune``; yields (key, FinetuneResult) as runs
-    finish (in order when one at a time); a child's lines are prefixed ``[label key]``. A child's
-    error is raised here, as the run would have raised it."""
-    from bertkit.api.finetuning import finetune
+def run_all(jobs: dict, parallel: int, label: str, target=None) -> Iterator[tuple]:
+    """``jobs``: key (a seed, a fold) -> kwargs of ``target`` (default ``finetune``; a module-level
+    function, which a spawned child can import); yields (key, its result) as runs finish (in order
+    when one at a time); a child's lines are prefixed ``[label key]``. A child's error is raised
+    here, as the run would have raised it."""
+    if target is None:
+        from bertkit.api.finetuning import finetune as target
 
     if parallel <= 1:
         for key, kwargs in jobs.items():
-            yield key, finetune(**kwargs)
+            yield key, target(**kwargs)
         return
     import concurrent.futures
     import multiprocessing
 
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = {pool.submit(_child, f"[{label} {key}] ", kwargs): key for key, kwargs in jobs.items()}
+        pending = {pool.submit(_child, f"[{label} {key}] ", target, kwargs): key for key, kwargs in jobs.items()}
         try:
             for future in concurrent.futures.as_completed(pending):
                 yield pending[future], future.result()
@@ -46,14 +48,12 @@ def run_all(jobs: dict, parallel: int, label: str) -> Iterator[tuple]:
             raise
 
 
-def _child(prefix: str, kwargs: dict):
-    from bertkit.api.finetuning import finetune
-
+def _child(prefix: str, target, kwargs: dict):
     stream = sys.stderr
     while isinstance(stream, PrefixedStream):  # a pool worker runs run after run: one prefix, this run's
         stream = stream.stream
     sys.stderr = PrefixedStream(stream, prefix)
-    return finetune(**kwargs)
+    return target(**kwargs)
 
 
 class PrefixedStream:

@@ -63,7 +63,7 @@ def finetune_seeds(
             if on_run is not None:
                 on_run(seed, result)
     results = {seed: results[seed] for seed in seeds}  # in the order given, however they finished
-    runs = [_run_row(seed, result) for seed, result in results.items()]
+    runs = [run_row(seed, result) for seed, result in results.items()]
     main, chosen = choose_best(results)
     section = {
         "seeds": seeds,
@@ -100,13 +100,14 @@ def _check_request(task: str, data: str, seeds: list[int], options: dict, choice
         )
 
 
-def _run_row(seed: int, result) -> dict:
-    """One seed's line of the seeds section: its metrics and how its training went."""
+def run_row(seed: int, result) -> dict:
+    """One seed's line of the seeds section: its metrics and how its training went (``result``: a
+    FinetuneResult, or a multi-head run's, which keeps its best point in its history)."""
     return {
         "seed": seed,
         "metrics": result.metrics,
-        "best_epoch": result.best_epoch,
-        "best_step": result.best_step,
+        "best_epoch": getattr(result, "best_epoch", None),
+        "best_step": getattr(result, "best_step", None),
         "train_loss": result.history[-1].get("train_loss"),
         "train_seconds": result.throughput.get("train_seconds"),
     }

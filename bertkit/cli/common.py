@@ -124,3 +124,17 @@ def require(*modules: str, extra: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise BertkitError(f"this command needs {', '.join(missing)}", f"pip install 'bertkit[{extra}]'")
+
+
+def show_spread(repeated) -> None:
+    """The spread first: with several runs it is the number to quote, not the best run's."""
+    folds = getattr(repeated, "folds", None)
+    runs, unit = (folds, "folds") if folds else (len(repeated.seeds), "seeds")
+    for name, stats in repeated.summary.items():
+        typer.echo(
+            f"{name} over {runs} {unit}: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
+            f"max {stats['max']:.4f})"
+        )
+    kept = f"; the others' in {repeated.kept}" if repeated.kept else ""
+    chosen = f"fold {repeated.chosen_fold}" if folds else f"seed {repeated.chosen_seed}"
+    typer.echo(f"kept {chosen}'s model (best {repeated.main_metric} on its evaluation data){kept}")

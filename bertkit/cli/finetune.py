@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from bertkit.cli.app import app
-from bertkit.cli.common import best_line, echo_notices, echo_runtime, is_main_process
+from bertkit.cli.common import best_line, echo_notices, echo_runtime, is_main_process, show_spread
 from bertkit.cli.options import command, config_file_parameter, from_dataclass, from_task, training_values
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
@@ -195,17 +195,8 @@ def _show_run(number: int, result) -> None:
 
 
 def _show_spread(repeated) -> None:
-    """The spread first: with several runs it is the number to quote, not the best run's."""
+    show_spread(repeated)
     folds = getattr(repeated, "folds", None)
-    runs, unit = (folds, "folds") if folds else (len(repeated.seeds), "seeds")
-    for name, stats in repeated.summary.items():
-        typer.echo(
-            f"{name} over {runs} {unit}: {stats['mean']:.4f} ± {stats['std']:.4f} (min {stats['min']:.4f}, "
-            f"max {stats['max']:.4f})"
-        )
-    kept = f"; the others' in {repeated.kept}" if repeated.kept else ""
-    chosen = f"fold {repeated.chosen_fold}" if folds else f"seed {repeated.chosen_seed}"
-    typer.echo(f"kept {chosen}'s model (best {repeated.main_metric} on its evaluation data){kept}")
     if folds:
         typer.echo(
             f"out-of-fold predictions (every example, by a model that did not train on it): {repeated.predictions_file}"

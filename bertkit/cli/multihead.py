@@ -6,18 +6,19 @@ import sys
 
 import typer
 
-from bertkit.cli.common import echo_runtime, is_main_process
+from bertkit.cli.common import echo_runtime, is_main_process, show_spread
 from bertkit.cli.options import chosen, config_file_parameter, from_dataclass, single_command, training_values
 from bertkit.errors import BertkitError
-from bertkit.options import RepeatOptions, RunOptions, TrainConfig
+from bertkit.options import RepeatOptions, RunOptions, TrainConfig, parse_seeds
 from bertkit.options.multihead import MultiOptions
 
 HELP = (
     "Fine-tune several task heads over one encoder (one directory, every head): each --task "
     "NAME:KIND:DATA is a head with its own data, labels, loss weight and metrics; each batch is one head's."
 )
-# what a multi-head run refuses, each in one line naming both parts (docs: multi-head.md)
-REFUSED = {"seeds": "--seeds", "folds": "--folds"}  # --lora and the rest: bertkit/api/multihead.py
+# --folds splits one training set; a multi-head run has one per head (docs: multi-head.md). --lora
+# and the rest: bertkit/api/multihead.py
+FOLDS_REFUSED = "bertkit finetune multi does not compose with --folds: each head has its own training data"
 
 
 def multi_command():
@@ -25,7 +26,7 @@ def multi_command():
         from_dataclass(MultiOptions)
         + from_dataclass(RunOptions, exclude=("data", "eval_data"))
         + from_dataclass(TrainConfig)
-        + from_dataclass(RepeatOptions, only=("seeds", "folds"))
+        + from_dataclass(RepeatOptions, only=("seeds", "folds", "keep_all"))
         + [config_file_parameter("multi")]
     )
     return single_command("multi", _run, parameters, help=HELP)
@@ -36,19 +37,32 @@ def _run(**values) -> None:
 
     heads = chosen(values, MultiOptions)
     _, run, repeat, rest = training_values(values, (), RepeatOptions)
-    for name, flag in REFUSED.items():
-        if repeat.get(name) is not None:
-            raise BertkitError(f"bertkit finetune multi does not compose with {flag} yet", f"drop {flag}")
+    repeat, config = RepeatOptions(**repeat), TrainConfig(**rest)
+    if repeat.folds is not None:
+        raise BertkitError(FOLDS_REFUSED, "drop --folds; --seeds N gives the spread over seeds")
+    seeds = parse_seeds(repeat.seeds, config.seed)
+    if repeat.keep_all and seeds is None:
+        raise BertkitError("--keep-all applies only with --seeds", "add --seeds N")
     from bertkit.engine.interrupts import TrainingInterrupted
 
     try:
-        result = finetune_multi(heads, RunOptions(data="", **run), TrainConfig(**rest))
+        run = RunOptions(data="", **run)
+        if seeds is None:
+            result, repeated = finetune_multi(heads, run, config), None
+        else:
+            from bertkit.api.multihead_seeds import finetune_multi_seeds
+
+            shown = _show_seed if is_main_process() else None
+            repeated = finetune_multi_seeds(heads, run, config, repeat, on_run=shown)
+            result = repeated.best
     except TrainingInterrupted as stop:
         if is_main_process():
             typer.echo(f"interrupted: {stop}; to continue, run the same command with --resume", err=True)
         sys.exit(130)
     if not is_main_process():
         return
+    if repeated is not None:
+        show_spread(repeated)
     if result.resumed_from:
         typer.echo(f"resumed from {result.resumed_from}")
     for entry in result.history:
@@ -63,6 +77,12 @@ def _run(**values) -> None:
     if "mean" in result.metrics:
         typer.echo(f"mean of the heads' main metrics: {result.metrics['mean']:.4f}")
     typer.echo(f"saved to {result.output_dir}")
+
+
+def _show_seed(seed: int, result) -> None:
+    mean = result.metrics.get("mean")
+    shown = f"mean of the heads' main metrics {mean:.4f}" if isinstance(mean, float) else "not evaluated"
+    typer.echo(f"seed {seed}: {shown} ({result.throughput.get('train_seconds', 0):.1f}s)", err=True)
 
 
 def show_heads_eval(report: dict) -> None:

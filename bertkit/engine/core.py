@@ -21,6 +21,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import (
+    DistributedDataParallelKwargs,
     GradientAccumulationPlugin,
     get_int_from_env,
     is_torch_xla_available,
@@ -58,8 +59,11 @@ class Engine:
         trackers: list | None = None,
         logging_dir: str | None = None,
         threads: int | None = None,
+        idle_weights: bool = False,
     ):
         """``trackers``: Accelerate tracker names (bertkit.engine.tracking), logging under ``logging_dir``.
+        ``idle_weights``: a step may leave some weights without a gradient (a multi-head model's
+        other heads), which DDP must be told about when several processes train.
         ``precision`` auto becomes bf16 or no for this process's device (``self.precision``, with
         ``self.precision_reason``)."""
         if precision == "fp16" and not torch.cuda.is_available():
@@ -78,6 +82,9 @@ class Engine:
             gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1),
             log_with=trackers or None,
             project_dir=logging_dir,
+            # with several processes, DDP finds each step's unused weights (the other heads) and
+            # leaves a weight unused on every rank without a gradient, as one process does
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)] if idle_weights else None,
         )
         self.tracking = bool(trackers)
         self.threads = configure_threads(threads)  # after Accelerate, which may set its own count

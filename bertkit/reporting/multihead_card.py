@@ -28,6 +28,7 @@ def multihead_card(meta: dict, model_name: str) -> str:
             f"{public_name(data.get('name') or data.get('train'))} | {data.get('train_examples')} "
             f"| {main} {_number(value)} |"
         )
+    lines += _seeds_lines(meta)
     lines += ["", "## Usage", "", "Every head's answer per input row, or one head's (`--head NAME`):", "", "```bash"]
     lines += [f"bertkit predict {model_name} --input rows.jsonl --output predictions.jsonl"]
     lines += [f"bertkit predict {model_name} --input rows.jsonl --head {h['name']}" for h in heads]
@@ -54,6 +55,31 @@ def multihead_card(meta: dict, model_name: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _seeds_lines(meta: dict) -> list[str]:
+    """After ``--seeds``: each head's main metric and the mean over every seed (the honest numbers)."""
+    section = meta.get("seeds")
+    if not section:
+        return []
+    summary, metrics = section["summary"], meta.get("metrics") or {}
+    lines = [
+        "",
+        f"Trained {len(section['seeds'])} times (seeds {', '.join(map(str, section['seeds']))}); this model is seed "
+        f"{section['chosen_seed']}'s, the best by the mean of the heads' main metrics on their evaluation data, "
+        "which flatters it: expect the mean over seeds.",
+        "",
+        "| metric | this model | mean ± std | min | max |",
+        "|---|---|---|---|---|",
+    ]
+    names = [f"{h['name']}/{h['main_metric']}" for h in meta["heads"] if h.get("main_metric")] + ["mean"]
+    for name in (n for n in names if n in summary):
+        found = summary[name]
+        lines.append(
+            f"| {name} | {_number(metrics.get(name))} | {found['mean']:.4f} ± {found['std']:.4f} "
+            f"| {found['min']:.4f} | {found['max']:.4f} |"
+        )
+    return lines
 
 
 def _number(value) -> str:

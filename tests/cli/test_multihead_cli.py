@@ -508,3 +508,29 @@ def test_a_pointwise_rerank_head_trains_as_rerank_alone_and_a_listwise_one_is_re
     _assert_the_same_weights(out, alone, "r")
     listwise = ["--task", f"{head}:rerank_loss=listwise", *common, "--output", tmp_path / "lw"]
     assert_user_error(run_cli("finetune", "multi", *listwise), "head r: its task trains with listwise")
+
+
+def test_seeds_train_one_run_per_seed_and_keep_the_best_mean(files, tiny_bert, run_cli, tmp_path):
+    two = heads(files)[:2] + heads(files)[6:]  # s (cls) and n (ner)
+    common = ["--model", tiny_bert, "--batch-size", 4, "--max-length", 32, "--lr", "1e-3", "--precision", "no"]
+    code, stdout, stderr = run_cli(
+        "finetune", "multi", *two, *common, "--epochs", 1, "--output", tmp_path / "set", "--seeds", "42,43"
+    )
+    assert code == 0, stderr
+    assert "seed 42: mean of the heads' main metrics" in stderr and "seed 43: " in stderr
+    meta = json.loads((tmp_path / "set" / "bertkit.json").read_text())
+    section = meta["seeds"]
+    assert section["seeds"] == [42, 43] and section["main_metric"] == "mean"
+    means = {run["seed"]: run["metrics"]["mean"] for run in section["runs"]}
+    assert section["chosen_seed"] == max(means, key=means.get) and meta["metrics"]["mean"] == max(means.values())
+    found = [run["metrics"]["s/accuracy"] for run in section["runs"]]
+    assert section["summary"]["s/accuracy"]["mean"] == pytest.approx(sum(found) / 2, abs=1e-6)
+    assert f"s/accuracy over 2 seeds: {section['summary']['s/accuracy']['mean']:.4f}" in stdout
+    assert not (tmp_path / "set.seeds").exists()  # only the best is kept
+    assert "seeds: 42,43" in (tmp_path / "set" / "config.yaml").read_text()  # replays the whole set
+    assert "Trained 2 times (seeds 42, 43)" in (tmp_path / "set" / "README.md").read_text()
+    # each seed's run is the ordinary run with that seed
+    code, _, stderr = run_cli("finetune", "multi", *two, *common, "--epochs", 1, "--output", tmp_path / "one")
+    assert code == 0, stderr
+    alone = json.loads((tmp_path / "one" / "bertkit.json").read_text())["metrics"]
+    assert alone == section["runs"][0]["metrics"]

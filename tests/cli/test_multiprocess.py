@@ -289,6 +289,41 @@ def test_ner_eval_and_predict_file_in_two_processes_match_one_process(tiny_bert,
     assert all(len(r["tags"]) == len(r["words"]) == len(r["text"].split()) for r in rows)
 
 
+@needs_gloo
+@cpu_reference
+def test_multi_head_training_in_two_processes_is_one_process_with_grad_accum_2(tiny_bert, tmp_path, run_cli):
+    """Rank r takes batches r, r + 2, ... of the one plan, whichever head each is: a step of two
+    processes sums the two batches one process accumulates with --grad-accum 2 (no dropout, fp32)."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    model = tmp_path / "tiny-no-dropout"
+    shutil.copytree(tiny_bert, model)
+    config = json.loads((model / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (model / "config.json").write_text(json.dumps(config))
+    write_sentiment(tmp_path / "cls.csv", 32, seed=1)
+    write_conll(tmp_path / "ner.txt", 32, seed=3, places=PLACES)
+    heads = [f"s:cls:{tmp_path / 'cls.csv'}:eval_data={tmp_path / 'cls.csv'}", f"n:ner:{tmp_path / 'ner.txt'}"]
+    common = ["finetune", "multi", "--task", heads[0], "--task", heads[1], "--model", model, "--epochs", 2]
+    common += ["--batch-size", 8, "--lr", "5e-3", "--precision", "no"]  # 4 + 4 batches an epoch: 4 per rank
+
+    run = launch(tmp_path, *common, "--output", tmp_path / "two")
+    assert_only_rank0_spoke(run)
+    assert run.out[0].count("saved to") == 1
+    code, _, stderr = run_cli(*common, "--grad-accum", 2, "--output", tmp_path / "one")
+    assert code == 0, stderr
+    two, one = (json.loads((tmp_path / d / "bertkit.json").read_text()) for d in ("two", "one"))
+    assert two["throughput"]["examples"] == one["throughput"]["examples"] == 2 * 64  # every row once an epoch
+    assert two["throughput"]["optimizer_steps"] == one["throughput"]["optimizer_steps"] == 8
+    weights = [load_file(str(tmp_path / d / "model.safetensors")) for d in ("two", "one")]
+    assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        assert np.allclose(weights[0][name].numpy(), weights[1][name].numpy(), atol=1e-5), name
+    assert two["heads"][0]["metrics"] == pytest.approx(one["heads"][0]["metrics"], abs=1e-4)
+
+
 # --- one process: what the launched runs cannot show cheaply -------------------------------------
 def test_ranks_other_than_0_neither_print_nor_write(small_cls_model, tmp_path, run_cli, monkeypatch):
     """A process of rank 1 runs the command but leaves the terminal and the files to rank 0."""

@@ -179,9 +179,9 @@ def test_a_pool_worker_running_a_second_run_prefixes_its_lines_once(monkeypatch)
 
     out = io.StringIO()
     monkeypatch.setattr(sys, "stderr", out)
-    import bertkit.api.finetuning as finetuning
+    def run(**kwargs):
+        print("epoch 1", file=sys.stderr)
 
-    monkeypatch.setattr(finetuning, "finetune", lambda **kwargs: print("epoch 1", file=sys.stderr))
-    parallel_runs._child("[seed 42] ", {})
-    parallel_runs._child("[seed 44] ", {})
+    parallel_runs._child("[seed 42] ", run, {})
+    parallel_runs._child("[seed 44] ", run, {})
     assert out.getvalue() == "[seed 42] epoch 1\n[seed 44] epoch 1\n"

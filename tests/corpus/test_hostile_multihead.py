@@ -82,10 +82,20 @@ CASES = [
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--calibrate",)),
         ("bertkit finetune multi does not compose with --calibrate",),
     ),
+    Case(  # the seeds are compared on every head's evaluation data
+        "seeds-with-a-head-without-eval-data",
+        lambda c: multi(c, "a:cls:DIR/cls.csv:eval_data=DIR/cls.csv", "b:pair:DIR/pair.tsv", extra=("--seeds", 2)),
+        ("--seeds compares runs on every head's evaluation data, and head b has none",),
+    ),
     Case(
-        "with-seeds",
-        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--seeds", 2)),
-        ("bertkit finetune multi does not compose with --seeds",),
+        "seeds-with-from",
+        lambda c: multi(c, "a:cls:DIR/cls.csv:eval_data=DIR/cls.csv", extra=("--seeds", 2, "--from", c.tmp)),
+        ("--from adds heads to one trained model; it does not compose with --seeds",),
+    ),
+    Case(
+        "keep-all-without-seeds",
+        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--keep-all",)),
+        ("--keep-all applies only with --seeds",),
     ),
     Case(
         "with-folds",
