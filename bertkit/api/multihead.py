@@ -53,6 +53,7 @@ class MultiResult:
     train_examples: dict  # name -> examples
     runtime: dict
     resumed_from: str | None = None
+    report: dict = dataclasses.field(default_factory=dict)  # reporting/build.build_report: figures, notices
 
 
 def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | None = None) -> MultiResult:
@@ -132,10 +133,9 @@ def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfi
 
             save_multihead(staging, model)
             tokenizer.save_pretrained(staging)
-            from bertkit.reporting.card import write_card
-            from bertkit.reporting.multihead_card import multihead_card
+            from bertkit.reporting.build import build_report
 
-            write_card(staging, multihead_card(meta, output_path.name))
+            result.report = build_report(staging, meta, name=output_path.name)  # card, report.html, figures
             write_json(staging / "bertkit.json", meta)  # last: a directory with bertkit.json is complete
     engine.accelerator.wait_for_everyone()
     return result

@@ -89,13 +89,11 @@ def _check_request(heads: MultiOptions, specs: list, run: RunOptions, config: Tr
 def _keep_best(best: MultiResult, best_dir, output, root, keep_all: bool, section: dict) -> MultiResult:
     """The chosen seed's directory, with the set in its bertkit.json, config.yaml (which replays the
     whole set) and card, moved to ``output``; the other seeds' dropped unless ``keep_all``."""
-    meta = update_meta(best_dir, {"seeds": section})
+    update_meta(best_dir, {"seeds": section})
     retarget_run_config(best_dir, output, seed=section["seeds"][0], seeds=",".join(map(str, section["seeds"])))
-    from bertkit.reporting.card import write_card
-    from bertkit.reporting.multihead_card import multihead_card
-
-    write_card(best_dir, multihead_card(meta, output.name))
     replace_dir(output, best_dir)
     if not keep_all:
         discard_owned(root, "removing the other runs' models")
-    return dataclasses.replace(best, output_dir=str(output))
+    from bertkit.reporting.build import build_report
+
+    return dataclasses.replace(best, output_dir=str(output), report=build_report(output, name=output.name))

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bertkit.cli.common import echo_runtime, is_main_process, show_spread
+from bertkit.cli.common import echo_notices, echo_runtime, is_main_process, show_spread
 from bertkit.cli.options import chosen, config_file_parameter, from_dataclass, single_command, training_values
 from bertkit.errors import BertkitError
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, parse_seeds
@@ -76,6 +76,7 @@ def _run(**values) -> None:
         typer.echo(f"head {name}: {shown or 'not evaluated'}")
     if "mean" in result.metrics:
         typer.echo(f"mean of the heads' main metrics: {result.metrics['mean']:.4f}")
+    echo_notices(result.report)
     typer.echo(f"saved to {result.output_dir}")
 
 

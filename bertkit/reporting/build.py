@@ -41,18 +41,37 @@ def build_report(model_dir, meta: dict | None = None, require_figures: bool = Fa
     else:
         figures = _draw(directory, meta, evaluations)
     relative = [str(f.relative_to(directory)) for f in figures]
-    card, kept = write_card(directory, model_card(meta, name, relative))  # a card the user edited is kept
+    card, kept = write_card(directory, _card(meta, name, relative))  # a card the user edited is kept
     notices += [kept] if kept else []
     report = directory / REPORT_FILE
     write_text(report, report_html(meta, name, directory, figures, evaluations))
     return {"figures": [str(f) for f in figures], "report": str(report), "card": str(card), "notices": notices}
 
 
+def _card(meta: dict, name: str, figures: list[str]) -> str:
+    if _multi_head(meta):
+        from bertkit.reporting.multihead_card import multihead_card
+
+        return multihead_card(meta, name, figures)
+    return model_card(meta, name, figures)
+
+
+def _multi_head(meta: dict) -> bool:
+    from bertkit.tasks.multihead import DIRECTORY_KIND
+
+    return meta.get("kind") == DIRECTORY_KIND
+
+
 def _draw(directory: Path, meta: dict, evaluations: dict) -> list[Path]:
     from bertkit.tasks import task_from_state
 
-    main_metric = task_from_state(meta["task"]).main_metric
     out = directory / FIGURES_DIR
+    if _multi_head(meta):  # the mean selects its weights; each head's line in heads.png
+        from bertkit.reporting.multihead_figures import HEADS_FIGURE, draw_heads
+
+        figures = [draw_training(meta, directory, "mean", out / "training.png")]
+        return [f for f in [*figures, draw_heads(meta, directory, out / HEADS_FIGURE)] if f is not None]
+    main_metric = task_from_state(meta["task"]).main_metric
     figures = [draw_training(meta, directory, main_metric, out / "training.png")]
     details = meta.get("eval_details") or {}
     if details.get("kind") in FIGURE_NAMES:

@@ -111,7 +111,7 @@ def draw_training(meta: dict, model_dir: Path, main_metric: str, target: Path) -
     metric_axis.set_title(f"evaluation {main_metric}")
     metric_axis.grid(alpha=0.3)
     loss_axis.grid(alpha=0.3)
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def _loss_and_lr(figure, grid, loss_axis, train: list[dict], lrs: list | None) -> None:
@@ -171,7 +171,7 @@ def _confusion(details, target, title):
     axis.set_ylabel("gold label")
     axis.set_title(f"{title}: confusion matrix (n={int(matrix.sum())})")
     figure.colorbar(image, ax=axis, fraction=0.046, label="share of gold row")
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def _entities(per_type, target, title):
@@ -192,7 +192,7 @@ def _entities(per_type, target, title):
     axis.set_title(f"{title}: precision / recall / F1 per entity type")
     axis.legend(fontsize=8, ncol=3, loc="upper right")
     axis.grid(axis="y", alpha=0.3)
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def _qa(details, target, title):
@@ -215,7 +215,7 @@ def _qa(details, target, title):
         axis.grid(axis="y", alpha=0.3)
         axis.legend(fontsize=8, loc="upper right")
     figure.suptitle(f"{title}: EM / F1 by answer length and question type")
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def _per_label(details, target, title):
@@ -234,7 +234,7 @@ def _per_label(details, target, title):
     axis.set_xlabel("F1 (n = gold examples with the label)")
     axis.set_title(f"{title}: F1 per label ({len(names)} labels, best on top)")
     axis.grid(axis="x", alpha=0.3)
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def _scatter(details, target, title):
@@ -277,7 +277,7 @@ def _scatter(details, target, title):
     if total > len(points):
         lines.append(f"{len(points):,} of {total:,} points drawn (fixed random subsample)")
     axis.set_title("\n".join(lines), fontsize=10)
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
 def draw_reliability(calibration: dict, target: Path) -> Path:
@@ -300,10 +300,10 @@ def draw_reliability(calibration: dict, target: Path) -> Path:
     axis.set_ylabel("accuracy in the bin")
     axis.set_title(f"reliability: temperature {calibration['temperature']:.3f}, {calibration['examples']:,} rows")
     axis.legend(loc="upper left", fontsize=8, markerscale=0.4)
-    return _save(plt, figure, target)
+    return save_figure(plt, figure, target)
 
 
-def _save(plt, figure, target: Path) -> Path:
+def save_figure(plt, figure, target: Path) -> Path:
     figure.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp.png")

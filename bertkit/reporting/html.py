@@ -16,12 +16,11 @@ th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:.5em 0}cod
 
 
 def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], evaluations: dict[str, dict]) -> str:
-    task = meta["task"]
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>bertkit report: "
         f"{_e(name)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_e(name)}</h1>",
-        f"<p>Task <code>{_e(task['task'])}</code> fine-tuned from <code>{_e(meta.get('base_model'))}</code>"
+        f"<p>Task <code>{_e(_task_name(meta))}</code> fine-tuned from <code>{_e(meta.get('base_model'))}</code>"
         f"; best epoch {_e(meta.get('best_epoch'))}"
         f"{' (stopped early)' if meta.get('stopped_early') else ''}.</p>",
         "<h2>Metrics</h2>",
@@ -46,7 +45,7 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
         "<h2>Data</h2>",
         _pairs(meta.get("data", {})),
         "<h2>Labels</h2>",
-        f"<p>{_e(', '.join(map(str, task.get('labels') or [])) or '(none)')}</p>",
+        _labels(meta),
         "<h2>Throughput</h2>",
         _pairs(meta.get("throughput", {})),
         "<h2>Versions</h2>",
@@ -54,6 +53,20 @@ def report_html(meta: dict, name: str, model_dir: Path, figures: list[Path], eva
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _task_name(meta: dict) -> str:
+    heads = meta.get("heads")
+    if isinstance(heads, list):  # bertkit finetune multi
+        return f"multi ({len(heads)} heads: " + ", ".join(f"{h['name']} {h['kind']}" for h in heads) + ")"
+    return meta["task"]["task"]
+
+
+def _labels(meta: dict) -> str:
+    """The label names (a multi-head directory: each head's)."""
+    if isinstance(meta.get("heads"), list):
+        return _pairs({h["name"]: ", ".join(map(str, h["task"].get("labels") or [])) or "-" for h in meta["heads"]})
+    return f"<p>{_e(', '.join(map(str, meta['task'].get('labels') or [])) or '(none)')}</p>"
 
 
 def _training_columns(meta: dict) -> dict[str, dict]:

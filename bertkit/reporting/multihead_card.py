@@ -3,11 +3,14 @@ is, what it scored, and how to run it, in bertkit and in plain transformers (its
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bertkit.reporting.card import public_name
 
 
-def multihead_card(meta: dict, model_name: str) -> str:
-    """The card's Markdown for bertkit.json ``meta`` of a directory called ``model_name``."""
+def multihead_card(meta: dict, model_name: str, figures: list[str] = ()) -> str:
+    """The card's Markdown for bertkit.json ``meta`` of a directory called ``model_name``;
+    ``figures``: paths relative to it (reporting/build.py draws them)."""
     heads = meta["heads"]
     lines = [
         f"# {model_name}",
@@ -29,6 +32,7 @@ def multihead_card(meta: dict, model_name: str) -> str:
             f"| {main} {_number(value)} |"
         )
     lines += _seeds_lines(meta)
+    lines += [line for figure in figures for line in ("", f"![{Path(figure).stem}]({figure})")]
     lines += ["", "## Usage", "", "Every head's answer per input row, or one head's (`--head NAME`):", "", "```bash"]
     lines += [f"bertkit predict {model_name} --input rows.jsonl --output predictions.jsonl"]
     lines += [f"bertkit predict {model_name} --input rows.jsonl --head {h['name']}" for h in heads]

@@ -96,6 +96,24 @@ def test_one_directory_lists_every_head(trained):
         f"| {h['name']} | {h['kind']} |" in card for h in meta["heads"]
     )
     assert "bertkit predict model --input rows.jsonl --head n" in card
+    html = (trained / "report.html").read_text()
+    assert "multi (4 heads: s cls, p pair, r regression, n ner)" in html and "n/f1" in html
+    if importlib.util.find_spec("matplotlib"):  # the report extra: the figures, in the card and the report
+        assert (trained / "figures" / "heads.png").is_file() and "![heads](figures/heads.png)" in card
+
+
+def test_report_redraws_a_multi_head_directory(trained, run_cli, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    (copy / "report.html").unlink()
+    code, stdout, stderr = run_cli("report", copy)
+    if not importlib.util.find_spec("matplotlib"):  # bertkit report needs the report extra
+        assert code == 2 and "matplotlib" in stderr
+        return
+    assert code == 0, stderr
+    assert f"figure: {copy / 'figures' / 'heads.png'}" in stdout and (copy / "report.html").is_file()
 
 
 def test_eval_scores_each_head_as_training_did_and_their_mean(trained, run_cli):

@@ -179,6 +179,7 @@ def test_a_pool_worker_running_a_second_run_prefixes_its_lines_once(monkeypatch)
 
     out = io.StringIO()
     monkeypatch.setattr(sys, "stderr", out)
+
     def run(**kwargs):
         print("epoch 1", file=sys.stderr)
 

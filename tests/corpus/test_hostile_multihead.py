@@ -153,7 +153,6 @@ def multi_model(tiny_bert, tmp_path_factory):
         (("eval", "--data", "IN"), "--data on a multi-head model needs --head"),
         (("export", "--data", "IN"), "--data on a multi-head model: each head's parity reads its own evaluation data"),
         (("predict", "--input", "IN", "--backend", "onnx-int8"), "has no exported int8 ONNX model"),
-        (("report",), "this is a multi-head model"),
         (("push", "--repo", "me/mix"), "bertkit push does not take a multi-head model yet"),
         (
             ("inspect attention", "--text", "the film", "--output", "PNG"),

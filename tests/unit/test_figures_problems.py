@@ -191,11 +191,11 @@ def _capture(monkeypatch) -> list:
     """Keeps each figure the module saves, to read its axes after drawing."""
     from bertkit.reporting import figures
 
-    kept, save = [], figures._save
+    kept, save = [], figures.save_figure
 
     def keep(plt, figure, target):
         kept.append(figure)
         return save(plt, figure, target)
 
-    monkeypatch.setattr(figures, "_save", keep)
+    monkeypatch.setattr(figures, "save_figure", keep)
     return kept
