@@ -87,6 +87,7 @@ def summary(runs: list[dict], workloads: list[str], arms: list[str]) -> list[dic
                     "padding_share": statistics.median(r["padding_share"] for r in mine),
                     "metrics": [round(r["metric"], 4) for r in mine],
                     "metric_mean": statistics.mean(r["metric"] for r in mine),
+                    "metric_std": statistics.stdev([r["metric"] for r in mine]) if len(mine) > 1 else 0.0,
                 }
             )
     return rows
@@ -101,14 +102,14 @@ def markdown(record: dict) -> str:
         f"(load average {record['load_avg']}).",
         "",
         "| workload | arm | steps/s (median) | vs bertkit_padded (median) | per round | padding share "
-        "| metric per run | mean |",
+        "| metric per run | mean ± std (sample) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in record["summary"]:
         ratio = f"{r['ratio_to_padded']:.3f}x" if r["ratio_to_padded"] else ""
         lines.append(
             f"| {r['workload']} | {r['arm']} | {r['steps_per_s']:.3f} | {ratio} | {r['ratios']} | "
-            f"{r['padding_share']:.3f} | {r['metrics']} | {r['metric_mean']:.4f} |"
+            f"{r['padding_share']:.3f} | {r['metrics']} | {r['metric_mean']:.4f} ± {r.get('metric_std', 0.0):.4f} |"
         )
     lines += ["", f"Command: `{record['command']}`", ""]
     return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""Would packing help inference? The padding eval and predict batches carry, and a forward pass of a
-random batch (serve's micro-batches are in arrival order) padded with SDPA vs packed with the CPU
-training attention (networks/packed_heads.py), MiniLM, no gradients, interleaved in one process.
+"""Where packing helps inference: batches from eval's length-sorted ones (little padding) to serve's
+arrival-order ones (much), each a forward pass padded with SDPA vs packed (engine/packed_inference.py:
+the CPU training attention, networks/packed_heads.py), MiniLM bf16, no gradients, interleaved in one
+process; the share of padding from which packing wins sets PADDING_SHARE.
 
     flock /tmp/bertkit-heavy.lock python -m benchmarks.packing_inference [--reps 20] [--batch 64]
 
@@ -31,15 +32,20 @@ def sentences(root: str) -> list[str]:
     return [line.split("\t")[0] for line in lines]
 
 
-def timed(model, batch, reps: int) -> list[float]:
+def timed(model, batch, reps: int, forced: bool = False) -> list[float]:
+    """Seconds of each of ``reps`` forward passes (``forced``: PackedInference packs whatever the share)."""
     import torch
 
-    times = []
-    with torch.no_grad():
+    from bertkit.engine import packed_inference
+
+    times, threshold = [], packed_inference.PADDING_SHARE
+    packed_inference.PADDING_SHARE = 0.0 if forced else threshold
+    with torch.inference_mode():
         for _ in range(reps):
             start = time.perf_counter()
             model(**batch)
             times.append(time.perf_counter() - start)
+    packed_inference.PADDING_SHARE = threshold
     return times
 
 
@@ -48,14 +54,14 @@ def main() -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from bertkit.engine.batching import sorted_batches
-    from bertkit.engine.cpu_kernels import CpuTrainingKernels
+    from bertkit.engine.packed_inference import PADDING_SHARE, PackedInference
     from bertkit.models import resolve_model
     from bertkit.networks.first_token_head import first_token_only_last_layer
-    from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--reps", type=int, default=8)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batches", type=int, default=6, help="arrival-order batches measured")
     p.add_argument("--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", "../shared/data"))
     args = p.parse_args()
     started = time.perf_counter()
@@ -71,23 +77,31 @@ def main() -> None:
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2, attn_implementation="sdpa")
     model = model.to(torch.bfloat16).eval()
     first_token_only_last_layer(model)  # as bertkit's inference runs a sequence classifier (both arms)
-    batch = dict(tokenizer([texts[i] for i in arrival[0]], padding=True, return_tensors="pt"))
-    kernels = CpuTrainingKernels(model)
-    padded, packed = [], []
-    for round_ in range(2):  # interleaved: the machine's load falls on both
-        padded += timed(model, batch, args.reps)
-        kernels.apply()
-        pack_encoder(model)
-        packed += timed(model, batch, args.reps)
-        unpack_encoder(model)
-        kernels.undo()
+    # batches from nearly unpadded (eval's length-sorted ones) to mostly padding (serve's arrival order)
+    chosen = sorted_batches(lengths, args.batch)[1:4:2] + arrival[: args.batches]
+    engine = PackedInference(model, torch.device("cpu"))
+    rows = []
+    for indices in chosen:
+        batch = dict(tokenizer([texts[i] for i in indices], padding=True, return_tensors="pt"))
+        padded, packed = [], []
+        for round_ in range(2):  # interleaved: the machine's load falls on both
+            padded += timed(model, batch, args.reps)
+            packed += timed(lambda **b: engine.run(model, b), batch, args.reps, forced=True)
+        rows.append(
+            {
+                "padding_share": round(padding_share(lengths, [indices]), 4),
+                "padded_sdpa_ms": round(1000 * statistics.median(padded), 1),
+                "packed_ms": round(1000 * statistics.median(packed), 1),
+            }
+        )
+        print(rows[-1], flush=True)
+    rows.sort(key=lambda r: r["padding_share"])
     record = {
         "batch": args.batch,
         "sst2_dev_padding_share_sorted": round(sorted_share, 4),
         "sst2_dev_padding_share_arrival_order": round(random_share, 4),
-        "random_batch_padding_share": round(padding_share(lengths, arrival[:1]), 4),
-        "padded_sdpa_ms": round(1000 * statistics.median(padded), 1),
-        "packed_ms": round(1000 * statistics.median(packed), 1),
+        "batches": rows,
+        "threshold": PADDING_SHARE,
         "cpu_flags": cpu_flags(),
         "threads": torch.get_num_threads(),
         "load_avg": round(os.getloadavg()[0], 2),
@@ -96,20 +110,25 @@ def main() -> None:
 
 
 def markdown(r: dict) -> str:
+    lines = [
+        f"# Packing at inference (MiniLM bf16, batch {r['batch']}, SST-2 dev, {r['threads']} torch threads)",
+        "",
+        f"CPU flags: {r['cpu_flags']}; shared machine, load average {r['load_avg']}.",
+        "",
+        f"- padding share of eval/predict's length-sorted batches: {r['sst2_dev_padding_share_sorted']}",
+        f"- padding share of batches in arrival order (serve): {r['sst2_dev_padding_share_arrival_order']}",
+        f"- bertkit packs a prediction batch from {r['threshold']} padding on (engine/packed_inference.py)",
+        "",
+        "| batch's padding share | padded, SDPA (ms) | packed (ms) | packed speed-up |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {b['padding_share']:.3f} | {b['padded_sdpa_ms']} | {b['packed_ms']} | "
+        f"{b['padded_sdpa_ms'] / b['packed_ms']:.2f}x |"
+        for b in r["batches"]
+    ]
     return "\n".join(
-        [
-            f"# Packing at inference (MiniLM bf16, batch {r['batch']}, SST-2 dev, {r['threads']} torch threads)",
-            "",
-            f"CPU flags: {r['cpu_flags']}; shared machine, load average {r['load_avg']}.",
-            "",
-            f"- padding share of eval/predict's length-sorted batches: {r['sst2_dev_padding_share_sorted']}",
-            f"- padding share of batches in arrival order (serve): {r['sst2_dev_padding_share_arrival_order']}",
-            f"- one arrival-order batch ({r['random_batch_padding_share']} padding): padded SDPA "
-            f"{r['padded_sdpa_ms']} ms, packed {r['packed_ms']} ms (median, interleaved)",
-            "",
-            f"Command: `{r['command']}`",
-            "",
-        ]
+        lines + ["", "Medians, padded and packed interleaved in one process.", "", f"Command: `{r['command']}`", ""]
     )
 
 

@@ -68,7 +68,9 @@ def _plain_student(task: str, run: RunOptions, config: TrainConfig, distilling: 
     from bertkit.api.finetuning import finetune
 
     notice("baseline", "distill --plain-student: training the same student without the teacher first (the baseline)")
-    gold_only = replace(distilling.options, alpha=0.0, hidden_loss=None, unlabelled=None, plain_student=False)
+    gold_only = replace(
+        distilling.options, alpha=0.0, hidden_loss=None, unlabelled=None, augment=0, plain_student=False
+    )
     with tempfile.TemporaryDirectory(prefix="bertkit-plain-student-") as scratch:
         output = Path(scratch) / "student"
         plain = Distillation(

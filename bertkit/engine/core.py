@@ -36,6 +36,7 @@ from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
 from bertkit.engine.optimisation import Optimisation, parameter_groups  # noqa: F401 (bertkit.engine's name)
+from bertkit.engine.packed_inference import PackedInference
 from bertkit.engine.precision import describe, resolve
 from bertkit.engine.progress import LineProgress, batch_done, pace_seconds, progress_bar
 from bertkit.engine.rng_state import set_rng_state
@@ -252,6 +253,7 @@ class Engine:
         network.eval()
         targets = targets if targets and all(key in f for f in features for key in targets) else {}
         collate = Collator(pad_token_id, targets or None)
+        packed = PackedInference(network, acc.device, enabled=not targets)  # a mostly padded batch, packed
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)
@@ -260,7 +262,7 @@ class Engine:
             # A rank without a batch (fewer batches than ranks) runs one feature to learn the shapes.
             for indices in mine or [plan[0][:1]]:
                 batch = collate([features[j] for j in indices])
-                outputs = network(**{k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
+                outputs = packed.run(network, {k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
                 if targets and mine:
                     batch_loss = evaluation_loss(outputs, {k: batch[k].to(acc.device) for k in targets}, targets)
                     loss[0] += batch_loss.double() * len(indices)

@@ -109,6 +109,11 @@ def attention_for_training(module, query, key, value, attention_mask, scaling=No
         query, key, value = packing.padded(query), packing.padded(key), packing.padded(value)
         attention_mask = packing.additive_mask(query.dtype)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    if not torch.is_grad_enabled():  # packed prediction (engine/packed_inference.py): SDPA's fused kernel, no weights
+        output = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=attention_mask, scale=scaling
+        ).transpose(1, 2)
+        return (packing.packed(output), None) if packing is not None else (output.contiguous(), None)
     weights = torch.matmul(query * scaling, key.transpose(2, 3))  # scaling q: d, not length, values per row
     if attention_mask is not None:
         weights = weights + attention_mask
@@ -121,7 +126,7 @@ def attention_for_training(module, query, key, value, attention_mask, scaling=No
     return output.contiguous(), weights
 
 
-def _register_attention() -> None:
+def register_attention() -> None:
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
     from transformers.modeling_utils import AttentionInterface
 
@@ -146,7 +151,7 @@ class CpuTrainingKernels:
             and hasattr(model, "set_attn_implementation")
         )
         if self.attention:
-            _register_attention()
+            register_attention()
 
     def apply(self) -> None:
         if not self.enabled:

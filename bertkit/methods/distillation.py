@@ -78,6 +78,8 @@ class Distillation(Method):
             )
         if self.options.unlabelled is not None:
             self.unlabelled = _read_unlabelled(run.adapter, self.options.unlabelled)
+        if self.options.augment and run.adapter.per_token_outputs:
+            raise BertkitError("--augment applies to cls and pair (sentence-level logits)", "drop --augment")
 
     def adapt_network(self, network, run):
         """The teacher's model with only the layers taken (a --student checkpoint: as loaded)."""
@@ -102,6 +104,15 @@ class Distillation(Method):
             extra = adapter.preprocess(self.unlabelled, run.tokenizer, train=False)
             features = list(features) + [_soft_only(f, adapter.per_token_outputs) for f in extra]
             run.preprocessing["unlabelled_features"] = len(extra)
+        if self.options.augment:  # Tang et al. 2019's rewritten rows (data/augment.py), the teacher's labels only
+            from bertkit.data.augment import augmented_rows
+
+            mask = run.tokenizer.mask_token or run.tokenizer.unk_token  # a tokenizer without a mask token
+            rows = augmented_rows(run.train_examples, self.options.augment, mask, run.plan.config.seed)
+            extra = adapter.preprocess(rows, run.tokenizer, train=False)
+            features = list(features) + [_soft_only(f, adapter.per_token_outputs) for f in extra]
+            run.preprocessing["augmented_features"] = len(extra)
+            self.record["augment"] = {"per_row": self.options.augment, "rows": len(rows)}
         self.teacher_network = load_model(adapter.model_class, self.teacher, self.teacher, trained=True)
         self.teacher_network.to(engine.accelerator.device).eval()
         print_ = teacher_fingerprint(fingerprint(self.teacher), features, adapter.targets, engine.precision)

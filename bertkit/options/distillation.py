@@ -49,6 +49,12 @@ class DistillOptions:
         "trained on the soft targets only (Tang et al. 2019). cls and pair.",
         DATA_PANEL,
     )
+    augment: int = option(
+        0,
+        "Also N rewritten variants of each training row (words masked or swapped, n-grams cut out; Tang et al. "
+        "2019) for the teacher to label; trained on the soft targets only. cls and pair.",
+        DATA_PANEL,
+    )
     plain_student: bool = option(
         False,
         "Also train the same student without the teacher (gold labels only; same data, steps and seed) and "
@@ -79,6 +85,14 @@ class DistillOptions:
             raise BertkitError(f"unknown --hidden-loss {self.hidden_loss!r}", f"use one of {', '.join(HIDDEN_LOSSES)}")
         if self.unlabelled is not None:
             check_unlabelled_file(self.unlabelled)
+        if not 0 <= self.augment <= 100:
+            raise BertkitError(f"--augment must be between 0 and 100 variants a row, got {self.augment}", "e.g. 4")
+        if (self.augment or self.unlabelled) and self.alpha == 0:  # those rows have soft targets only
+            flag = "--augment" if self.augment else "--unlabelled"
+            raise BertkitError(
+                f"{flag} adds rows the teacher labels, and --alpha 0 gives the teacher's labels no weight",
+                f"raise --alpha, or drop {flag}",
+            )
         return self
 
 

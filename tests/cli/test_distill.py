@@ -102,3 +102,40 @@ def test_plain_student_is_the_baseline_a_distilled_student_must_beat(run_cli, tr
     assert not list(tmp_path.glob("**/bertkit-plain-student-*"))  # the scratch student is not kept
     teacher = next(b for b in meta["baselines"] if b["name"] == "teacher")
     assert not teacher["warns"]
+
+
+def test_augment_adds_rewritten_rows_the_teacher_labels_and_caches(run_cli, trained, tmp_path):
+    data = tmp_path / "train.tsv"
+    data.write_text(PAIR_TSV)
+    _distill(run_cli, trained("pair"), data, tmp_path / "s", "--augment", 3)
+    meta = json.loads((tmp_path / "s" / "bertkit.json").read_text())
+    made = meta["distillation"]["augment"]
+    rows = meta["data"]["train_examples"]
+    assert made["per_row"] == 3 and rows < made["rows"] <= 3 * rows
+    assert meta["preprocessing"]["augmented_features"] == made["rows"]
+    assert meta["distillation"]["teacher_logits"] == {"reused": 0, "computed": rows + made["rows"]}
+    # the same seed rewrites the same rows: every logit from the cache; another seed, other rows
+    _distill(run_cli, trained("pair"), data, tmp_path / "s", "--augment", 3, "--overwrite")
+    again = json.loads((tmp_path / "s" / "bertkit.json").read_text())["distillation"]
+    assert again["teacher_logits"] == {"reused": rows + made["rows"], "computed": 0}
+    _distill(run_cli, trained("pair"), data, tmp_path / "s", "--augment", 3, "--overwrite", "--seed", 7)
+    other = json.loads((tmp_path / "s" / "bertkit.json").read_text())["distillation"]
+    assert other["teacher_logits"]["computed"] > 0
+
+
+@pytest.mark.parametrize(
+    "task, extra, said",
+    [
+        ("cls", ("--augment", 2, "--alpha", 0), "--augment adds rows the teacher labels, and --alpha 0"),
+        ("ner", ("--augment", 2), "--augment applies to cls and pair"),
+        ("cls", ("--augment", -1), "--augment must be between 0 and 100"),
+    ],
+)
+def test_augment_refuses_in_one_line(run_cli, trained, tmp_path, task, extra, said):
+    from conftest import assert_user_error
+
+    data = tmp_path / ("train.txt" if task == "ner" else "train.csv")
+    data.write_text(NER_CONLL if task == "ner" else CLS_CSV)
+    result = run_cli("distill", trained(task), "--data", data, "--output", tmp_path / "s", "--epochs", 1, *extra)
+    assert_user_error(result, said)
+    assert not (tmp_path / "s").exists()

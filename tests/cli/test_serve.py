@@ -108,12 +108,21 @@ def expected_rows(model_dir, texts, tmp_path):
     return {row["text"]: row for row in api.predict(str(model_dir), PredictOptions(input=str(tmp_path / "in.jsonl")))}
 
 
+# A served batch in arrival order that is mostly padding runs packed (engine/packed_inference.py),
+# predict's length-sorted batches padded: the same numbers up to the precision's rounding (fp32:
+# 1e-7; bf16, auto's choice on CPUs with bf16 units: 2e-4 measured on MiniLM).
+ROUNDING = 1e-3
+
+
 def same_row(got: dict, want: dict) -> bool:
-    """Same label and text; probabilities equal up to float noise of a differently padded batch."""
+    """Same text; probabilities equal up to rounding; the same label unless predict's top two tie
+    within that rounding."""
+    probabilities = sorted(want["probabilities"].values(), reverse=True)
+    tied = len(probabilities) > 1 and probabilities[0] - probabilities[1] <= 2 * ROUNDING
     return (
         got["text"] == want["text"]
-        and got["label"] == want["label"]
-        and all(abs(got["probabilities"][k] - v) <= 2e-6 for k, v in want["probabilities"].items())
+        and (got["label"] == want["label"] or tied)
+        and all(abs(got["probabilities"][k] - v) <= ROUNDING for k, v in want["probabilities"].items())
     )
 
 
