@@ -33,6 +33,8 @@ ROWS = (
 # Tang et al. 2019: the teacher labels more text. Opt-in (--with-unlabelled N): the next N SST-2
 # training sentences after the --train slice, their labels dropped, as --unlabelled.
 UNLABELLED_ROW = "--student-layers 3, distilled + unlabelled"
+# Tang et al. 2019 from the labelled rows alone (--with-augment N): each row rewritten N times.
+AUGMENT_ROW = "--student-layers 3, distilled + --augment {n}"
 
 
 def dev_sentences(data_dir: Path) -> list[str]:
@@ -123,6 +125,8 @@ def chosen_rows(args, data_dir: Path, work: Path) -> list:
         work.mkdir(parents=True, exist_ok=True)
         extra = unlabelled_file(data_dir, args.train, args.with_unlabelled, work)
         rows.append((UNLABELLED_ROW, {"student_layers": 3, "unlabelled": extra}))
+    if args.with_augment:
+        rows.append((AUGMENT_ROW.format(n=args.with_augment), {"student_layers": 3, "augment": args.with_augment}))
     if args.only:
         rows = [rows[int(i)] for i in args.only.split(",")]
     return rows
@@ -183,6 +187,7 @@ def run(args) -> dict:
         "model": args.model,
         "train_rows": train or "all",
         "unlabelled_rows": args.with_unlabelled,
+        "augment": args.with_augment,
         "seeds": args.seeds,
         "rows": results,
     }
@@ -224,6 +229,7 @@ def main() -> None:
         "--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", str(ROOT.parent.parent / "shared" / "data"))
     )
     parser.add_argument("--with-unlabelled", type=int, default=0, help="add the distilled + N unlabelled row")
+    parser.add_argument("--with-augment", type=int, default=0, help="add the distilled + --augment N row")
     parser.add_argument("--only", default="", help="run only these rows (positions, e.g. 5)")
     parser.add_argument("--merge", action="store_true", help="keep --out's other rows (their dirs in --work)")
     parser.add_argument("--work", default="/tmp/bertkit-distill-bench")

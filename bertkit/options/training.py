@@ -72,20 +72,20 @@ class TrainConfig(DatasetOptions):
         "Recompute attention in backward: same numbers, much less memory for long sequences (qa), slower steps.",
         flag=True,
     )
-    # auto packs where it was measured faster: the bi-encoder's and SetFit's towers (random batches), not
-    # a task head's length-grouped batches (0.95x SST-2, 0.94x CoNLL per step, MiniLM bf16,
-    # benchmarks/results/packing_steps_bucketed.md); on random batches packing is 1.72x / 1.63x the padded step
+    # auto packs where it was measured faster: the bi-encoder's and SetFit's towers, and a task head's random
+    # batches (1.72x / 1.63x the padded random step, SST-2 / CoNLL), not length-grouped ones (0.95x / 0.94x;
+    # MiniLM bf16, benchmarks/results/packing_steps_bucketed.md)
     packing: str = option(
         "auto",
         "CPU training on each batch's real tokens only (the padded batch's logits, loss and gradients): auto "
-        "packs embedding/SetFit towers (faster there), on packs the task heads too (slower on length-grouped "
-        "batches), off packs nothing (docs: scale.md).",
+        "packs embedding/SetFit towers and --random-batches (faster there), on packs length-grouped batches "
+        "too (slower), off packs nothing (docs: scale.md).",
         choices=PACKING_CHOICES,
     )
     random_batches: bool = option(
         False,
-        "Random batches; default: rows of similar length batched together (shuffled groups, as transformers' "
-        "group_by_length), about twice as fast (docs: training.md).",
+        "Random batches (packed: --packing auto); default: rows of similar length batched together (shuffled "
+        "groups, as transformers' group_by_length), about 1.3x as fast (docs: training.md).",
         flag=True,
     )
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")

@@ -146,3 +146,39 @@ def test_an_unknown_packing_is_one_line(tmp_path, run_cli):
     result = run_cli("finetune", "cls", "--data", train, "--packing", "sideways", "--output", tmp_path / "o")
     assert_user_error(result, "unknown --packing 'sideways'", "use one of auto, on, off")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "packing,random_batches,packed",
+    [("auto", True, True), ("auto", False, False), ("on", False, True), ("off", True, False)],
+)
+def test_auto_packs_a_task_head_when_its_batches_are_random(packing, random_batches, packed, tiny_bert):
+    """Random batches are two-thirds padding, where packing was measured 1.6-1.7x the padded step;
+    length-grouped ones carry 5 %, where it was not (docs/scale.md)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit.networks.packed_heads import packs
+    from bertkit.networks.recipes import pack_rows, unpack_rows
+    from bertkit.tasks.training_spec import TrainingSpec
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2, attn_implementation="sdpa")
+    assert pack_rows(TrainingSpec(), model, True, packing, random_batches) is None
+    assert packs(model) is packed
+    unpack_rows(model)
+    assert not packs(model)
+    assert pack_rows(TrainingSpec(), model, False, "auto", True) is None and not packs(model)  # CUDA: silent
+
+
+def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, tiny_bert, run_cli):
+    from safetensors.torch import load_file
+
+    model = _without_dropout(tiny_bert, tmp_path / "model")
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 40, seed=1)
+    base = ("finetune", "cls", "--data", train, "--model", model, "--epochs", 2, "--random-batches")
+    base += ("--batch-size", 8, "--lr", "1e-3", "--precision", "no")
+    for packing in ("auto", "off"):
+        code, stdout, stderr = run_cli(*base, "--packing", packing, "--output", tmp_path / packing)
+        assert code == 0 and PADDED_LINE not in stdout + stderr, stderr
+    auto, off = (load_file(str(tmp_path / p / "model.safetensors")) for p in ("auto", "off"))
+    assert all(torch.allclose(auto[name], off[name], atol=1e-5) for name in off)
