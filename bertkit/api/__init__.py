@@ -56,6 +56,7 @@ _HOMES = {
     "distill": "distillation",
     "DistillOptions": "distillation",
     "finetune_multi": "multihead",
+    "finetune_multi_seeds": "multihead_seeds",
     "MultiResult": "multihead",
     "evaluate_multi": "multihead_inference",
     "predict_multi": "multihead_stream",
