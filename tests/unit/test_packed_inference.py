@@ -106,3 +106,20 @@ def test_predict_through_the_engine_packs_and_answers_as_padded(tmp_path, monkey
     assert len(found[0.0]) == len(TEXTS)
     for a, b in zip(found[2.0], found[0.0]):
         assert a.shape == b.shape and abs(a - b).max() < 1e-5
+
+
+@pytest.mark.parametrize("family", PACKED_TYPES)
+def test_the_first_token_shortcut_packs_with_the_padded_logits(family, tmp_path):
+    """Prediction runs a sequence classifier's last layer for [CLS] alone (inference.speed_up);
+    packed, each row's first token still attends to its own row only."""
+    from bertkit.networks.first_token_head import first_token_only_last_layer
+
+    model, batch, _ = _model_and_batch(family, "cls", tmp_path)
+    with torch.inference_mode():
+        full = model(**batch).logits
+        first_token_only_last_layer(model)
+        padded = model(**batch).logits
+        packing = PackedInference(model, torch.device("cpu"))
+        packed = packing.run(model, batch).logits
+    assert packing.packed_batches == 1
+    assert torch.allclose(padded, full, atol=1e-5) and torch.allclose(packed, padded, atol=1e-5)
