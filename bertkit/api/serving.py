@@ -22,7 +22,17 @@ def served_predictor(model_dir, run: InferenceOptions, backend: str, conformal: 
 
         if conformal.coverage is not None:  # no head's conformal scores are stored
             raise BertkitError("serve on a multi-head model does not compose with --coverage yet", "drop --coverage")
-        return MultiHeadServing(model_dir, run, backend).load()
+        served = MultiHeadServing(model_dir, run, backend).load()
+        _pack_padded_batches(served.heads.engine)
+        return served
     predictor = Predictor(model_dir, run, backend, quiet=True)
     predictor.coverage = set_quantile(predictor, conformal, "bertkit serve")
-    return predictor.load()
+    _pack_padded_batches(predictor.load().engine)
+    return predictor
+
+
+def _pack_padded_batches(engine) -> None:
+    """Requests are batched as they arrive, half padding on short texts: the torch engine packs a
+    mostly padded batch (engine/packed_inference.py; an exported graph's runner has no such switch)."""
+    if hasattr(engine, "pack_padded"):
+        engine.pack_padded = True

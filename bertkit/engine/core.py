@@ -53,6 +53,10 @@ WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WO
 
 
 class Engine:
+    # Prediction batches that are mostly padding run packed (engine/packed_inference.py): `serve` turns
+    # it on for its arrival-order batches; predict, eval and select keep the padded numbers they share.
+    pack_padded = False
+
     def __init__(
         self,
         precision: str = "auto",
@@ -253,7 +257,7 @@ class Engine:
         network.eval()
         targets = targets if targets and all(key in f for f in features for key in targets) else {}
         collate = Collator(pad_token_id, targets or None)
-        packed = PackedInference(network, acc.device, enabled=not targets)  # a mostly padded batch, packed
+        packed = PackedInference(network, acc.device, enabled=self.pack_padded and not targets)
         local = {name: [] for name in output_names}  # rows: features, or tokens when per_token
         loss = torch.zeros(2, dtype=torch.float64, device=acc.device)  # sum of batch losses x rows, rows
         progress = self._progress(len(mine), description)

@@ -1,8 +1,11 @@
-"""Prediction on the real tokens only, on the CPU, for a batch that is mostly padding.
+"""Prediction on the real tokens only, on the CPU, for a batch that is mostly padding (`serve`).
 
 `eval` and `predict` sort their rows by length before batching, so their batches are nearly
 unpadded; `serve` batches rows as they arrive, and a batch of a few long and many short rows is
-padding for half its tokens (a served batch of 32 SST-2 sentences: about 50 %). Such a batch runs
+padding for half its tokens (a served batch of 32 SST-2 sentences: about 50 %). Only `serve` turns
+it on (``Engine.pack_padded``): in bf16 a packed row's numbers differ from the padded row's by
+bf16's rounding, and predict, eval, select and a teacher's logits agree with one another when
+none of them packs. Such a batch runs
 packed as training does (networks/packed_heads.py: the encoder on the real tokens as one sequence,
 attention row by row with the CPU training attention, engine/cpu_kernels.py; the head reads the
 padded grid), with the padded batch's outputs up to float rounding (tests/unit/test_packed_inference.py).

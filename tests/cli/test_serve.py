@@ -126,6 +126,18 @@ def same_row(got: dict, want: dict) -> bool:
     )
 
 
+def test_only_the_server_packs_its_mostly_padded_batches(cls_model):
+    """serve batches rows in arrival order and packs those mostly padding (engine/packed_inference.py);
+    predict, eval and select never pack, so they agree with one another to the bit."""
+    from bertkit.api.prediction import Predictor
+    from bertkit.api.serving import served_predictor
+    from bertkit.options import CoverageOptions, InferenceOptions
+
+    served = served_predictor(str(cls_model), InferenceOptions(), "torch", CoverageOptions())
+    assert served.engine.pack_padded is True
+    assert Predictor(str(cls_model), quiet=True).load().engine.pack_padded is False
+
+
 def test_health_and_info(server):
     health = httpx.get(server + "/health").json()
     assert health["status"] == "ok"

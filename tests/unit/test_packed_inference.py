@@ -89,8 +89,9 @@ def test_little_padding_targets_and_other_devices_run_padded(tmp_path, monkeypat
         assert unused.packed_batches == 0
 
 
-def test_predict_through_the_engine_packs_and_answers_as_padded(tmp_path, monkeypatch):
-    """Engine.infer (predict, serve) with every batch packed gives what it gives with none packed."""
+def test_only_a_serving_engine_packs_and_it_answers_as_padded(tmp_path, monkeypatch):
+    """Engine.infer packs only with ``pack_padded`` (serve sets it): predict, eval and select keep
+    the padded numbers they share; packed, every row's outputs are the padded ones."""
     from bertkit.engine import Engine
 
     model, batch, _ = _model_and_batch("bert", "ner", tmp_path)
@@ -98,13 +99,17 @@ def test_predict_through_the_engine_packs_and_answers_as_padded(tmp_path, monkey
         {"input_ids": ids[mask.bool()].tolist(), "attention_mask": [1] * int(mask.sum())}
         for ids, mask in zip(batch["input_ids"], batch["attention_mask"])
     ]
+    packed_calls = []
+    real = packed_inference.pack_encoder
+    monkeypatch.setattr(packed_inference, "pack_encoder", lambda network: packed_calls.append(1) or real(network))
+    monkeypatch.setattr(packed_inference, "PADDING_SHARE", 0.0)
     engine = Engine("no")
-    found = {}
-    for share in (2.0, 0.0):  # never, always
-        monkeypatch.setattr(packed_inference, "PADDING_SHARE", share)
-        found[share] = engine.infer(model, features, 6, ("logits",), True, 0)["logits"]
-    assert len(found[0.0]) == len(TEXTS)
-    for a, b in zip(found[2.0], found[0.0]):
+    padded = engine.infer(model, features, 6, ("logits",), True, 0)["logits"]
+    assert packed_calls == []  # not serving: padded
+    engine.pack_padded = True
+    packed = engine.infer(model, features, 6, ("logits",), True, 0)["logits"]
+    assert packed_calls == [1] and len(packed) == len(TEXTS)
+    for a, b in zip(padded, packed):
         assert a.shape == b.shape and abs(a - b).max() < 1e-5
 
 
