@@ -19,32 +19,45 @@ from __future__ import annotations
 import torch
 
 from bertkit.engine.cpu_kernels import ATTENTION, EAGER_TYPES, register_attention
-from bertkit.networks.packed_heads import pack_encoder, task_model, unpack_encoder, why_padded
+from bertkit.networks.packed import POSITIONS
+from bertkit.networks.packed_heads import encoder_of, pack_this_encoder, task_model, unpack_this_encoder
 
 # Packed from this share of padding on; under it SDPA on the padded batch is as fast or faster.
-# Measured: benchmarks/packed_inference.py (benchmarks/results/packed_inference.md).
-PADDING_SHARE = 0.25
+# Measured (MiniLM bf16, 2 threads, benchmarks/results/packing_inference{,_batch64}.md): packed 0.72-0.90x
+# at 2-4 % padding, median 1.17x (batch 32) and 1.22x (batch 64) at 40-55 %; break-even near 0.3.
+PADDING_SHARE = 0.3
 
 
 def padding_share(attention_mask: torch.Tensor) -> float:
     return 1.0 - float(attention_mask.sum()) / max(attention_mask.numel(), 1)
 
 
+def shared_encoder(network) -> torch.nn.Module | None:
+    """The encoder under ``network``'s heads: a multi-head view's or shared pass's ``encoder``
+    (networks/multihead.py), else the task model's base model (``model.bert``)."""
+    encoder = getattr(network, "encoder", None)
+    if isinstance(encoder, torch.nn.Module) and hasattr(encoder, "config"):
+        return encoder
+    return encoder_of(task_model(network))
+
+
 class PackedInference:
     """``run(network, inputs)``: ``network(**inputs)``, packed when the batch is mostly padding
-    and the network can run packed on this device; ``packed_batches`` counts how often."""
+    and the network's encoder can run packed on this device; ``packed_batches`` counts how often."""
 
     def __init__(self, network, device: torch.device, enabled: bool = True):
-        model = task_model(network)
-        config = getattr(model, "config", None)
+        self.encoder = shared_encoder(network)
+        config = getattr(self.encoder, "config", None)
         self.before = getattr(config, "_attn_implementation", None)
         self.usable = (
             enabled
             and device.type == "cpu"
-            and why_padded(network) is None
+            and self.encoder is not None
             and self.before in ("sdpa", "eager")
             and getattr(config, "model_type", None) in EAGER_TYPES
-            and hasattr(model, "set_attn_implementation")
+            and getattr(config, "model_type", None) in POSITIONS
+            and not getattr(config, "is_decoder", False)
+            and hasattr(self.encoder, "set_attn_implementation")
         )
         self.packed_batches = 0
         if self.usable:
@@ -57,12 +70,11 @@ class PackedInference:
     def run(self, network, inputs: dict):
         if not self.wants(inputs):
             return network(**inputs)
-        model = task_model(network)
-        model.set_attn_implementation(ATTENTION)
-        packed = pack_encoder(network)
+        self.encoder.set_attn_implementation(ATTENTION)
+        pack_this_encoder(self.encoder)
         try:
-            self.packed_batches += packed
+            self.packed_batches += 1
             return network(**inputs)
         finally:
-            unpack_encoder(network)
-            model.set_attn_implementation(self.before)
+            unpack_this_encoder(self.encoder)
+            self.encoder.set_attn_implementation(self.before)

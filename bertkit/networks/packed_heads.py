@@ -60,9 +60,19 @@ def pack_encoder(network: nn.Module) -> bool:
     (the instance's forward is replaced; nothing saved changes). Returns whether it applied."""
     if why_padded(network) is not None:
         return False
-    encoder = encoder_of(task_model(network))
-    encoder.forward = types.MethodType(_packed_forward, encoder)
+    pack_this_encoder(encoder_of(task_model(network)))
     return True
+
+
+def pack_this_encoder(encoder: nn.Module) -> None:
+    """``encoder`` itself runs packed whenever the CPU training attention is on, whoever calls it
+    (a multi-head model's heads share one; ``unpack_this_encoder`` undoes it)."""
+    encoder.forward = types.MethodType(_packed_forward, encoder)
+
+
+def unpack_this_encoder(encoder: nn.Module) -> None:
+    if "forward" in vars(encoder):
+        del encoder.forward
 
 
 def unpack_encoder(network: nn.Module) -> None:

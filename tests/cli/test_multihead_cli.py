@@ -230,6 +230,32 @@ def test_the_server_answers_every_head_and_one_head_as_predict_does(trained, fil
         assert set(client.get("/info").json()["heads"]) == {"s", "p", "r", "n"}
 
 
+def test_the_served_heads_pack_mostly_padded_batches_and_answer_as_predict(trained, files, run_cli, monkeypatch):
+    """serve packs a mostly padded batch through the shared encoder (engine/packed_inference.py),
+    for the heads that share one pass and for a tagger alone; fp32 answers equal predict's."""
+    from bertkit.api.serving import served_predictor
+    from bertkit.engine import packed_inference
+    from bertkit.options import CoverageOptions, InferenceOptions
+
+    texts = ["good", "the film was good and the plot was fine and the acting was great", "bad", "ok"]
+    (files / "mixed.txt").write_text("\n".join(texts) + "\n")
+    code, stdout, stderr = run_cli("predict", trained, "--input", files / "mixed.txt", "--precision", "no")
+    assert code == 0, stderr
+    expected = [json.loads(line) for line in stdout.splitlines()]
+    packed = []
+    real = packed_inference.pack_this_encoder
+    monkeypatch.setattr(packed_inference, "pack_this_encoder", lambda encoder: packed.append(1) or real(encoder))
+    served = served_predictor(str(trained), InferenceOptions(precision="no"), "torch", CoverageOptions())
+    answers = served.predict(served.examples(texts))
+    assert len(packed) >= 2  # the classifiers' shared pass and the tagger's own
+    assert len(answers) == len(expected)
+    for got, want in zip(answers, expected):
+        assert got["n"]["tags"] == want["n"]["tags"] and got["s"]["label"] == want["s"]["label"]
+        for k, v in want["s"]["probabilities"].items():
+            assert abs(got["s"]["probabilities"][k] - v) <= 2e-6
+        assert abs(got["r"]["score"] - want["r"]["score"]) <= 1e-5
+
+
 def test_config_yaml_replays_the_heads(trained, tmp_path, run_cli):
     out = tmp_path / "again"
     replay = ["finetune", "multi", "--config", trained / "config.yaml", "--output", out, "--epochs", 1]

@@ -100,8 +100,8 @@ def test_only_a_serving_engine_packs_and_it_answers_as_padded(tmp_path, monkeypa
         for ids, mask in zip(batch["input_ids"], batch["attention_mask"])
     ]
     packed_calls = []
-    real = packed_inference.pack_encoder
-    monkeypatch.setattr(packed_inference, "pack_encoder", lambda network: packed_calls.append(1) or real(network))
+    real = packed_inference.pack_this_encoder
+    monkeypatch.setattr(packed_inference, "pack_this_encoder", lambda encoder: packed_calls.append(1) or real(encoder))
     monkeypatch.setattr(packed_inference, "PADDING_SHARE", 0.0)
     engine = Engine("no")
     padded = engine.infer(model, features, 6, ("logits",), True, 0)["logits"]
