@@ -13,7 +13,7 @@ import dataclasses
 
 from bertkit.api.multihead import MultiResult, finetune_multi
 from bertkit.api.parallel_runs import parallel_runs, run_all
-from bertkit.api.seeds import SeedsResult, run_row
+from bertkit.api.seeds import SeedsResult, run_row, seed_jobs
 from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
@@ -37,16 +37,9 @@ def finetune_multi_seeds(
     output = run.output or default_output("-".join(s.name for s in specs), "multi-")
     output_path, root = prepare_runs(output, seeds_root, run.overwrite, "--seeds", [f"seed-{s}" for s in seeds])
     parallel = parallel_runs(len(seeds), run.threads)
-    jobs = {
-        seed: dict(
-            heads=heads,
-            run=dataclasses.replace(run, output=str(root / f"seed-{seed}"), overwrite=True),
-            config=dataclasses.replace(config, seed=seed),
-        )
-        for seed in seeds
-    }
     results: dict[int, MultiResult] = {}
     with runs_in(root):
+        jobs = seed_jobs(seeds, root, run, config, heads=heads)
         for seed, result in run_all(jobs, parallel, "seed", target=finetune_multi):
             results[seed] = result
             if on_run is not None:

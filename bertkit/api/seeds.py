@@ -48,14 +48,7 @@ def finetune_seeds(
         output_of(run, f"{task}-"), seeds_root, run.overwrite, "--seeds", [f"seed-{s}" for s in seeds]
     )
     parallel = parallel_runs(len(seeds), options.get("threads"))
-    jobs = {
-        seed: dict(
-            task=task,
-            run=dataclasses.replace(run, output=str(root / f"seed-{seed}"), overwrite=True),
-            config=dataclasses.replace(config, seed=seed),
-        )
-        for seed in seeds
-    }
+    jobs = seed_jobs(seeds, root, run, config, task=task)
     results = {}
     with runs_in(root):
         for seed, result in run_all(jobs, parallel, "seed"):
@@ -86,6 +79,18 @@ def finetune_seeds(
         {"seed": seeds[0], "seeds": ",".join(map(str, seeds))},
     )
     return SeedsResult(best, seeds, chosen, main, runs, section["summary"], str(root) if keep_all else None)
+
+
+def seed_jobs(seeds: list[int], root, run: RunOptions, config: TrainConfig, **fixed) -> dict:
+    """seed -> the keyword arguments of its run (``fixed`` plus its own output in ``root`` and its seed)."""
+    return {
+        seed: dict(
+            **fixed,
+            run=dataclasses.replace(run, output=str(root / f"seed-{seed}"), overwrite=True),
+            config=dataclasses.replace(config, seed=seed),
+        )
+        for seed in seeds
+    }
 
 
 def _check_request(task: str, data: str, seeds: list[int], options: dict, choice: DatasetChoice) -> None:

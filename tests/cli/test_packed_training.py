@@ -169,9 +169,14 @@ def test_auto_packs_a_task_head_when_its_batches_are_random(packing, random_batc
     assert pack_rows(TrainingSpec(), model, False, "auto", True) is None and not packs(model)  # CUDA: silent
 
 
-def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, tiny_bert, run_cli):
+def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, tiny_bert, run_cli, monkeypatch):
     from safetensors.torch import load_file
 
+    import bertkit.networks.packed_heads as packed_heads
+
+    packed = []
+    real = packed_heads.pack_encoder
+    monkeypatch.setattr(packed_heads, "pack_encoder", lambda network: packed.append(1) or real(network))
     model = _without_dropout(tiny_bert, tmp_path / "model")
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 40, seed=1)
@@ -180,5 +185,7 @@ def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, 
     for packing in ("auto", "off"):
         code, stdout, stderr = run_cli(*base, "--packing", packing, "--output", tmp_path / packing)
         assert code == 0 and PADDED_LINE not in stdout + stderr, stderr
+        assert len(packed) == (1 if packing == "auto" else 0)  # auto packed the random batches, off did not
+        packed.clear()
     auto, off = (load_file(str(tmp_path / p / "model.safetensors")) for p in ("auto", "off"))
     assert all(torch.allclose(auto[name], off[name], atol=1e-5) for name in off)
