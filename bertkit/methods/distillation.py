@@ -101,17 +101,13 @@ class Distillation(Method):
 
         adapter, engine = run.adapter, run.engine
         if self.unlabelled:
-            extra = adapter.preprocess(self.unlabelled, run.tokenizer, train=False)
-            features = list(features) + [_soft_only(f, adapter.per_token_outputs) for f in extra]
-            run.preprocessing["unlabelled_features"] = len(extra)
+            features = list(features) + _soft_features(self.unlabelled, run, "unlabelled_features")
         if self.options.augment:  # Tang et al. 2019's rewritten rows (data/augment.py), the teacher's labels only
             from bertkit.data.augment import augmented_rows
 
             mask = run.tokenizer.mask_token or run.tokenizer.unk_token  # a tokenizer without a mask token
             rows = augmented_rows(run.train_examples, self.options.augment, mask, run.plan.config.seed)
-            extra = adapter.preprocess(rows, run.tokenizer, train=False)
-            features = list(features) + [_soft_only(f, adapter.per_token_outputs) for f in extra]
-            run.preprocessing["augmented_features"] = len(extra)
+            features = list(features) + _soft_features(rows, run, "augmented_features")
             self.record["augment"] = {"per_row": self.options.augment, "rows": len(rows)}
         self.teacher_network = load_model(adapter.model_class, self.teacher, self.teacher, trained=True)
         self.teacher_network.to(engine.accelerator.device).eval()
@@ -239,6 +235,14 @@ def _read_unlabelled(adapter, path: str) -> list:
     if not examples:
         raise BertkitError(f"--unlabelled {path} holds no examples", "give a text file, one example per line")
     return [{k: v for k, v in example.items() if k != "label"} for example in examples]
+
+
+def _soft_features(rows: list, run, counted_as: str) -> list:
+    """Rows the teacher labels, as training features trained on its soft targets only; their count
+    recorded in the run's preprocessing as ``counted_as``."""
+    extra = run.adapter.preprocess(rows, run.tokenizer, train=False)
+    run.preprocessing[counted_as] = len(extra)
+    return [_soft_only(f, run.adapter.per_token_outputs) for f in extra]
 
 
 def _soft_only(feature: dict, per_token: bool) -> dict:
