@@ -164,6 +164,7 @@ FAMILY_TOKENIZER = {
     "distilbert": "distilbert-wordpiece",
     "electra": "wordpiece",
     "roberta": "roberta-bpe",
+    "xlm-roberta": "roberta-bpe",  # not in FAMILIES: built for the packing tests (RoBERTa's positions, its own type)
     "modernbert": "modernbert-bpe",
     "albert": "albert-unigram",
     "deberta-v2": "deberta-unigram",
@@ -192,8 +193,8 @@ def _model(name: str, tokenizer):
         config = t.DistilBertConfig(
             dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN, max_position_embeddings=POSITIONS, **size
         )
-    elif name == "roberta":  # positions start after the padding index, as in roberta-base (514 = 512 + 2)
-        config = t.RobertaConfig(
+    elif name in ("roberta", "xlm-roberta"):  # positions start after the padding index (514 = 512 + 2)
+        config = (t.RobertaConfig if name == "roberta" else t.XLMRobertaConfig)(
             **{**bert_like, "max_position_embeddings": POSITIONS + tokenizer.pad_token_id + 1},
             type_vocab_size=1,
             bos_token_id=tokenizer.cls_token_id,

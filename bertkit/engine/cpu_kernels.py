@@ -95,7 +95,8 @@ def restore_dropout(model: torch.nn.Module) -> None:
 # Attention written the eager way (the same math), with FastDropout's masks on the probabilities.
 ATTENTION = TRAINING_ATTENTION
 # model types whose attention goes through transformers' AttentionInterface with BERT's signature
-EAGER_TYPES = ("bert", "roberta", "electra")  # each checked in tests/unit/test_cpu_training.py
+# each checked in tests/unit/test_cpu_training.py
+EAGER_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert")
 
 
 def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:

@@ -89,12 +89,12 @@ class Packing:
 
 
 def _columns(config, packing: Packing) -> torch.Tensor:
-    """BERT, ELECTRA: a token's position is its column (0, 1, ... in each row)."""
+    """BERT, ELECTRA, ALBERT, DistilBERT: a token's position is its column (0, 1, ... in each row)."""
     return packing.index % packing.longest
 
 
 def _after_padding_id(config, packing: Packing) -> torch.Tensor:
-    """RoBERTa: padding_idx + 1 + the token's place among its row's real tokens (transformers'
+    """RoBERTa, XLM-R: padding_idx + 1 + the token's place among its row's real tokens (transformers'
     create_position_ids_from_input_ids; counting from 0 here was transformers #47496's bug)."""
     keep = packing.keep.long()
     return (keep.cumsum(1) * keep + config.pad_token_id).flatten()[packing.index]
@@ -102,7 +102,15 @@ def _after_padding_id(config, packing: Packing) -> torch.Tensor:
 
 # model type -> the position ids its padded forward gives the real tokens; each type is checked
 # against its padded batch in tests/unit/test_packed.py and tests/unit/test_packed_heads.py
-POSITIONS = {"bert": _columns, "electra": _columns, "roberta": _after_padding_id}
+# (DeBERTa's relative positions and ModernBERT's local attention windows are not handled: they run padded)
+POSITIONS = {
+    "bert": _columns,
+    "electra": _columns,
+    "albert": _columns,
+    "distilbert": _columns,
+    "roberta": _after_padding_id,
+    "xlm-roberta": _after_padding_id,
+}
 PACKED_TYPES = tuple(POSITIONS)
 
 

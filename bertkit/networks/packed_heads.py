@@ -94,14 +94,22 @@ def _packed_forward(
     whole = type(self).forward
     if not _packable_call(self, input_ids, attention_mask, position_ids, kwargs):
         given = {"token_type_ids": token_type_ids, "position_ids": position_ids, "inputs_embeds": inputs_embeds}
+        given = {name: value for name, value in given.items() if value is not None}  # DistilBERT has no segments
         return whole(self, input_ids, attention_mask=attention_mask, **given, **kwargs)
     packing = Packing.of(attention_mask)
     out = whole(self, **packed_inputs(self.config, packing, input_ids, token_type_ids), **kwargs)
     if out.last_hidden_state.shape[1] == packing.total:  # every token (a first-token layer gives rows x 1)
         out.last_hidden_state = packing.grid(out.last_hidden_state)
     if getattr(self, "pooler", None) is not None and out.get("pooler_output") is not None:
-        out.pooler_output = self.pooler(out.last_hidden_state)  # each row's [CLS], not the packed row's first
+        out.pooler_output = _pooled(self, out.last_hidden_state)  # each row's [CLS], not the packed row's first
     return out
+
+
+def _pooled(encoder, grid):
+    """The encoder's pooler on the padded grid: BERT's and RoBERTa's pooler module reads [CLS]
+    itself; ALBERT's is a bare linear layer over [CLS] with its activation apart."""
+    activation = getattr(encoder, "pooler_activation", None)
+    return activation(encoder.pooler(grid[:, 0])) if activation is not None else encoder.pooler(grid)
 
 
 def _packable_call(encoder, input_ids, attention_mask, position_ids, kwargs: dict) -> bool:

@@ -22,7 +22,8 @@ def _without_dropout(model_dir, target):
     """A copy of ``model_dir`` without dropout: packed and padded batches then draw nothing at random."""
     shutil.copytree(model_dir, target)
     config = json.loads((target / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
+    config.update(dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0)  # DistilBERT's names
     (target / "config.json").write_text(json.dumps(config))
     return target
 
@@ -52,8 +53,46 @@ def test_packed_and_padded_runs_train_the_same_weights(task, tmp_path, tiny_bert
     assert [c["packing"] for c in configs] == ["on", "off"]
 
 
+@pytest.mark.parametrize("family", ["albert", "distilbert"])
+def test_albert_and_distilbert_train_packed_to_the_padded_weights(family, tmp_path, run_cli, monkeypatch):
+    """Positions from 0 like BERT; DistilBERT has no segment ids, ALBERT's pooler is a bare linear layer."""
+    from safetensors.torch import load_file
+
+    from bertkit.networks import packed_heads
+
+    packed_batches, packing_of = [], packed_heads.Packing.of
+
+    class CountedPacking(packed_heads.Packing):
+        @classmethod
+        def of(cls, attention_mask):
+            packed_batches.append(attention_mask.shape)
+            return packing_of(attention_mask)
+
+    monkeypatch.setattr(packed_heads, "Packing", CountedPacking)
+
+    start_dir = build_family(family, tmp_path / "start")
+    model = _without_dropout(start_dir, tmp_path / "model")
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 40, seed=1)
+    base = ("finetune", "cls", "--data", train, "--model", model, "--epochs", 2, "--batch-size", 8, "--lr", "1e-3")
+    outputs = {packing: tmp_path / packing for packing in ("on", "off")}
+    for packing, output in outputs.items():
+        before = len(packed_batches)
+        code, stdout, stderr = run_cli(*base, "--precision", "no", "--packing", packing, "--output", output)
+        assert code == 0, stderr
+        assert PADDED_LINE not in stdout + stderr
+        assert (len(packed_batches) > before) == (packing == "on")  # 5 batches x 2 epochs packed, or none
+    packed, padded = (load_file(str(outputs[p] / "model.safetensors")) for p in ("on", "off"))
+    start = load_file(str(start_dir / "model.safetensors"))
+    prefix = f"{family}."
+    moved = [k for k in padded if k.startswith(prefix) and not torch.equal(padded[k], start[k[len(prefix) :]])]
+    assert moved
+    for name in padded:
+        assert torch.allclose(packed[name], padded[name], atol=1e-5), name
+
+
 def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_cli):
-    model = build_family("distilbert", tmp_path / "distilbert")
+    model = build_family("deberta-v2", tmp_path / "deberta-v2")
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
     code, stdout, stderr = run_cli(
@@ -72,7 +111,7 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
     )
     assert code == 0, stderr
     said = [line for line in (stdout + stderr).splitlines() if PADDED_LINE in line]
-    assert len(said) == 1 and "distilbert models run padded" in said[0], said
+    assert len(said) == 1 and "deberta-v2 models run padded" in said[0], said
 
 
 def test_qa_and_cuda_run_padded_and_say_why(tmp_path):
@@ -111,7 +150,7 @@ def test_heads_run_padded_by_default_and_say_nothing(tmp_path, tiny_bert, run_cl
     from bertkit.options import TrainConfig
 
     assert TrainConfig().packing == "auto" and TrainConfig().random_batches is False
-    model = build_family("distilbert", tmp_path / "distilbert")
+    model = build_family("deberta-v2", tmp_path / "deberta-v2")
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 24, seed=1)
     code, stdout, stderr = run_cli("finetune", "cls", "--data", train, "--model", model, "--output", tmp_path / "o")

@@ -162,7 +162,7 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert, on_device):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kernels_on_every_family_keep_outputs_and_undo(family, tmp_path):
-    """BERT, RoBERTa and ELECTRA get the fast attention; every family gets FastDropout; evaluation
+    """BERT, RoBERTa, ELECTRA, ALBERT and DistilBERT get the fast attention; every family gets FastDropout; evaluation
     outputs are unchanged and undo() gives the model back as it was."""
     model = AutoModelForSequenceClassification.from_pretrained(
         str(build_family(family, tmp_path / family)), num_labels=2
@@ -174,7 +174,7 @@ def test_kernels_on_every_family_keep_outputs_and_undo(family, tmp_path):
         kernels = CpuTrainingKernels(model)
         kernels.apply()
         assert (model.config._attn_implementation == ATTENTION) == (
-            model.config.model_type in ("bert", "roberta", "electra")
+            model.config.model_type in ("bert", "roberta", "electra", "albert", "distilbert")
         )
         assert any(type(m) is FastDropout for m in model.modules())
         during = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits

@@ -89,9 +89,9 @@ def test_packing_needs_the_training_attention_and_a_type_whose_positions_it_know
     roberta, _ = _encoder_and_inputs("roberta", tmp_path)
     CpuTrainingKernels(roberta).apply()
     assert can_pack(roberta)  # its positions start after the padding id: packed.POSITIONS gives them so
-    distilbert, _ = _encoder_and_inputs("distilbert", tmp_path)
-    CpuTrainingKernels(distilbert).apply()
-    assert not can_pack(distilbert)  # no training attention, no known positions: padded
+    modernbert, _ = _encoder_and_inputs("modernbert", tmp_path)
+    CpuTrainingKernels(modernbert).apply()
+    assert not can_pack(modernbert)  # no training attention, its own local attention: padded
 
 
 @pytest.mark.parametrize("wrapper", ["bi-encoder", "setfit"])

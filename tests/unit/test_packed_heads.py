@@ -53,9 +53,10 @@ def _model_and_batch(family: str, head: str, tmp_path, pairs: bool = False):
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     class_name, overrides, labels = HEADS[head]
     torch.manual_seed(0)
-    model = getattr(transformers, class_name).from_pretrained(
-        directory, attn_implementation="sdpa", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides
-    )
+    model = getattr(transformers, class_name).from_pretrained(directory, attn_implementation="sdpa", **overrides)
+    for module in model.modules():  # no dropout, whatever the family calls its rates (DistilBERT, ALBERT's head)
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
     texts = (TEXTS, TEXTS[::-1]) if pairs else (TEXTS,)
     batch = dict(tokenizer(*texts, padding=True, return_tensors="pt"))
     batch["labels"] = labels(len(TEXTS), batch["attention_mask"])
@@ -155,7 +156,7 @@ def test_the_encoder_packs_only_under_the_training_attention(tmp_path, monkeypat
     assert not packs(model) and "forward" not in vars(model.bert)
 
 
-@pytest.mark.parametrize("family", ["distilbert", "albert", "deberta-v2", "modernbert"])
+@pytest.mark.parametrize("family", ["deberta-v2", "modernbert"])
 def test_a_family_packing_does_not_know_says_why_and_stays_padded(family, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
