@@ -7,7 +7,8 @@ Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertki
 "no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings);
 bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
 (--packing auto, the default: a task head's batches padded), bertkit_packed_random and
-bertkit_padded_random (random batches: --random-batches).
+bertkit_padded_random (random batches: --random-batches); bertkit_eager and bertkit_compiled
+(--compile off / on).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ SIDES = {
     "bertkit_padded": {"packing": "auto"},
     "bertkit_packed_random": {"packing": "on", "random_batches": True},
     "bertkit_padded_random": {"packing": "auto", "random_batches": True},
+    "bertkit_eager": {"compile": "off"},
+    "bertkit_compiled": {"compile": "on"},
 }
 QA_OPTIONS = {"doc_stride": 128, "max_answer_length": 30}
 
@@ -125,6 +128,8 @@ def train(
         "metric": result.metrics.get(metric),
         "exact_match": result.metrics.get("exact_match"),
         "peak_rss_mb": _peak_rss_mb(),
+        "optimizer_steps": counted["optimizer_steps"],
+        "compile": counted.get("compile", {}),
     }
 
 

@@ -9,7 +9,7 @@ Variants, run interleaved round after round (medians reported, so a busy machine
   master_frozen master, word embeddings frozen (bertkit finetune --freeze-embeddings)
   sparse        master + sparse word-embedding gradients
   kernels       sparse + bertkit.engine.cpu_kernels (FastDropout, eager attention with it) + the last layer
-                for [CLS] alone (engine/first_token_head.py, as finetune cls/pair does): bertkit's step now
+                for [CLS] alone (networks/first_token_head.py, as finetune cls/pair does): bertkit's step now
   lazy          kernels + --lazy-embeddings (bertkit.engine.lazy_embeddings: only the batch's embedding rows)
   compiled      kernels + torch.compile of the model (inductor; fixed shapes here, its best case)
   compiled_encoder  kernels + torch.compile(dynamic=True) of the encoder alone (the embeddings'
@@ -84,9 +84,8 @@ def build(
         model.get_input_embeddings().weight.requires_grad_(False)
     groups = parameter_groups(model, 0.01)
     if variant in KERNELS:
-        from bertkit.engine.first_token_head import first_token_only_last_layer
-
         from bertkit.engine.cpu_kernels import CpuTrainingKernels
+        from bertkit.networks.first_token_head import first_token_only_last_layer
 
         assert first_token_only_last_layer(model)
         CpuTrainingKernels(model).apply()

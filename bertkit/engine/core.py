@@ -31,6 +31,7 @@ from accelerate.utils import (
 
 from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
+from bertkit.engine.compilation import compiled_layers
 from bertkit.engine.cpu_kernels import CpuTrainingKernels
 from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.history import History
@@ -171,6 +172,9 @@ class Engine:
             checkpoints.load_weights(model)
         optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
         kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
+        compiling = compiled_layers(
+            acc.unwrap_model(model), config, acc.num_processes, acc.device.type, self.precision, _say_runtime
+        )
         state, history, best_weights, saved = Progress(), History(), None, None
         if checkpoints is not None:  # the optimizer's state goes in before it is prepared
             state, history, best_weights, saved = checkpoints.begin(
@@ -188,7 +192,7 @@ class Engine:
             config,
             plan,
             optimisation,
-            kernels,
+            (kernels, compiling),
             state,
             history,
             RunningSums(acc.device, saved, generators),
@@ -315,6 +319,10 @@ class Engine:
         padded[: len(values)] = values
         gathered = self.accelerator.gather(padded.to(self.accelerator.device)).cpu()
         return torch.cat([gathered[r * longest : r * longest + n] for r, n in enumerate(rows)])
+
+
+def _say_runtime(line: str) -> None:
+    notice("runtime", line)
 
 
 def _launched_on_cpu() -> bool:

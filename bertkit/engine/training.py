@@ -39,6 +39,7 @@ class TrainReport:
     best_step: int | None = None
     log: list = field(default_factory=list)  # history.jsonl lines (history.py)
     resumed_from: str | None = None  # the checkpoint this run continued from
+    compile: dict = field(default_factory=dict)  # --compile: what was decided, when, the first step's time
 
     def throughput(self) -> dict:
         seconds = max(self.train_seconds, 1e-9)
@@ -52,6 +53,7 @@ class TrainReport:
             "token_pairs": self.token_pairs,
             "eval_seconds": round(self.eval_seconds, 3),
             "optimizer_steps": self.optimizer_steps,
+            "compile": self.compile,
         }
 
 
@@ -187,7 +189,8 @@ class Run:
             config,
             plan,
         )
-        self.optimisation, self.kernels, self.state, self.history = optimisation, kernels, state, history
+        (self.kernels, self.compiling), self.state, self.history = kernels, state, history  # kernels: (cpu, compiled)
+        self.optimisation = optimisation
         self.sums, self.selection, self.checkpoints = sums, selection, checkpoints
         self.saving = checkpoints is not None and checkpoints.save_every is not None
         self.finished, self.logging, self.at = False, False, 0
@@ -216,6 +219,7 @@ class Run:
     def train_mode(self) -> None:
         self.model.train()
         self.kernels.apply()
+        self.compiling.apply()
         self.start_clock()
         self.epoch_loss, self.ran = 0.0, 0
 
@@ -253,6 +257,7 @@ class Run:
         self.logging = (state.step + 1) % self.config.log_every == 0
         grad_norm, lr = self.optimisation.step(want_norm=self.logging)
         state.step, state.epoch, state.next_batch = state.step + 1, epoch, done
+        self.compiling.after_step(state.step, self.plan.total_steps)
         if self.lines:
             self.progress.at_step(state.step)
         test_signal("step", state.step)
@@ -288,6 +293,7 @@ class Run:
     def evaluation_point(self) -> None:
         self.stop_clock()
         self.kernels.undo()
+        self.compiling.undo()
         log = (lambda values: self.acc.log(values, step=self.state.step)) if self.tracking else None
         self.selection.record(
             self.model,
@@ -306,6 +312,7 @@ class Run:
             self.state.stopped_early = self.finished = True
         self.model.train()
         self.kernels.apply()
+        self.compiling.apply()
         self.start_clock()
 
     def save_or_stop(self, stop) -> None:
@@ -337,6 +344,7 @@ class Run:
         """Whether training ended or failed: the model keeps no training kernels, output and
         trackers are closed."""
         self.kernels.undo()
+        self.compiling.undo()
         self.progress.close()
         if self.tracking:
             self.acc.end_training()  # flushes and closes the event files
@@ -358,6 +366,7 @@ class Run:
         )
         report.examples, report.real_tokens, report.padded_tokens, report.token_pairs = (int(x) for x in totals)
         report.eval_seconds = state.eval_seconds
+        report.compile = dict(self.compiling.facts)
         return report
 
     def best_model(self):

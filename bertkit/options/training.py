@@ -40,6 +40,7 @@ from bertkit.options.base import (
 )
 
 PACKING_CHOICES = ("auto", "on", "off")  # finetune --packing (networks/packed.py, networks/packed_heads.py)
+COMPILE_CHOICES = ("auto", "on", "off")  # finetune --compile (engine/compilation.py)
 
 
 @dataclass
@@ -81,6 +82,12 @@ class TrainConfig(DatasetOptions):
         "packs embedding/SetFit towers and --random-batches (faster there), on packs length-grouped batches "
         "too (slower), off packs nothing (docs: scale.md).",
         choices=PACKING_CHOICES,
+    )
+    compile: str = option(
+        "auto",
+        "torch.compile the encoder layers while training: auto times 10 steps, then compiles when the run left "
+        "pays back the compile time (cached for the next run); on from the first step; off never (docs: scale.md).",
+        choices=COMPILE_CHOICES,
     )
     random_batches: bool = option(
         False,
@@ -182,6 +189,9 @@ class TrainConfig(DatasetOptions):
             check_at_least(value, f"--{name}", command)
         check_precision(self.precision)
         check_choice(self.packing, PACKING_CHOICES, "--packing")
+        check_choice(self.compile, COMPILE_CHOICES, "--compile")
+        if self.compile == "on" and self.packing == "on":
+            raise BertkitError("--compile on runs the padded batches --packing on leaves out", "drop one of them")
         if self.keep_checkpoints is not None and self.save_every is None:
             raise BertkitError("--keep-checkpoints applies only with --save-every", "add --save-every N")
         check_lora(self, command)
