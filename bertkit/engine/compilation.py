@@ -177,7 +177,7 @@ def compiled_layers(model, config, world: int, device_type: str, precision: str,
 
 def _why_not_compiled(model, config, world: int, stack, packs) -> str | None:
     if stack is None:
-        return "this training has no task head over an encoder's layers (bertkit compiles those only)"
+        return "bertkit compiles one task head's encoder layers only (not multi-head, embedding or pre-training runs)"
     if packs(model):
         return "packed batches run uncompiled (--packing off compiles)"
     if getattr(config, "save_memory", False):

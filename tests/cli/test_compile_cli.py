@@ -71,3 +71,24 @@ def test_untested_combinations_are_refused_in_one_line(extra, said, tmp_path, ti
     errors = [line for line in stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and said in errors[0], stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_distill_compiles_the_students_layers(tmp_path, tiny_bert, run_cli, monkeypatch):
+    import torch._dynamo
+
+    from bertkit.engine import compilation
+
+    monkeypatch.setattr(compilation, "BACKEND", "aot_eager")
+    monkeypatch.setattr(compilation, "_GIVEN_CACHE", str(tmp_path / "cache"))
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 24, seed=1)
+    code, _, stderr = run_cli("finetune", "cls", "--data", train, "--model", tiny_bert, "--output", tmp_path / "t")
+    assert code == 0, stderr
+    torch._dynamo.reset()
+    args = ("distill", tmp_path / "t", "--data", train, "--compile", "on", "--output", tmp_path / "s")
+    code, stdout, stderr = run_cli(*args)
+    torch._dynamo.reset()
+    assert code == 0, stderr
+    assert "--compile on: compiling the encoder layers" in stdout + stderr
+    facts = json.loads((tmp_path / "s" / "bertkit.json").read_text())["throughput"]["compile"]
+    assert facts["compiled"] and facts["first_step_seconds"] > 0

@@ -127,7 +127,7 @@ def test_a_bare_encoder_and_a_packed_one_are_not_compiled(tiny_bert):
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
     bare = AutoModel.from_pretrained(str(tiny_bert))
-    with pytest.raises(BertkitError, match="no task head over an encoder"):
+    with pytest.raises(BertkitError, match="one task head's encoder layers only"):
         compilation.compiled_layers(bare, SimpleNamespace(compile="on"), 1, "cpu", "no", print)
     model = _tiny_classifier(tiny_bert)
     CpuTrainingKernels(model).apply()
