@@ -95,6 +95,7 @@ def _load(state: Run, chosen: list):
     plan, adapter = state.plan, state.adapter
     state.model_ref = resolve_model(plan.model)
     model_config = load_config(state.model_ref, plan.model)  # an offline Hub name or an unsupported model fails here
+    plan.config = family_recipe(plan.config, model_config)
     limit = choose_max_length(plan.config.max_length, state.adapter.default_max_length, model_config, plan.model)
     state.adapter = adapter = state.adapter.at_max_length(limit)
     adapter.check_model_config(model_config, plan.model)
@@ -373,6 +374,17 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
         yield
     finally:
         recipes.unpack_rows(network)
+
+
+def family_recipe(config: TrainConfig, model_config) -> TrainConfig:
+    """The model family's learning rate, warmup, weight decay and layer decay where ``config`` has
+    none (training/family_recipes.py), said once; the filled config is what the run records."""
+    from bertkit.training.family_recipes import with_family_recipe
+
+    config, line = with_family_recipe(config, model_config)
+    if line is not None:
+        notice("recipe", line)
+    return config
 
 
 def for_training(network, config: TrainConfig) -> None:

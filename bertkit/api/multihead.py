@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.api.finetuning import for_training, read_examples
+from bertkit.api.finetuning import family_recipe, for_training, read_examples
 from bertkit.api.multihead_record import directory_meta, replayable
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
@@ -90,6 +90,7 @@ def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfi
     for head in planned:
         head.adapter, head.train, head.eval, _ = _read(head)
     model_ref, tokenizer, engine, network = _load(planned, run, config, checkpoints, added)
+    config = family_recipe(config, network.encoder.config)
     _preprocess(planned, tokenizer, checkpoints)
     if added is not None:  # DIR's heads join the encoder; scored before it trains
         added.join(network)

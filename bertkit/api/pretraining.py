@@ -23,9 +23,18 @@ from dataclasses import dataclass, field, replace
 
 from bertkit.api.finetuning import finetune
 from bertkit.options import RunOptions, TrainConfig
+from bertkit.options.training import PRETRAIN_RECIPE
 from bertkit.training.run_args import output_of
 
-PRETRAIN_LR = 1e-4  # BERT's pre-training recipe, not fine-tuning's 2e-5..5e-5 (cli/pretraining.py shows it)
+PRETRAIN_LR = PRETRAIN_RECIPE["lr"]  # BERT's pre-training recipe, not fine-tuning's 2e-5..5e-5
+
+
+def pretraining_config(config: TrainConfig | None) -> TrainConfig:
+    """``config`` with BERT's pre-training recipe where it leaves a value to the model family's."""
+    config = config or TrainConfig()
+    return replace(config, **{k: v for k, v in PRETRAIN_RECIPE.items() if getattr(config, k) is None})
+
+
 RECIPE = (
     "BERT's pre-training: peak lr 1e-4, linear warmup over 10,000 of 1,000,000 steps, then linear decay, "
     "weight decay 0.01; the warmup is scaled to this run's length as a share of its steps"
@@ -60,10 +69,10 @@ def pretrain_mlm(run: RunOptions, config: TrainConfig | None = None, task: str =
     directory (``run.output``, default runs/mlm-<data>). ``finetune`` with the mlm task: the same
     options, checkpoints and ``run.resume``. ``config.task_options``: the masking rule (mask_rate,
     mask_token_share, random_token_share, whole_word_masking) and eval_share; ``config`` defaults
-    to TrainConfig(lr=PRETRAIN_LR)."""
+    to TrainConfig() with PRETRAIN_RECIPE (pretraining_config)."""
     from bertkit.events import notice
 
-    config = config or TrainConfig(lr=PRETRAIN_LR)
+    config = pretraining_config(config)
     notice(
         "recipe",
         f"pre-training with peak lr {config.lr:g}, warmup {config.warmup_ratio:.0%} of the steps, weight decay "
@@ -99,7 +108,7 @@ def pretrain_bert(run: RunOptions, config: TrainConfig | None = None) -> Pretrai
     from bertkit.models import default_model, load_config, resolve_model
     from bertkit.networks.next_sentence import check_next_sentence_model, checkpoint_heads, describe_heads
 
-    config = config or TrainConfig(lr=PRETRAIN_LR)
+    config = pretraining_config(config)
     model = run.model or default_model()
     run = replace(run, model=model)
     model_ref = resolve_model(model)

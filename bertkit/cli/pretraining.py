@@ -15,10 +15,9 @@ import typer
 from bertkit.cli.common import echo_notices, echo_runtime, format_metrics
 from bertkit.cli.options import config_file_parameter, from_dataclass, from_task, training_values
 from bertkit.options import LORA_FIELDS, MAX_LENGTHS, RunOptions, TrainConfig, default_output
+from bertkit.options.training import PRETRAIN_RECIPE
 
-# BERT's pre-training recipe (api/pretraining.py PRETRAIN_LR says it at the start of a run), not
-# finetune's: a fine-tuning learning rate leaves one epoch's NSP at chance
-PRETRAIN_DEFAULTS = {"lr": 1e-4, "warmup_ratio": 0.1, "weight_decay": 0.01}
+PRETRAIN_DEFAULTS = PRETRAIN_RECIPE  # finetune's family defaults replaced by BERT's pre-training recipe
 PRETRAIN_HELP = {
     "lr": "Peak learning rate (BERT pre-training: 1e-4, with warmup and weight decay 0.01).",
     "data": "Text file (documents separated by blank lines) or JSONL with 'text'.",

@@ -3,6 +3,8 @@ warmup/decay schedule, bf16 master weights, gradient clipping and the gradient n
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from bertkit.engine.checkpoints import cpu_copy
@@ -12,12 +14,48 @@ from bertkit.errors import BertkitError
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
 
-def parameter_groups(model, weight_decay: float) -> list[dict]:
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            (no_decay if name.endswith(NO_DECAY) else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+# a transformer layer's parameters: encoder.layer.N (BERT, RoBERTa, ELECTRA, DeBERTa), transformer.layer.N
+# (DistilBERT), layers.N (ModernBERT); ALBERT shares one layer among all depths and has no numbered ones
+NUMBERED_LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+
+
+def parameter_groups(model, weight_decay: float, lr: float | None = None, layer_decay: float = 1.0) -> list[dict]:
+    """AdamW's groups: weight decay except on biases and norms; with ``layer_decay`` below 1, each
+    depth its own rate (ELECTRA's layer-wise decay: ``lr * layer_decay ** (L + 1 - depth)``, the
+    embeddings at depth 0, layer i at i + 1, the head and pooler at L + 1), the top groups first so
+    that the first group's rate is the peak one."""
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    depths, top = _depths([name for name, _ in named]) if layer_decay < 1 else (None, 0)
+    if layer_decay < 1 and depths is None:
+        raise BertkitError(
+            f"--layer-decay {layer_decay:g}: this model has no numbered layers to give decreasing rates "
+            "(ALBERT shares one layer among all depths)",
+            "drop --layer-decay, or give --layer-decay 1",
+        )
+    groups = {}
+    for name, parameter in named:
+        depth = depths[name] if depths else 0
+        no_decay = name.endswith(NO_DECAY)
+        groups.setdefault((depth, no_decay), []).append(parameter)
+    ordered = sorted(groups.items(), key=lambda item: (-item[0][0], item[0][1]))
+    if depths is None:  # the two groups, decay first, even when one is empty
+        ordered = [((0, False), groups.get((0, False), [])), ((0, True), groups.get((0, True), []))]
+    made = []
+    for (depth, no_decay), params in ordered:
+        group = {"params": params, "weight_decay": 0.0 if no_decay else weight_decay}
+        if depths is not None:
+            group["lr"] = lr * layer_decay ** (top - depth)
+        made.append(group)
+    return made
+
+
+def _depths(names: list[str]) -> tuple[dict[str, int] | None, int]:
+    """Each parameter's depth and the top depth L + 1 (the head's), or (None, 0) without numbered layers."""
+    layers = {name: int(m.group(1)) for name in names if (m := NUMBERED_LAYER.search(name))}
+    if not layers:
+        return None, 0
+    top = max(layers.values()) + 2  # the head and pooler, above the last layer (index L - 1, depth L)
+    return {name: layers[name] + 1 if name in layers else 0 if "embeddings" in name else top for name in names}, top
 
 
 class Optimisation:
@@ -29,7 +67,7 @@ class Optimisation:
         from transformers import get_linear_schedule_with_warmup
 
         self.acc, self.max_grad_norm, self.model = acc, config.max_grad_norm, model
-        groups = parameter_groups(model, config.weight_decay)
+        groups = parameter_groups(model, config.weight_decay, config.lr, getattr(config, "layer_decay", None) or 1.0)
         self.master = None
         if bf16:  # sparse embedding gradients: DDP all-reduces dense ones only
             self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)

@@ -41,21 +41,38 @@ from bertkit.options.base import (
 
 PACKING_CHOICES = ("auto", "on", "off")  # finetune --packing (networks/packed.py, networks/packed_heads.py)
 COMPILE_CHOICES = ("auto", "on", "off")  # finetune --compile (engine/compilation.py)
+# BERT's pre-training recipe (api/pretraining.py says it at the start of a run), not a family's
+# fine-tuning one: a fine-tuning learning rate leaves one epoch's NSP at chance; no layer decay
+PRETRAIN_RECIPE = {"lr": 1e-4, "warmup_ratio": 0.1, "weight_decay": 0.01, "layer_decay": 1.0}
 
 
 @dataclass
 class TrainConfig(DatasetOptions):
-    """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3); and,
-    as ``max_train_samples``, which data it reads (DatasetOptions: a Hub dataset's config, splits)."""
+    """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3), with the
+    learning rate, warmup, weight decay and layer decay of the model's family where not given
+    (None: training/family_recipes.py fills them once the model is known); and, as
+    ``max_train_samples``, which data it reads (DatasetOptions: a Hub dataset's config, splits)."""
 
     epochs: float = option(3.0, "Training epochs (fractions allowed).")
-    lr: float = option(2e-5, "Peak learning rate (BERT paper, fine-tuning: 2e-5 .. 5e-5).")
+    lr: float | None = option(
+        None, "Peak learning rate; default: the model family's (BERT 2e-5, RoBERTa 1e-5, ELECTRA 1e-4: training.md)."
+    )
     batch_size: int = batch_size_option("training", TRAINING_PANEL)
     eval_batch_size: int = option(INFERENCE_BATCH, "Batch size for evaluation.")
     # None: the task's default (Task.default_max_length); batches are padded to their own longest row
     max_length: int | None = max_length_option("training", TRAINING_PANEL)
-    warmup_ratio: float = option(0.1, "Share of steps with linear warmup, then linear decay to 0.")
-    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).")
+    warmup_ratio: float | None = option(
+        None,
+        "Share of steps with linear warmup, then linear decay to 0; default: the family's (BERT 0.1, RoBERTa 0.06).",
+    )
+    weight_decay: float | None = option(
+        None, "AdamW weight decay (not on biases and LayerNorm); default: the family's (BERT 0.01, RoBERTa 0.1)."
+    )
+    layer_decay: float | None = option(
+        None,
+        "Layer-wise learning-rate decay: each layer below the top trains at this times the rate of the one above "
+        "(embeddings lowest); 1: none; default: the family's (ELECTRA 0.8, large 0.9; others 1).",
+    )
     grad_accum: int = option(1, "Gradient accumulation steps.")
     max_grad_norm: float = option(1.0, "Gradient clipping norm (0: off).")
     precision: str = precision_option(TRAINING_PANEL)
@@ -154,18 +171,21 @@ class TrainConfig(DatasetOptions):
             "lr": self.lr,
             "warmup-ratio": self.warmup_ratio,
             "weight-decay": self.weight_decay,
+            "layer-decay": self.layer_decay,
             "max-grad-norm": self.max_grad_norm,
         }
+        floats = {name: value for name, value in floats.items() if value is not None}  # None: the family's
         checks = [
             *(
                 (math.isfinite(value), f"--{name} must be a finite number, got {value}")
                 for name, value in floats.items()
             ),
             (self.epochs > 0, "--epochs must be > 0"),
-            (self.lr > 0, "--lr must be > 0"),
+            (self.lr is None or self.lr > 0, "--lr must be > 0"),
             (0 <= self.seed <= MAX_SEED, f"--seed must be between 0 and {MAX_SEED}"),
-            (0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
-            (self.weight_decay >= 0, "--weight-decay must be >= 0"),
+            (self.warmup_ratio is None or 0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
+            (self.weight_decay is None or self.weight_decay >= 0, "--weight-decay must be >= 0"),
+            (self.layer_decay is None or 0 < self.layer_decay <= 1, "--layer-decay must be in (0, 1] (1: none)"),
             (self.max_grad_norm >= 0, "--max-grad-norm must be >= 0 (0 turns clipping off)"),
         ]
         for ok, message in checks:
