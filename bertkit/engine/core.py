@@ -48,6 +48,7 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.networks.collate import Collator
 from bertkit.networks.losses import evaluation_loss
+from bertkit.training.family_recipes import with_family_recipe
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
@@ -164,6 +165,8 @@ class Engine:
         full state every ``config.save_every`` steps and, when it holds one, continues from a
         saved state exactly where it stopped."""
         acc = self.accelerator
+        # the api filled and said the family's recipe (api/finetuning.family_recipe); a caller of fit alone gets it too
+        config, _ = with_family_recipe(config, getattr(model, "config", None))
         # seed + rank: each process draws its own dropout masks (DDP copies rank 0's weights anyway)
         set_seed(self.seed, device_specific=True)
         collate = collate_fn or Collator(pad_token_id, targets)
@@ -272,7 +275,8 @@ class Engine:
                 batch = collate([features[j] for j in indices])
                 outputs = packed.run(network, {k: v.to(acc.device) for k, v in batch.items() if k in MODEL_INPUTS})
                 if targets and mine:
-                    batch_loss = evaluation_loss(outputs, {k: batch[k].to(acc.device) for k in targets}, targets)
+                    read = (*targets, "attention_mask")  # QA's loss leaves the padding out
+                    batch_loss = evaluation_loss(outputs, {k: batch[k].to(acc.device) for k in read}, targets)
                     loss[0] += batch_loss.double() * len(indices)
                     loss[1] += len(indices)
                 for name in output_names:

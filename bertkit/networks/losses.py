@@ -16,7 +16,7 @@ from torch import nn
 
 from bertkit.networks.wrapped import WrappedModel
 from bertkit.tasks.loss_options import loss_spec
-from bertkit.tasks.training_spec import LossSpec
+from bertkit.tasks.training_spec import SPAN, LossSpec
 
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 
@@ -37,6 +37,36 @@ class TrainingLoss(WrappedModel):
             weight = self.weight.float() if self.weight is not None else None
             outputs.loss = target_loss(logits, labels, self.target, weight, self.gamma)
         return outputs
+
+
+class SpanLoss(TrainingLoss):
+    """QA's loss (``LossSpec(target="span")``): the mean of the start and end positions'
+    cross-entropies, as transformers' QA heads compute it, over the window's real tokens only."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__(model, SPAN)
+
+    def forward(self, start_positions=None, end_positions=None, **inputs):
+        outputs = self.model(**inputs)
+        if start_positions is not None and end_positions is not None:
+            logits = (outputs.start_logits.float(), outputs.end_logits.float())
+            outputs.loss = span_loss(*logits, start_positions, end_positions, inputs.get("attention_mask"))
+        return outputs
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions, attention_mask=None):
+    """transformers' QA loss with padding left out of each softmax: a padding position can never
+    be an answer, and counting it made a window's loss depend on the longest window batched with
+    it (the padding it got), which packed rows (networks/packed_heads.py) do not have. A position
+    past the window is ignored, as transformers clamps and ignores it."""
+    if attention_mask is not None:
+        padding = attention_mask == 0
+        start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
+        end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
+    ignored = start_logits.shape[1]
+    start = F.cross_entropy(start_logits, start_positions.clamp(0, ignored), ignore_index=ignored)
+    end = F.cross_entropy(end_logits, end_positions.clamp(0, ignored), ignore_index=ignored)
+    return (start + end) / 2
 
 
 def target_loss(logits, labels, target: str, weight=None, gamma: float = 0.0):
@@ -89,20 +119,21 @@ def set_head_bias(model: nn.Module, bias) -> None:
 
 def evaluation_loss(outputs, batch: dict, targets: dict):
     """A batch's plain loss from the model's outputs, in fp32: ``target_loss`` for the task's target
-    kind; QA: the mean of the start and end positions' cross-entropies, as transformers' QA heads
-    compute it. No class weights: the same number for `bertkit eval` as for the evaluations during
-    training."""
+    kind; QA: ``span_loss`` (``batch["attention_mask"]``: the padding it leaves out). No class
+    weights: the same number for `bertkit eval` as for the evaluations during training."""
     if "start_positions" in targets:
-        return (
-            F.cross_entropy(outputs["start_logits"].float(), batch["start_positions"])
-            + F.cross_entropy(outputs["end_logits"].float(), batch["end_positions"])
-        ) / 2
+        logits = (outputs["start_logits"].float(), outputs["end_logits"].float())
+        return span_loss(*logits, batch["start_positions"], batch["end_positions"], batch.get("attention_mask"))
     return target_loss(outputs["logits"].float(), batch["labels"], targets["labels"])
 
 
 def with_loss(model: nn.Module, loss: LossSpec | None) -> nn.Module:
     """``model`` wrapped to train with ``loss`` (a task's LossSpec), or ``model`` itself for None."""
-    return model if loss is None else TrainingLoss(model, loss.target, loss.class_weights, loss.focal_gamma)
+    if loss is None:
+        return model
+    if loss.target == SPAN:
+        return SpanLoss(model)
+    return TrainingLoss(model, loss.target, loss.class_weights, loss.focal_gamma)
 
 
 def loss_network(model: nn.Module, options: dict, target: str = "class") -> nn.Module:

@@ -1,15 +1,14 @@
 """A task model's rows run without padding in training: the encoder packed, the head on the padded grid.
 
 A cross-encoder's head reads positions of the padded batch: sequence heads (cls, pair, regression,
-multi-label, rerank) the first token of each row, token heads (ner) every token. So only the
+multi-label, rerank) the first token of each row, token heads (ner, qa) every token. So only the
 encoder runs packed (packed.py: the real tokens of all rows as one sequence, attention row by
 row), and its last layer goes back into the ``rows x longest`` grid, zeros on padding, before the
 model's own head, pooler and loss read it. Every real token's vector is the padded batch's (up to
 float rounding); a padding position holds zeros instead of the vector the padded forward computed
 for a [PAD] token, which no loss that ignores padding reads (the heads above: a sequence head reads
-[CLS], a token head's padding labels are -100). transformers' question-answering loss does read
-them (its softmax runs over every position of the padded row), so a spec with ``reads_padding``
-runs padded.
+[CLS], a token head's padding labels are -100, QA's span loss leaves padding out of its softmax:
+networks/losses.span_loss; transformers' own QA loss reads it).
 
 This is the idea of transformers' ``DataCollatorWithFlattening`` (which needs flash attention and
 does not work for sequence classification, transformers #41652) done where the head reads. It

@@ -268,8 +268,6 @@ def _why_padded_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
         return "training batches run padded: this recipe trains no task head over an encoder"
     if not on_cpu:  # no variable-length attention kernel is wired in for CUDA yet
         return "training batches run padded: packing runs on the CPU only"
-    if spec.reads_padding:
-        return "training batches run padded: this task's loss reads the padding positions"
     reason = why_padded(network)
     return f"training batches run padded: {reason}" if reason is not None else None
 

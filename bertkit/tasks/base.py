@@ -22,7 +22,7 @@ from bertkit.data.registry import Source, read_hub
 from bertkit.errors import BertkitError
 from bertkit.tasks.learned import Examples, Features, Learned, seen_in  # noqa: F401 (the tasks' names)
 from bertkit.tasks.panels import TASK_PANEL
-from bertkit.tasks.training_spec import TrainingSpec
+from bertkit.tasks.training_spec import LossSpec, TrainingSpec
 
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
 # How the engine turns a target column of the features into a tensor (engine/batching.py):
@@ -73,8 +73,8 @@ class Task(ABC):
     metric_scale: float = 1.0  # the main metric's full mark (SQuAD's exact match and F1 are percentages: 100)
     output_names: tuple = ("logits",)
     per_token_outputs: bool = False  # outputs have one row per token (NER, QA) rather than one per feature
-    reads_padding: bool = False  # the model's loss reads padding positions: TrainingSpec.reads_padding
     default_max_length: int = 128
+    loss_target: str | None = None  # a loss computed outside the model (LossSpec.target); None: the model's own
     reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
     summary: str = ""  # a few words for `bertkit finetune --help`
     options_declared: tuple = ()  # TaskOption per setting; ``option_names`` follows from it
@@ -282,7 +282,7 @@ class Task(ABC):
     def training_spec(self) -> TrainingSpec:
         """What the model trains with, as plain data: bertkit/networks/recipes.py builds the modules
         (the loss wrapper, the collator, the evaluation network, the model saved)."""
-        return TrainingSpec(reads_padding=self.reads_padding)
+        return TrainingSpec(loss=LossSpec(self.loss_target) if self.loss_target else None)
 
     def finished(self) -> "Task":
         """The task as its model directory stores it once training is done (a regression whose

@@ -24,6 +24,7 @@ from bertkit.tasks import card_texts
 from bertkit.tasks.base import CLASS, PREDICT, Learned, Task, TaskOption
 from bertkit.tasks.panels import LONG_TEXT_PANEL
 from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
+from bertkit.tasks.training_spec import SPAN
 
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_ANSWER_LENGTH = 30
@@ -47,7 +48,7 @@ class QuestionAnsweringTask(Task):
     card_text = card_texts.QA
     targets = {"start_positions": CLASS, "end_positions": CLASS}
     gold_fields, fold_group_field = ("answers",), "context"  # a context's questions stay in one fold
-    reads_padding = True  # transformers' QA loss: a softmax over every position of the window, padding too
+    loss_target = SPAN  # transformers' loss without the padding (networks/losses.span_loss): rows can train packed
     options_declared = (
         TaskOption(
             "doc_stride",

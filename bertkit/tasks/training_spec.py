@@ -44,6 +44,9 @@ class MaskRule:
         return self
 
 
+SPAN = "span"  # LossSpec.target of QA's start and end positions (networks/losses.SpanLoss)
+
+
 @dataclass(frozen=True)
 class LossSpec:
     """A loss computed outside the model (networks/losses.py ``TrainingLoss``): for a target kind
@@ -64,8 +67,6 @@ class TrainingSpec:
     target_scaling: tuple | None = None  # (mean, std) trained on, folded into the head when training is done
     mask_rule: MaskRule | None = None  # MASKED_LM, NEXT_SENTENCE: how tokens are chosen and replaced
     embedding: "EmbeddingLoss | None" = None  # BI_ENCODER: the similarity loss
-    # the loss reads the padding positions' outputs, so the rows cannot train packed (networks/packed_heads.py)
-    reads_padding: bool = False
 
 
 # A bi-encoder (bertkit/networks/bi_encoder.py): two or three texts encoded by one encoder and pooled,

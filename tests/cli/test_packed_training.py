@@ -28,13 +28,17 @@ def _without_dropout(model_dir, target):
     return target
 
 
-@pytest.mark.parametrize("task", ["cls", "ner"])
+@pytest.mark.parametrize("task", ["cls", "ner", "qa"])
 def test_packed_and_padded_runs_train_the_same_weights(task, tmp_path, tiny_bert, run_cli):
     from safetensors.torch import load_file
+    from test_qa_task import make_squad, write_json
 
     model = _without_dropout(tiny_bert, tmp_path / "model")
-    train = tmp_path / ("train.csv" if task == "cls" else "train.txt")
-    write_sentiment_csv(train, 40, seed=1) if task == "cls" else write_conll(train, 40, seed=1)
+    train = tmp_path / {"cls": "train.csv", "ner": "train.txt", "qa": "train.json"}[task]
+    if task == "qa":  # windows of different lengths: padding the span loss leaves out
+        write_json(train, make_squad(12, seed=1))
+    else:
+        write_sentiment_csv(train, 40, seed=1) if task == "cls" else write_conll(train, 40, seed=1)
     base = ("finetune", task, "--data", train, "--eval-data", train, "--model", model, "--epochs", 2)
     base += ("--batch-size", 8, "--lr", "1e-3", "--precision", "no")
     outputs = {}
@@ -114,16 +118,15 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
     assert len(said) == 1 and "deberta-v2 models run padded" in said[0], said
 
 
-def test_qa_and_cuda_run_padded_and_say_why(tmp_path):
+def test_cuda_runs_padded_and_says_why_and_qa_trains_with_the_span_loss(tmp_path):
     from bertkit.networks.recipes import pack_rows
     from bertkit.tasks import get_task_class
-    from bertkit.tasks.training_spec import TrainingSpec
+    from bertkit.tasks.training_spec import SPAN, TrainingSpec
 
     qa_spec = get_task_class("qa")().training_spec()
-    assert qa_spec.reads_padding
-    assert "reads the padding positions" in pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "on")
+    assert qa_spec.loss.target == SPAN  # padding left out of its softmax: it packs (tests/unit/test_packed_heads.py)
     assert "on the CPU only" in pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), False, "on")
-    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "auto") is None  # auto: heads padded, nothing to say
+    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "auto") is None  # auto: grouped heads padded, nothing said
 
 
 def test_random_batches_mix_lengths_and_grouped_ones_do_not():

@@ -107,6 +107,61 @@ def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family,
     _assert_equal(*_padded_and_packed(model, batch))
 
 
+@pytest.mark.parametrize("family", PACKED_TYPES)
+@pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
+def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients(family, pairs, tmp_path):
+    """QA reads every position; its span loss leaves padding out of the softmax (networks/losses.py),
+    so the zeros packing leaves on padding change nothing."""
+    import transformers
+
+    from bertkit.networks.losses import SpanLoss
+
+    directory = build_family(family, tmp_path / family)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(directory, attn_implementation="sdpa")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    batch = dict(tokenizer(*((TEXTS, TEXTS[::-1]) if pairs else (TEXTS,)), padding=True, return_tensors="pt"))
+    lengths = batch["attention_mask"].sum(1)
+    batch["start_positions"] = (lengths - 1) // 2  # inside each row: never on its padding
+    batch["end_positions"] = lengths - 1
+    network, real = SpanLoss(model).train(), batch["attention_mask"].bool()
+
+    def run():
+        network.zero_grad(set_to_none=True)
+        out = network(**batch)
+        out.loss.backward()
+        logits = torch.stack([out.start_logits[real], out.end_logits[real]])
+        return out.loss.detach(), logits.detach(), {n: p.grad.clone() for n, p in network.named_parameters()}
+
+    padded = run()
+    kernels = CpuTrainingKernels(network)
+    kernels.apply()
+    assert pack_encoder(network) and packs(network)
+    packed = run()
+    unpack_encoder(network)
+    kernels.undo()
+    _assert_equal(padded, packed)
+
+
+def test_the_span_loss_leaves_padding_out_and_a_row_does_not_depend_on_its_batch():
+    from bertkit.networks.losses import span_loss
+
+    torch.manual_seed(0)
+    start, end = torch.randn(2, 6), torch.randn(2, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    gold = torch.tensor([1, 2])
+    alone = span_loss(start[:1, :4], end[:1, :4], gold[:1], gold[:1])  # row 0 unpadded, by itself
+    padded = span_loss(start[:1], end[:1], gold[:1], gold[:1], mask[:1])
+    assert torch.allclose(padded, alone)  # its two padding positions count for nothing
+    unmasked = span_loss(start[:1], end[:1], gold[:1], gold[:1])
+    assert not torch.allclose(unmasked, alone)  # transformers' loss: the padding joins the softmax
+    beyond = span_loss(start, end, torch.tensor([1, 9]), torch.tensor([1, 9]), mask)  # 9: past the window, ignored
+    assert torch.allclose(beyond, padded)
+
+
 @pytest.mark.parametrize(
     "target,head", [("class", "cls"), ("multi_hot", "multi-label"), ("class", "ner"), ("multi_hot", "rerank")]
 )
