@@ -18,6 +18,7 @@ from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import RunOptions, TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
+from bertkit.tasks.family_recipes import family_recipe
 from bertkit.tasks.learned import Examples, seen_in, stats_of
 from bertkit.training.plan import Driver, RunPlan, plan_run, resolved_options
 from bertkit.training.result import FinetuneResult
@@ -374,17 +375,6 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
         yield
     finally:
         recipes.unpack_rows(network)
-
-
-def family_recipe(config: TrainConfig, model_config) -> TrainConfig:
-    """The model family's learning rate, warmup, weight decay and layer decay where ``config`` has
-    none (training/family_recipes.py), said once; the filled config is what the run records."""
-    from bertkit.training.family_recipes import with_family_recipe
-
-    config, line = with_family_recipe(config, model_config)
-    if line is not None:
-        notice("recipe", line)
-    return config
 
 
 def for_training(network, config: TrainConfig) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.api.finetuning import family_recipe, for_training, read_examples
+from bertkit.api.finetuning import for_training, read_examples
 from bertkit.api.multihead_record import directory_meta, replayable
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
@@ -24,6 +24,7 @@ from bertkit.model_dir.run_config import write_run_config
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
+from bertkit.tasks.family_recipes import family_recipe
 from bertkit.tasks.multihead import MULTI, HeadSpec, combined_metrics
 from bertkit.tasks.training_spec import FINE_TUNE
 from bertkit.training.plan import plan_run

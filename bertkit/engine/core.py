@@ -48,7 +48,7 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.networks.collate import Collator
 from bertkit.networks.losses import evaluation_loss
-from bertkit.training.family_recipes import with_family_recipe
+from bertkit.tasks.family_recipes import with_family_recipe
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 WORLD_SIZE_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
@@ -164,9 +164,8 @@ class Engine:
         (masked-LM batches are masked there). ``checkpoints`` (checkpoints.Checkpoints) saves the
         full state every ``config.save_every`` steps and, when it holds one, continues from a
         saved state exactly where it stopped."""
-        acc = self.accelerator
-        # the api filled and said the family's recipe (api/finetuning.family_recipe); a caller of fit alone gets it too
-        config, _ = with_family_recipe(config, getattr(model, "config", None))
+        # long: the loop itself, read top to bottom; each of its steps is one of Run's methods (training.py)
+        acc, config = self.accelerator, with_family_recipe(config, getattr(model, "config", None))[0]
         # seed + rank: each process draws its own dropout masks (DDP copies rank 0's weights anyway)
         set_seed(self.seed, device_specific=True)
         collate = collate_fn or Collator(pad_token_id, targets)
@@ -175,9 +174,7 @@ class Engine:
             checkpoints.load_weights(model)
         optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
         kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
-        compiling = compiled_layers(
-            acc.unwrap_model(model), config, acc.num_processes, acc.device.type, self.precision, _say_runtime
-        )
+        compiling = compiled_layers(kernels.model, config, acc.num_processes, acc.device.type, self.precision, say)
         state, history, best_weights, saved = Progress(), History(), None, None
         if checkpoints is not None:  # the optimizer's state goes in before it is prepared
             state, history, best_weights, saved = checkpoints.begin(
@@ -325,7 +322,8 @@ class Engine:
         return torch.cat([gathered[r * longest : r * longest + n] for r, n in enumerate(rows)])
 
 
-def _say_runtime(line: str) -> None:
+def say(line: str) -> None:
+    """A runtime line (the training's settings as they apply), to every listener."""
     notice("runtime", line)
 
 

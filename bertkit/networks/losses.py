@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.networks.wrapped import WrappedModel
+from bertkit.tasks.base import SPAN
 from bertkit.tasks.loss_options import loss_spec
-from bertkit.tasks.training_spec import SPAN, LossSpec
+from bertkit.tasks.training_spec import LossSpec
 
 IGNORE = -100  # token positions without a label (sub-words after the first, specials, padding)
 

@@ -50,7 +50,7 @@ PRETRAIN_RECIPE = {"lr": 1e-4, "warmup_ratio": 0.1, "weight_decay": 0.01, "layer
 class TrainConfig(DatasetOptions):
     """The BERT paper's fine-tuning recipe as defaults (Devlin et al., 2019, appendix A.3), with the
     learning rate, warmup, weight decay and layer decay of the model's family where not given
-    (None: training/family_recipes.py fills them once the model is known); and, as
+    (None: bertkit/tasks/family_recipes.py fills them once the model is known); and, as
     ``max_train_samples``, which data it reads (DatasetOptions: a Hub dataset's config, splits)."""
 
     epochs: float = option(3.0, "Training epochs (fractions allowed).")
@@ -166,15 +166,9 @@ class TrainConfig(DatasetOptions):
 
     def validate(self, command: str = "bertkit finetune") -> "TrainConfig":
         """Self, once every value is in range; ``command`` is named in the hint (its --help)."""
-        floats = {
-            "epochs": self.epochs,
-            "lr": self.lr,
-            "warmup-ratio": self.warmup_ratio,
-            "weight-decay": self.weight_decay,
-            "layer-decay": self.layer_decay,
-            "max-grad-norm": self.max_grad_norm,
-        }
-        floats = {name: value for name, value in floats.items() if value is not None}  # None: the family's
+        named = ("epochs", "lr", "warmup_ratio", "weight_decay", "layer_decay", "max_grad_norm")
+        # None: the model family's (bertkit/tasks/family_recipes.py), filled once the model is known
+        floats = {n.replace("_", "-"): getattr(self, n) for n in named if getattr(self, n) is not None}
         checks = [
             *(
                 (math.isfinite(value), f"--{name} must be a finite number, got {value}")

@@ -29,6 +29,7 @@ TRAIN, EVAL, PREDICT = "train", "eval", "predict"
 # one class id per feature, one class id per token (padded with -100, ignored by the loss), one
 # float per feature (regression), or a fixed-length 0/1 float vector per feature (multi-label).
 CLASS, TOKEN_CLASS, FLOAT, MULTI_HOT = "class", "token_class", "float", "multi_hot"
+SPAN = "span"  # QA's start and end positions: a loss over the window's real tokens (networks/losses.SpanLoss)
 
 
 @dataclass(frozen=True)

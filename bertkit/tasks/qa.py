@@ -21,10 +21,9 @@ from bertkit.errors import BertkitError
 from bertkit.metrics.breakdowns import qa_buckets
 from bertkit.metrics.squad import best_null_threshold, squad_scores, squad_v2_scores
 from bertkit.tasks import card_texts
-from bertkit.tasks.base import CLASS, PREDICT, Learned, Task, TaskOption
+from bertkit.tasks.base import CLASS, PREDICT, SPAN, Learned, Task, TaskOption
 from bertkit.tasks.panels import LONG_TEXT_PANEL
 from bertkit.tasks.qa_offsets import answer_tokens, stripped_answer, without_spaces
-from bertkit.tasks.training_spec import SPAN
 
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_ANSWER_LENGTH = 30

@@ -44,9 +44,6 @@ class MaskRule:
         return self
 
 
-SPAN = "span"  # LossSpec.target of QA's start and end positions (networks/losses.SpanLoss)
-
-
 @dataclass(frozen=True)
 class LossSpec:
     """A loss computed outside the model (networks/losses.py ``TrainingLoss``): for a target kind

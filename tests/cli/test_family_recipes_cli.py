@@ -1,5 +1,5 @@
 """finetune without --lr/--warmup-ratio/--weight-decay/--layer-decay trains with the model family's
-published recipe (training/family_recipes.py), says it once and records the numbers it used."""
+published recipe (bertkit/tasks/family_recipes.py), says it once and records the numbers it used."""
 
 from __future__ import annotations
 

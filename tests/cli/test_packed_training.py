@@ -121,7 +121,8 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
 def test_cuda_runs_padded_and_says_why_and_qa_trains_with_the_span_loss(tmp_path):
     from bertkit.networks.recipes import pack_rows
     from bertkit.tasks import get_task_class
-    from bertkit.tasks.training_spec import SPAN, TrainingSpec
+    from bertkit.tasks.base import SPAN
+    from bertkit.tasks.training_spec import TrainingSpec
 
     qa_spec = get_task_class("qa")().training_spec()
     assert qa_spec.loss.target == SPAN  # padding left out of its softmax: it packs (tests/unit/test_packed_heads.py)

@@ -1,4 +1,4 @@
-"""Per-family fine-tuning recipes (bertkit/training/family_recipes.py) and ELECTRA's layer-wise
+"""Per-family fine-tuning recipes (bertkit/tasks/family_recipes.py) and ELECTRA's layer-wise
 learning-rate decay (engine/optimisation.parameter_groups)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from bertkit.options import TrainConfig
-from bertkit.training.family_recipes import BERT, ELECTRA, ELECTRA_LARGE, ROBERTA, recipe_for, with_family_recipe
+from bertkit.tasks.family_recipes import BERT, ELECTRA, ELECTRA_LARGE, ROBERTA, recipe_for, with_family_recipe
 
 
 @pytest.mark.parametrize(

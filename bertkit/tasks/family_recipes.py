@@ -80,3 +80,13 @@ def with_family_recipe(config, model_config) -> tuple[object, str | None]:
     model_type = getattr(model_config, "model_type", "?")
     whose = recipe.name if model_type in FAMILIES else f"{recipe.name} (no {model_type} recipe read)"
     return config, f"{shown}: {whose}, from {recipe.source}; the flags override"
+
+
+def family_recipe(config, model_config):
+    """``with_family_recipe``'s config, its line said once (a run records the filled config)."""
+    from bertkit.events import notice
+
+    config, line = with_family_recipe(config, model_config)
+    if line is not None:
+        notice("recipe", line)
+    return config
