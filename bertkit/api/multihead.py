@@ -8,6 +8,7 @@ one loop trains them together, each batch one head's (engine/batching.GroupedBat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from bertkit.api.multihead_record import directory_meta, replayable
 from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History
 from bertkit.errors import BertkitError
+from bertkit.events import notice
 from bertkit.inference import score, speed_up
 from bertkit.model_dir import staged_output, write_json
 from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
@@ -99,16 +101,17 @@ def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfi
     trainer, collator = _trainer(planned, network, tokenizer, heads, config)
     features = [f for head in planned for f in head.train_features]
     evaluate = _evaluation(planned, engine, tokenizer, config)
-    trainer, report = engine.fit(
-        trainer,
-        features,
-        config,
-        tokenizer.pad_token_id,
-        evaluate,
-        "mean",
-        collate_fn=collator,
-        checkpoints=checkpoints,
-    )
+    with _packed_encoder(network.encoder, config, engine):
+        trainer, report = engine.fit(
+            trainer,
+            features,
+            config,
+            tokenizer.pad_token_id,
+            evaluate,
+            "mean",
+            collate_fn=collator,
+            checkpoints=checkpoints,
+        )
     model = _finished(planned, engine.unwrap(trainer), model_ref)
     if added is not None:
         model = added.finish(engine, tokenizer, config.eval_batch_size, model)
@@ -143,6 +146,22 @@ def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfi
     return result
 
 
+@contextlib.contextmanager
+def _packed_encoder(encoder, config: TrainConfig, engine):
+    """--packing on: the shared encoder runs each batch's real tokens only, whichever head reads it
+    (networks/packed_heads.py; auto and off: padded, as a task model's length-grouped batches)."""
+    from bertkit.networks.packed_heads import pack_shared_encoder, unpack_this_encoder
+
+    if config.packing == "on":
+        padded = pack_shared_encoder(encoder, on_cpu=engine.accelerator.device.type == "cpu")
+        if padded:
+            notice("runtime", padded)
+    try:
+        yield
+    finally:
+        unpack_this_encoder(encoder)
+
+
 def _check_training(config: TrainConfig) -> None:
     """The training options a multi-head run does not honour, refused in one line each."""
     given = [name for name in LORA_FIELDS if getattr(config, name) not in (None, False)]
@@ -153,11 +172,6 @@ def _check_training(config: TrainConfig) -> None:
         raise BertkitError(
             "bertkit finetune multi does not compose with --calibrate yet",
             "drop --calibrate; calibrate an exported head (bertkit export head, then bertkit calibrate)",
-        )
-    if config.packing == "on":  # the heads' batches run padded: networks/packed_heads.py packs one task model
-        raise BertkitError(
-            "bertkit finetune multi does not compose with --packing on: its heads train on padded batches",
-            "drop --packing (auto: padded)",
         )
 
 

@@ -63,6 +63,18 @@ def pack_encoder(network: nn.Module) -> bool:
     return True
 
 
+def pack_shared_encoder(encoder: nn.Module, on_cpu: bool) -> str | None:
+    """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's;
+    returns the line that says why it runs padded instead, or None."""
+    model_type = getattr(encoder.config, "model_type", None)
+    if not on_cpu:
+        return "training batches run padded: packing runs on the CPU only"
+    if model_type not in POSITIONS:
+        return f"training batches run padded: {model_type} models run padded: packing knows {', '.join(POSITIONS)}"
+    pack_this_encoder(encoder)
+    return None
+
+
 def pack_this_encoder(encoder: nn.Module) -> None:
     """``encoder`` itself runs packed whenever the CPU training attention is on, whoever calls it
     (a multi-head model's heads share one; ``unpack_this_encoder`` undoes it)."""

@@ -72,11 +72,6 @@ CASES = [
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--lora", 8)),
         ("bertkit finetune multi does not compose with --lora",),
     ),
-    Case(  # it trained padded and said nothing
-        "with-packing-on",
-        lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--packing", "on")),
-        ("bertkit finetune multi does not compose with --packing on",),
-    ),
     Case(
         "with-calibrate",
         lambda c: multi(c, "a:cls:DIR/cls.csv", extra=("--calibrate",)),
