@@ -72,6 +72,8 @@ def with_family_recipe(config, model_config) -> tuple[object, str | None]:
     """``config`` with the family's values where it has None, and the line that says which were
     filled from where (None when the user gave all four)."""
     recipe = recipe_for(model_config)
+    if getattr(config, "lora", None):  # LoRA's recipe (Hu et al. 2021) trains its adapters at one rate
+        recipe = replace(recipe, layer_decay=1.0)
     missing = [name for name in FIELDS if getattr(config, name, 0) is None]
     if not missing:
         return config, None

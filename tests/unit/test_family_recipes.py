@@ -45,6 +45,13 @@ def test_only_what_the_user_left_out_is_filled_and_said():
     assert "the BERT paper's (no deberta-v2 recipe read)" in unknown
 
 
+def test_lora_adapters_train_at_one_rate_unless_told_otherwise():
+    electra = SimpleNamespace(model_type="electra", hidden_size=768)
+    assert with_family_recipe(TrainConfig(lora=8), electra)[0].layer_decay == 1.0
+    assert with_family_recipe(TrainConfig(lora=8, layer_decay=0.9), electra)[0].layer_decay == 0.9
+    assert with_family_recipe(TrainConfig(lora=8), electra)[0].lr == 1e-4  # the rest is still the family's
+
+
 @pytest.mark.parametrize("value", [0.0, 1.5, float("nan")])
 def test_a_layer_decay_outside_0_1_is_refused(value):
     from bertkit.errors import BertkitError
