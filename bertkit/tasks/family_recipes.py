@@ -55,7 +55,7 @@ ELECTRA = FamilyRecipe(
 ELECTRA_LARGE = replace(ELECTRA, lr=5e-5, layer_decay=0.9)
 LARGE_HIDDEN = 1024  # ELECTRA-large's hidden size (small 256, base 768)
 
-# model type -> recipe; XLM-R, CamemBERT: RoBERTa's architecture and fine-tuning code (fairseq)
+# model type -> recipe; XLM-R: RoBERTa's architecture, trained and fine-tuned with the same fairseq code
 FAMILIES = {"bert": BERT, "distilbert": BERT, "roberta": ROBERTA, "xlm-roberta": ROBERTA, "electra": ELECTRA}
 FIELDS = ("lr", "warmup_ratio", "weight_decay", "layer_decay")
 
