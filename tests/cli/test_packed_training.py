@@ -18,6 +18,23 @@ from tiny_models import build_family  # noqa: E402
 PADDED_LINE = "training batches run padded"
 
 
+@pytest.fixture
+def packed_batches(monkeypatch) -> list:
+    """The shape of every batch the encoder runs packed from here on (a run that stayed padded adds none)."""
+    from bertkit.networks import packed_heads
+
+    shapes, packing_of = [], packed_heads.Packing.of
+
+    class CountedPacking(packed_heads.Packing):
+        @classmethod
+        def of(cls, attention_mask):
+            shapes.append(attention_mask.shape)
+            return packing_of(attention_mask)
+
+    monkeypatch.setattr(packed_heads, "Packing", CountedPacking)
+    return shapes
+
+
 def _without_dropout(model_dir, target):
     """A copy of ``model_dir`` without dropout: packed and padded batches then draw nothing at random."""
     shutil.copytree(model_dir, target)
@@ -59,21 +76,9 @@ def test_packed_and_padded_runs_train_the_same_weights(task, tmp_path, tiny_bert
 
 
 @pytest.mark.parametrize("family", ["albert", "distilbert"])
-def test_albert_and_distilbert_train_packed_to_the_padded_weights(family, tmp_path, run_cli, monkeypatch):
+def test_albert_and_distilbert_train_packed_to_the_padded_weights(family, tmp_path, run_cli, packed_batches):
     """Positions from 0 like BERT; DistilBERT has no segment ids, ALBERT's pooler is a bare linear layer."""
     from safetensors.torch import load_file
-
-    from bertkit.networks import packed_heads
-
-    packed_batches, packing_of = [], packed_heads.Packing.of
-
-    class CountedPacking(packed_heads.Packing):
-        @classmethod
-        def of(cls, attention_mask):
-            packed_batches.append(attention_mask.shape)
-            return packing_of(attention_mask)
-
-    monkeypatch.setattr(packed_heads, "Packing", CountedPacking)
 
     start_dir = build_family(family, tmp_path / "start")
     model = _without_dropout(start_dir, tmp_path / "model")
@@ -235,22 +240,11 @@ def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, 
     assert all(torch.allclose(auto[name], off[name], atol=1e-5) for name in off)
 
 
-def test_a_multi_head_run_packs_its_shared_encoder_to_the_padded_weights(tmp_path, tiny_bert, run_cli, monkeypatch):
+def test_a_multi_head_run_packs_its_shared_encoder_to_the_padded_weights(tmp_path, tiny_bert, run_cli, packed_batches):
     """--packing on: every head (here cls, ner and qa) reads the grid the shared encoder's packed run fills."""
     from safetensors.torch import load_file
     from test_qa_task import make_squad, write_json
 
-    from bertkit.networks import packed_heads
-
-    packed_batches, packing_of = [], packed_heads.Packing.of
-
-    class CountedPacking(packed_heads.Packing):
-        @classmethod
-        def of(cls, attention_mask):
-            packed_batches.append(attention_mask.shape)
-            return packing_of(attention_mask)
-
-    monkeypatch.setattr(packed_heads, "Packing", CountedPacking)
     model = _without_dropout(tiny_bert, tmp_path / "model")
     write_sentiment_csv(tmp_path / "cls.csv", 24, seed=1)
     write_conll(tmp_path / "ner.txt", 24, seed=1)
