@@ -198,7 +198,9 @@ def test_finetune_in_two_processes_uses_every_example_once(cls_run, run_cli):
     assert_only_rank0_spoke(run)
     lines = run.out[0].splitlines()
     assert len(lines) == 5 and lines[0].startswith("epoch 1: ") and lines[1].startswith("epoch 2: ")
-    assert lines[2].startswith("train: 37 examples") and run.err[0].startswith("precision: ")  # said when chosen
+    said = run.err[0].splitlines()  # each said when chosen: the family's recipe once the model is known, then precision
+    assert said[0].endswith("the flags override") and said[1].startswith("precision: ")
+    assert lines[2].startswith("train: 37 examples")
     # 37 examples, 2 epochs: the best may still be a constant answer, and is then called so
     called = ("best (epoch ", "best, but degenerate", "best, but no better than a baseline")
     assert lines[3].startswith(called) and lines[4] == f"saved to {root / 'model'}"
