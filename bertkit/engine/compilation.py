@@ -170,15 +170,15 @@ def compiled_layers(model, config, world: int, device_type: str, precision: str,
     mode = getattr(config, "compile", "off")
     encoder = encoder_of(task_model(model))
     stack = layer_stack(encoder) if encoder is not None else None
-    why_not = _why_not_compiled(model, config, world, stack, packs)
+    why_not = _why_not_compiled(config, world, stack, packed=packs(model))
     key = shape_key(encoder.config, precision, device_type) if encoder is not None else ""
     return CompiledLayers(stack, mode, device_type, key, why_not, say)
 
 
-def _why_not_compiled(model, config, world: int, stack, packs) -> str | None:
+def _why_not_compiled(config, world: int, stack, packed: bool) -> str | None:
     if stack is None:
         return "bertkit compiles one task head's encoder layers only (not multi-head, embedding or pre-training runs)"
-    if packs(model):
+    if packed:
         return "packed batches run uncompiled (--packing off compiles)"
     if getattr(config, "save_memory", False):
         return "not with --save-memory (its recomputed attention is untested compiled)"

@@ -25,6 +25,7 @@ from torch import nn
 from bertkit.networks.packed import PACKING, POSITIONS, Packing, can_pack, packed_inputs
 from bertkit.networks.wrapped import WrappedModel
 
+CPU_ONLY = "packing runs on the CPU only"  # no variable-length attention kernel is wired in for CUDA yet
 _UNPACKED_OUTPUTS = ("output_hidden_states", "output_attentions")  # per-layer outputs would come back packed
 
 
@@ -45,13 +46,19 @@ def encoder_of(model: nn.Module) -> nn.Module | None:
 def why_padded(network: nn.Module) -> str | None:
     """None when ``pack_encoder`` applies to ``network``, else the reason its rows run padded."""
     model = task_model(network)
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if model_type not in POSITIONS:
-        known = ", ".join(POSITIONS)
-        return f"{model_type} models run padded: packing knows the position ids of {known} only"
+    family = _unknown_family(getattr(model, "config", None))
+    if family is not None:
+        return family
     if encoder_of(model) is None:
         return "this model has no head over a separate encoder: its rows run padded"
     return None
+
+
+def _unknown_family(config) -> str | None:
+    model_type = getattr(config, "model_type", None)
+    if model_type in POSITIONS:
+        return None
+    return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
 
 
 def pack_encoder(network: nn.Module) -> bool:
@@ -66,11 +73,9 @@ def pack_encoder(network: nn.Module) -> bool:
 def pack_shared_encoder(encoder: nn.Module, on_cpu: bool) -> str | None:
     """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's;
     returns the line that says why it runs padded instead, or None."""
-    model_type = getattr(encoder.config, "model_type", None)
-    if not on_cpu:
-        return "training batches run padded: packing runs on the CPU only"
-    if model_type not in POSITIONS:
-        return f"training batches run padded: {model_type} models run padded: packing knows {', '.join(POSITIONS)}"
+    reason = CPU_ONLY if not on_cpu else _unknown_family(encoder.config)
+    if reason is not None:
+        return f"training batches run padded: {reason}"
     pack_this_encoder(encoder)
     return None
 
@@ -89,8 +94,8 @@ def unpack_this_encoder(encoder: nn.Module) -> None:
 def unpack_encoder(network: nn.Module) -> None:
     """Undo ``pack_encoder``: the encoder's own forward again."""
     encoder = encoder_of(task_model(network))
-    if encoder is not None and "forward" in vars(encoder):
-        del encoder.forward
+    if encoder is not None:
+        unpack_this_encoder(encoder)
 
 
 def packs(network: nn.Module) -> bool:

@@ -260,14 +260,14 @@ def pack_rows(spec: TrainingSpec, network, on_cpu: bool, packing: str, random_ba
 
 def _why_padded_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
     """Why a task model's training batches cannot run packed, or None when they can."""
-    from bertkit.networks.packed_heads import why_padded
+    from bertkit.networks.packed_heads import CPU_ONLY, why_padded
 
     if recipe(spec) in (MaskedLM, NextSentence):
         return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
     if recipe(spec) not in (FineTune, Listwise):
         return "training batches run padded: this recipe trains no task head over an encoder"
-    if not on_cpu:  # no variable-length attention kernel is wired in for CUDA yet
-        return "training batches run padded: packing runs on the CPU only"
+    if not on_cpu:
+        return f"training batches run padded: {CPU_ONLY}"
     reason = why_padded(network)
     return f"training batches run padded: {reason}" if reason is not None else None
 
