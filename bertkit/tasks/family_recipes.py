@@ -53,19 +53,83 @@ ELECTRA = FamilyRecipe(
     "google-research/electra configure_finetuning.py (Clark et al. 2020)",
 )
 ELECTRA_LARGE = replace(ELECTRA, lr=5e-5, layer_decay=0.9)
-LARGE_HIDDEN = 1024  # ELECTRA-large's hidden size (small 256, base 768)
+LARGE_HIDDEN = 1024  # ELECTRA-large's and DeBERTa-v3-large's hidden size (base 768)
+ALBERT = FamilyRecipe(
+    "ALBERT's GLUE recipe (its SST-2 row)",
+    1e-5,
+    0.06,
+    0.01,
+    1.0,
+    # google-research/albert run_glue.sh, SST-2: --learning_rate 1e-5, --warmup_step 1256 of --train_step
+    # 20935 (6 %), --optimizer adamw, whose optimization.py sets weight_decay_rate 0.01 (other rows:
+    # MNLI 3e-5 with 10 % warmup, RTE and MRPC 3e-5 / 2e-5 with 25 %)
+    "google-research/albert run_glue.sh (SST-2) and optimization.py (Lan et al. 2020)",
+)
+DEBERTA_V3 = FamilyRecipe(
+    "DeBERTa-v3-base's MNLI recipe",
+    1.5e-5,
+    0.054,
+    0.01,
+    1.0,
+    # microsoft/DeBERTa experiments/glue/mnli.sh, deberta-v3-base: --learning_rate 1.5e-5, --warmup 1000
+    # steps of 3 epochs x 6,136 (392,702 rows, batch 64) = 18,408 (5.4 %); DeBERTa/optims/args.py
+    # --weight_decay 0.01 (He et al. 2021, Table 9: weight decay 0.01)
+    "microsoft/DeBERTa experiments/glue/mnli.sh and optims/args.py (He et al. 2021)",
+)
+# the same script's other sizes: v3-small (6 layers) 4.5e-5 with 1000 of 2 epochs' 12,272 steps; v3-large
+# 7e-6 with 500 of 12,272; DeBERTa-v2-xlarge 4e-6 (its 24 layers of 1536) and -xxlarge (48) 3e-6 with 1000
+DEBERTA_V3_SMALL = replace(DEBERTA_V3, name="DeBERTa-v3-small's MNLI recipe", lr=4.5e-5, warmup_ratio=0.081)
+DEBERTA_V3_LARGE = replace(DEBERTA_V3, name="DeBERTa-v3-large's MNLI recipe", lr=7e-6, warmup_ratio=0.041)
+DEBERTA_V2_XLARGE = replace(DEBERTA_V3, name="DeBERTa-v2-xlarge's MNLI recipe", lr=4e-6)
+DEBERTA_V2_XXLARGE = replace(DEBERTA_V3, name="DeBERTa-v2-xxlarge's MNLI recipe", lr=3e-6)
+MODERNBERT = FamilyRecipe(
+    "ModernBERT's GLUE recipe",
+    8e-5,
+    0.0,
+    8e-6,
+    1.0,
+    # AnswerDotAI/ModernBERT examples/finetune_modernbert_on_glue.ipynb ("hyperparameters that have proven
+    # to work well for us in fine-tuning ModernBERT-base on GLUE"): lr 8e-5, wd 8e-6, a linear schedule
+    # without warmup, batch 32, 2 epochs; its betas (0.9, 0.98) and eps 1e-6 are not carried, and its
+    # TrainingArguments leave wd out (the Trainer's 0): 8e-6 is the value the notebook names
+    "AnswerDotAI/ModernBERT examples/finetune_modernbert_on_glue.ipynb (Warner et al. 2024)",
+)
 
-# model type -> recipe; XLM-R: RoBERTa's architecture, trained and fine-tuned with the same fairseq code
-FAMILIES = {"bert": BERT, "distilbert": BERT, "roberta": ROBERTA, "xlm-roberta": ROBERTA, "electra": ELECTRA}
+# model type -> recipe; XLM-R: RoBERTa's architecture, trained and fine-tuned with the same fairseq code;
+# deberta-v2 is the type of DeBERTa-v2 and v3 checkpoints (sized by _deberta)
+FAMILIES = {
+    "bert": BERT,
+    "distilbert": BERT,
+    "roberta": ROBERTA,
+    "xlm-roberta": ROBERTA,
+    "electra": ELECTRA,
+    "albert": ALBERT,
+    "deberta-v2": DEBERTA_V3,
+    "modernbert": MODERNBERT,
+}
 FIELDS = ("lr", "warmup_ratio", "weight_decay", "layer_decay")
 
 
 def recipe_for(model_config) -> FamilyRecipe:
     model_type = getattr(model_config, "model_type", None)
     recipe = FAMILIES.get(model_type, BERT)
-    if recipe is ELECTRA and getattr(model_config, "hidden_size", 0) >= LARGE_HIDDEN:
+    hidden = getattr(model_config, "hidden_size", 0) or 0
+    if recipe is ELECTRA and hidden >= LARGE_HIDDEN:
         return ELECTRA_LARGE
+    if recipe is DEBERTA_V3:
+        return _deberta(hidden, getattr(model_config, "num_hidden_layers", 0) or 0)
     return recipe
+
+
+def _deberta(hidden: int, layers: int) -> FamilyRecipe:
+    """mnli.sh's row for this size: the learning rate falls with the model's width and depth."""
+    if hidden > LARGE_HIDDEN:
+        return DEBERTA_V2_XXLARGE if layers > 24 else DEBERTA_V2_XLARGE
+    if hidden == LARGE_HIDDEN:
+        return DEBERTA_V3_LARGE
+    if hidden == 768 and layers <= 6:
+        return DEBERTA_V3_SMALL
+    return DEBERTA_V3  # base, and xsmall (384 wide, 12 layers), which the script has no row for
 
 
 def with_family_recipe(config, model_config) -> tuple[object, str | None]:

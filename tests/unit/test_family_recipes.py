@@ -8,30 +8,65 @@ from types import SimpleNamespace
 import pytest
 
 from bertkit.options import TrainConfig
-from bertkit.tasks.family_recipes import BERT, ELECTRA, ELECTRA_LARGE, ROBERTA, recipe_for, with_family_recipe
+from bertkit.tasks.family_recipes import (
+    ALBERT,
+    BERT,
+    DEBERTA_V2_XLARGE,
+    DEBERTA_V2_XXLARGE,
+    DEBERTA_V3,
+    DEBERTA_V3_LARGE,
+    DEBERTA_V3_SMALL,
+    ELECTRA,
+    ELECTRA_LARGE,
+    MODERNBERT,
+    ROBERTA,
+    recipe_for,
+    with_family_recipe,
+)
 
 
 @pytest.mark.parametrize(
-    "model_type,hidden,recipe",
+    "model_type,hidden,layers,recipe",
     [
-        ("bert", 384, BERT),
-        ("distilbert", 768, BERT),
-        ("roberta", 768, ROBERTA),
-        ("xlm-roberta", 768, ROBERTA),
-        ("electra", 256, ELECTRA),
-        ("electra", 768, ELECTRA),
-        ("electra", 1024, ELECTRA_LARGE),
-        ("deberta-v2", 768, BERT),  # no recipe read: the BERT paper's
+        ("bert", 384, 6, BERT),
+        ("distilbert", 768, 6, BERT),
+        ("roberta", 768, 12, ROBERTA),
+        ("xlm-roberta", 768, 12, ROBERTA),
+        ("electra", 256, 12, ELECTRA),
+        ("electra", 768, 12, ELECTRA),
+        ("electra", 1024, 24, ELECTRA_LARGE),
+        ("albert", 768, 12, ALBERT),
+        ("modernbert", 768, 22, MODERNBERT),
+        ("modernbert", 1024, 28, MODERNBERT),
+        # DeBERTa-v2 and v3 share a model type; mnli.sh's rate is the size's
+        ("deberta-v2", 384, 12, DEBERTA_V3),  # xsmall: no row of its own, base's
+        ("deberta-v2", 768, 6, DEBERTA_V3_SMALL),
+        ("deberta-v2", 768, 12, DEBERTA_V3),
+        ("deberta-v2", 1024, 24, DEBERTA_V3_LARGE),
+        ("deberta-v2", 1536, 24, DEBERTA_V2_XLARGE),
+        ("deberta-v2", 1536, 48, DEBERTA_V2_XXLARGE),
+        ("mpnet", 768, 12, BERT),  # no recipe read: the BERT paper's
     ],
 )
-def test_each_family_gets_its_published_recipe(model_type, hidden, recipe):
-    assert recipe_for(SimpleNamespace(model_type=model_type, hidden_size=hidden)) is recipe
+def test_each_family_gets_its_published_recipe(model_type, hidden, layers, recipe):
+    config = SimpleNamespace(model_type=model_type, hidden_size=hidden, num_hidden_layers=layers)
+    assert recipe_for(config) is recipe
 
 
 def test_the_recipes_say_what_their_sources_say():
     assert (BERT.lr, BERT.warmup_ratio, BERT.weight_decay, BERT.layer_decay) == (2e-5, 0.1, 0.01, 1.0)
     assert (ROBERTA.lr, ROBERTA.warmup_ratio, ROBERTA.weight_decay) == (1e-5, 0.06, 0.1)
     assert (ELECTRA.lr, ELECTRA.layer_decay, ELECTRA_LARGE.lr, ELECTRA_LARGE.layer_decay) == (1e-4, 0.8, 5e-5, 0.9)
+    # run_glue.sh's SST-2 row: warmup 1256 of 20935 steps
+    assert (ALBERT.lr, ALBERT.warmup_ratio, ALBERT.weight_decay) == (1e-5, round(1256 / 20935, 2), 0.01)
+    # mnli.sh: 1000 warmup steps of 3 epochs (base) or 2 (small, large: 500) of 392,702 rows at batch 64
+    per_epoch = -(-392_702 // 64)
+    assert (DEBERTA_V3.lr, DEBERTA_V3.warmup_ratio) == (1.5e-5, round(1000 / (3 * per_epoch), 3))
+    assert (DEBERTA_V3_SMALL.lr, DEBERTA_V3_SMALL.warmup_ratio) == (4.5e-5, round(1000 / (2 * per_epoch), 3))
+    assert (DEBERTA_V3_LARGE.lr, DEBERTA_V3_LARGE.warmup_ratio) == (7e-6, round(500 / (2 * per_epoch), 3))
+    assert (DEBERTA_V2_XLARGE.lr, DEBERTA_V2_XXLARGE.lr, DEBERTA_V3.weight_decay) == (4e-6, 3e-6, 0.01)
+    assert (MODERNBERT.lr, MODERNBERT.warmup_ratio, MODERNBERT.weight_decay) == (8e-5, 0.0, 8e-6)
+    assert {r.layer_decay for r in (ALBERT, DEBERTA_V3, MODERNBERT)} == {1.0}
 
 
 def test_only_what_the_user_left_out_is_filled_and_said():
@@ -41,8 +76,11 @@ def test_only_what_the_user_left_out_is_filled_and_said():
     assert line.startswith("warmup-ratio 0.1, weight-decay 0.01, layer-decay 0.8: ELECTRA's") and "lr " not in line
     given = TrainConfig(lr=3e-5, warmup_ratio=0.0, weight_decay=0.0, layer_decay=1.0)
     assert with_family_recipe(given, electra) == (given, None)
-    _, unknown = with_family_recipe(TrainConfig(), SimpleNamespace(model_type="deberta-v2", hidden_size=768))
-    assert "the BERT paper's (no deberta-v2 recipe read)" in unknown
+    _, unknown = with_family_recipe(TrainConfig(), SimpleNamespace(model_type="mpnet", hidden_size=768))
+    assert "the BERT paper's (no mpnet recipe read)" in unknown
+    modern, said = with_family_recipe(TrainConfig(), SimpleNamespace(model_type="modernbert", hidden_size=768))
+    assert (modern.lr, modern.warmup_ratio, modern.weight_decay) == (8e-5, 0.0, 8e-6)
+    assert said.startswith("lr 8e-05, warmup-ratio 0, weight-decay 8e-06, layer-decay 1: ModernBERT's GLUE recipe")
 
 
 def test_lora_adapters_train_at_one_rate_unless_told_otherwise():
