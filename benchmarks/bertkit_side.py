@@ -3,8 +3,9 @@ TrainConfig), returning the same measurement keys as the HF side. Every number c
 the API returns (FinetuneResult.throughput, Predictions.timings, evaluate's "timings"); nothing of
 bertkit is wrapped or patched.
 
-Sides: bertkit (precision auto: bf16 where the CPU computes it natively), bertkit_fp32 (precision
-"no"), bertkit_frozen (auto + frozen word embeddings), bertkit_lazy (auto + --lazy-embeddings);
+Sides: bertkit (the defaults: precision auto, bf16 where the CPU computes it natively, and there lazy
+embeddings), bertkit_fp32 (precision "no"), bertkit_frozen (auto + frozen word embeddings),
+bertkit_lazy (--lazy-embeddings), bertkit_dense (--no-lazy-embeddings);
 bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
 (--packing auto, the default: a task head's batches padded), bertkit_packed_random and
 bertkit_padded_random (random batches: --random-batches); bertkit_eager and bertkit_compiled
@@ -27,6 +28,7 @@ SIDES = {
     "bertkit_fp32": {"precision": "no"},
     "bertkit_frozen": {"freeze_embeddings": True},
     "bertkit_lazy": {"lazy_embeddings": True},
+    "bertkit_dense": {"lazy_embeddings": False},  # every word-embedding row stepped (lazy is the CPU default)
     "bertkit_packed": {"packing": "on"},
     "bertkit_padded": {"packing": "auto"},
     "bertkit_packed_random": {"packing": "on", "random_batches": True},

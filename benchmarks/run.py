@@ -31,6 +31,7 @@ TRAIN_SIDES = (
     "bertkit_fp32",
     "bertkit_frozen",
     "bertkit_lazy",
+    "bertkit_dense",  # --no-lazy-embeddings: the default before lazy embeddings were (CPU, bf16)
     "bertkit_packed",  # --packing (bertkit_side.SIDES); also its random-batch sides below
     "bertkit_packed_random",
     "bertkit_padded_random",
@@ -38,7 +39,7 @@ TRAIN_SIDES = (
     "hf_best",
     "hf_default",
 )
-DEFAULT_SIDES = ("bertkit", "bertkit_lazy", "hf_best_bf16", "hf_best", "hf_default")
+DEFAULT_SIDES = ("bertkit", "bertkit_dense", "hf_best_bf16", "hf_best", "hf_default")
 # fp32 and run_*-default reference rows: slow, and not the headline, so measured in round 1 only
 ONCE = ("hf_best", "hf_default", "pipeline_fp32_bs_default")
 # the CPU features that decide matmul speed (AMX: bf16 tiles, several times AVX-512's bf16 rate)

@@ -40,6 +40,7 @@ class TrainReport:
     log: list = field(default_factory=list)  # history.jsonl lines (history.py)
     resumed_from: str | None = None  # the checkpoint this run continued from
     compile: dict = field(default_factory=dict)  # --compile: what was decided, when, the first step's time
+    lazy_embeddings: bool = False  # what --lazy-embeddings (unset: where it applies) came to
 
     def throughput(self) -> dict:
         seconds = max(self.train_seconds, 1e-9)
@@ -54,6 +55,7 @@ class TrainReport:
             "eval_seconds": round(self.eval_seconds, 3),
             "optimizer_steps": self.optimizer_steps,
             "compile": self.compile,
+            "lazy_embeddings": self.lazy_embeddings,
         }
 
 
@@ -367,6 +369,7 @@ class Run:
         report.examples, report.real_tokens, report.padded_tokens, report.token_pairs = (int(x) for x in totals)
         report.eval_seconds = state.eval_seconds
         report.compile = dict(self.compiling.facts)
+        report.lazy_embeddings = self.optimisation.lazy
         return report
 
     def best_model(self):

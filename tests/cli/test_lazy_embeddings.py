@@ -97,11 +97,18 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
     code, stdout, stderr = run_cli(*base, "--output", tmp_path / "lazy", "--lazy-embeddings")
     assert code == 0, stderr
     assert json.loads((tmp_path / "lazy" / "bertkit.json").read_text())["config"]["lazy_embeddings"] is True
-    code, _, stderr = run_cli(*base, "--output", tmp_path / "dense")
+    code, _, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy-embeddings")
+    assert code == 0, stderr
+    code, _, stderr = run_cli(*base, "--output", tmp_path / "unset")
     assert code == 0, stderr
     start = load_file(str(tiny_bert / "model.safetensors"))
     key = next(k for k in start if k.endswith("word_embeddings.weight"))
-    lazy, dense = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("lazy", "dense"))
+    lazy, dense, unset = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("lazy", "dense", "unset"))
+    # unset: on where it applies (bf16 on a CPU, one process): the lazy run's weights, and said so
+    assert all(torch.equal(lazy[k], unset[k]) for k in lazy)
+    records = {d: json.loads((tmp_path / d / "bertkit.json").read_text()) for d in ("lazy", "dense", "unset")}
+    assert [records[d]["throughput"]["lazy_embeddings"] for d in ("lazy", "dense", "unset")] == [True, False, True]
+    assert records["unset"]["config"]["lazy_embeddings"] is None  # a replay decides again, as precision auto does
     lazy_key = next(k for k in lazy if k.endswith("word_embeddings.weight"))
     unchanged = lambda weights: (weights[lazy_key] == start[key]).all(dim=1)  # noqa: E731
     # the sentiment files use a few of the vocabulary's words: lazily, the others stay; AdamW moves every
@@ -177,3 +184,19 @@ def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, r
     assert code == 0 and stdout.startswith("resumed from"), stderr
     reference, resumed = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("reference", "resumed"))
     assert reference.keys() == resumed.keys() and all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
+def test_unset_lazy_embeddings_stay_off_where_they_do_not_apply(tmp_path, tiny_bert, run_cli):
+    """fp32, frozen embeddings, LoRA: the dense AdamW, without a word (only a given flag is refused)."""
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 16, seed=1)
+    base = ("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert, "--epochs", 1)
+    for name, extra in {
+        "fp32": ("--precision", "no"),
+        "frozen": ("--precision", "bf16", "--freeze-embeddings"),
+        "lora": ("--precision", "bf16", "--lora", 4),
+    }.items():
+        code, _, stderr = run_cli(*base, *extra, "--output", tmp_path / name)
+        assert code == 0, (name, stderr)
+        record = json.loads((tmp_path / name / "bertkit.json").read_text())
+        assert record["throughput"]["lazy_embeddings"] is False, name
