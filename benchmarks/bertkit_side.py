@@ -5,7 +5,7 @@ bertkit is wrapped or patched.
 
 Sides: bertkit (the defaults: precision auto, bf16 where the CPU computes it natively, and there lazy
 embeddings), bertkit_fp32 (precision "no"), bertkit_frozen (auto + frozen word embeddings),
-bertkit_lazy (--lazy-embeddings), bertkit_dense (--no-lazy-embeddings);
+bertkit_lazy (--lazy-embeddings), bertkit_dense (--no-lazy);
 bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
 (--packing auto, the default: a task head's batches padded), bertkit_packed_random and
 bertkit_padded_random (random batches: --random-batches); bertkit_eager and bertkit_compiled

@@ -31,7 +31,7 @@ TRAIN_SIDES = (
     "bertkit_fp32",
     "bertkit_frozen",
     "bertkit_lazy",
-    "bertkit_dense",  # --no-lazy-embeddings: the default before lazy embeddings were (CPU, bf16)
+    "bertkit_dense",  # --no-lazy: the default before lazy embeddings were (CPU, bf16)
     "bertkit_packed",  # --packing (bertkit_side.SIDES); also its random-batch sides below
     "bertkit_packed_random",
     "bertkit_padded_random",

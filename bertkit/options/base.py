@@ -22,7 +22,7 @@ MAX_SEED = 2**32 - 1  # numpy's seeds, which set_seed passes the seed to, end th
 MIN_LENGTH, MAX_LENGTH = 8, 8192  # below 8 no text fits beside the special tokens; 8192: the longest models
 REQUIRED = ...  # a field without a default: a required option on the command line
 PRECISION_HELP = (
-    "auto: bf16 where the hardware has it natively (CPU avx512_bf16/amx_bf16, recent GPUs, TPU), "
+    "auto: bf16 where the hardware has it natively (CPU avx512_bf16 or amx_bf16, recent GPUs, TPU), "
     "else no (fp32); bf16; fp16 (GPU)."
 )
 THREADS_HELP = "CPU threads for torch; default $OMP_NUM_THREADS, else every core (shared machine: docs/scale.md)."

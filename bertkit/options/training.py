@@ -85,7 +85,7 @@ class TrainConfig(DatasetOptions):
         "AdamW updates only the word-embedding rows a batch uses (TF's LazyAdam; docs: training.md). Default: on "
         "where it applies (bf16 on a CPU, one process, word embeddings of their own), measured as accurate over "
         "3 seeds and faster there.",
-        flag="--lazy-embeddings/--no-lazy-embeddings",
+        flag="--lazy-embeddings/--no-lazy",
     )
     save_memory: bool = option(
         False,
@@ -344,7 +344,9 @@ class TuneOptions:
         "several processes or machines can share one.",
     )
     study_name: str | None = option(
-        None, "Study name (default bertkit-<task>-<output name>); the same name resumes it."
+        None,
+        "Study name (default: bertkit, the task and the output directory name, joined by hyphens); the same "
+        "name resumes it.",
     )
     space: str | None = option(
         None,

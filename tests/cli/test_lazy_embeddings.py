@@ -97,7 +97,7 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
     code, stdout, stderr = run_cli(*base, "--output", tmp_path / "lazy", "--lazy-embeddings")
     assert code == 0, stderr
     assert json.loads((tmp_path / "lazy" / "bertkit.json").read_text())["config"]["lazy_embeddings"] is True
-    code, _, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy-embeddings")
+    code, _, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy")
     assert code == 0, stderr
     code, _, stderr = run_cli(*base, "--output", tmp_path / "unset")
     assert code == 0, stderr
