@@ -6,8 +6,8 @@ Arms (benchmarks/bertkit_side.py's sides, each a TrainConfig through the public 
 --random-batches) and ``bertkit_padded_random``. Every round runs every arm of a workload
 one after the other in this one process, the arm order reversed every other round, so a shared
 machine's load falls on every arm alike; the table gives the median of the rounds and the ratio
-of each arm's training steps per second to bertkit_padded's, round by round. The accuracy of each
-arm is the dev metric after the run (a few seeds with --seeds: random vs grouped batches).
+of each arm's training steps per second to the first arm's (bertkit_padded by default), round by
+round. The accuracy of each arm is the dev metric after the run (a few seeds with --seeds: random vs grouped batches).
 
     flock /tmp/bertkit-heavy.lock python -m benchmarks.packing [--rows 2000] [--eval-rows 500]
         [--rounds 2] [--workloads sst2,ner] [--seeds 42]
@@ -28,8 +28,6 @@ import time
 from benchmarks import bertkit_side
 from benchmarks.run import HP
 from benchmarks.side_by_side import write_results
-
-BASELINE = "bertkit_padded"
 
 
 def cpu_flags() -> str:
@@ -65,7 +63,8 @@ def measure(args) -> list[dict]:
 
 
 def summary(runs: list[dict], workloads: list[str], arms: list[str]) -> list[dict]:
-    rows = []
+    """Each arm's medians, its speed against the first arm's (the baseline) run by run."""
+    rows, baseline = [], arms[0]
     for workload in workloads:
         for arm in arms:
             mine = [r for r in runs if r["workload"] == workload and r["arm"] == arm]
@@ -74,7 +73,7 @@ def summary(runs: list[dict], workloads: list[str], arms: list[str]) -> list[dic
                 for r in mine
                 for base in runs
                 if base["workload"] == workload
-                and base["arm"] == BASELINE
+                and base["arm"] == baseline
                 and (base["round"], base["seed"]) == (r["round"], r["seed"])
             ]
             rows.append(
@@ -101,7 +100,7 @@ def markdown(record: dict) -> str:
         f"CPU flags: {record['cpu_flags']}; {record['machine']['cpus']} CPUs, shared with other engineers' jobs "
         f"(load average {record['load_avg']}).",
         "",
-        "| workload | arm | steps/s (median) | vs bertkit_padded (median) | per round | padding share "
+        f"| workload | arm | steps/s (median) | vs {record['arms'][0]} (median) | per round | padding share "
         "| metric per run | mean ± std (sample) |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -133,6 +132,7 @@ def main() -> None:
     record = {
         "rows": args.rows,
         "eval_rows": args.eval_rows,
+        "arms": args.arms,
         "precision": sorted({r["precision"] for r in runs}),
         "cpu_flags": cpu_flags(),
         "load_avg": round(statistics.mean(r["load_avg"] for r in runs), 2),
