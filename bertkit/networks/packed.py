@@ -128,11 +128,17 @@ def can_pack(encoder) -> bool:
 
 
 def packed_inputs(config, packing: Packing, input_ids: torch.Tensor, token_type_ids=None) -> dict:
-    """The keyword arguments that run a padded batch's real tokens as one row through the encoder."""
+    """The keyword arguments that run a padded batch's real tokens as one row through the encoder.
+
+    The all-ones mask is there to be skipped: without a mask, transformers 5.x reads restarting
+    position ids as packed sequences and builds their block-diagonal mask, total x total (a QA
+    batch of 8,896 tokens: 79M entries, 2.5 s of a 10.8 s step), which the training attention
+    never reads (it attends within each row on the padded grid, ``Packing.additive_mask``)."""
     extra = {"token_type_ids": packing.tokens(token_type_ids)} if token_type_ids is not None else {}
     positions = packing.spread(POSITIONS[config.model_type](config, packing))
     ids = packing.tokens(input_ids, spare=config.pad_token_id or 0)  # as a padded batch's padding
-    return {"input_ids": ids, "position_ids": positions, **extra, PACKING: packing}
+    mask = torch.ones_like(ids)  # no padding to mask: the mask builders return None for it
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, **extra, PACKING: packing}
 
 
 def packed_mean(encoder, inputs: dict) -> torch.Tensor:

@@ -78,6 +78,34 @@ def test_a_packed_row_does_not_see_the_other_rows(tmp_path):
     assert torch.allclose(after[others], before[others], atol=1e-6)
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
+def test_no_mask_of_the_packed_row_is_built(family, tmp_path, monkeypatch):
+    """Each layer's attention gets no total x total mask: without a mask of its own, transformers reads
+    the restarting positions as packed sequences and builds one (8,896 tokens: 79M entries a step)."""
+    from bertkit.engine import cpu_kernels
+
+    encoder, inputs = _encoder_and_inputs(family, tmp_path)
+    CpuTrainingKernels(encoder).apply()
+    masks, attention = [], cpu_kernels.attention_for_training
+
+    def seen(module, query, key, value, attention_mask, **kwargs):
+        masks.append(attention_mask)
+        return attention(module, query, key, value, attention_mask, **kwargs)
+
+    monkeypatch.setattr(cpu_kernels, "attention_for_training", seen)
+    cpu_kernels.register_attention()
+    try:
+        packed_mean(encoder, inputs)
+        packed = list(masks)
+        masks.clear()
+        encoder(**inputs)  # padded: the rows' own mask, as before
+    finally:
+        monkeypatch.undo()
+        cpu_kernels.register_attention()  # the registry holds the function itself: the real one again
+    assert packed and all(mask is None for mask in packed)
+    assert masks and all(mask is not None and mask.shape[0] == len(TEXTS) for mask in masks)
+
+
 def test_packing_needs_the_training_attention_and_a_type_whose_positions_it_knows(tmp_path):
     encoder, inputs = _encoder_and_inputs("bert", tmp_path)
     assert not can_pack(encoder)  # SDPA: it would ignore the rows; mean_pooled runs padded
