@@ -134,7 +134,8 @@ def packed_inputs(config, packing: Packing, input_ids: torch.Tensor, token_type_
     position ids as packed sequences and builds their block-diagonal mask, total x total (a QA
     batch of 8,896 tokens: 79M entries), which the training attention never reads (it attends
     within each row on the padded grid, ``Packing.additive_mask``). Measured, MiniLM bf16, 32 rows,
-    forward and backward: 8.01 -> 7.34 s a step at 360-384 tokens a row, 6.32 -> 6.25 s at 100-384."""
+    forward and backward (python -m benchmarks.packed_mask): 8.01 -> 7.34 s a step at 360-384 tokens a
+    row, 6.32 -> 6.25 s at 100-384."""
     extra = {"token_type_ids": packing.tokens(token_type_ids)} if token_type_ids is not None else {}
     positions = packing.spread(POSITIONS[config.model_type](config, packing))
     ids = packing.tokens(input_ids, spare=config.pad_token_id or 0)  # as a padded batch's padding
