@@ -146,7 +146,7 @@ class Optimisation:
 
 
 def _lazy(asked: bool | None, possible: bool, device_type: str) -> bool:
-    """--lazy-embeddings: given, as given (refused above where it cannot apply); unset, on where it
+    """--lazy-embeddings: given, as given (refused by the caller where it cannot apply); unset, on where it
     applies on a CPU, where it was measured: SST-2 and CoNLL over 3 seeds the same accuracy and F1
     (0.7993 / 0.6053 against 0.7989 / 0.6063) at 1.19x / 1.07x the steps a second
     (benchmarks/results/lazy_seeds.md). On a GPU the fused AdamW over every row costs little."""
