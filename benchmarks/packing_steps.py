@@ -1,14 +1,19 @@
 """Packed vs padded training steps, paired batch by batch in one process (a shared machine's load
 falls on every arm alike): MiniLM's forward and backward in bf16 weights, as bertkit trains on a
 CPU with native bf16 (the CPU training attention, FastDropout, a sequence classifier's [CLS]-only
-last layer), on the batches bertkit's loop builds from the first ``--rows`` SST-2 sentences (cls)
-and CoNLL-2003 sentences (ner): length-grouped (the default) and random (--random-batches).
+last layer), on the batches bertkit's loop builds from the first ``--rows`` SST-2 sentences (cls),
+CoNLL-2003 sentences (ner) or SQuAD-dev questions (qa: their 384-token windows, stride 128, under a
+token head, a stand-in for QA's two-logit one): length-grouped (the default) and random
+(--random-batches).
 
-Arms: padded/packed x grouped/random. For every batch index the four arms run one step each, the
-order rotated from one index to the next; each arm's seconds are summed over the same batches. The
-optimizer step (the same work in every arm) is left out: benchmarks/packing.py measures whole runs.
+Arms: padded/packed x grouped/random, and padded grouped and packed random as they ran "before"
+attention groups (networks/attention_groups.py) and two-thread dropout masks
+(engine/cpu_kernels.random_words). For every batch index each arm runs
+one step, the order rotated from one index to the next; each arm's seconds are summed over the same
+batches. The optimizer step (the same work in every arm) is left out: benchmarks/packing.py
+measures whole runs.
 
-    flock /tmp/bertkit-heavy.lock python -m benchmarks.packing_steps [--rows 1000] [--workloads sst2,ner]
+    flock /tmp/bertkit-heavy.lock python -m benchmarks.packing_steps [--rows 1000] [--workloads sst2,ner,qa]
 
 Writes benchmarks/results/packing_steps.{json,md}.
 """
@@ -21,12 +26,32 @@ import time
 
 from benchmarks.packing import cpu_flags
 from benchmarks.side_by_side import write_results
-from benchmarks.workloads import load_conll, load_sst2, model_path
+from benchmarks.workloads import load_conll, load_squad, load_sst2, model_path
 
-ARMS = ("padded grouped", "packed grouped", "padded random", "packed random")
+ARMS = (
+    "padded grouped",
+    "packed grouped",
+    "padded random",
+    "packed random",
+    "padded grouped, before",
+    "packed random, before",
+)
+# "before": attention on the whole padded grid (no networks/attention_groups.py) and dropout masks
+# drawn on one thread (no cpu_kernels.random_words halves), as bertkit trained until both came in
 
 
 def features(workload: str, rows: int, tokenizer) -> list[dict]:
+    if workload == "qa":  # SQuAD windows (384 tokens, stride 128) under a token head, as a stand-in for QA's
+        questions = load_squad(rows, 1)[0]
+        encoded = tokenizer(
+            [q["question"] for q in questions],
+            [q["context"] for q in questions],
+            truncation="only_second",
+            max_length=384,
+            stride=128,
+            return_overflowing_tokens=True,
+        )
+        return [{"input_ids": ids, "labels": [i % 9 for i in range(len(ids))]} for ids in encoded["input_ids"]]
     if workload == "sst2":
         texts = [r["sentence"] for r in load_sst2(rows, 1)[0]]
         encoded = tokenizer(texts, truncation=True, max_length=128)
@@ -78,8 +103,17 @@ def step(model, batch) -> float:
 def measure(workload: str, rows: int, batch_size: int) -> dict:
     from transformers import AutoTokenizer
 
+    from bertkit.engine import cpu_kernels
     from bertkit.engine.batching import LengthGroupedBatches
+    from bertkit.networks import attention_groups
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
+
+    now = attention_groups.row_groups, attention_groups.padded_chunks, cpu_kernels.TWO_THREAD_WORDS
+
+    def before(on: bool) -> None:
+        attention_groups.row_groups, attention_groups.padded_chunks, cpu_kernels.TWO_THREAD_WORDS = (
+            ((lambda *a: None), (lambda *a: 1), float("inf")) if on else now
+        )
 
     feats = features(workload, rows, AutoTokenizer.from_pretrained(model_path()))
     lengths = [len(f["input_ids"]) for f in feats]
@@ -91,12 +125,14 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
     seconds, tokens = dict.fromkeys(ARMS, 0.0), dict.fromkeys(ARMS, 0)
     batches = min(len(plans["grouped"]), len(plans["random"]))
     for i in range(batches):
-        order = ARMS[i % 4 :] + ARMS[: i % 4]
+        order = ARMS[i % len(ARMS) :] + ARMS[: i % len(ARMS)]
         for arm in order:
-            packing, grouping = arm.split()
-            batch = collate([feats[j] for j in plans[grouping][i]], per_token=workload == "ner")
+            packing, grouping = arm.split(",")[0].split()
+            batch = collate([feats[j] for j in plans[grouping][i]], per_token=workload != "sst2")
             pack_encoder(model) if packing == "packed" else unpack_encoder(model)
+            before(arm.endswith("before"))
             seconds[arm] += step(model, batch) if i else 0.0  # the first index warms every arm up
+            before(False)
             tokens[arm] += int(batch["attention_mask"].numel())
     unpack_encoder(model)
     base = seconds["padded grouped"]
@@ -132,7 +168,7 @@ def markdown(record: dict) -> str:
     ]
     for w in record["workloads"]:
         for arm, r in w["arms"].items():
-            share = w["padding_share"][arm.split()[1]]
+            share = w["padding_share"][arm.split(",")[0].split()[1]]
             lines.append(f"| {w['workload']} | {arm} | {share} | {r['steps_per_s']} | {r['vs_padded_grouped']}x |")
     lines += ["", f"Command: `{record['command']}`", ""]
     return "\n".join(lines)

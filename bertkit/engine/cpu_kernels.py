@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from bertkit.networks import attention_groups
 from bertkit.networks.packed import PACKING, TRAINING_ATTENTION
 
 LEVELS = 1 << 16
@@ -43,9 +44,42 @@ def keep_mask(shape: torch.Size, p: float) -> tuple[torch.Tensor, float]:
     count = 1
     for size in shape:
         count *= size
-    bits = torch.randint(-(1 << 63), (1 << 63) - 1, ((count + 3) // 4,), dtype=torch.int64)
+    bits = random_words((count + 3) // 4)
     threshold, scale = keep_threshold(p)
     return bits.view(torch.int16)[:count].view(shape) >= threshold, scale
+
+
+def random_words(count: int) -> torch.Tensor:
+    """``count`` uniform int64 words from torch's default generator. Its CPU generator fills a
+    tensor in one serial loop, so drawing a large mask kept one core busy and the other waiting
+    (attention dropout at 384 tokens: a quarter of the attention's time): from ``TWO_THREAD_WORDS``
+    up, and when torch may use two threads, each half comes from a generator of its own seeded from
+    the default one, on its own thread, so ``set_seed`` still repeats every mask."""
+    if count < TWO_THREAD_WORDS or torch.get_num_threads() < 2:
+        return torch.randint(-(1 << 63), (1 << 63) - 1, (count,), dtype=torch.int64)
+    seeds = torch.randint(0, 1 << 62, (2,)).tolist()
+    words, half = torch.empty(count, dtype=torch.int64), count // 2
+    other = _helper_thread().submit(_fill, words[half:], seeds[1])
+    _fill(words[:half], seeds[0])
+    other.result()
+    return words
+
+
+TWO_THREAD_WORDS = 1 << 17  # 512k mask elements: a few ms of drawing, against a thread hand-off's tens of us
+_HELPER = []
+
+
+def _helper_thread():
+    if not _HELPER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HELPER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertkit-dropout"))
+    return _HELPER[0]
+
+
+def _fill(words: torch.Tensor, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    words.random_(-(1 << 63), (1 << 63) - 1, generator=generator)
 
 
 class _MaskedScale(torch.autograd.Function):
@@ -106,25 +140,62 @@ def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 
 def attention_for_training(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     packing = kwargs.get(PACKING)
-    if packing is not None:  # rows packed into one (networks/packed.py): attend within each row
-        query, key, value = packing.padded(query), packing.padded(key), packing.padded(value)
-        attention_mask = packing.additive_mask(query.dtype)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     if not torch.is_grad_enabled():  # packed prediction (engine/packed_inference.py): SDPA's fused kernel, no weights
+        if packing is not None:
+            query, key, value = packing.padded(query), packing.padded(key), packing.padded(value)
+            attention_mask = packing.additive_mask(query.dtype)
         output = torch.nn.functional.scaled_dot_product_attention(
             query, key, value, attn_mask=attention_mask, scale=scaling
         ).transpose(1, 2)
         return (packing.packed(output), None) if packing is not None else (output.contiguous(), None)
+    dropout = dropout if module.training else 0.0
+    if packing is not None:  # rows packed into one (networks/packed.py): attend within each row
+        return _packed_attention(packing, query, key, value, scaling, dropout), None
+    rows, heads, queries = query.shape[:3]
+    chunks = attention_groups.padded_chunks(rows, heads, queries, key.shape[2], query.element_size())
+    if chunks == 1:
+        output, weights = _attend(query, key, value, attention_mask, scaling, dropout)
+        return output.transpose(1, 2).contiguous(), weights
+    masks = (
+        attention_mask.tensor_split(chunks)
+        if attention_mask is not None and attention_mask.shape[0] == rows
+        else [attention_mask] * chunks
+    )
+    parts = zip(query.tensor_split(chunks), key.tensor_split(chunks), value.tensor_split(chunks), masks)
+    return torch.cat([_attend(*part, scaling, dropout)[0].transpose(1, 2) for part in parts]), None
+
+
+def _attend(query, key, value, mask, scaling: float, dropout: float):
+    """Eager attention with ``fast_dropout`` on the probabilities: ``(rows, heads, queries, d)`` out, and the
+    probabilities."""
     weights = torch.matmul(query * scaling, key.transpose(2, 3))  # scaling q: d, not length, values per row
-    if attention_mask is not None:
-        weights = weights + attention_mask
+    if mask is not None:
+        weights = weights + mask
     weights = torch.softmax(weights, dim=-1)
-    if module.training and dropout > 0:
+    if dropout > 0:
         weights = fast_dropout(weights, dropout)
-    output = torch.matmul(weights, value).transpose(1, 2)
-    if packing is not None:
-        return packing.packed(output), None
-    return output.contiguous(), weights
+    return torch.matmul(weights, value), weights
+
+
+def _packed_attention(packing, query, key, value, scaling: float, dropout: float) -> torch.Tensor:
+    """``(1, heads, total, d)`` packed q/k/v -> ``(1, total, heads, d)``, each row attending to its own tokens,
+    rows in attention_groups' groups where those pay."""
+    groups = attention_groups.row_groups(packing, query.shape[1], query.element_size())
+    if groups is None:
+        grid = [packing.padded(x) for x in (query, key, value)]
+        return packing.packed(_attend(*grid, packing.additive_mask(query.dtype), scaling, dropout)[0].transpose(1, 2))
+    outputs = [
+        group.real(
+            _attend(
+                *[group.padded(x) for x in (query, key, value)], group.additive_mask(query.dtype), scaling, dropout
+            )[0]
+        )
+        for group in groups
+    ]
+    tokens = torch.cat([group.tokens for group in groups])
+    packed = outputs[0].new_zeros(packing.total, *outputs[0].shape[1:]).index_copy(0, tokens, torch.cat(outputs))
+    return packed.unsqueeze(0)
 
 
 def register_attention() -> None:

@@ -21,7 +21,7 @@ task models' heads (cls, pair, ner, rerank) run packed through packed_heads.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -47,6 +47,7 @@ class Packing:
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
     total: int = 0  # the packed row's length, spare tokens included
+    plans: dict = field(default_factory=dict, repr=False)  # attention_groups.row_groups' answers
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
         """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""

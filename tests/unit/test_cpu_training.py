@@ -41,6 +41,33 @@ def test_fast_dropout_rate_scale_gradient_and_seed():
     assert torch.equal(FastDropout(0.1).eval()(x), x)
 
 
+def test_a_large_mask_is_drawn_on_two_threads_and_repeats_with_the_seed(monkeypatch):
+    from bertkit.engine import cpu_kernels
+
+    fills, fill = [], cpu_kernels._fill
+    monkeypatch.setattr(cpu_kernels, "_fill", lambda words, seed: fills.append(len(words)) or fill(words, seed))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(7)
+        keep, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+        torch.manual_seed(7)
+        again, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+        torch.set_num_threads(1)
+        torch.manual_seed(7)
+        one_thread, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+    finally:
+        torch.set_num_threads(before)
+    assert fills == [500_000, 500_000] * 2  # 4M elements, 4 a word: two halves each time, none with one thread
+    assert torch.equal(keep, again)  # the default generator seeds both halves: set_seed repeats it
+    assert not torch.equal(keep[:1000], keep[1000:])  # the halves' generators differ
+    assert not torch.equal(keep, one_thread)
+    expected = 6554 / 65536
+    for half in (keep[:1000], keep[1000:]):
+        dropped = 1 - half.float().mean().item()
+        assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / half.numel())
+
+
 def test_kernels_keep_eval_outputs_and_undo_everything(tiny_bert):
     model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).eval()
     ids = torch.randint(5, 30, (3, 9))

@@ -107,12 +107,50 @@ def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family,
     _assert_equal(*_padded_and_packed(model, batch))
 
 
+@pytest.fixture
+def length_groups(monkeypatch):
+    """Every packed batch's attention in two groups of rows (networks/attention_groups.py): every
+    other row, from the last, each group with rows of several lengths (so padding of its own) and
+    out of row order. Returns the group counts the batches had."""
+    from bertkit.networks import attention_groups
+
+    counts, row_groups = [], attention_groups._row_groups
+
+    def alternate(lengths, heads, itemsize):
+        rows = list(range(len(lengths)))
+        return [rows[::-2], rows[-2::-2]]
+
+    def counted(*args):
+        groups = row_groups(*args)
+        counts.append(len(groups or [None]))
+        return groups
+
+    monkeypatch.setattr(attention_groups, "plan", alternate)
+    monkeypatch.setattr(attention_groups, "_row_groups", counted)
+    return counts
+
+
+@pytest.mark.parametrize("family", PACKED_TYPES)
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_a_packed_head_in_length_groups_gives_the_padded_batchs_logits_loss_and_gradients(
+    family, head, tmp_path, length_groups
+):
+    model, batch = _model_and_batch(family, head, tmp_path, pairs=True)
+    _assert_equal(*_padded_and_packed(model, batch))
+    assert length_groups and set(length_groups) == {2}
+
+
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
-def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients(family, pairs, tmp_path):
+@pytest.mark.parametrize("grouped", [False, True], ids=["one group", "length groups"])
+def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients(
+    family, pairs, grouped, tmp_path, request
+):
     """QA reads every position; its span loss leaves padding out of the softmax (networks/losses.py),
     so the zeros packing leaves on padding change nothing."""
     import transformers
+
+    groups = request.getfixturevalue("length_groups") if grouped else None
 
     from bertkit.networks.losses import SpanLoss
 
@@ -144,6 +182,7 @@ def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients
     unpack_encoder(network)
     kernels.undo()
     _assert_equal(padded, packed)
+    assert groups is None or set(groups) == {2}
 
 
 def test_the_span_loss_leaves_padding_out_and_a_row_does_not_depend_on_its_batch():
@@ -175,7 +214,10 @@ def test_the_loss_wrappers_pack_the_model_inside(target, head, tmp_path):
     _assert_equal(*_padded_and_packed(network, {**batch, "labels": labels}))
 
 
-def test_a_packed_row_never_sees_another_row(tmp_path):
+@pytest.mark.parametrize("grouped", [False, True], ids=["one group", "length groups"])
+def test_a_packed_row_never_sees_another_row(grouped, tmp_path, request):
+    if grouped:
+        request.getfixturevalue("length_groups")
     model, batch = _model_and_batch("bert", "ner", tmp_path)
     model.train()
     CpuTrainingKernels(model).apply()

@@ -1,0 +1,112 @@
+"""The CPU training attention over groups of rows: each group padded to its own longest row, and
+no group's attention scores larger than the caches hold.
+
+Eager attention on a CPU is a chain of passes over a ``rows x heads x longest x longest`` score
+tensor (mask, softmax, dropout forward; their backward), and those passes, not the matmuls, are
+its time: 32 rows x 384 tokens, MiniLM bf16, one layer forward and backward took about 0.9 s, of
+which the matmuls were a fiftieth. Two things follow, both about the score tensor:
+
+- A packed batch (packed.py) attends on the padded grid, so a random batch paid for the longest
+  row's square in every row: rows are sorted by length here and cut into groups, each padded to
+  its own longest row (``plan``), which is what length-grouping buys, inside one batch.
+- Past a few tens of MB the passes leave the caches: at 384 tokens the same 32 rows in attention
+  groups of 4-8 made the whole training step 1.4x faster (7.4 -> 5.2 s; 48-256 tokens: within the
+  noise), so no group's scores exceed ``SCORE_BYTES``, in padded batches too (``padded_chunks``).
+
+A group costs a fixed ``GROUP_COST`` more (its own ops, forward and backward: about 0.6 ms, as
+many score elements as about 60,000 at about 10 ns each), so ``plan`` cuts only where it pays.
+Measured on 2 cores (AMX), bf16, 12 heads of 32 by /tmp probes whose logic is
+``python -m benchmarks.attention_groups``. Each row attends to its own tokens only, as before;
+outputs and gradients equal the one-group ones up to float rounding
+(tests/unit/test_attention_groups.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+SCORE_BYTES = 32 << 20  # the most attention scores (rows x heads x longest^2 x item size) one group holds
+GROUP_COST = 60_000  # one more group's overhead, in score elements (see above)
+
+
+def plan(lengths: list[int], heads: int, itemsize: int) -> list[list[int]]:
+    """Row indices in groups, shortest rows first, that minimise the groups' score elements plus
+    ``GROUP_COST`` each, no group above ``SCORE_BYTES`` unless it is a single row. Groups of
+    rows adjacent in length order are optimal for that cost (a longer row never helps a shorter
+    group), so this is a shortest path over cut points."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    best, cut = [0.0] + [math.inf] * len(order), [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        per_row = heads * lengths[order[end - 1]] ** 2  # the group's longest row is its last
+        for start in range(end - 1, -1, -1):
+            rows = end - start
+            if rows > 1 and rows * per_row * itemsize > SCORE_BYTES:
+                break  # longer groups ending here only grow
+            cost = best[start] + GROUP_COST + rows * per_row
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[cut[end] : end])
+        end = cut[end]
+    return groups[::-1]
+
+
+def padded_chunks(rows: int, heads: int, queries: int, keys: int, itemsize: int) -> int:
+    """How many equal chunks of rows a padded batch's attention runs in (``SCORE_BYTES`` each at most)."""
+    return max(1, min(rows, math.ceil(rows * heads * queries * keys * itemsize / SCORE_BYTES)))
+
+
+@dataclass
+class RowGroup:
+    """Some rows of a packed batch on their own ``rows x longest`` grid: ``tokens`` are their
+    tokens' places in the packed row, row by row, ``cells`` the same tokens' flat places in the grid."""
+
+    tokens: torch.Tensor
+    cells: torch.Tensor
+    rows: int
+    longest: int
+    keep: torch.Tensor  # rows x longest, True on real tokens
+
+    def padded(self, x: torch.Tensor) -> torch.Tensor:
+        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)``, zeros on padding."""
+        real = x[0].transpose(0, 1).index_select(0, self.tokens)
+        grid = real.new_zeros(self.rows * self.longest, *real.shape[1:]).index_copy(0, self.cells, real)
+        return grid.view(self.rows, self.longest, *real.shape[1:]).transpose(1, 2)
+
+    def real(self, x: torch.Tensor) -> torch.Tensor:
+        """``(rows, heads, longest, d)`` -> ``(tokens, heads, d)``: the real tokens, in ``tokens``' order."""
+        return x.transpose(1, 2).reshape(self.rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
+
+    def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        mask = torch.zeros(self.keep.shape, dtype=dtype, device=self.keep.device)
+        return mask.masked_fill_(~self.keep, torch.finfo(dtype).min)[:, None, None, :]
+
+
+def row_groups(packing, heads: int, itemsize: int) -> list[RowGroup] | None:
+    """``packing``'s rows in ``plan``'s groups; None when one group of every row, in row order, is
+    the plan. Planned once a batch: every layer's attention asks again, the answer is kept."""
+    if (heads, itemsize) not in packing.plans:
+        packing.plans[heads, itemsize] = _row_groups(packing, heads, itemsize)
+    return packing.plans[heads, itemsize]
+
+
+def _row_groups(packing, heads: int, itemsize: int) -> list[RowGroup] | None:
+    lengths = packing.keep.sum(1)
+    groups = plan(lengths.tolist(), heads, itemsize)
+    if len(groups) == 1:
+        return None
+    starts = lengths.cumsum(0) - lengths  # where each row's tokens begin in the packed row
+    return [_group(torch.tensor(rows, device=lengths.device), lengths, starts) for rows in groups]
+
+
+def _group(rows: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor) -> RowGroup:
+    counts = lengths[rows]
+    longest = int(counts.max())
+    local = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), counts)
+    column = torch.arange(int(counts.sum()), device=rows.device) - (counts.cumsum(0) - counts)[local]
+    keep = torch.arange(longest, device=rows.device)[None, :] < counts[:, None]
+    return RowGroup(starts[rows][local] + column, local * longest + column, len(rows), longest, keep)

@@ -1,0 +1,104 @@
+"""The CPU training attention in groups of rows (bertkit/networks/attention_groups.py): the plan's
+groups and the padded batch's chunks. Packed groups against the padded batch: test_packed_heads.py."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bertkit.networks import attention_groups  # noqa: E402
+from bertkit.networks.attention_groups import GROUP_COST, SCORE_BYTES, padded_chunks, plan  # noqa: E402
+
+
+def _cost(lengths, groups, heads):
+    return sum(GROUP_COST + len(g) * heads * max(lengths[r] for r in g) ** 2 for g in groups)
+
+
+def _fits(lengths, group, heads, itemsize):
+    return len(group) == 1 or len(group) * heads * max(lengths[r] for r in group) ** 2 * itemsize <= SCORE_BYTES
+
+
+def _best_by_brute_force(lengths, heads, itemsize):
+    """Every way to cut the length-sorted rows into consecutive groups."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    best = None
+    for cuts in itertools.product((False, True), repeat=len(order) - 1):
+        groups, start = [], 0
+        for i, cut in enumerate(cuts, 1):
+            if cut:
+                groups.append(order[start:i])
+                start = i
+        groups.append(order[start:])
+        if all(_fits(lengths, g, heads, itemsize) for g in groups):
+            cost = _cost(lengths, groups, heads)
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_plan_covers_every_row_once_and_costs_the_least(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([rng.randint(2, 40), rng.randint(100, 512)]) for _ in range(rng.randint(1, 11))]
+    heads, itemsize = rng.choice([(12, 2), (12, 4), (16, 2)])
+    groups = plan(lengths, heads, itemsize)
+    assert sorted(r for g in groups for r in g) == list(range(len(lengths)))
+    assert all(_fits(lengths, g, heads, itemsize) for g in groups)
+    assert _cost(lengths, groups, heads) == _best_by_brute_force(lengths, heads, itemsize)
+
+
+def test_short_and_long_rows_go_apart_and_long_ones_fit_the_caches():
+    lengths = [12, 380, 9, 375, 14, 384] * 6  # 18 short, 18 long: a random batch of QA windows
+    groups = plan(lengths, heads=12, itemsize=2)
+    long_rows = [g for g in groups if any(lengths[r] > 100 for r in g)]
+    assert all(lengths[r] > 100 for g in long_rows for r in g)  # no short row pays a long row's square
+    assert len(long_rows) >= 3  # 18 x 12 x 384^2 x 2 bytes is 64 MB: more than SCORE_BYTES twice
+    assert sum(1 for g in groups if g not in long_rows) == 1  # the short ones together: a group costs more
+
+
+def test_rows_of_one_length_stay_one_group_while_they_fit():
+    assert plan([20] * 32, heads=12, itemsize=2) == [list(range(32))]
+    assert len(plan([384] * 32, heads=12, itemsize=2)) == 4  # 113 MB of scores in 28 MB groups
+
+
+def test_padded_chunks():
+    assert padded_chunks(32, 12, 48, 48, 2) == 1
+    assert padded_chunks(32, 12, 384, 384, 2) == 4
+    assert padded_chunks(32, 12, 384, 384, 4) == 7
+    assert padded_chunks(2, 12, 4096, 4096, 4) == 2  # never more chunks than rows
+
+
+def test_a_padded_batch_in_chunks_trains_as_one(tiny_bert, monkeypatch):
+    """Attention chunked row by row (a tiny SCORE_BYTES) gives the unchunked logits and gradients."""
+    from transformers import AutoModelForTokenClassification
+
+    from bertkit.engine.cpu_kernels import CpuTrainingKernels
+
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(
+        str(tiny_bert), num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    ).train()
+    CpuTrainingKernels(model).apply()
+    ids = torch.randint(5, 30, (5, 9))
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 4, 7, 2, 9])[:, None]).long()
+    labels = torch.randint(0, 3, (5, 9)).masked_fill(mask == 0, -100)
+    chunks = []
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        return out.logits[mask.bool()].detach(), [p.grad.clone() for p in model.parameters()]
+
+    whole = run()
+    counted = attention_groups.padded_chunks
+    monkeypatch.setattr(attention_groups, "SCORE_BYTES", 1)
+    monkeypatch.setattr(attention_groups, "padded_chunks", lambda *a: chunks.append(counted(*a)) or chunks[-1])
+    chunked = run()
+    assert chunks and set(chunks) == {5}
+    assert torch.allclose(chunked[0], whole[0], atol=1e-5)
+    for a, b in zip(chunked[1], whole[1]):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
