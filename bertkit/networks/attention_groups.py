@@ -4,21 +4,25 @@ no group's attention scores larger than the caches hold.
 Eager attention on a CPU is a chain of passes over a ``rows x heads x longest x longest`` score
 tensor (mask, softmax, dropout forward; their backward), and those passes, not the matmuls, are
 its time: 32 rows x 384 tokens, MiniLM bf16, one layer forward and backward took about 0.9 s, of
-which the matmuls were a fiftieth. Two things follow, both about the score tensor:
+which the matmuls' arithmetic was under a fiftieth. Two things follow, both about the score tensor:
 
-- A packed batch (packed.py) attends on the padded grid, so a random batch paid for the longest
+- A packed batch (packed.py) attended on the padded grid, so a random batch paid for its longest
   row's square in every row: rows are sorted by length here and cut into groups, each padded to
-  its own longest row (``plan``), which is what length-grouping buys, inside one batch.
-- Past a few tens of MB the passes leave the caches: at 384 tokens the same 32 rows in attention
-  groups of 4-8 made the whole training step 1.4x faster (7.4 -> 5.2 s; 48-256 tokens: within the
-  noise), so no group's scores exceed ``SCORE_BYTES``, in padded batches too (``padded_chunks``).
+  its own longest row (``plan``), which is what length-grouping buys, inside one batch. Paired
+  steps on SQuAD windows (python -m benchmarks.packing_steps --workloads qa): a packed random batch
+  1.83x faster than before (0.73x of a padded length-grouped one, was 0.40x); SST-2 and CoNLL
+  sentences, whose squares are small: unchanged (within the noise).
+- A padded batch's attention is cut into chunks of at most ``SCORE_BYTES`` of scores, so that each
+  pass works on a part that stays in the caches: the same paired steps, padded length-grouped QA
+  1.07x (together with two-thread dropout masks, engine/cpu_kernels.random_words); single-length
+  probes (python -m benchmarks.attention_groups) ranged from 1.4x to none at 384 tokens, the
+  machine's noise being as large.
 
 A group costs a fixed ``GROUP_COST`` more (its own ops, forward and backward: about 0.6 ms, as
-many score elements as about 60,000 at about 10 ns each), so ``plan`` cuts only where it pays.
-Measured on 2 cores (AMX), bf16, 12 heads of 32 by /tmp probes whose logic is
-``python -m benchmarks.attention_groups``. Each row attends to its own tokens only, as before;
-outputs and gradients equal the one-group ones up to float rounding
-(tests/unit/test_attention_groups.py).
+many as about 60,000 score elements at about 10 ns each), so ``plan`` cuts only where it pays.
+Measured on 2 cores (AMX), bf16, 12 heads of 32. Each row attends to its own tokens only, as
+before; outputs and gradients equal the one-group ones up to float rounding
+(tests/unit/test_packed_heads.py, tests/unit/test_attention_groups.py).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ included (the same random state replays the same masks)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from bertkit.engine.attention_recompute import checkpoint_attention
@@ -16,13 +17,33 @@ def _loss_and_grads(model, batch, seed):
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_checkpointed_attention_is_exact_with_dropout(tiny_bert):
+@pytest.fixture(params=["stock attention", "cpu kernels"])
+def kernels(request, monkeypatch):
+    """The stock attention, or bertkit's CPU training attention in chunks of rows with every dropout
+    mask drawn on two threads (the paths a recomputation must replay alike)."""
+    if request.param == "cpu kernels":
+        from bertkit.engine import cpu_kernels
+        from bertkit.networks import attention_groups
+
+        monkeypatch.setattr(attention_groups, "SCORE_BYTES", 1)
+        monkeypatch.setattr(cpu_kernels, "TWO_THREAD_WORDS", 1)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(2)
+        yield cpu_kernels.CpuTrainingKernels
+        torch.set_num_threads(threads)
+    else:
+        yield None
+
+
+def test_checkpointed_attention_is_exact_with_dropout(tiny_bert, kernels):
     from transformers import BertForQuestionAnswering
 
     model = BertForQuestionAnswering.from_pretrained(
         tiny_bert, attention_probs_dropout_prob=0.3, hidden_dropout_prob=0.3
     )
     model.train()
+    if kernels is not None:
+        kernels(model).apply()
     ids = torch.randint(5, 60, (4, 24))
     batch = {
         "input_ids": ids,
