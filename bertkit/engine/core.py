@@ -173,6 +173,8 @@ class Engine:
         if checkpoints is not None:  # the saved fp32 weights go in before bf16 master weights copy them
             checkpoints.load_weights(model)
         optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
+        if optimisation.lazy:  # on by default where it applies: a run whose output is a file says so too
+            say("lazy embeddings: AdamW steps only the embedding rows a batch uses (--no-lazy: all rows)")
         kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
         compiling = compiled_layers(kernels.model, config, acc.num_processes, acc.device.type, self.precision, say)
         state, history, best_weights, saved = Progress(), History(), None, None

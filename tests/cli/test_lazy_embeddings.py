@@ -94,13 +94,14 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
         "--precision",
         "bf16",
     )
+    said = "lazy embeddings: AdamW steps only the embedding rows a batch uses (--no-lazy: all rows)"
     code, stdout, stderr = run_cli(*base, "--output", tmp_path / "lazy", "--lazy-embeddings")
-    assert code == 0, stderr
+    assert code == 0 and said in stdout + stderr, stderr
     assert json.loads((tmp_path / "lazy" / "bertkit.json").read_text())["config"]["lazy_embeddings"] is True
-    code, _, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy")
-    assert code == 0, stderr
-    code, _, stderr = run_cli(*base, "--output", tmp_path / "unset")
-    assert code == 0, stderr
+    code, stdout, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy")
+    assert code == 0 and "lazy embeddings" not in stdout + stderr, stderr
+    code, stdout, stderr = run_cli(*base, "--output", tmp_path / "unset")
+    assert code == 0 and said in stdout + stderr, stderr
     start = load_file(str(tiny_bert / "model.safetensors"))
     key = next(k for k in start if k.endswith("word_embeddings.weight"))
     lazy, dense, unset = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("lazy", "dense", "unset"))
@@ -196,7 +197,7 @@ def test_unset_lazy_embeddings_stay_off_where_they_do_not_apply(tmp_path, tiny_b
         "frozen": ("--precision", "bf16", "--freeze-embeddings"),
         "lora": ("--precision", "bf16", "--lora", 4),
     }.items():
-        code, _, stderr = run_cli(*base, *extra, "--output", tmp_path / name)
-        assert code == 0, (name, stderr)
+        code, stdout, stderr = run_cli(*base, *extra, "--output", tmp_path / name)
+        assert code == 0 and "lazy embeddings" not in stdout + stderr, (name, stderr)
         record = json.loads((tmp_path / name / "bertkit.json").read_text())
         assert record["throughput"]["lazy_embeddings"] is False, name
