@@ -61,7 +61,22 @@ def test_short_and_long_rows_go_apart_and_long_ones_fit_the_caches():
 
 def test_rows_of_one_length_stay_one_group_while_they_fit():
     assert plan([20] * 32, heads=12, itemsize=2) == [list(range(32))]
+    assert plan([20] * 640, heads=12, itemsize=2) == [list(range(640))]
     assert len(plan([384] * 32, heads=12, itemsize=2)) == 4  # 113 MB of scores in 28 MB groups
+
+
+def test_a_large_batch_is_cut_between_runs_of_rows():
+    """Above UNITS rows the plan cuts between runs of neighbours in length order (5 rows a run here)."""
+    rng = random.Random(0)
+    lengths = [rng.choice([rng.randint(2, 30), rng.randint(200, 384)]) for _ in range(300)]
+    groups = plan(lengths, heads=12, itemsize=2)
+    assert sorted(r for g in groups for r in g) == list(range(300))
+    assert len(groups) <= attention_groups.UNITS
+    order = sorted(range(300), key=lengths.__getitem__)
+    assert [r for g in groups for r in g] == order  # groups follow the length order
+    assert all(len(g) % 5 == 0 for g in groups[:-1])  # whole runs of 5 (the last run holds the rest)
+    assert all(_fits(lengths, g, 12, 2) or len(g) == 5 for g in groups)  # only a single run may overflow
+    assert any(max(lengths[r] for r in g) < 100 for g in groups)  # short rows still go apart
 
 
 def test_padded_chunks():
