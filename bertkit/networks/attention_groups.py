@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bertkit.networks.packed import additive_mask
+
 SCORE_BYTES = 32 << 20  # the most attention scores (rows x heads x longest^2 x item size) one group holds
 GROUP_COST = 60_000  # one more group's overhead, in score elements (see above)
 UNITS = 64  # the most units plan() cuts between
@@ -92,8 +94,7 @@ class RowGroup:
         return x.transpose(1, 2).reshape(self.rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
-        mask = torch.zeros(self.keep.shape, dtype=dtype, device=self.keep.device)
-        return mask.masked_fill_(~self.keep, torch.finfo(dtype).min)[:, None, None, :]
+        return additive_mask(self.keep, dtype)
 
 
 def row_groups(packing, heads: int, itemsize: int) -> list[RowGroup] | None:

@@ -84,9 +84,14 @@ class Packing:
         return grid.view(self.rows, self.longest, -1)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
-        """0 on real keys, the dtype's lowest value on padding: ``(rows, 1, 1, longest)``."""
-        mask = torch.zeros(self.keep.shape, dtype=dtype, device=self.keep.device)
-        return mask.masked_fill_(~self.keep, torch.finfo(dtype).min)[:, None, None, :]
+        return additive_mask(self.keep, dtype)
+
+
+def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``keep`` (rows x longest, True on real tokens) -> ``(rows, 1, 1, longest)``: 0 on real keys,
+    the dtype's lowest value on padding."""
+    mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
+    return mask.masked_fill_(~keep, torch.finfo(dtype).min)[:, None, None, :]
 
 
 def _columns(config, packing: Packing) -> torch.Tensor:
