@@ -53,7 +53,7 @@ def random_words(count: int) -> torch.Tensor:
     """``count`` uniform int64 words from torch's default generator. Its CPU generator fills a
     tensor in one serial loop, so drawing a large mask kept one core busy and the other waiting
     (attention dropout at 384 tokens: a quarter of the attention's time): from ``TWO_THREAD_WORDS``
-    up, and when torch may use two threads, each half comes from a generator of its own seeded from
+    words up, and when torch may use two threads, each half comes from a generator of its own seeded from
     the default one, on its own thread, so ``set_seed`` still repeats every mask."""
     if count < TWO_THREAD_WORDS or torch.get_num_threads() < 2:
         return torch.randint(-(1 << 63), (1 << 63) - 1, (count,), dtype=torch.int64)
@@ -65,7 +65,12 @@ def random_words(count: int) -> torch.Tensor:
     return words
 
 
-TWO_THREAD_WORDS = 1 << 17  # 512k mask elements: a few ms of drawing, against a thread hand-off's tens of us
+# From 4M mask elements (QA windows' attention: 32 rows x 12 heads x 384^2 is 14M words, in chunks of
+# about 3.5M): measured in one layer's attention, forward and backward, 32 rows, MiniLM's heads, two
+# threads against one: 0.95-0.99x below 400k words (sentences), 0.93-1.07x at 0.9-6M, 1.16x at 14M
+# words; in whole steps, paired, 1.02x on length-grouped QA batches and 0.93-1.00x on CoNLL's at the
+# earlier 128k-word threshold (both by /tmp probes). So sentences keep one thread.
+TWO_THREAD_WORDS = 1 << 20
 _HELPER = []
 
 

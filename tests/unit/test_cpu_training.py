@@ -50,20 +50,20 @@ def test_a_large_mask_is_drawn_on_two_threads_and_repeats_with_the_seed(monkeypa
     torch.set_num_threads(2)
     try:
         torch.manual_seed(7)
-        keep, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+        keep, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
         torch.manual_seed(7)
-        again, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+        again, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
         torch.set_num_threads(1)
         torch.manual_seed(7)
-        one_thread, _ = keep_mask(torch.Size([2000, 2000]), 0.1)
+        one_thread, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
     finally:
         torch.set_num_threads(before)
-    assert fills == [500_000, 500_000] * 2  # 4M elements, 4 a word: two halves each time, none with one thread
+    assert fills == [524_288, 524_288] * 2  # 2^22 elements, 4 a word: two halves each time, none with one thread
     assert torch.equal(keep, again)  # the default generator seeds both halves: set_seed repeats it
-    assert not torch.equal(keep[:1000], keep[1000:])  # the halves' generators differ
+    assert not torch.equal(keep[:1024], keep[1024:])  # the halves' generators differ
     assert not torch.equal(keep, one_thread)
     expected = 6554 / 65536
-    for half in (keep[:1000], keep[1000:]):
+    for half in (keep[:1024], keep[1024:]):
         dropped = 1 - half.float().mean().item()
         assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / half.numel())
 
