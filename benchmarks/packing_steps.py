@@ -40,6 +40,11 @@ ARMS = (
 # drawn on one thread (no cpu_kernels.random_words halves), as bertkit trained until both came in
 
 
+def _packing_and_grouping(arm: str) -> list[str]:
+    """``"packed random, before"`` -> ``["packed", "random"]``."""
+    return arm.split(",")[0].split()
+
+
 def features(workload: str, rows: int, tokenizer) -> list[dict]:
     if workload == "qa":  # SQuAD windows (384 tokens, stride 128) under a token head, as a stand-in for QA's
         questions = load_squad(rows, 1)[0]
@@ -127,7 +132,7 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
     for i in range(batches):
         order = ARMS[i % len(ARMS) :] + ARMS[: i % len(ARMS)]
         for arm in order:
-            packing, grouping = arm.split(",")[0].split()
+            packing, grouping = _packing_and_grouping(arm)
             batch = collate([feats[j] for j in plans[grouping][i]], per_token=workload != "sst2")
             pack_encoder(model) if packing == "packed" else unpack_encoder(model)
             before(arm.endswith("before"))
@@ -168,7 +173,7 @@ def markdown(record: dict) -> str:
     ]
     for w in record["workloads"]:
         for arm, r in w["arms"].items():
-            share = w["padding_share"][arm.split(",")[0].split()[1]]
+            share = w["padding_share"][_packing_and_grouping(arm)[1]]
             lines.append(f"| {w['workload']} | {arm} | {share} | {r['steps_per_s']} | {r['vs_padded_grouped']}x |")
     lines += ["", f"Command: `{record['command']}`", ""]
     return "\n".join(lines)

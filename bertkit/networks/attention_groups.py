@@ -15,8 +15,8 @@ which the matmuls' arithmetic was under a fiftieth. Two things follow, both abou
 - A padded batch's attention is cut into chunks of at most ``SCORE_BYTES`` of scores, so that each
   pass works on a part that stays in the caches: the same paired steps, padded length-grouped QA
   1.07x (together with two-thread dropout masks, engine/cpu_kernels.random_words); single-length
-  probes (python -m benchmarks.attention_groups) ranged from 1.4x to none at 384 tokens, the
-  machine's noise being as large.
+  probes of the chunks alone ranged from 1.4x (a first probe in /tmp) to none (its logic in the
+  repo, python -m benchmarks.attention_groups) at 384 tokens, the machine's noise being as large.
 
 A group costs a fixed ``GROUP_COST`` more (its own ops, forward and backward: about 0.6 ms, as
 many as about 60,000 score elements at about 10 ns each), so ``plan`` cuts only where it pays.
