@@ -7,8 +7,8 @@ token head, a stand-in for QA's two-logit one): length-grouped (the default) and
 (--random-batches).
 
 Arms: padded/packed x grouped/random, and padded grouped and packed random as they ran "before"
-attention groups (networks/attention_groups.py) and two-thread dropout masks
-(engine/cpu_kernels.random_words). For every batch index each arm runs
+attention groups (networks/attention_groups.py; the results of 9cc4c3e also drew the "before" arms'
+masks on one thread, when large masks came from two). For every batch index each arm runs
 one step, the order rotated from one index to the next; each arm's seconds are summed over the same
 batches. The optimizer step (the same work in every arm) is left out: benchmarks/packing.py
 measures whole runs.
@@ -36,8 +36,8 @@ ARMS = (
     "padded grouped, before",
     "packed random, before",
 )
-# "before": attention on the whole padded grid (no networks/attention_groups.py) and dropout masks
-# drawn on one thread (no cpu_kernels.random_words halves), as bertkit trained until both came in
+# "before": attention on the whole padded grid (no networks/attention_groups.py), as bertkit trained
+# until the groups came in
 
 
 def _packing_and_grouping(arm: str) -> list[str]:
@@ -108,16 +108,15 @@ def step(model, batch) -> float:
 def measure(workload: str, rows: int, batch_size: int) -> dict:
     from transformers import AutoTokenizer
 
-    from bertkit.engine import cpu_kernels
     from bertkit.engine.batching import LengthGroupedBatches
     from bertkit.networks import attention_groups
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
-    now = attention_groups.row_groups, attention_groups.padded_chunks, cpu_kernels.TWO_THREAD_WORDS
+    now = attention_groups.row_groups, attention_groups.padded_chunks
 
     def before(on: bool) -> None:
-        attention_groups.row_groups, attention_groups.padded_chunks, cpu_kernels.TWO_THREAD_WORDS = (
-            ((lambda *a: None), (lambda *a: 1), float("inf")) if on else now
+        attention_groups.row_groups, attention_groups.padded_chunks = (
+            ((lambda *a: None), (lambda *a: 1)) if on else now
         )
 
     feats = features(workload, rows, AutoTokenizer.from_pretrained(model_path()))

@@ -14,18 +14,19 @@ Dropout with cheaper random masks:
 
 PyTorch's CPU dropout draws one Bernoulli sample per element through a serial generator loop
 (about 6 ns an element here, a tenth of a small bf16 training step). ``FastDropout`` draws 64
-random bits per generator call and cuts them into four 16-bit numbers, one per element: an element
+random bits per word (``random_words``: numpy's SFC64) and cuts them into four 16-bit numbers, one per element: an element
 is kept when its number is above the ``round(p * 65536)``-th smallest, so the dropout rate is ``p``
 to within 1/65536 (0.1 -> 0.100006), and kept values are scaled by the exact inverse of the keep
 probability, so the expected output is the input, as with ``nn.Dropout``. The mask is kept as one
-byte per element for the backward pass. The draws come from torch's default generator, so
-``set_seed`` and checkpointed RNG state make runs repeatable as before.
+byte per element for the backward pass. Each mask's generator is seeded by one draw from torch's
+default generator, so ``set_seed`` and checkpointed RNG state make runs repeatable as before.
 
 GPUs already have a fused dropout kernel and fast attention: nothing here applies off the CPU.
 """
 
 from __future__ import annotations
 
+import numpy
 import torch
 
 from bertkit.networks import attention_groups
@@ -50,41 +51,14 @@ def keep_mask(shape: torch.Size, p: float) -> tuple[torch.Tensor, float]:
 
 
 def random_words(count: int) -> torch.Tensor:
-    """``count`` uniform int64 words from torch's default generator. Its CPU generator fills a
-    tensor in one serial loop, so drawing a large mask kept one core busy and the other waiting
-    (attention dropout at 384 tokens: a quarter of the attention's time): from ``TWO_THREAD_WORDS``
-    words up, and when torch may use two threads, each half comes from a generator of its own seeded from
-    the default one, on its own thread, so ``set_seed`` still repeats every mask."""
-    if count < TWO_THREAD_WORDS or torch.get_num_threads() < 2:
-        return torch.randint(-(1 << 63), (1 << 63) - 1, (count,), dtype=torch.int64)
-    seeds = torch.randint(0, 1 << 62, (2,)).tolist()
-    words, half = torch.empty(count, dtype=torch.int64), count // 2
-    other = _helper_thread().submit(_fill, words[half:], seeds[1])
-    _fill(words[:half], seeds[0])
-    other.result()
-    return words
-
-
-# From 4M mask elements (QA windows' attention: 32 rows x 12 heads x 384^2 is 14M words, in chunks of
-# about 3.5M): measured in one layer's attention, forward and backward, 32 rows, MiniLM's heads, two
-# threads against one: 0.95-0.99x below 400k words (sentences), 0.93-1.07x at 0.9-6M, 1.16x at 14M
-# words; in whole steps, paired, 1.02x on length-grouped QA batches and 0.93-1.00x on CoNLL's at the
-# earlier 128k-word threshold (both by /tmp probes). So sentences keep one thread.
-TWO_THREAD_WORDS = 1 << 20
-_HELPER = []
-
-
-def _helper_thread():
-    if not _HELPER:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _HELPER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertkit-dropout"))
-    return _HELPER[0]
-
-
-def _fill(words: torch.Tensor, seed: int) -> None:
-    generator = torch.Generator().manual_seed(seed)
-    words.random_(-(1 << 63), (1 << 63) - 1, generator=generator)
+    """``count`` uniform int64 words, from a numpy SFC64 generator seeded by one draw from torch's default
+    generator, so ``set_seed``, checkpointed RNG state and a recomputed forward (``--save-memory``) repeat
+    every mask. torch's CPU generator fills a tensor in one serial loop at about 3.4 ns a word here; SFC64
+    fills 1.5-2 ns a word, on one thread faster than torch's on two (measured 60k-8M words, /tmp probe:
+    0.09 ms against 0.19 ms at 60k words, 1.6 against 3.3 at 1M, 8.8 against 13.6 at 4M (torch on two
+    threads)). numpy holds the GIL while it fills, so halves on two threads gain nothing."""
+    seed = int(torch.randint(0, 1 << 62, ()))
+    return torch.from_numpy(numpy.random.SFC64(seed).random_raw(count).view(numpy.int64))
 
 
 class _MaskedScale(torch.autograd.Function):

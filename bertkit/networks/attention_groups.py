@@ -14,7 +14,7 @@ which the matmuls' arithmetic was under a fiftieth. Two things follow, both abou
   sentences, whose squares are small: unchanged (within the noise).
 - A padded batch's attention is cut into chunks of at most ``SCORE_BYTES`` of scores, so that each
   pass works on a part that stays in the caches: the same paired steps, padded length-grouped QA
-  1.07x (together with two-thread dropout masks, engine/cpu_kernels.random_words); single-length
+  1.07x (together with the dropout masks then drawn on two threads, at 9cc4c3e); single-length
   probes of the chunks alone ranged from 1.4x (a first probe in /tmp) to none (its logic in the
   repo, python -m benchmarks.attention_groups) at 384 tokens, the machine's noise being as large.
 

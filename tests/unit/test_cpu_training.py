@@ -41,31 +41,28 @@ def test_fast_dropout_rate_scale_gradient_and_seed():
     assert torch.equal(FastDropout(0.1).eval()(x), x)
 
 
-def test_a_large_mask_is_drawn_on_two_threads_and_repeats_with_the_seed(monkeypatch):
-    from bertkit.engine import cpu_kernels
-
-    fills, fill = [], cpu_kernels._fill
-    monkeypatch.setattr(cpu_kernels, "_fill", lambda words, seed: fills.append(len(words)) or fill(words, seed))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        torch.manual_seed(7)
-        keep, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
-        torch.manual_seed(7)
-        again, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
-        torch.set_num_threads(1)
-        torch.manual_seed(7)
-        one_thread, _ = keep_mask(torch.Size([2048, 2048]), 0.1)
-    finally:
-        torch.set_num_threads(before)
-    assert fills == [524_288, 524_288] * 2  # 2^22 elements, 4 a word: two halves each time, none with one thread
-    assert torch.equal(keep, again)  # the default generator seeds both halves: set_seed repeats it
-    assert not torch.equal(keep[:1024], keep[1024:])  # the halves' generators differ
-    assert not torch.equal(keep, one_thread)
+def test_masks_follow_torchs_default_generator_and_its_saved_state():
+    """Each mask's numpy generator is seeded from torch's default one: set_seed and a restored RNG state
+    (checkpoints, a recomputed forward) repeat it; the next draw is a new mask."""
+    torch.manual_seed(7)
+    keep, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    state = torch.get_rng_state()
+    following, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    torch.manual_seed(7)
+    again, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    torch.set_rng_state(state)
+    replayed, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    torch.manual_seed(8)
+    other_seed, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    assert torch.equal(keep, again) and torch.equal(following, replayed)
+    assert not torch.equal(keep, following) and not torch.equal(keep, other_seed)
+    assert not torch.equal(keep[:256], keep[256:])
+    # every 16-bit quarter of a word is uniform: each column of 4 (one quarter) drops at the rate
     expected = 6554 / 65536
-    for half in (keep[:1024], keep[1024:]):
-        dropped = 1 - half.float().mean().item()
-        assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / half.numel())
+    for quarter in range(4):
+        part = keep.reshape(-1, 4)[:, quarter]
+        dropped = 1 - part.float().mean().item()
+        assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / part.numel())
 
 
 def test_kernels_keep_eval_outputs_and_undo_everything(tiny_bert):

@@ -19,18 +19,14 @@ def _loss_and_grads(model, batch, seed):
 
 @pytest.fixture(params=["stock attention", "cpu kernels"])
 def kernels(request, monkeypatch):
-    """The stock attention, or bertkit's CPU training attention in chunks of rows with every dropout
-    mask drawn on two threads (the paths a recomputation must replay alike)."""
+    """The stock attention, or bertkit's CPU training attention in chunks of rows with numpy-drawn dropout
+    masks (the paths a recomputation must replay alike)."""
     if request.param == "cpu kernels":
         from bertkit.engine import cpu_kernels
         from bertkit.networks import attention_groups
 
         monkeypatch.setattr(attention_groups, "SCORE_BYTES", 1)
-        monkeypatch.setattr(cpu_kernels, "TWO_THREAD_WORDS", 1)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(2)
         yield cpu_kernels.CpuTrainingKernels
-        torch.set_num_threads(threads)
     else:
         yield None
 
