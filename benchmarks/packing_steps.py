@@ -115,9 +115,7 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
     now = attention_groups.row_groups, attention_groups.padded_chunks
 
     def before(on: bool) -> None:
-        attention_groups.row_groups, attention_groups.padded_chunks = (
-            ((lambda *a: None), (lambda *a: 1)) if on else now
-        )
+        attention_groups.row_groups, attention_groups.padded_chunks = ((lambda *a: None), (lambda *a: 1)) if on else now
 
     feats = features(workload, rows, AutoTokenizer.from_pretrained(model_path()))
     lengths = [len(f["input_ids"]) for f in feats]

@@ -13,8 +13,8 @@ attention with fast dropout alone took 39% less CPU time than SDPA.
 Dropout with cheaper random masks:
 
 PyTorch's CPU dropout draws one Bernoulli sample per element through a serial generator loop
-(about 6 ns an element here, a tenth of a small bf16 training step). ``FastDropout`` draws 64
-random bits per word (``random_words``: numpy's SFC64) and cuts them into four 16-bit numbers, one per element: an element
+(about 6 ns an element here, a tenth of a small bf16 training step). ``FastDropout`` draws 64-bit
+words (``random_words``: numpy's SFC64) and cuts them into four 16-bit numbers, one per element: an element
 is kept when its number is above the ``round(p * 65536)``-th smallest, so the dropout rate is ``p``
 to within 1/65536 (0.1 -> 0.100006), and kept values are scaled by the exact inverse of the keep
 probability, so the expected output is the input, as with ``nn.Dropout``. The mask is kept as one
