@@ -150,6 +150,8 @@ def machine() -> dict:
         "cpu_flags": [f for f in MATRIX_FLAGS if f in flags],
         "usable_cores": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
+        # what the kernels may use where it is capped below the CPU's flags (an AVX2-only CPU's code paths)
+        "isa_caps": {k: os.environ[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(k)},
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

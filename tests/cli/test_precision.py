@@ -93,6 +93,19 @@ def test_engine_resolves_auto_from_the_device(monkeypatch):
     assert engine.precision == "no" and "neither" in engine.precision_reason
 
 
+@pytest.mark.parametrize(
+    "cap, native", [("AVX2", False), ("avx512_core", False), ("AVX512_CORE_BF16", True), ("AVX10_1_512_AMX", True)]
+)
+def test_auto_follows_a_onednn_isa_cap(monkeypatch, cap, native):
+    """ONEDNN_MAX_CPU_ISA below bf16 instructions: oneDNN emulates bf16 (hundreds of times slower), so
+    auto runs fp32 and says why; a cap that keeps them changes nothing."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    chosen, reason = precision.resolve("auto", "cpu", {"avx2", "avx512_bf16", "amx_bf16"})
+    assert chosen == ("bf16" if native else "no")
+    assert ("ONEDNN_MAX_CPU_ISA" in reason) != native
+    assert precision.resolve("bf16", "cpu", {"avx2"}) == ("bf16", "asked for")  # asked for: never overridden
+
+
 def test_master_weights_keep_updates_that_bf16_would_lose():
     model = torch.nn.Linear(1, 1, bias=False)
     with torch.no_grad():

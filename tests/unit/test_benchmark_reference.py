@@ -1,0 +1,43 @@
+"""The benchmark's headline divides by the Trainer's best recipe in its faster precision on the CPU
+that ran it: bf16 where bf16 is native, fp32 where it is emulated (an AVX2-only CPU)."""
+
+from benchmarks.report import _reference, headline
+
+
+def _rows(bf16: float | None, fp32: float | None) -> list[dict]:
+    rows = [{"workload": "sst2", "side": "bertkit", "examples_per_s": 300.0}]
+    for side, speed in (("hf_best_bf16", bf16), ("hf_best", fp32)):
+        if speed is not None:
+            rows.append({"workload": "sst2", "side": side, "examples_per_s": speed})
+    return rows
+
+
+def test_the_faster_trainer_precision_is_the_reference():
+    assert _reference("sst2", _rows(200.0, 80.0))["side"] == "hf_best_bf16"  # native bf16
+    assert _reference("sst2", _rows(2.0, 100.0))["side"] == "hf_best"  # emulated bf16
+    assert _reference("sst2", _rows(None, 100.0))["side"] == "hf_best"  # bf16 not run
+    assert _reference("sst2", _rows(None, None)) == {}
+
+
+def test_predict_keeps_its_fixed_reference():
+    rows = [
+        {"workload": "predict", "side": s, "examples_per_s": v}
+        for s, v in (("pipeline_bf16_bs64", 5.0), ("hf_best", 9.0))
+    ]
+    assert _reference("predict", rows)["side"] == "pipeline_bf16_bs64"
+
+
+def test_headline_reads_the_bertkit_rows_ratio():
+    rows = [
+        {"workload": "sst2", "side": "bertkit", "ratio_vs_hf_best_bf16": 1.4},
+        {"workload": "sst2", "side": "hf_best"},
+    ]
+    assert headline(rows) == {"sst2": 1.4}
+
+
+def test_a_capped_run_says_its_caps_before_the_flags():
+    from benchmarks.report import cpu_flags
+
+    machine = {"cpu_flags": ["avx2", "amx_bf16"], "isa_caps": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
+    assert cpu_flags(machine).startswith("capped: ONEDNN_MAX_CPU_ISA=AVX2; CPU flags avx2 amx_bf16")
+    assert cpu_flags({"cpu_flags": ["avx2"]}) == "avx2; no AMX"
