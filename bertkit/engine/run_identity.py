@@ -28,13 +28,18 @@ def differences(identity: dict, saved: dict) -> list[str]:
         before = saved[key]
         if isinstance(value, dict) and isinstance(before, dict):
             found += [
-                f"{_flag(k)} {value.get(k)} (checkpoint: {before.get(k)})"
+                f"{_flag(k)} {_shown(value.get(k))} (checkpoint: {_shown(before.get(k))})"
                 for k in sorted(set(value) | set(before))
                 if value.get(k) != before.get(k)
             ]
         elif value != before:
-            found.append(f"{_flag(key)} {value} (checkpoint: {before})")
+            found.append(f"{_flag(key)} {_shown(value)} (checkpoint: {_shown(before)})")
     return found
+
+
+def _shown(value) -> str:
+    """A value as the user gave it: an option left unset is "unset" (its default), not Python's None."""
+    return "unset" if value is None else str(value)
 
 
 def _flag(key: str) -> str:
