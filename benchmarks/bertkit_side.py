@@ -25,7 +25,8 @@ from bertkit.options import RunOptions
 
 SIDES = {
     "bertkit": {},
-    "bertkit_fp32": {"precision": "no"},
+    "bertkit_fp32": {"precision": "no"},  # lazy embeddings on a CPU (the default where they apply)
+    "bertkit_fp32_dense": {"precision": "no", "lazy_embeddings": False},
     "bertkit_frozen": {"freeze_embeddings": True},
     "bertkit_lazy": {"lazy_embeddings": True},
     "bertkit_dense": {"lazy_embeddings": False},  # every word-embedding row stepped (lazy is the CPU default)

@@ -21,6 +21,11 @@ gradients are multiplied by ``min(1, max_norm / norm)`` unconditionally (torch's
 ``clip_grad_norm_`` does the same), over the embedding's whole gradient buffer (rows without a
 gradient are zeros), so the host keeps queueing kernels ahead of the GPU. Reading the norm into
 Python and picking rows (``float``, ``torch.unique``) would make it wait at every step.
+
+With ``dtype=torch.float32`` (fp32 training on a CPU, for sparse embedding gradients, flat tensors and
+lazy embeddings) the weights ARE the masters: each parameter's data is its view of the flat master (the
+embedding table its master), so nothing is copied or kept twice and ``publish`` only clears the
+gradients; ``to_fp32`` gives each weight its own storage back (a saved model holds no shared views).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class MasterWeights:
         sparse_embeddings: bool = False,
     ):
         names = {id(p): n for n, p in model.named_parameters()}
+        self.aliased = dtype == torch.float32  # the weights are the masters (module doc)
         self.sparse_module = _sparse_embedding(model) if sparse_embeddings else None
         sparse_weight = self.sparse_module.weight if self.sparse_module is not None else None
         self.params, self.views, self.grad_views, self.names = [], [], [], []  # dense trained weights
@@ -59,6 +65,8 @@ class MasterWeights:
                     n = param.numel()
                     self.views.append(flat[offset : offset + n].view_as(param))
                     self.views[-1].copy_(param.detach())
+                    if self.aliased:
+                        param.data = self.views[-1]
                     self.grad_views.append(grad[offset : offset + n].view_as(param))
                     self.params.append(param)
                     self.names.append(names[id(param)])
@@ -67,6 +75,8 @@ class MasterWeights:
                 tensors.append(flat)
             if len(dense) < len(group["params"]):
                 master = sparse_weight.detach().to(torch.float32, copy=True)
+                if self.aliased:
+                    sparse_weight.data = master
                 self.sparse = [sparse_weight, master, None, "all"]
                 self.sparse_name = names[id(sparse_weight)]
                 tensors.append(master)
@@ -184,14 +194,16 @@ class MasterWeights:
         """Round the updated masters into the model's bf16 weights; clear the gradients. With
         ``rows_only`` (a lazy optimizer changed only this step's embedding rows) only those rows."""
         with torch.no_grad():
-            torch._foreach_copy_(self.params, self.views)
+            if not self.aliased:
+                torch._foreach_copy_(self.params, self.views)
             if self.sparse is not None:
                 param, master = self.sparse[0], self.sparse[1]
-                rows = self._sparse_rows() if rows_only and master.grad is not None else None
-                if rows is None:
-                    param.copy_(master)
-                elif len(rows):
-                    param.index_copy_(0, rows, master.index_select(0, rows).to(param.dtype))
+                if not self.aliased:
+                    rows = self._sparse_rows() if rows_only and master.grad is not None else None
+                    if rows is None:
+                        param.copy_(master)
+                    elif len(rows):
+                        param.index_copy_(0, rows, master.index_select(0, rows).to(param.dtype))
                 master.grad = None
         for flat, _ in self.flats:
             flat.grad = None
@@ -231,13 +243,27 @@ class MasterWeights:
         named = {**dict(model.named_parameters()), **dict(model.named_buffers())}
         with torch.no_grad():
             for name, master in self._named_masters():
-                named[name].copy_(master)
+                if self.aliased:  # its own storage again, not a view of the flat master
+                    named[name].data = master.detach().clone()
+                else:
+                    named[name].copy_(master)
         return model
+
+
+def sparse_embedding_possible(model: torch.nn.Module) -> bool:
+    return _trained_embedding(model) is not None
 
 
 def _sparse_embedding(model: torch.nn.Module):
     """Turn on sparse gradients for the trained word-embedding table; returns its module, or None
     where that does not apply (frozen, tied to an output layer, not an ``nn.Embedding``)."""
+    embedding = _trained_embedding(model)
+    if embedding is not None:
+        embedding.sparse = True
+    return embedding
+
+
+def _trained_embedding(model: torch.nn.Module):
     if not hasattr(model, "get_input_embeddings"):  # a wrapper module (masked-LM pretraining)
         return None
     embedding = model.get_input_embeddings()
@@ -246,5 +272,4 @@ def _sparse_embedding(model: torch.nn.Module):
         return None
     if embedding.max_norm is not None or (output is not None and output.weight is embedding.weight):
         return None
-    embedding.sparse = True
     return embedding

@@ -8,7 +8,7 @@ import re
 import torch
 
 from bertkit.engine.checkpoints import cpu_copy
-from bertkit.engine.master_weights import MasterWeights
+from bertkit.engine.master_weights import MasterWeights, sparse_embedding_possible
 from bertkit.errors import BertkitError
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
@@ -71,6 +71,9 @@ class Optimisation:
         self.master = None
         if bf16:  # sparse embedding gradients: DDP all-reduces dense ones only
             self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
+        elif _fp32_lazy(config.lazy_embeddings, model, acc):  # the weights are the flat masters: no copies
+            self.master = MasterWeights(model, groups, dtype=torch.float32, sparse_embeddings=True)
+        if self.master is not None:
             groups = self.master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.
         embeddings, rows = self.master.sparse_master() if self.master is not None else (None, None)
@@ -80,10 +83,10 @@ class Optimisation:
 
             if embeddings is None:
                 raise BertkitError(
-                    "--lazy-embeddings updates the rows of bf16 master weights that one process "
-                    "trains, with word embeddings of their own",
-                    "train in bf16 (--precision bf16), in one process, with trainable embeddings "
-                    "not tied to an output layer; or drop --lazy-embeddings",
+                    "--lazy-embeddings updates the rows of word embeddings of their own that one process "
+                    "trains in bf16, or in fp32 on a CPU",
+                    "train in one process, with trainable embeddings not tied to an output layer, in bf16 "
+                    "(--precision bf16) or on a CPU; or drop --lazy-embeddings",
                 )
             self.optimizer = LazyAdamW(groups, embeddings, rows, lr=config.lr, fused=True)
         else:
@@ -143,6 +146,15 @@ class Optimisation:
         if self.master is not None:
             self.master.to_fp32(model)
         return model
+
+
+def _fp32_lazy(asked: bool | None, model, acc) -> bool:
+    """fp32 on one CPU process with a word-embedding table that can take sparse gradients: train it lazily
+    (unless --no-lazy). Measured against the dense fp32 step (MiniLM, 32 x 16 and 32 x 24 tokens, oneDNN
+    capped at AVX2, paired, /tmp probe): 1.085x and 1.05x the steps a second."""
+    return (
+        asked is not False and acc.device.type == "cpu" and acc.num_processes == 1 and sparse_embedding_possible(model)
+    )
 
 
 def _lazy(asked: bool | None, possible: bool, device_type: str) -> bool:

@@ -83,7 +83,7 @@ class TrainConfig(DatasetOptions):
     lazy_embeddings: bool | None = option(
         None,
         "AdamW updates only the word-embedding rows a batch uses (TF's LazyAdam; docs: training.md). Default: on "
-        "where it applies (bf16 on a CPU, one process, word embeddings of their own), measured as accurate over "
+        "where it applies (a CPU, one process, word embeddings of their own), measured as accurate over "
         "3 seeds and faster there.",
         flag="--lazy-embeddings/--no-lazy",
     )
@@ -213,14 +213,14 @@ class TrainConfig(DatasetOptions):
         check_lora(self, command)
         if self.calibration_data is not None and not self.calibrate:
             raise BertkitError("--calibration-data applies only with --calibrate", "add --calibrate, or drop it")
-        if self.lazy_embeddings and (self.precision in ("no", "fp16") or self.freeze_embeddings):
+        if self.lazy_embeddings and (self.precision == "fp16" or self.freeze_embeddings):
             # the engine's rule (engine/optimisation.py), where no model is needed to see it: before
             # a cache (distill's teacher logits) or a study (tune) is written
             raise BertkitError(
-                "--lazy-embeddings updates the rows of bf16 master weights that one process trains, with word "
-                "embeddings of their own",
-                "train in bf16 (--precision bf16), in one process, with trainable embeddings not tied to an "
-                "output layer; or drop --lazy-embeddings",
+                "--lazy-embeddings updates the rows of word embeddings of their own that one process trains in "
+                "bf16, or in fp32 on a CPU",
+                "train in one process, with trainable embeddings not tied to an output layer, in bf16 "
+                "(--precision bf16) or on a CPU; or drop --lazy-embeddings",
             )
         return self
 

@@ -119,7 +119,40 @@ def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, t
     assert not torch.equal(lazy[lazy_key], start[key])
 
 
-def test_lazy_embeddings_in_fp32_is_one_line(tmp_path, tiny_bert, run_cli):
+def test_fp32_on_a_cpu_trains_lazily_on_weights_that_are_the_masters(tmp_path, tiny_bert, run_cli):
+    """fp32 on a CPU: lazy by default (said), the weights themselves are the flat masters; the saved model
+    is whole (each tensor its own storage) and loads in transformers; --no-lazy is the dense AdamW."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    train = tmp_path / "train.csv"
+    write_sentiment_csv(train, 48, seed=1)
+    base = ("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert, "--epochs", 2)
+    base += ("--batch-size", 16, "--lr", "1e-3", "--precision", "no")
+    said = "lazy embeddings: AdamW steps only the embedding rows a batch uses (--no-lazy: all rows)"
+    code, stdout, stderr = run_cli(*base, "--output", tmp_path / "lazy")
+    assert code == 0 and said in stdout + stderr, stderr
+    code, stdout, stderr = run_cli(*base, "--output", tmp_path / "dense", "--no-lazy")
+    assert code == 0 and "lazy embeddings" not in stdout + stderr, stderr
+    start = load_file(str(tiny_bert / "model.safetensors"))
+    key = next(k for k in start if k.endswith("word_embeddings.weight"))
+    lazy, dense = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("lazy", "dense"))
+    lazy_key = next(k for k in lazy if k.endswith("word_embeddings.weight"))
+    moved = start[key].abs().sum(dim=1) > 0
+    unchanged = lambda weights: (weights[lazy_key] == start[key]).all(dim=1)  # noqa: E731
+    assert 0 < int(unchanged(lazy)[moved].sum()) < int(moved.sum()) and int(unchanged(dense)[moved].sum()) == 0
+    # rows every step used and the dense layers train alike; both learned (not the start weights)
+    layer = next(k for k in lazy if k.endswith("attention.self.query.weight"))
+    assert not torch.equal(lazy[layer], start[layer.replace("bert.", "", 1)] if layer not in start else start[layer])
+    records = {d: json.loads((tmp_path / d / "bertkit.json").read_text()) for d in ("lazy", "dense")}
+    assert [records[d]["throughput"]["lazy_embeddings"] for d in ("lazy", "dense")] == [True, False]
+    model = AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "lazy"))
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    assert len(storages) == len(list(model.parameters()))  # loaded whole, nothing shared
+    assert torch.equal(model.get_input_embeddings().weight.detach(), lazy[lazy_key])
+
+
+def test_lazy_embeddings_without_an_embedding_table_of_their_own_is_one_line(tmp_path, tiny_bert, run_cli):
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 16, seed=1)
     result = run_cli(
@@ -137,9 +170,10 @@ def test_lazy_embeddings_in_fp32_is_one_line(tmp_path, tiny_bert, run_cli):
         1,
         "--precision",
         "no",
+        "--freeze-embeddings",
         "--lazy-embeddings",
     )
-    assert_user_error(result, "--lazy-embeddings updates the rows of bf16 master weights", "--precision bf16")
+    assert_user_error(result, "--lazy-embeddings updates the rows of word embeddings of their own", "drop")
     assert not (tmp_path / "out").exists()
 
 
@@ -188,13 +222,15 @@ def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, r
 
 
 def test_unset_lazy_embeddings_stay_off_where_they_do_not_apply(tmp_path, tiny_bert, run_cli):
-    """fp32, frozen embeddings, LoRA: the dense AdamW, without a word (only a given flag is refused)."""
+    """Frozen embeddings, LoRA (bf16 and fp32): the dense AdamW, without a word (only a given flag is
+    refused)."""
     train = tmp_path / "train.csv"
     write_sentiment_csv(train, 16, seed=1)
     base = ("finetune", "cls", "--data", train, "--eval-data", train, "--model", tiny_bert, "--epochs", 1)
     for name, extra in {
-        "fp32": ("--precision", "no"),
         "frozen": ("--precision", "bf16", "--freeze-embeddings"),
+        "frozen fp32": ("--precision", "no", "--freeze-embeddings"),
+        "lora fp32": ("--precision", "no", "--lora", 4),
         "lora": ("--precision", "bf16", "--lora", 4),
     }.items():
         code, stdout, stderr = run_cli(*base, *extra, "--output", tmp_path / name)
