@@ -29,6 +29,7 @@ WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
 TRAIN_SIDES = (
     "bertkit",
     "bertkit_fp32",
+    "bertkit_fp32_dense",  # fp32 --no-lazy: as fp32 trained before lazy embeddings applied to it
     "bertkit_frozen",
     "bertkit_lazy",
     "bertkit_dense",  # --no-lazy: the default before lazy embeddings were (CPU, bf16)
