@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from conftest import assert_user_error
 from test_cli_classification import write_sentiment_csv
@@ -177,8 +178,10 @@ def test_lazy_embeddings_without_an_embedding_table_of_their_own_is_one_line(tmp
     assert not (tmp_path / "out").exists()
 
 
-def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, run_cli, monkeypatch):
-    """The lazy rows' moments and step count live in the optimizer's state: a checkpoint keeps them."""
+@pytest.mark.parametrize("precision", ["bf16", "no"])
+def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, run_cli, monkeypatch, precision):
+    """The lazy rows' moments and step count live in the optimizer's state: a checkpoint keeps them (fp32:
+    the weights that are their own masters too)."""
     from safetensors.torch import load_file
 
     train = tmp_path / "train.csv"
@@ -201,7 +204,7 @@ def test_interrupted_lazy_run_resumes_to_the_same_weights(tmp_path, tiny_bert, r
             "--lr",
             "1e-3",
             "--precision",
-            "bf16",
+            precision,
             "--lazy-embeddings",
             "--save-every",
             4,
