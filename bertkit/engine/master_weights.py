@@ -192,7 +192,8 @@ class MasterWeights:
 
     def publish(self, rows_only: bool = False) -> None:
         """Round the updated masters into the model's bf16 weights; clear the gradients. With
-        ``rows_only`` (a lazy optimizer changed only this step's embedding rows) only those rows."""
+        ``rows_only`` (a lazy optimizer changed only this step's embedding rows) only those rows. fp32
+        (aliased): the weights are the masters, nothing to copy."""
         with torch.no_grad():
             if not self.aliased:
                 torch._foreach_copy_(self.params, self.views)
