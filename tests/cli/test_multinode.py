@@ -169,7 +169,7 @@ def test_two_machines_train_exactly_what_one_machine_with_two_processes_trains(t
     for meta in (two, one):  # 2 processes each: one process alone would take 5 steps a epoch
         assert meta["throughput"]["optimizer_steps"] == STEPS_TWO_PROCESSES != STEPS_ONE_PROCESS
         assert meta["throughput"]["examples"] == 4 * 37
-    assert 0.6 < two["metrics"]["accuracy"] < 1  # it learned something, short of a constant answer
+    assert 0.6 < two["metrics"]["accuracy"] <= 1  # it learned something (a constant answer scores about half)
     assert two["metrics"] == one["metrics"] and two["best_step"] == one["best_step"]
     assert without_timings(two) == without_timings(one)
 

@@ -310,6 +310,7 @@ def test_multi_head_training_in_two_processes_is_one_process_with_grad_accum_2(t
     heads = [f"s:cls:{tmp_path / 'cls.csv'}:eval_data={tmp_path / 'cls.csv'}", f"n:ner:{tmp_path / 'ner.txt'}"]
     common = ["finetune", "multi", "--task", heads[0], "--task", heads[1], "--model", model, "--epochs", 2]
     common += ["--batch-size", 8, "--lr", "5e-3", "--precision", "no"]  # 4 + 4 batches an epoch: 4 per rank
+    common += ["--no-lazy"]  # one CPU process would step only the rows a batch used; two processes step all
 
     run = launch(tmp_path, *common, "--output", tmp_path / "two")
     assert_only_rank0_spoke(run)
