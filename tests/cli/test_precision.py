@@ -30,6 +30,14 @@ def keep_threads():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def no_isa_cap(monkeypatch):
+    """These tests give the CPU's flags themselves: a oneDNN cap in the caller's environment (as when
+    the suite runs with ONEDNN_MAX_CPU_ISA=AVX2 to try an AVX2-only CPU's paths) would overrule them;
+    test_auto_follows_a_onednn_isa_cap sets its own."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+
+
 def test_cpu_flags_read_from_cpuinfo(tmp_path):
     path = tmp_path / "cpuinfo"
     path.write_text(CPUINFO)
