@@ -179,9 +179,15 @@ class OpenVinoRunner(BatchRunner):
 
             self.compiled = openvino_core().compile_model(str(path), "CPU", config)
         except Exception as exc:  # OpenVINO raises RuntimeError for unreadable or incomplete files
+            cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
             raise BertkitError(
                 f"{path} cannot be loaded by OpenVINO ({_cause(exc)})",
-                f"the files are damaged or incomplete: {_export_again(path)}",
+                # OpenVINO's CPU plugin reads oneDNN's cap too, and with it finds no kernel for some layers
+                # (measured: AVX2 on an AMX CPU, "Supported primitive descriptors list is empty ... Softmax")
+                f"OpenVINO may not run with ONEDNN_MAX_CPU_ISA={cap}: unset it, or the files are damaged or "
+                f"incomplete: {_export_again(path)}"
+                if cap
+                else f"the files are damaged or incomplete: {_export_again(path)}",
             ) from exc
         self.inputs = [port.get_any_name() for port in self.compiled.inputs]
         self.outputs = [port.get_any_name() for port in self.compiled.outputs]

@@ -90,6 +90,13 @@ def test_export_per_token_task_and_a_damaged_file(tmp_path, tiny_bert, run_cli):
         "cannot be loaded by OpenVINO",
         f"bertkit export openvino {ner}` again",
     )
+    with pytest.MonkeyPatch.context() as env:  # OpenVINO's plugin reads oneDNN's cap too: the hint names it
+        env.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+        assert_user_error(
+            run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"),
+            "cannot be loaded by OpenVINO",
+            "OpenVINO may not run with ONEDNN_MAX_CPU_ISA=AVX2: unset it",
+        )
     (ner / "openvino" / "model.bin").unlink()  # OpenVINO says why on its message's last line
     assert_user_error(
         run_cli("predict", ner, "--input", tmp_path / "in.txt", "--backend", "openvino"), "bin file cannot be found"
