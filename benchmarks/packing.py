@@ -26,7 +26,7 @@ import subprocess
 import time
 
 from benchmarks import bertkit_side
-from benchmarks.run import HP
+from benchmarks.run import HP, kernel_caps
 from benchmarks.side_by_side import write_results
 
 
@@ -34,8 +34,8 @@ def cpu_flags() -> str:
     found = subprocess.run(
         "grep -o 'avx512_bf16\\|amx_tile\\|avx2' /proc/cpuinfo | sort -u", shell=True, capture_output=True, text=True
     )
-    caps = [f"{k}={os.environ[k]}" for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(k)]
-    return " ".join(found.stdout.split()) + (f" (kernels capped: {', '.join(caps)})" if caps else "")
+    caps = ", ".join(f"{k}={v}" for k, v in kernel_caps().items())
+    return " ".join(found.stdout.split()) + (f" (kernels capped: {caps})" if caps else "")
 
 
 def one_run(workload: str, arm: str, rows: int, eval_rows: int, root: str, seed: int) -> dict:

@@ -115,6 +115,11 @@ def run_isolated(fn, *args, **kwargs) -> dict:
     return result
 
 
+def kernel_caps() -> dict:
+    """The kernels' ISA caps set in the environment (an AVX2-only CPU's code paths tried on a newer one)."""
+    return {k: os.environ[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(k)}
+
+
 def matmul_peak(seconds: float) -> dict:
     """Best single 2048 x 2048 torch.matmul, fp32 and bf16 tensors, in GFLOP/s: MFU's denominators. bf16
     only where it is native (an emulated bf16 matmul of that size takes minutes; no side trains in it)."""
@@ -157,8 +162,7 @@ def machine() -> dict:
         "cpu_flags": [f for f in MATRIX_FLAGS if f in flags],
         "usable_cores": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
-        # what the kernels may use where it is capped below the CPU's flags (an AVX2-only CPU's code paths)
-        "isa_caps": {k: os.environ[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if os.environ.get(k)},
+        "isa_caps": kernel_caps(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

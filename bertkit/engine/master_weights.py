@@ -88,11 +88,12 @@ class MasterWeights:
         self._rows = False  # this step's embedding rows, once asked for (False: not yet)
         # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
         # given back is the one given, not its bf16 rounding.
+        # (fp32, aliased: the model never leaves fp32, so there is nothing to keep)
         trained = {id(p) for p in self.params} | ({id(sparse_weight)} if self.sparse else set())
         self.frozen = {
             name: tensor.detach().to(torch.float32, copy=True)
             for name, tensor in [*model.named_parameters(), *model.named_buffers()]
-            if id(tensor) not in trained and tensor.is_floating_point()
+            if id(tensor) not in trained and tensor.is_floating_point() and not self.aliased
         }
         model.to(dtype)  # in place: the same Parameter objects, now bf16
 

@@ -41,3 +41,15 @@ def test_a_capped_run_says_its_caps_before_the_flags():
     machine = {"cpu_flags": ["avx2", "amx_bf16"], "isa_caps": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
     assert cpu_flags(machine).startswith("capped: ONEDNN_MAX_CPU_ISA=AVX2; CPU flags avx2 amx_bf16")
     assert cpu_flags({"cpu_flags": ["avx2"]}) == "avx2; no AMX"
+
+
+def test_kernel_caps_come_from_the_environment_for_every_benchmark(monkeypatch):
+    from benchmarks.packing import cpu_flags as packing_flags
+    from benchmarks.run import kernel_caps
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert kernel_caps() == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert packing_flags().endswith("(kernels capped: ONEDNN_MAX_CPU_ISA=AVX2)")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert kernel_caps() == {} and "capped" not in packing_flags()
