@@ -73,7 +73,7 @@ def noisy_sentences(count: int, flip: float, seed: int) -> tuple[list, set[int]]
 
 
 def run(args) -> dict:
-    from benchmarks.run import machine
+    from benchmarks.machine import machine
     from bertkit import api
     from bertkit.options import AuditOptions, TrainConfig
 

@@ -142,7 +142,7 @@ def baselines(oof_file: Path, flagged: int, flipped: set[int], seed: int) -> dic
 
 
 def run(args) -> dict:
-    from benchmarks.run import machine
+    from benchmarks.machine import machine
     from bertkit import api
     from bertkit.options import AuditOptions, TrainConfig
 

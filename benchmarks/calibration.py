@@ -38,8 +38,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.machine import machine  # noqa: E402
 from benchmarks.report import cpu_flags  # noqa: E402
-from benchmarks.run import machine  # noqa: E402
 from bertkit.metrics import calibration as cal  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"

@@ -26,7 +26,8 @@ import subprocess
 import time
 
 from benchmarks import bertkit_side
-from benchmarks.run import HP, kernel_caps
+from benchmarks.machine import kernel_caps
+from benchmarks.run import HP
 from benchmarks.side_by_side import write_results
 
 

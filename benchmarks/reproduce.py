@@ -29,8 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.machine import load_average, machine, matmul_peak
 from benchmarks.report import cpu_flags
-from benchmarks.run import RESULTS, load_average, log, machine, matmul_peak, run_isolated
+from benchmarks.run import RESULTS, log, run_isolated
 
 SEEDS = (42, 43, 44)
 RECIPE = dict(batch_size=32, lr=5e-5, warmup=0.1, weight_decay=0.01)

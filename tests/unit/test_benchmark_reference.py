@@ -44,8 +44,8 @@ def test_a_capped_run_says_its_caps_before_the_flags():
 
 
 def test_kernel_caps_come_from_the_environment_for_every_benchmark(monkeypatch):
+    from benchmarks.machine import kernel_caps
     from benchmarks.packing import cpu_flags as packing_flags
-    from benchmarks.run import kernel_caps
 
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
