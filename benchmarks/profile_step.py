@@ -37,7 +37,7 @@ PHASES = ("forward", "backward", "gradients to fp32", "clipping", "AdamW", "bf16
 GROUPS = (
     ("matmuls (mm, addmm, bmm)", ("aten::mm", "aten::addmm", "aten::bmm")),
     (
-        "dropout masks (bernoulli_ / random_, ge, where)",
+        "dropout masks (bernoulli_ / random_; before: ge, where; now: clamp_, sub_)",
         (
             "aten::bernoulli_",
             "aten::random_",
@@ -46,6 +46,9 @@ GROUPS = (
             "aten::native_dropout",
             "aten::native_dropout_backward",
             "_MaskedScaleBackward",
+            "aten::clamp_",
+            "aten::sub_",
+            "_MaskedBackward",
         ),
     ),
     ("dtype casts and copies (copy_)", ("aten::copy_", "aten::_to_copy")),

@@ -11,7 +11,14 @@ from tiny_models import FAMILIES, build_family
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from bertkit.engine import parameter_groups
-from bertkit.engine.cpu_kernels import ATTENTION, CpuTrainingKernels, FastDropout, keep_mask, keep_threshold
+from bertkit.engine.cpu_kernels import (
+    ATTENTION,
+    CpuTrainingKernels,
+    FastDropout,
+    dropout_multiplier,
+    keep_threshold,
+    random_words,
+)
 from bertkit.engine.master_weights import MasterWeights
 
 
@@ -22,13 +29,18 @@ def test_keep_threshold_by_hand():
     assert keep_threshold(0.5) == (0, 2.0)
 
 
+def keep_mask(shape, p=0.1):
+    return dropout_multiplier(torch.Size(shape), p, torch.float32) != 0
+
+
 def test_fast_dropout_rate_scale_gradient_and_seed():
     torch.manual_seed(3)
-    keep, scale = keep_mask(torch.Size([2000, 2000]), 0.1)
+    keep = keep_mask([2000, 2000])
     dropped = 1 - keep.float().mean().item()
     expected = 6554 / 65536
     assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / keep.numel())
     # kept values scaled by 1 / keep probability; the gradient is the same mask and scale
+    _, scale = keep_threshold(0.1)
     x = torch.full((300, 300), 2.0, requires_grad=True)
     torch.manual_seed(5)
     y = FastDropout(0.1)(x)
@@ -41,19 +53,42 @@ def test_fast_dropout_rate_scale_gradient_and_seed():
     assert torch.equal(FastDropout(0.1).eval()(x), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_the_multiplier_is_the_scale_in_the_dtype_or_zero_on_the_same_mask(dtype, p):
+    """The multiplier holds 0.0 or the scale rounded to the input's dtype, as torch's own dropout
+    rounds it (bf16 1/0.9 -> 1.109375), on the elements the int16 numbers keep, whatever the dtype."""
+    threshold, scale = keep_threshold(p)
+    torch.manual_seed(11)
+    multiplier = dropout_multiplier(torch.Size([64, 33]), p, dtype)
+    torch.manual_seed(11)  # the same draw, read as the int16 numbers the mask is cut from
+    bits = random_words((64 * 33 + 3) // 4).view(torch.int16)[: 64 * 33].view(64, 33)
+    assert multiplier.dtype == dtype
+    assert torch.equal(multiplier != 0, bits >= threshold)
+    assert set(multiplier.unique().tolist()) == {0.0, torch.tensor(scale, dtype=dtype).item()}
+    if dtype is torch.bfloat16 and p == 0.1:
+        assert multiplier.max().item() == 1.109375 == torch.nn.functional.dropout(torch.ones(9, dtype=dtype), 0.1).max()
+
+
+def test_a_rate_too_small_to_drop_keeps_everything_and_one_near_one_keeps_a_sliver():
+    assert torch.equal(dropout_multiplier(torch.Size([5]), 1e-6, torch.bfloat16), torch.ones(5, dtype=torch.bfloat16))
+    threshold, scale = keep_threshold(1 - 1e-7)
+    assert threshold == 32767 and scale == 65536.0
+
+
 def test_masks_follow_torchs_default_generator_and_its_saved_state():
     """Each mask's numpy generator is seeded from torch's default one: set_seed and a restored RNG state
     (checkpoints, a recomputed forward) repeat it; the next draw is a new mask."""
     torch.manual_seed(7)
-    keep, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    keep = keep_mask([512, 512])
     state = torch.get_rng_state()
-    following, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    following = keep_mask([512, 512])
     torch.manual_seed(7)
-    again, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    again = keep_mask([512, 512])
     torch.set_rng_state(state)
-    replayed, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    replayed = keep_mask([512, 512])
     torch.manual_seed(8)
-    other_seed, _ = keep_mask(torch.Size([512, 512]), 0.1)
+    other_seed = keep_mask([512, 512])
     assert torch.equal(keep, again) and torch.equal(following, replayed)
     assert not torch.equal(keep, following) and not torch.equal(keep, other_seed)
     assert not torch.equal(keep[:256], keep[256:])
