@@ -18,9 +18,14 @@ which the matmuls' arithmetic was under a fiftieth. Two things follow, both abou
   probes of the chunks alone ranged from 1.4x (a first probe in /tmp) to none (its logic in the
   repo, python -m benchmarks.attention_groups) at 384 tokens, the machine's noise being as large.
 
-A group costs a fixed ``GROUP_COST`` more (its own ops, forward and backward: about 0.6 ms, as
-many as about 60,000 score elements at about 10 ns each), so ``plan`` cuts only where it pays.
-Measured on 2 cores (AMX), bf16, 12 heads of 32. Each row attends to its own tokens only, as
+A group costs a fixed ``GROUP_COST`` more (its own ops, forward and backward), counted in score
+elements, so ``plan`` cuts only where it pays. It was 60,000 (about 0.6 ms at about 10 ns an
+element); since dropout's masks became multipliers (engine/cpu_kernels.py) a score element costs
+far less and fewer, larger groups pay. Random packed batches, paired step by step under each value
+(``python -m benchmarks.group_cost --costs 60000,600000,1200000``, benchmarks/results/group_cost.md):
+1,200,000 against 60,000 ran SST-2 1.07x, CoNLL 1.13x and SQuAD windows 1.26x faster (600,000:
+1.09x, 1.12x, 1.20x), with about one group a sentence batch (2.6-3.1 before) and 4 a window batch
+(12 before). Measured on 2 cores (AMX), bf16, 12 heads of 32. Each row attends to its own tokens only, as
 before; outputs and gradients equal the one-group ones up to float rounding
 (tests/unit/test_packed_heads.py, tests/unit/test_attention_groups.py).
 """
@@ -35,7 +40,7 @@ import torch
 from bertkit.networks.packed import additive_mask
 
 SCORE_BYTES = 32 << 20  # the most attention scores (rows x heads x longest^2 x item size) one group holds
-GROUP_COST = 60_000  # one more group's overhead, in score elements (see above)
+GROUP_COST = 1_200_000  # one more group's overhead, in score elements (see above)
 UNITS = 64  # the most units plan() cuts between
 
 
