@@ -27,8 +27,9 @@ backward are one multiplication each. Its scale is rounded to that dtype as torc
 rounds it (its noise tensor has the input's dtype: bf16 1/0.9 -> 1.109375). A boolean mask (one byte
 an element, before) went through ``torch.where`` and a second pass for the scale: bf16, 670 x 384
 (a CoNLL batch's hidden states), 2 threads, /tmp probe: mask 53 us, forward 169, backward 169, now
-25, 26 and 26; fp32 633 -> 313 us in all. A bf16 mask takes two bytes an element where the
-boolean took one.
+25, 26 and 26; fp32 633 -> 313 us in all. Whole MiniLM bf16 training steps, paired against the
+boolean masks (python -m benchmarks.dropout_masks): 1.04x at 32 x 20 tokens, 1.05x at 32 x 40, 1.10x
+at 8 x 128. A bf16 mask takes two bytes an element where the boolean took one.
 
 GPUs already have a fused dropout kernel and fast attention: nothing here applies off the CPU.
 """
