@@ -36,6 +36,7 @@ GPUs already have a fused dropout kernel and fast attention: nothing here applie
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy
@@ -68,9 +69,15 @@ def dropout_multiplier(shape: torch.Size, p: float, dtype: torch.dtype) -> torch
         return torch.ones(shape, dtype=dtype)
     bits = random_words((count + 3) // 4).view(torch.int16)[:count].view(shape)
     kept = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1)
-    as_int = _SAME_SIZE_INT[torch.empty((), dtype=dtype).element_size()]
-    pattern = int(torch.tensor(scale, dtype=dtype).view(as_int))
+    as_int, pattern = _bits_of(scale, dtype)
     return (kept if as_int is torch.int16 else kept.to(as_int)).mul_(pattern).view(dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _bits_of(scale: float, dtype: torch.dtype) -> tuple[torch.dtype, int]:
+    """The integer dtype of ``dtype``'s size, and ``scale`` rounded to ``dtype`` read as that integer."""
+    as_int = _SAME_SIZE_INT[dtype.itemsize]
+    return as_int, int(torch.tensor(scale, dtype=dtype).view(as_int))
 
 
 def random_words(count: int) -> torch.Tensor:
