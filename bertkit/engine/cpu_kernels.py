@@ -68,7 +68,8 @@ def dropout_multiplier(shape: torch.Size, p: float, dtype: torch.dtype) -> torch
     if threshold == -(LEVELS // 2):  # nothing dropped at this resolution (p < 1/131072)
         return torch.ones(shape, dtype=dtype)
     bits = random_words((count + 3) // 4).view(torch.int16)[:count].view(shape)
-    kept = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1)
+    # out of place first: torch.compile's functionalization fails on in-place ops through the int64 -> int16 view
+    kept = bits.clamp(threshold - 1, threshold).sub_(threshold - 1)
     as_int, pattern = _bits_of(scale, dtype)
     return (kept if as_int is torch.int16 else kept.to(as_int)).mul_(pattern).view(dtype)
 
