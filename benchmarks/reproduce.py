@@ -388,6 +388,11 @@ def provenance(report: dict) -> str:
     return "; ".join(f"commit {commit} at {date}: {', '.join(runs)}" for (commit, date), runs in groups.items())
 
 
+def _bf16_peak(peak: dict) -> str:
+    """machine.matmul_peak measures bf16 only where it is native (an emulated one takes minutes)."""
+    return f"{peak['bf16']:.0f}" if "bf16" in peak else "– (emulated here: not measured)"
+
+
 def markdown(report: dict) -> str:
     m, peak = report["machine"], report["matmul_peak_gflops"]
     head = [
@@ -396,7 +401,7 @@ def markdown(report: dict) -> str:
         f"- {m['date']}; {m['cpu_model']} ({cpu_flags(m)}), {m['usable_cores']} cores, "
         f"torch threads {m['torch_threads']}; torch {m['torch']}, transformers {m['transformers']}; "
         f"bertkit commit {m['git_commit'][:10]} ({m['git_uncommitted_files']} uncommitted files)",
-        f"- matmul peak GFLOP/s: fp32 {peak.get('fp32', 0):.0f}, bf16 {peak.get('bf16', 0):.0f}; load average "
+        f"- matmul peak GFLOP/s: fp32 {peak.get('fp32', 0):.0f}, bf16 {_bf16_peak(peak)}; load average "
         f"start / end {report['load_average_start']} / {report.get('load_average_end')}; "
         f"suite {report.get('suite_seconds', 0) / 60:.0f} min",
         f"- recipe, both sides: batch {RECIPE['batch_size']}, lr {RECIPE['lr']}, warmup {RECIPE['warmup']}, "

@@ -53,3 +53,10 @@ def test_kernel_caps_come_from_the_environment_for_every_benchmark(monkeypatch):
     assert packing_flags().endswith("(kernels capped: ONEDNN_MAX_CPU_ISA=AVX2)")
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     assert kernel_caps() == {} and "capped" not in packing_flags()
+
+
+def test_reproduce_says_an_emulated_bf16_peak_was_not_measured_instead_of_zero():
+    from benchmarks.reproduce import _bf16_peak
+
+    assert _bf16_peak({"fp32": 430.0}) == "– (emulated here: not measured)"
+    assert _bf16_peak({"fp32": 430.0, "bf16": 2794.3}) == "2794"
