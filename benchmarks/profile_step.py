@@ -37,7 +37,7 @@ PHASES = ("forward", "backward", "gradients to fp32", "clipping", "AdamW", "bf16
 GROUPS = (
     ("matmuls (mm, addmm, bmm)", ("aten::mm", "aten::addmm", "aten::bmm")),
     (
-        "dropout masks (bernoulli_ / random_; before: ge, where; now: clamp_, sub_)",
+        "dropout masks (bernoulli_ / random_; before: ge, where; now: clamp, sub_)",
         (
             "aten::bernoulli_",
             "aten::random_",
@@ -46,7 +46,7 @@ GROUPS = (
             "aten::native_dropout",
             "aten::native_dropout_backward",
             "_MaskedScaleBackward",
-            "aten::clamp_",
+            "aten::clamp",
             "aten::sub_",
             "_MaskedBackward",
         ),
