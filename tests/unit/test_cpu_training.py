@@ -219,6 +219,23 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert, on_device):
             assert torch.allclose(master.gradient(name), grads[name], rtol=2e-2, atol=1e-5), name
 
 
+def test_the_gradient_norm_is_the_float64_norm_of_every_gradient(tiny_bert):
+    """The CPU norm (dot products over the flat fp32 buffers and the embedding's written rows) equals
+    the float64 norm of all the gradients to float32 precision, on values spread over six decades."""
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
+    master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=True)
+    model(input_ids=torch.randint(5, 30, (4, 6)), labels=torch.tensor([0, 1, 1, 0])).loss.backward()
+    master.accumulate()
+    generator = torch.Generator().manual_seed(3)
+    for _, grad in master.flats:
+        grad.copy_(torch.randn(grad.shape, generator=generator) * 10 ** torch.randint(-3, 3, grad.shape, generator=generator))
+    rows = master._sparse_rows()
+    every = [grad for _, grad in master.flats] + [master.sparse[2].index_select(0, rows)]
+    expected = torch.cat([g.reshape(-1).double() for g in every]).norm()
+    assert float(master.grad_norm()) == pytest.approx(float(expected), rel=2e-6)
+    assert len(rows) < master.sparse[2].shape[0]  # the unwritten rows are not read (they are zeros anyway)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kernels_on_every_family_keep_outputs_and_undo(family, tmp_path):
     """BERT, RoBERTa, ELECTRA, ALBERT and DistilBERT get the fast attention; every family gets FastDropout; evaluation
