@@ -93,7 +93,11 @@ def build(
         assert first_token_only_last_layer(model)
         CpuTrainingKernels(model).apply()
     sparse = variant in ("sparse", *KERNELS)
-    master = None if variant in ("fp32", "autocast") else MasterWeights(model, groups, sparse_embeddings=sparse)
+    master = (
+        None
+        if variant in ("fp32", "autocast")
+        else MasterWeights(model, groups, sparse_embeddings=sparse, early_gradients=True)
+    )
     if variant == "lazy":
         from bertkit.engine.lazy_embeddings import LazyAdamW
 

@@ -22,6 +22,13 @@ gradients are multiplied by ``min(1, max_norm / norm)`` unconditionally (torch's
 gradient are zeros), so the host keeps queueing kernels ahead of the GPU. Reading the norm into
 Python and picking rows (``float``, ``torch.unique``) would make it wait at every step.
 
+With ``early_gradients`` (one process) each weight's gradient goes into its fp32 view the moment
+the backward pass produces it (a post-accumulate-grad hook), while it is still in the cache, instead of
+in one pass over all of them after the backward pass: a MiniLM bf16 CoNLL-sized step (32 x 21 tokens,
+paired, /tmp probe) spent 0.6 ms instead of 4.3 ms on the copies after the backward pass and about 2 ms
+more inside it, 1.3 % of the step in all. With several processes DDP must all-reduce the gradients
+first, so they are copied after the backward pass as before.
+
 With ``dtype=torch.float32`` (fp32 training on a CPU, for sparse embedding gradients, flat tensors and
 lazy embeddings) the weights ARE the masters: each parameter's data is its view of the flat master (the
 embedding table its master), so nothing is copied or kept twice and ``publish`` only clears the
@@ -29,6 +36,8 @@ gradients; ``to_fp32`` gives each weight its own storage back (a saved model hol
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -46,6 +55,7 @@ class MasterWeights:
         groups: list[dict],
         dtype: torch.dtype = torch.bfloat16,
         sparse_embeddings: bool = False,
+        early_gradients: bool = False,
     ):
         names = {id(p): n for n, p in model.named_parameters()}
         self.aliased = dtype == torch.float32  # the weights are the masters (module doc)
@@ -86,6 +96,11 @@ class MasterWeights:
         self.on_device = next(model.parameters()).device.type != "cpu"
         self._fresh = True  # the next accumulate() starts a new step's gradients
         self._rows = False  # this step's embedding rows, once asked for (False: not yet)
+        self._taken = set()  # dense weights whose gradient the hooks took since the last accumulate()
+        self._hooks = [
+            param.register_post_accumulate_grad_hook(functools.partial(self._take_gradient, index))
+            for index, param in enumerate(self.params if early_gradients else [])
+        ]
         # Frozen weights (--freeze-embeddings) and float buffers are kept too, so that the fp32 model
         # given back is the one given, not its bf16 rounding.
         # (fp32, aliased: the model never leaves fp32, so there is nothing to keep)
@@ -98,11 +113,19 @@ class MasterWeights:
         model.to(dtype)  # in place: the same Parameter objects, now bf16
 
     # --- per step -----------------------------------------------------------------------------
+    def _take_gradient(self, index: int, param: torch.Tensor) -> None:
+        """The backward pass just wrote ``param.grad`` (``early_gradients``): into its fp32 view now."""
+        view = self.grad_views[index]
+        # a weight used in several checkpointed segments (ALBERT's shared layer) comes here once a segment
+        (view.copy_ if self._fresh and index not in self._taken else view.add_)(param.grad)
+        self._taken.add(index)
+        param.grad = None
+
     def accumulate(self) -> None:
         targets, grads = [], []
-        for param, view in zip(self.params, self.grad_views):
+        for index, (param, view) in enumerate(zip(self.params, self.grad_views)):
             if param.grad is None:
-                if self._fresh:  # no gradient for it this step (an unused head): zeros, not last step's
+                if self._fresh and index not in self._taken:  # no gradient this step (an unused head): zeros
                     view.zero_()
                 continue
             targets.append(view), grads.append(param.grad)
@@ -114,6 +137,7 @@ class MasterWeights:
         for flat, grad in self.flats:
             flat.grad = grad
         self._fresh, self._rows = False, False
+        self._taken.clear()
 
     def _accumulate_sparse(self) -> None:
         param, master, buffer, written = self.sparse
@@ -239,6 +263,9 @@ class MasterWeights:
         return state
 
     def to_fp32(self, model: torch.nn.Module) -> torch.nn.Module:
+        for hook in self._hooks:  # the model given back keeps its gradients
+            hook.remove()
+        self._hooks = []
         if self.sparse_module is not None:
             self.sparse_module.sparse = False
         model.to(torch.float32)

@@ -69,10 +69,15 @@ class Optimisation:
         self.acc, self.max_grad_norm, self.model = acc, config.max_grad_norm, model
         groups = parameter_groups(model, config.weight_decay, config.lr, getattr(config, "layer_decay", None) or 1.0)
         self.master = None
-        if bf16:  # sparse embedding gradients: DDP all-reduces dense ones only
-            self.master = MasterWeights(model.to(acc.device), groups, sparse_embeddings=acc.num_processes == 1)
+        one_process = acc.num_processes == 1  # DDP all-reduces dense gradients only, after the backward pass
+        if bf16:
+            self.master = MasterWeights(
+                model.to(acc.device), groups, sparse_embeddings=one_process, early_gradients=one_process
+            )
         elif _fp32_lazy(config.lazy_embeddings, model, acc):  # the weights are the flat masters: no copies
-            self.master = MasterWeights(model, groups, dtype=torch.float32, sparse_embeddings=True)
+            self.master = MasterWeights(
+                model, groups, dtype=torch.float32, sparse_embeddings=True, early_gradients=True
+            )
         if self.master is not None:
             groups = self.master.groups
         # The fused kernel (CPU and CUDA) does one pass over the parameters instead of several.

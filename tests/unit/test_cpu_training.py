@@ -219,6 +219,70 @@ def test_flat_clip_equals_torch_clip_grad_norm(tiny_bert, on_device):
             assert torch.allclose(master.gradient(name), grads[name], rtol=2e-2, atol=1e-5), name
 
 
+def _micro_batches(master: MasterWeights, model, steps: list) -> list[dict]:
+    """Each step's fp32 gradients (micro-batches accumulated), through the masters."""
+    seen = []
+    for step in steps:
+        for ids, labels in step:
+            model(input_ids=ids, labels=labels).loss.backward()
+            master.accumulate()
+        seen.append({name: master.gradient(name).clone() for name in master.names})
+        master.publish()
+    return seen
+
+
+def test_early_gradients_equal_the_ones_copied_after_the_backward_pass(tiny_bert):
+    """Copied into the fp32 views as the backward pass makes them (hooks) or after it: the same
+    gradients, over accumulated micro-batches and across steps; an unused weight's are zeros, not
+    last step's; the model given back keeps its own gradients."""
+    grads = {}
+    for early in (False, True):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        ).train()
+        master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=True, early_gradients=early)
+        ids = torch.randint(5, 30, (4, 6))
+        step = [(ids, torch.tensor([0, 1, 1, 0])), (ids.flip(0), torch.tensor([1, 1, 0, 0]))]
+        grads[early] = _micro_batches(master, model, [step, step[:1]])
+        # no loss through the pooler at the third step: its gradient must be zeros
+        model.bert(input_ids=ids).last_hidden_state.float().pow(2).mean().backward()
+        if early:
+            assert all(p.grad is None for p in master.params)  # taken as they came
+        master.accumulate()
+        grads[early].append({name: master.gradient(name).clone() for name in master.names})
+        master.publish()
+        assert float(grads[early][2]["bert.pooler.dense.weight"].abs().sum()) == 0.0
+        returned = master.to_fp32(model)
+        returned(input_ids=ids, labels=torch.tensor([0, 1, 1, 0])).loss.backward()
+        assert returned.classifier.weight.grad is not None  # no hook left behind
+    for before, after in zip(grads[False], grads[True]):
+        for name in before:
+            assert torch.equal(before[name], after[name]), name
+    assert grads[True][0]["classifier.weight"].abs().sum() > 0
+
+
+def test_a_weight_reached_twice_in_one_backward_gets_both_gradients(tiny_bert):
+    """A weight whose gradient arrives twice before accumulate() (ALBERT's shared layer in checkpointed
+    segments): the fp32 sum of both bf16 gradients (where ``.grad`` would have summed them in bf16)."""
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).eval()
+    model.to(torch.bfloat16)  # as MasterWeights leaves it
+    ids = torch.randint(5, 30, (2, 5))
+    pieces = []
+    for factor in (1, 3):  # each gradient alone, in bf16, as the backward pass makes it
+        (model(input_ids=ids, labels=torch.tensor([0, 1])).loss * factor).backward()
+        pieces.append(model.classifier.weight.grad.clone())
+        model.zero_grad(set_to_none=True)
+    master = MasterWeights(model, parameter_groups(model, 0.01), early_gradients=True)
+    loss = model(input_ids=ids, labels=torch.tensor([0, 1])).loss
+    loss.backward(retain_graph=True)
+    (loss * 3).backward()
+    master.accumulate()
+    assert pieces[0].dtype == torch.bfloat16
+    assert torch.equal(master.gradient("classifier.weight"), pieces[0].float() + pieces[1].float())
+
+
 def test_the_gradient_norm_is_the_float64_norm_of_every_gradient(tiny_bert):
     """The CPU norm (dot products over the flat fp32 buffers and the embedding's written rows) equals
     the float64 norm of all the gradients to float32 precision, on values spread over six decades."""
@@ -228,7 +292,9 @@ def test_the_gradient_norm_is_the_float64_norm_of_every_gradient(tiny_bert):
     master.accumulate()
     generator = torch.Generator().manual_seed(3)
     for _, grad in master.flats:
-        grad.copy_(torch.randn(grad.shape, generator=generator) * 10 ** torch.randint(-3, 3, grad.shape, generator=generator))
+        grad.copy_(
+            torch.randn(grad.shape, generator=generator) * 10 ** torch.randint(-3, 3, grad.shape, generator=generator)
+        )
     rows = master._sparse_rows()
     every = [grad for _, grad in master.flats] + [master.sparse[2].index_select(0, rows)]
     expected = torch.cat([g.reshape(-1).double() for g in every]).norm()
