@@ -54,6 +54,9 @@ class LazyAdamW(torch.optim.AdamW):
             return
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight, grad = self.lazy.index_select(0, rows), self.lazy.grad.index_select(0, rows)
+        grad_scale = getattr(self, "grad_scale", None)
+        if grad_scale is not None:  # as the fused kernel does for the others (a clip folded into the step)
+            grad.div_(grad_scale)
         exp_avg, exp_avg_sq = state["exp_avg"].index_select(0, rows), state["exp_avg_sq"].index_select(0, rows)
         weight.mul_(1 - lr * group["weight_decay"])
         exp_avg.lerp_(grad, 1 - beta1)

