@@ -120,7 +120,7 @@ class Optimisation:
         try:
             self.optimizer.step()
         finally:
-            _bare(self.optimizer).grad_scale = None  # a folded clip (clip_in_adamw) is this step's only
+            _bare(self.optimizer).grad_scale = None  # a clip folded in (clip_in_adamw) is for this step only
         if self.master is not None:
             self.master.publish(rows_only=self.lazy)
         if not self.optimizer.step_was_skipped:  # an fp16 overflow skips the step
