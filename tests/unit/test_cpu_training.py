@@ -22,6 +22,13 @@ from bertkit.engine.cpu_kernels import (
 from bertkit.engine.master_weights import MasterWeights
 
 
+def _without_dropout(tiny_bert):
+    """The tiny classifier in training mode with no dropout: its steps are deterministic."""
+    return AutoModelForSequenceClassification.from_pretrained(
+        str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    ).train()
+
+
 def test_keep_threshold_by_hand():
     # p = 0.1: round(0.1 x 65536) = 6554 of the 65536 int16 values are dropped: those below -32768 + 6554
     threshold, scale = keep_threshold(0.1)
@@ -123,9 +130,7 @@ def test_kernels_train_a_step_like_the_stock_model(tiny_bert):
     grads = []
     for fast in (False, True):
         torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-        ).train()
+        model = _without_dropout(tiny_bert)
         if fast:
             CpuTrainingKernels(model).apply()
         ids = torch.randint(5, 30, (4, 7))
@@ -140,9 +145,7 @@ EMBEDDING = "bert.embeddings.word_embeddings.weight"
 
 def _train(tiny_bert, sparse: bool, batches: list) -> tuple[list, list, MasterWeights]:
     torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    ).train()
+    model = _without_dropout(tiny_bert)
     master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=sparse)
     optimizer = torch.optim.AdamW(master.groups, lr=1e-2)
     embedding_grads, norms = [], []
@@ -238,9 +241,7 @@ def test_early_gradients_equal_the_ones_copied_after_the_backward_pass(tiny_bert
     grads = {}
     for early in (False, True):
         torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-        ).train()
+        model = _without_dropout(tiny_bert)
         master = MasterWeights(model, parameter_groups(model, 0.01), sparse_embeddings=True, early_gradients=early)
         ids = torch.randint(5, 30, (4, 6))
         step = [(ids, torch.tensor([0, 1, 1, 0])), (ids.flip(0), torch.tensor([1, 1, 0, 0]))]
@@ -312,9 +313,7 @@ def test_the_step_clips_inside_adamw_as_clipping_first_would(tiny_bert, lazy):
     runs = []
     for folded in (True, False):
         torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(tiny_bert), num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-        ).train()
+        model = _without_dropout(tiny_bert)
         optimisation = Optimisation(model, config, total_steps=10, acc=acc, bf16=True)
         model = optimisation.prepare(model)
         if not folded:  # the reference: the gradients scaled in a pass of their own, then the step
