@@ -17,7 +17,9 @@ from bertkit.engine.cpu_kernels import (
     FastDropout,
     dropout_multiplier,
     keep_threshold,
+    masked_softmax,
     random_words,
+    vector_elements,
 )
 
 
@@ -97,6 +99,45 @@ def test_masks_follow_torchs_default_generator_and_its_saved_state():
         part = keep.reshape(-1, 4)[:, quarter]
         dropped = 1 - part.float().mean().item()
         assert abs(dropped - expected) < 5 * math.sqrt(expected * (1 - expected) / part.numel())
+
+
+def _reference_softmax(scores, mask):
+    wide = scores.double() if mask is None else scores.double() + mask.double()
+    return torch.softmax(wide, dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("keys", [3, 5, 13, 21, 40])
+@pytest.mark.parametrize("mask_kind", ["none", "keys", "broadcast"])
+def test_masked_softmax_is_the_softmax_below_and_above_one_vector(dtype, keys, mask_kind):
+    """Rows shorter than one vector are padded with keys nobody sees: the probabilities and their
+    gradients are the plain softmax's (3 and 5 keys are under one vector on AVX2 too, 13 and 21 on
+    AVX-512; 40 is never padded). A padding key that got a probability (padded with 0, not the lowest
+    value) would take mass from the real ones and fail this."""
+    torch.manual_seed(keys)
+    scores = (torch.randn(4, 2, 6, keys) * 3).to(dtype).requires_grad_()
+    lowest = torch.finfo(dtype).min
+    hidden = torch.zeros(4, 1, 1, keys, dtype=dtype)
+    hidden[1, ..., keys // 2 :] = lowest  # a row with padding
+    mask = {"none": None, "keys": hidden, "broadcast": hidden[..., :1].expand(4, 1, 6, 1)}[mask_kind]
+    probabilities = masked_softmax(scores, mask)
+    expected = _reference_softmax(scores, mask)
+    tolerance = 1e-6 if dtype == torch.float32 else 8e-3
+    assert probabilities.shape == scores.shape
+    assert torch.allclose(probabilities.double(), expected, atol=tolerance)
+    weights = torch.randn(scores.shape, dtype=torch.float64)
+    (probabilities.double() * weights).sum().backward()
+    ours = scores.grad.clone()
+    scores.grad = None
+    (_reference_softmax(scores, mask) * weights).sum().backward()
+    assert torch.allclose(ours.double(), scores.grad.double(), atol=10 * tolerance)
+
+
+def test_rows_are_padded_to_one_vector_of_the_cpus_kernels():
+    capability = torch.backends.cpu.get_cpu_capability()
+    register = {"AVX512": 64, "AVX2": 32}.get(capability, 0)
+    assert vector_elements(torch.float32) == register // 4
+    assert vector_elements(torch.bfloat16) == register // 2
 
 
 def test_kernels_keep_eval_outputs_and_undo_everything(tiny_bert):
