@@ -26,6 +26,7 @@ from bertkit.metrics.label_issues import TOKENS, cleanlab_module, data_issues, l
 from bertkit.model_dir import check_inputs_kept, check_output_dir, staged_output
 from bertkit.model_dir.ownership import refuse_strangers, strangers
 from bertkit.model_dir.removal import claim
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options import InferenceOptions, RepeatOptions, RunOptions, TrainConfig
 from bertkit.options.audit import AuditOptions
 
@@ -42,6 +43,7 @@ class AuditResult:
     top: list = field(default_factory=list)  # the first ranked rows
 
 
+@writes_outputs
 def audit(options: AuditOptions, config: TrainConfig | None = None, run: InferenceOptions | None = None) -> AuditResult:
     """Rank ``options.data``'s rows by how likely their label is wrong and write the audit to
     ``options.output``. ``config``: the folds' hyperparameters (with ``options.folds``); ``run``:

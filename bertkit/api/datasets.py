@@ -9,6 +9,7 @@ from pathlib import Path
 from bertkit.data import readers, registry
 from bertkit.errors import BertkitError
 from bertkit.model_dir import check_output_dir, staged_output
+from bertkit.model_dir.writer_lock import writes_outputs
 
 PAIRS_FILE = "train-pairs.jsonl"
 
@@ -17,6 +18,7 @@ def list_datasets(data_dir: str | None = None) -> list[dict]:
     return registry.describe_all(data_dir)
 
 
+@writes_outputs
 def build_squad_retrieval(squad_file: str, output: str, test_articles: int | None = None) -> dict:
     """A BEIR directory at ``output`` (new; written all-or-nothing): corpus.jsonl, queries.jsonl,
     qrels/train.tsv and qrels/test.tsv (the held-out articles), and ``train-pairs.jsonl`` (question,

@@ -15,6 +15,7 @@ from bertkit.methods import Run, planned_methods
 from bertkit.methods.base import FOLDS, RESUME, SINGLE, TUNE
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import RunOptions, TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
@@ -36,6 +37,7 @@ from bertkit.training.results import (
 )
 
 
+@writes_outputs
 def finetune(
     task: str, run: RunOptions, config: TrainConfig | None = None, driver: Driver | None = None
 ) -> FinetuneResult:

@@ -15,6 +15,7 @@ from bertkit.api.finetuning import FinetuneResult
 from bertkit.api.parallel_runs import parallel_runs, run_all
 from bertkit.errors import BertkitError
 from bertkit.model_dir.removal import claim
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig
 from bertkit.training import fold_records
 from bertkit.training.plan import Driver
@@ -42,6 +43,7 @@ def folds_root(output: Path) -> Path:
     return output.parent / f"{output.name}.folds"
 
 
+@writes_outputs
 def finetune_folds(
     task: str, run: RunOptions, config: TrainConfig | None = None, repeat: RepeatOptions | None = None, on_run=None
 ) -> FoldsResult:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from bertkit.api.multihead_inference import MultiHeadPredictor
 from bertkit.model_dir import ModelMeta, check_output_dir, save_model_dir, staged_output
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options.multihead import HeadExportOptions
 
 
+@writes_outputs
 def export_head(model_dir: str, name: str, options: HeadExportOptions) -> dict:
     """Write head ``name`` of ``model_dir`` to ``options.output``; returns what its bertkit.json holds."""
     output = Path(options.output).expanduser().resolve()

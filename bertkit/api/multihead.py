@@ -23,6 +23,7 @@ from bertkit.inference import score, speed_up
 from bertkit.model_dir import staged_output, write_json
 from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
 from bertkit.model_dir.run_config import write_run_config
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
 from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
@@ -59,6 +60,7 @@ class MultiResult:
     report: dict = dataclasses.field(default_factory=dict)  # reporting/build.build_report: figures, notices
 
 
+@writes_outputs
 def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | None = None) -> MultiResult:
     """Train every head of ``heads`` over one ``run.model`` encoder and save one directory at
     ``run.output``: every check first (each head's data, the output), then the data, the model,

@@ -20,6 +20,7 @@ from bertkit.errors import BertkitError
 from bertkit.model_dir import replace_dir, seeds_root, update_meta
 from bertkit.model_dir.removal import discard_owned
 from bertkit.model_dir.run_config import retarget_run_config
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, default_output, parse_seeds
 from bertkit.options.multihead import MultiOptions
 from bertkit.training.repeats import STD, prepare_runs, runs_in, spread
@@ -27,6 +28,7 @@ from bertkit.training.repeats import STD, prepare_runs, runs_in, spread
 MAIN = "mean"  # the heads' main metrics on one 0-1 scale (tasks/multihead.combined_metrics)
 
 
+@writes_outputs
 def finetune_multi_seeds(
     heads: MultiOptions, run: RunOptions, config: TrainConfig, repeat: RepeatOptions, on_run=None
 ) -> SeedsResult:

@@ -19,6 +19,7 @@ from bertkit.data import registry
 from bertkit.data.hub_datasets import DatasetChoice
 from bertkit.errors import BertkitError
 from bertkit.model_dir import seeds_root
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options import RepeatOptions, RunOptions, TrainConfig, parse_seeds
 from bertkit.training.repeats import STD, choose_best, keep_best, prepare_runs, runs_in, spread
 from bertkit.training.run_args import output_of
@@ -35,6 +36,7 @@ class SeedsResult:
     kept: str | None = None  # where the other seeds' models are (--keep-all)
 
 
+@writes_outputs
 def finetune_seeds(
     task: str, run: RunOptions, config: TrainConfig | None = None, repeat: RepeatOptions | None = None, on_run=None
 ) -> SeedsResult:

@@ -15,6 +15,7 @@ from pathlib import Path
 from bertkit.errors import BertkitError
 from bertkit.model_dir.ownership import META_FILE, check_replaceable, is_model_file, refuse_strangers
 from bertkit.model_dir.removal import remove_temporary
+from bertkit.model_dir.writer_lock import lock_for_writing, process_alive
 
 PROBE_HEAD_FILE = "probe_head.safetensors"  # a probe's linear head, next to its frozen encoder
 TMP_SUFFIX = ".tmp"  # atomic_file's temporary sibling: .<name>.<pid>-<random>.tmp
@@ -70,6 +71,7 @@ def check_output_dir(output: Path, overwrite: bool) -> None:
     if not existing.is_dir():
         raise BertkitError(f"the parent of --output {output} is under a file ({existing})", "choose a directory path")
     probe_writable(existing, f"--output {output}")
+    lock_for_writing(output)  # in a command that writes outputs: before what is there is looked at
     clean_stale(output)
     if output.is_dir() and any(output.iterdir()):
         if not overwrite:
@@ -214,15 +216,7 @@ def _owner_alive(suffix: str) -> bool:
     pid = suffix.split("-", 1)[0]
     if not pid.isdigit():
         return False  # not ours, or from a version without the pid: nobody can be writing it
-    if int(pid) == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a live process of another user
-    return True
+    return process_alive(int(pid))
 
 
 @contextmanager

@@ -113,6 +113,7 @@ FOLDERS = {
 # parts of an unfinished streamed output (.NAME.bertkit-partial, checked inside by its layout).
 TEMPORARY = re.compile(
     r"\..+\.partial-[\w-]+|\..+\.\d+-[0-9a-f]{8}\.tmp|\.step-\d+\.tmp|\.bertkit-probe-\w+|\..+\.bertkit-partial"
+    r"|\..+\.bertkit-lock"  # model_dir/writer_lock.py
 )
 
 

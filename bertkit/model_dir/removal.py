@@ -97,6 +97,16 @@ def remove_temporary(path: Path) -> None:
         pass
 
 
+def remove_made_empty(directories: list[Path]) -> None:
+    """Remove the directories bertkit made for a run that wrote nothing in them (deepest first),
+    stopping at the first that holds anything."""
+    for directory in directories:
+        try:
+            Path(directory).rmdir()
+        except OSError:
+            return
+
+
 def remove_matching(filesystem, path: str, shown: str, patterns: tuple, what: str) -> None:
     """Empty a directory on a pyarrow file system (local or a URL: a Parquet dataset, which cannot
     hold a manifest) when all in it matches ``patterns``; else refuse, naming what does not."""

@@ -36,6 +36,7 @@ from bertkit.model_dir import (
     save_model_dir,
     staged_output,
 )
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.models import default_model, load_tokenizer, resolve_model
 from bertkit.options import ProbeOptions, RunOptions, TrainConfig, default_output
 from bertkit.probing.classifier import check_holdout, fit_head
@@ -123,6 +124,7 @@ class Head:
     fit_seconds: float
 
 
+@writes_outputs
 def probe(
     task: str, run: RunOptions, config: TrainConfig | None = None, options: ProbeOptions | None = None
 ) -> ProbeResult:

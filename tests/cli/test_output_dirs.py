@@ -299,3 +299,28 @@ def test_a_diverged_run_stops_in_one_line_and_keeps_the_model_it_would_replace(t
         finetune(run_cli, train_csv, tiny_bert, "--output", out, "--overwrite", "--lr", "inf"),
         "--lr must be a finite number, got inf",
     )
+
+
+def test_a_second_run_on_an_output_being_written_is_refused_then_runs_once_the_first_is_gone(
+    tmp_path, tiny_bert, train_csv, run_cli
+):
+    """Two runs on one --output: the second is refused before it reads anything, in one line that
+    names the first run's process; once that process is gone its lock is stale and the run goes on
+    (model_dir/writer_lock.py)."""
+    out = tmp_path / "model"
+    lock = tmp_path / ".model.bertkit-lock"
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        os.symlink(str(first.pid), lock)
+        before = tree(tmp_path)
+        assert_user_error(
+            finetune(run_cli, tmp_path / "no-such.csv", tiny_bert, "--output", out),
+            f"being written by another bertkit run (process {first.pid})",
+        )
+        assert tree(tmp_path) == before
+    finally:
+        first.kill()
+        first.wait()
+    code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out)
+    assert code == 0, stderr
+    assert (out / "bertkit.json").is_file() and not os.path.lexists(lock)
