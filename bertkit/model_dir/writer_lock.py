@@ -73,10 +73,8 @@ def _take(lock: Path, output: Path) -> bool:
     """Make ``lock`` for this process; False when this process holds it already (whoever took it
     first removes it), or where the file system has no symbolic links (no lock then)."""
     for _ in range(3):  # a stale lock is removed and the make tried again; another run may win that race
-        try:
-            os.symlink(
-                str(os.getpid()), lock
-            )  # made with its content in one call; no data block (a full disk takes it)
+        try:  # a symlink is made with its content in one call, and with no data block (a full disk takes it)
+            os.symlink(str(os.getpid()), lock)
         except FileExistsError:
             holder = _holder(lock)
             if holder == os.getpid():
