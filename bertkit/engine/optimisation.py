@@ -9,6 +9,7 @@ import torch
 
 from bertkit.engine.checkpoints import cpu_copy
 from bertkit.engine.master_weights import MasterWeights, sparse_embedding_possible
+from bertkit.engine.runtime_text import lazy_embeddings_refused
 from bertkit.errors import BertkitError
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
@@ -87,12 +88,7 @@ class Optimisation:
             from bertkit.engine.lazy_embeddings import LazyAdamW
 
             if embeddings is None:
-                raise BertkitError(
-                    "--lazy-embeddings updates the rows of word embeddings of their own that one process "
-                    "trains in bf16, or in fp32 on a CPU",
-                    "train in one process, with trainable embeddings not tied to an output layer, in bf16 "
-                    "(--precision bf16) or on a CPU; or drop --lazy-embeddings",
-                )
+                raise lazy_embeddings_refused()
             self.optimizer = LazyAdamW(groups, embeddings, rows, lr=config.lr, fused=True)
         else:
             self.optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)

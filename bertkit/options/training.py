@@ -216,12 +216,9 @@ class TrainConfig(DatasetOptions):
         if self.lazy_embeddings and (self.precision == "fp16" or self.freeze_embeddings):
             # the engine's rule (engine/optimisation.py), where no model is needed to see it: before
             # a cache (distill's teacher logits) or a study (tune) is written
-            raise BertkitError(
-                "--lazy-embeddings updates the rows of word embeddings of their own that one process trains in "
-                "bf16, or in fp32 on a CPU",
-                "train in one process, with trainable embeddings not tied to an output layer, in bf16 "
-                "(--precision bf16) or on a CPU; or drop --lazy-embeddings",
-            )
+            from bertkit.engine.runtime_text import lazy_embeddings_refused
+
+            raise lazy_embeddings_refused()
         return self
 
     def to_dict(self) -> dict:
