@@ -194,8 +194,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     rows x 12 heads, bf16, AVX-512, paired (/tmp probe, before the contiguous copy): 1.25x at 13
     keys, 1.36x at 21, 1.61x at 31, fp32 1.19x at 9 and 1.49x at 15; whole `finetune` runs, 4
     alternating rounds each: CoNLL-2003 3,000 sentences 1.044x the training time, SST-2 4,000
-    1.023x. From 32 keys on, padding to the next multiple of 32 was slower (0.70-0.97x), so only
-    rows under one vector are padded."""
+    1.023x. From 32 keys on, padding to the next multiple of 32 was mostly slower (0.70-1.11x; faster
+    only for remainders of 28 or more), so only rows under one vector are padded."""
     keys, vector = scores.shape[-1], vector_elements(scores.dtype)
     if keys >= vector:
         return torch.softmax(scores if mask is None else scores + mask, dim=-1)
