@@ -133,11 +133,19 @@ def test_masked_softmax_is_the_softmax_below_and_above_one_vector(dtype, keys, m
     assert torch.allclose(ours.double(), scores.grad.double(), atol=10 * tolerance)
 
 
-def test_rows_are_padded_to_one_vector_of_the_cpus_kernels():
-    capability = torch.backends.cpu.get_cpu_capability()
-    register = {"AVX512": 64, "AVX2": 32}.get(capability, 0)
-    assert vector_elements(torch.float32) == register // 4
-    assert vector_elements(torch.bfloat16) == register // 2
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_short_rows_reach_the_softmax_padded_to_one_vector_and_long_rows_as_they_are(dtype, monkeypatch):
+    """The equality above holds with or without padding; this checks the padding happens: a row under
+    one vector (64 bytes on AVX-512, 32 on AVX2) reaches torch.softmax one vector wide, a longer one
+    unchanged, and a CPU whose vectors were not measured gets no padding."""
+    register = {"AVX512": 64, "AVX2": 32}.get(torch.backends.cpu.get_cpu_capability(), 0)
+    vector = register // dtype.itemsize
+    widths, softmax = [], torch.softmax
+    monkeypatch.setattr(torch, "softmax", lambda x, dim: widths.append(x.shape[-1]) or softmax(x, dim))
+    for keys in (3, 40):
+        masked_softmax(torch.randn(2, 1, 4, keys).to(dtype), None)
+    assert vector_elements(dtype) == vector
+    assert widths == [vector if 3 < vector else 3, 40]
 
 
 def test_kernels_keep_eval_outputs_and_undo_everything(tiny_bert):
