@@ -9,6 +9,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
+from bertkit.cli import process_end
 from bertkit.cli.common import Shown, is_main_process, show_event
 from bertkit.cli.options import LATE_COMMANDS
 from bertkit.errors import BertkitError
@@ -128,7 +129,17 @@ def _root(
 
 def main() -> None:
     """Entry point: user mistakes, bertkit's own and the command line's, become one line on stderr
-    and exit code 2 (traceback with BERTKIT_DEBUG=1)."""
+    and exit code 2 (traceback with BERTKIT_DEBUG=1). A rank of several processes leaves without
+    the interpreter's teardown, which can abort it after its work is done (cli/process_end.py)."""
+    try:
+        _run_command()
+    except SystemExit as done:
+        if not process_end.in_process_group():
+            raise
+        process_end.leave(done.code)
+
+
+def _run_command() -> None:
     if not sys.stderr.isatty():  # no \r-redrawn library bars in CI logs and files (read at their import)
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from bertkit.events import listening

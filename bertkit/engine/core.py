@@ -342,7 +342,8 @@ def _end_process_group_at_exit() -> None:
     """A gloo process group left for the interpreter's finalisation sometimes aborts the process
     (SIGABRT, "terminate called without an active exception": its worker threads outlive Python,
     pytorch#190489), failing a command that had already written its output. Ending it while Python
-    is still whole avoids that. Registered once per process, however many engines follow."""
+    is still whole made that rarer, not impossible, so the CLI also skips the teardown
+    (bertkit/cli/process_end.py). Registered once per process, however many engines follow."""
     atexit.unregister(_end_process_group)
     atexit.register(_end_process_group)
 
