@@ -26,7 +26,7 @@ import subprocess
 import time
 
 from benchmarks import bertkit_side
-from benchmarks.machine import kernel_caps
+from benchmarks.machine import kernel_caps, uncapped_libraries
 from benchmarks.run import HP
 from benchmarks.side_by_side import write_results
 
@@ -35,8 +35,10 @@ def cpu_flags() -> str:
     found = subprocess.run(
         "grep -o 'avx512_bf16\\|amx_tile\\|avx2' /proc/cpuinfo | sort -u", shell=True, capture_output=True, text=True
     )
-    caps = ", ".join(f"{k}={v}" for k, v in kernel_caps().items())
-    return " ".join(found.stdout.split()) + (f" (kernels capped: {caps})" if caps else "")
+    capped = kernel_caps()
+    caps = ", ".join(f"{k}={v}" for k, v in capped.items())
+    left = "".join(f"; {k} unset" for k in uncapped_libraries(capped))
+    return " ".join(found.stdout.split()) + (f" (kernels capped: {caps}{left})" if caps else "")
 
 
 def one_run(workload: str, arm: str, rows: int, eval_rows: int, root: str, seed: int) -> dict:

@@ -8,6 +8,8 @@ import math
 import statistics
 from pathlib import Path
 
+from benchmarks.machine import uncapped_libraries
+
 TRAINING = ("sst2", "ner", "qa")
 # the HF reference of each workload: "ratio vs hf_best_bf16" divides by its speed. For training, the
 # Trainer's best recipe in its faster precision on this CPU (REFERENCE_CHOICES, where both ran): bf16 on a
@@ -195,8 +197,10 @@ def cpu_flags(machine: dict) -> str:
     if flags is None:
         return "flags not recorded"
     caps = machine.get("isa_caps") or {}
-    if caps:  # the kernels were kept below the CPU's flags: say so before the flags
-        return "capped: " + ", ".join(f"{k}={v}" for k, v in caps.items()) + "; CPU flags " + " ".join(flags)
+    if caps:  # the kernels were kept below the CPU's flags: say so before the flags, and what was not capped
+        left = uncapped_libraries(caps)
+        uncapped = f" ({', '.join(left)} unset: that library kept the CPU's best)" if left else ""
+        return "capped: " + ", ".join(f"{k}={v}" for k, v in caps.items()) + uncapped + "; CPU flags " + " ".join(flags)
     return " ".join(flags) + ("" if "amx_bf16" in flags else "; no AMX")
 
 

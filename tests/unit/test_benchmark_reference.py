@@ -38,8 +38,17 @@ def test_headline_reads_the_bertkit_rows_ratio():
 def test_a_capped_run_says_its_caps_before_the_flags():
     from benchmarks.report import cpu_flags
 
-    machine = {"cpu_flags": ["avx2", "amx_bf16"], "isa_caps": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
-    assert cpu_flags(machine).startswith("capped: ONEDNN_MAX_CPU_ISA=AVX2; CPU flags avx2 amx_bf16")
+    every = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    machine = {"cpu_flags": ["avx2", "amx_bf16"], "isa_caps": every}
+    assert cpu_flags(machine) == (
+        "capped: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2; "
+        "CPU flags avx2 amx_bf16"
+    )
+    # the first AVX2 runs left oneMKL (torch's fp32 matmuls) on AVX-512: their reports say so
+    machine["isa_caps"] = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert cpu_flags(machine).startswith(
+        "capped: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2 (MKL_ENABLE_INSTRUCTIONS unset: that library"
+    )
     assert cpu_flags({"cpu_flags": ["avx2"]}) == "avx2; no AMX"
 
 
@@ -48,9 +57,15 @@ def test_kernel_caps_come_from_the_environment_for_every_benchmark(monkeypatch):
     from benchmarks.packing import cpu_flags as packing_flags
 
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert kernel_caps() == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
-    assert packing_flags().endswith("(kernels capped: ONEDNN_MAX_CPU_ISA=AVX2)")
+    assert packing_flags().endswith(
+        "(kernels capped: ONEDNN_MAX_CPU_ISA=AVX2; ATEN_CPU_CAPABILITY unset; MKL_ENABLE_INSTRUCTIONS unset)"
+    )
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    assert kernel_caps() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS")
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     assert kernel_caps() == {} and "capped" not in packing_flags()
 
