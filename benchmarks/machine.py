@@ -7,6 +7,7 @@ import datetime
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +25,18 @@ def load_average() -> list[float]:
 # kernels, and oneMKL's, which torch's fp32 CPU matmul calls (sgemm). Without the last, fp32 matmuls
 # keep AVX-512: 2048 x 384 x 1536 ran at 398 GFLOP/s with the first two set, 233 with all three.
 CAP_SWITCHES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+
+
+# Every library's switch at an AVX2-only CPU's instructions (bf16 is emulated there: fp32 trains).
+CAPS = {"avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
+
+
+def cap_kernels(isa: str) -> None:
+    """Cap every kernel library at ``isa`` for this process and the ones it starts (``--cap``): all three
+    switches at once, so none is forgotten. Each library reads its switch once, when torch loads it."""
+    if "torch" in sys.modules:
+        raise RuntimeError("--cap must take effect before torch is imported; this process imported it already")
+    os.environ.update(CAPS[isa])
 
 
 def kernel_caps() -> dict:

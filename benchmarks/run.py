@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from benchmarks.machine import load_average, machine, matmul_peak
+from benchmarks.machine import CAPS, cap_kernels, load_average, machine, matmul_peak
 
 WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
 TRAIN_SIDES = (
@@ -349,7 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", help="result file stem (default latest, or quick with --quick)")
     p.add_argument("--no-print", action="store_true", help="do not print the table at the end")
     p.add_argument("--no-backends", action="store_true", help="predict with torch only (no ONNX / OpenVINO exports)")
+    p.add_argument(
+        "--cap", choices=sorted(CAPS), help="every side with oneDNN, ATen and oneMKL capped (an AVX2-only CPU)"
+    )
     args = parser.parse_args(argv)
+    if args.cap:
+        cap_kernels(args.cap)
     args.once = {s for s in args.once.split(",") if s}
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")

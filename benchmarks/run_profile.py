@@ -5,8 +5,8 @@ per-operator cost, so the small operators' share is an upper bound).
 
     python -m benchmarks.run_profile [--workload ner] [--rows 4000] [--name run_profile]
 
-Run it once as is and once under an AVX2 cap (``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
-MKL_ENABLE_INSTRUCTIONS=AVX2``, benchmarks/machine.py) to see each CPU class. Writes benchmarks/results/NAME.{json,md}.
+Run it once as is and once with ``--cap avx2`` (oneDNN, ATen and oneMKL capped at AVX2,
+benchmarks/machine.py) to see each CPU class. Writes benchmarks/results/NAME.{json,md}.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks import bertkit_side
-from benchmarks.packing import cpu_flags
-from benchmarks.profile_step import GROUPS
-from benchmarks.run import HP
+from benchmarks.machine import CAPS, cap_kernels
 from benchmarks.side_by_side import write_results
-from benchmarks.workloads import data_dir
 
 
 def profiled_run(workload: str, rows: int, eval_rows: int) -> dict:
     from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks import bertkit_side  # here: they import torch, which --cap must precede
+    from benchmarks.profile_step import GROUPS
+    from benchmarks.run import HP
+    from benchmarks.workloads import data_dir
 
     bertkit_side._prepare()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -77,7 +78,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--eval-rows", type=int, default=64)
     parser.add_argument("--name", default="run_profile")
+    parser.add_argument("--cap", choices=sorted(CAPS), help="oneDNN, ATen and oneMKL capped (an AVX2-only CPU)")
     args = parser.parse_args()
+    if args.cap:
+        cap_kernels(args.cap)
+    from benchmarks.packing import cpu_flags
+
     started = time.perf_counter()
     record = {"workload": args.workload, "rows": args.rows, "cpu_flags": cpu_flags()}
     record["run"] = profiled_run(args.workload, args.rows, args.eval_rows)

@@ -1,7 +1,15 @@
 """The benchmark's headline divides by the Trainer's best recipe in its faster precision on the CPU
 that ran it: bf16 where bf16 is native, fp32 where it is emulated (an AVX2-only CPU)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.machine import CAP_SWITCHES
 from benchmarks.report import _reference, headline
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rows(bf16: float | None, fp32: float | None) -> list[dict]:
@@ -75,3 +83,35 @@ def test_reproduce_says_an_emulated_bf16_peak_was_not_measured_instead_of_zero()
 
     assert _bf16_peak({"fp32": 430.0}) == "– (emulated here: not measured)"
     assert _bf16_peak({"fp32": 430.0, "bf16": 2794.3}) == "2794"
+
+
+def test_cap_avx2_sets_every_library_switch_before_torch_loads():
+    """`--cap avx2` (benchmarks run, run_profile): all three switches, so oneMKL's fp32 matmuls are
+    capped too (the first AVX2 runs set two by hand), and torch then dispatches its own kernels at AVX2."""
+    script = (
+        "import os, sys\n"
+        "from benchmarks.machine import cap_kernels, kernel_caps\n"
+        "cap_kernels('avx2')\n"
+        "import torch\n"
+        "print(sorted(kernel_caps()), torch.backends.cpu.get_cpu_capability())\n"
+        "try:\n"
+        "    cap_kernels('avx2')\n"
+        "except RuntimeError as late:\n"
+        "    print('refused:', late)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in CAP_SWITCHES}
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    caps, refused = done.stdout.splitlines()
+    assert caps == "['ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'ONEDNN_MAX_CPU_ISA'] AVX2"
+    assert refused.startswith("refused: --cap must take effect before torch is imported")
+
+
+def test_benchmarks_run_caps_before_it_runs(monkeypatch):
+    from benchmarks import run as runner
+
+    asked = []
+    monkeypatch.setattr(runner, "cap_kernels", asked.append)
+    monkeypatch.setattr(runner, "run", lambda args: 0)
+    assert runner.main(["run", "--cap", "avx2", "--only", "sst2"]) == 0 and asked == ["avx2"]
+    assert runner.main(["run", "--only", "sst2"]) == 0 and asked == ["avx2"]
