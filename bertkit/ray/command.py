@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bertkit.data import formats
 from bertkit.errors import BertkitError
+from bertkit.model_dir.writer_lock import writes_outputs
 from bertkit.options import PredictOptions
 from bertkit.ray.actors import predictor
 from bertkit.ray.datasets import check_pool, check_rows_apart, embed_dataset, predict_dataset, require_ray
@@ -26,6 +27,7 @@ from bertkit.ray.outputs import (
 COMMANDS = ("predict", "embed")
 
 
+@writes_outputs  # a local --output: one run at a time (model_dir/writer_lock.py)
 def run(
     command: str,
     model_dir: str,

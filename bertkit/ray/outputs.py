@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.model_dir.removal import discard_owned, remove_matching
+from bertkit.model_dir.writer_lock import lock_for_writing
 from bertkit.ray.datasets import require_ray
 
 PARTS = ("part-[0-9]*.parquet",)  # all the sink writes (a Parquet dataset holds no manifest)
@@ -122,6 +123,7 @@ def check_output(output: str, overwrite: bool) -> str:
     if is_url(output):
         return output
     filesystem, path = output_filesystem(output)
+    lock_for_writing(Path(path))  # a second run's parts would replace this one's, file by file
     if not overwrite:
         check_target(filesystem, path, output, overwrite=False)
     return path

@@ -148,9 +148,30 @@ def test_cli_ray_flag_writes_what_predict_writes(trained, files, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{ROWS} predictions written to {output}" in done.stderr and "on 2 Ray actor(s)" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions"]  # its writer's lock gone with it
     assert " INFO " not in done.stderr, done.stderr[-3000:]  # Ray Data's plan and progress: quiet unless asked
     table = pa.concat_tables(pq.read_table(part) for part in sorted(output.iterdir()))
     assert_same_predictions(table.to_pylist(), api.predict(str(model), PredictOptions(input=files["glob"])))
+
+
+def test_a_ray_output_being_written_by_another_run_is_refused_before_any_cluster(run_cli, trained, files, tmp_path):
+    """Two --ray runs on one local --output would write the same part-NNNNNN.parquet names, the later
+    replacing the earlier's files one by one (a mix of both runs): the second is refused in one line."""
+    import os
+    import subprocess
+
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        os.symlink(str(first.pid), tmp_path / ".out.bertkit-lock")
+        started = ray.is_initialized()
+        assert_user_error(
+            run_cli("predict", trained("cls"), "--input", files["jsonl"], "--output", tmp_path / "out", "--ray"),
+            f"being written by another bertkit run (process {first.pid})",
+        )
+        assert ray.is_initialized() == started and [p.name for p in tmp_path.iterdir()] == [".out.bertkit-lock"]
+    finally:
+        first.kill()
+        first.wait()
 
 
 @pytest.mark.parametrize(
