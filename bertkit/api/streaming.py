@@ -31,6 +31,7 @@ from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.model_dir import atomic_file, write_json
 from bertkit.model_dir.removal import discard_owned, remove_owned
+from bertkit.model_dir.writer_lock import lock_for_writing, writes_outputs
 
 PROGRESS = "progress.json"
 FIRST_CHUNK_ROWS = 64  # the first chunk's rows, doubled chunk after chunk up to --chunk-rows
@@ -153,6 +154,7 @@ def run(stream: InputStream, pipeline: Pipeline, *args, long_lived: bool = False
         gc.unfreeze()
 
 
+@writes_outputs  # a file --output: one run at a time, or two would share (and discard) one work directory
 def stream_chunks(
     stream: InputStream,
     pipeline: Pipeline,
@@ -250,6 +252,7 @@ class _Parts:
     file assembled from the parts at the end and renamed into place, so it is never half-written."""
 
     def __init__(self, stream: InputStream, sink: Sink, target: Path, settings: dict, resume: bool):
+        lock_for_writing(target)  # before the work directory is read (--resume) or discarded (a new run)
         self.sink, self.target, self.resume, self.work = sink, target, resume, partial_dir(target)
         self.description, self.opened, self.summary = stream.description, False, StreamSummary()
         self.resumable = not stream.stdin  # standard input cannot be read again: its parts are worth nothing

@@ -6,7 +6,8 @@ train, and the one that finishes last replaces the other's model though neither 
 --overwrite (with --save-every their checkpoints would mix in OUT.checkpoints/ too).
 
 A command that writes outputs runs as ``@writes_outputs``; inside it, ``check_output_dir`` takes
-the output's lock before it looks at what is there, and the lock is held until the command
+the output's lock before it looks at what is there (so do predict's and embed's streamed files and
+``--ray``'s local directories), and the lock is held until the command
 returns or fails. The lock is a symbolic link ``.OUT.bertkit-lock`` beside the output whose target
 is the writer's process id: made with its content in one atomic call (also on NFS), and with no
 data block, so a full disk still takes it (a plain file's id would need one). A lock whose process

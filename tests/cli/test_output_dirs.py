@@ -324,3 +324,29 @@ def test_a_second_run_on_an_output_being_written_is_refused_then_runs_once_the_f
     code, _, stderr = finetune(run_cli, train_csv, tiny_bert, "--output", out)
     assert code == 0, stderr
     assert (out / "bertkit.json").is_file() and not os.path.lexists(lock)
+
+
+@pytest.mark.parametrize(("command", "name"), [("predict", "out.jsonl"), ("embed", "out.npy")])
+def test_a_streamed_output_being_written_is_refused_and_its_work_directory_kept(
+    command, name, trained, tiny_bert, tmp_path, run_cli
+):
+    """predict and embed to a file stage their chunks in `.OUT.bertkit-partial`: a second run on the same
+    --output would discard the first one's parts while it writes them (or, with --resume, add its own to
+    them). It is refused in one line, and the first run's work directory is left as it was."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": "a good film"}) + "\n" for i in range(5)))
+    work = tmp_path / f".{name}.bertkit-partial"
+    work.mkdir()
+    (work / "part-000000.jsonl").write_text("the first run's part\n")
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        os.symlink(str(first.pid), tmp_path / f".{name}.bertkit-lock")
+        before = tree(tmp_path)
+        for extra in ([], ["--resume"]):
+            model = trained("cls") if command == "predict" else tiny_bert
+            code, _, stderr = run_cli(command, model, "--input", source, "--output", tmp_path / name, *extra)
+            assert code == 2 and f"being written by another bertkit run (process {first.pid})" in stderr, stderr
+            assert tree(tmp_path) == before
+    finally:
+        first.kill()
+        first.wait()
