@@ -35,7 +35,8 @@ _HELD: contextvars.ContextVar[contextlib.ExitStack | None] = contextvars.Context
 
 
 def writes_outputs(command):
-    """The outputs ``command`` checks with ``check_output_dir`` stay locked until it ends."""
+    """The outputs ``command`` locks (``check_output_dir`` does, and ``lock_for_writing`` where an output
+    is no model directory) stay locked until it ends."""
 
     @functools.wraps(command)
     def locked(*args, **kwargs):
