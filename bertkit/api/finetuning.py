@@ -369,8 +369,8 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
     the model given back runs its own forward."""
     from bertkit.networks import recipes
 
-    on_cpu = engine.accelerator.device.type == "cpu"
-    padded = recipes.pack_rows(spec, network, on_cpu, config.packing, config.random_batches)
+    device = engine.accelerator.device.type
+    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches)
     if padded:
         notice("runtime", padded)
     try:

@@ -155,7 +155,7 @@ def _packed_encoder(encoder, config: TrainConfig, engine):
     from bertkit.networks.packed_heads import pack_shared_encoder, unpack_this_encoder
 
     if config.packing == "on":
-        padded = pack_shared_encoder(encoder, on_cpu=engine.accelerator.device.type == "cpu")
+        padded = pack_shared_encoder(encoder, engine.accelerator.device.type)
         if padded:
             notice("runtime", padded)
     try:

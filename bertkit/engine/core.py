@@ -32,7 +32,6 @@ from accelerate.utils import (
 from bertkit.engine.batching import sorted_batches
 from bertkit.engine.checkpoints import Progress, RunningSums
 from bertkit.engine.compilation import compiled_layers
-from bertkit.engine.cpu_kernels import CpuTrainingKernels
 from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.history import History
 from bertkit.engine.interrupts import StopRequests
@@ -44,6 +43,7 @@ from bertkit.engine.rng_state import set_rng_state
 from bertkit.engine.runtime_text import say_runtime
 from bertkit.engine.threads import configure as configure_threads
 from bertkit.engine.training import Run, Selection, StepPlan, TrainReport
+from bertkit.engine.varlen_attention import training_kernels
 from bertkit.errors import BertkitError
 from bertkit.events import notice
 from bertkit.networks.collate import Collator
@@ -175,7 +175,7 @@ class Engine:
         optimisation = Optimisation(model, config, plan.total_steps, acc, bf16=self.precision == "bf16")
         if optimisation.lazy:  # on by default where it applies: a run whose output is a file says so too
             say("lazy embeddings: AdamW steps only the embedding rows a batch uses (--no-lazy: all rows)")
-        kernels = CpuTrainingKernels(acc.unwrap_model(model), enabled=acc.device.type == "cpu")
+        kernels = training_kernels(acc.unwrap_model(model), acc.device.type, getattr(config, "packing", "auto"))
         compiling = compiled_layers(kernels.model, config, acc.num_processes, acc.device.type, self.precision, say)
         state, history, best_weights, saved = Progress(), History(), None, None
         if checkpoints is not None:  # the optimizer's state goes in before it is prepared

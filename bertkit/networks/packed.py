@@ -14,7 +14,8 @@ towers' forward and backward 222 -> 188 ms a step (eager attention padded -> pac
 SDPA), STS-B CoSENT's loop went from 1.27x to 1.48x sentence-transformers' speed (README, 6 seeds).
 
 It applies while the CPU training kernels are on (engine/cpu_kernels.py: their attention reads the
-``Packing`` passed along by the model) and for the model types in ``POSITIONS``, each with the
+``Packing`` passed along by the model) or, on CUDA under ``--packing on``, the variable-length
+attention (engine/varlen_attention.py) and for the model types in ``POSITIONS``, each with the
 position ids its padded forward gives a row's tokens; anything else runs padded, as before. The
 task models' heads (cls, pair, ner, rerank) run packed through packed_heads.py.
 """
@@ -28,6 +29,8 @@ import torch
 # The CPU training attention (engine/cpu_kernels.py registers it under this name) and the keyword
 # that carries a Packing down to it through the model's forward.
 TRAINING_ATTENTION = "bertkit_cpu_train"
+VARLEN_ATTENTION = "bertkit_varlen"  # CUDA's variable-length kernels (engine/varlen_attention.py)
+PACKING_ATTENTIONS = (TRAINING_ATTENTION, VARLEN_ATTENTION)  # the attentions that read a Packing
 PACKING = "bertkit_packing"
 SHAPE_BUCKET = 32  # the packed row's length is a multiple of this (Packing says why)
 
@@ -127,7 +130,7 @@ def can_pack(encoder) -> bool:
     config = getattr(encoder, "config", None)
     return (
         not getattr(encoder, PACKING_OFF, False)
-        and getattr(config, "_attn_implementation", None) == TRAINING_ATTENTION
+        and getattr(config, "_attn_implementation", None) in PACKING_ATTENTIONS
         and getattr(config, "model_type", None) in POSITIONS
         and not getattr(config, "is_decoder", False)
     )

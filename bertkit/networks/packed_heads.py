@@ -12,8 +12,9 @@ networks/losses.span_loss; transformers' own QA loss reads it).
 
 This is the idea of transformers' ``DataCollatorWithFlattening`` (which needs flash attention and
 does not work for sequence classification, transformers #41652) done where the head reads. It
-applies while the CPU training attention is on (engine/cpu_kernels.py); evaluation and prediction
-(SDPA) and CUDA run padded, as before.
+applies while a packing attention is on: the CPU training attention (engine/cpu_kernels.py) or, on
+CUDA under ``--packing on``, the variable-length kernels (engine/varlen_attention.py); evaluation and
+prediction (SDPA) run padded, as before.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from torch import nn
 from bertkit.networks.packed import PACKING, POSITIONS, Packing, can_pack, packed_inputs
 from bertkit.networks.wrapped import WrappedModel
 
-CPU_ONLY = "packing runs on the CPU only"  # no variable-length attention kernel is wired in for CUDA yet
+# where a packed encoder has an attention to run with: the CPU training attention (engine/cpu_kernels.py)
+# and CUDA's variable-length kernels (engine/varlen_attention.py)
+PACKING_DEVICES = ("cpu", "cuda")
 _UNPACKED_OUTPUTS = ("output_hidden_states", "output_attentions")  # per-layer outputs would come back packed
 
 
@@ -61,19 +64,26 @@ def _unknown_family(config) -> str | None:
     return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
 
 
+def unpackable_device(device: str) -> str | None:
+    """Why an encoder cannot run packed on a device of type ``device``, or None where it can."""
+    return None if device in PACKING_DEVICES else f"packing runs on the CPU and on CUDA only, not {device}"
+
+
 def pack_encoder(network: nn.Module) -> bool:
-    """Let the encoder under ``network``'s head run packed whenever the CPU training attention is on
-    (the instance's forward is replaced; nothing saved changes). Returns whether it applied."""
+    """Let the encoder under ``network``'s head run packed whenever a packing attention is on
+    (networks/packed.PACKING_ATTENTIONS; the instance's forward is replaced; nothing saved
+    changes). Returns whether it applied."""
     if why_padded(network) is not None:
         return False
     pack_this_encoder(encoder_of(task_model(network)))
     return True
 
 
-def pack_shared_encoder(encoder: nn.Module, on_cpu: bool) -> str | None:
-    """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's;
-    returns the line that says why it runs padded instead, or None."""
-    reason = CPU_ONLY if not on_cpu else _unknown_family(encoder.config)
+def pack_shared_encoder(encoder: nn.Module, device: str) -> str | None:
+    """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's
+    (``device``: the training device's type); returns the line that says why it runs padded
+    instead, or None."""
+    reason = unpackable_device(device) or _unknown_family(encoder.config)
     if reason is not None:
         return f"training batches run padded: {reason}"
     pack_this_encoder(encoder)
@@ -81,7 +91,7 @@ def pack_shared_encoder(encoder: nn.Module, on_cpu: bool) -> str | None:
 
 
 def pack_this_encoder(encoder: nn.Module) -> None:
-    """``encoder`` itself runs packed whenever the CPU training attention is on, whoever calls it
+    """``encoder`` itself runs packed whenever a packing attention is on, whoever calls it
     (a multi-head model's heads share one; ``unpack_this_encoder`` undoes it)."""
     encoder.forward = types.MethodType(_packed_forward, encoder)
 

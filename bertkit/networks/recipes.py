@@ -238,37 +238,37 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
-def pack_rows(spec: TrainingSpec, network, on_cpu: bool, packing: str, random_batches: bool = False) -> str | None:
-    """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing): the bi-encoder's
-    and SetFit's towers pack unless "off" (networks/sorted_chunks.py); a task model's encoder packs
-    under "on", and under "auto" when its batches are random (``random_batches``: --random-batches,
-    where packing was measured 1.6-1.7x the padded step; networks/packed_heads.py). Returns the
-    line that says why "on" runs padded, or None ("auto" runs padded without a word)."""
+def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_batches: bool = False) -> str | None:
+    """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing; ``device``: the
+    training device's type): the bi-encoder's and SetFit's towers pack unless "off"
+    (networks/sorted_chunks.py); a task model's encoder packs under "on", and under "auto" on a CPU
+    when its batches are random (``random_batches``: --random-batches, where packing was measured
+    1.6-1.7x the padded step; networks/packed_heads.py). On CUDA only "on" packs (through
+    engine/varlen_attention.py, not yet measured on a GPU). Returns the line that says why "on"
+    runs padded, or None ("auto" runs padded without a word)."""
     from bertkit.networks.packed import PACKING_OFF
     from bertkit.networks.packed_heads import pack_encoder, task_model
 
     if recipe(spec) in (BiEncoder, SetFitBody):
         setattr(task_model(network), PACKING_OFF, packing == "off")
         return None
-    if not (packing == "on" or (packing == "auto" and random_batches)):
+    if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None
-    reason = _why_padded_rows(spec, network, on_cpu)
+    reason = _why_padded_rows(spec, network, device)
     if reason is None and not pack_encoder(network):
         reason = "training batches run padded: this model cannot run packed"
     return reason if packing == "on" else None
 
 
-def _why_padded_rows(spec: TrainingSpec, network, on_cpu: bool) -> str | None:
+def _why_padded_rows(spec: TrainingSpec, network, device: str) -> str | None:
     """Why a task model's training batches cannot run packed, or None when they can."""
-    from bertkit.networks.packed_heads import CPU_ONLY, why_padded
+    from bertkit.networks.packed_heads import unpackable_device, why_padded
 
     if recipe(spec) in (MaskedLM, NextSentence):
         return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
     if recipe(spec) not in (FineTune, Listwise):
         return "training batches run padded: this recipe trains no task head over an encoder"
-    if not on_cpu:
-        return f"training batches run padded: {CPU_ONLY}"
-    reason = why_padded(network)
+    reason = unpackable_device(device) or why_padded(network)
     return f"training batches run padded: {reason}" if reason is not None else None
 
 

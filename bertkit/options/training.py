@@ -97,9 +97,10 @@ class TrainConfig(DatasetOptions):
     # MiniLM bf16, benchmarks/results/packing_steps_bucketed.md)
     packing: str = option(
         "auto",
-        "CPU training on each batch's real tokens only (the padded batch's logits, loss and gradients): auto "
-        "packs embedding/SetFit towers and --random-batches (faster there), on packs length-grouped batches "
-        "too (slower), off packs nothing (docs: scale.md).",
+        "Training on each batch's real tokens only (the padded batch's logits, loss and gradients): auto "
+        "packs embedding/SetFit towers and --random-batches on a CPU (faster there), on packs length-grouped "
+        "batches too (slower on a CPU; on CUDA: variable-length attention, unmeasured), off packs nothing "
+        "(docs: scale.md).",
         choices=PACKING_CHOICES,
     )
     compile: str = option(

@@ -126,7 +126,7 @@ def test_a_family_that_cannot_pack_says_so_once_and_trains_padded(tmp_path, run_
     assert len(said) == 1 and "deberta-v2 models run padded" in said[0], said
 
 
-def test_cuda_runs_padded_and_says_why_and_qa_trains_with_the_span_loss(tmp_path):
+def test_a_device_without_a_packing_attention_runs_padded_and_says_why_and_qa_trains_with_the_span_loss(tmp_path):
     from bertkit.networks.recipes import pack_rows
     from bertkit.tasks import get_task_class
     from bertkit.tasks.base import SPAN
@@ -134,8 +134,9 @@ def test_cuda_runs_padded_and_says_why_and_qa_trains_with_the_span_loss(tmp_path
 
     qa_spec = get_task_class("qa")().training_spec()
     assert qa_spec.loss.target == SPAN  # padding left out of its softmax: it packs (tests/unit/test_packed_heads.py)
-    assert "on the CPU only" in pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), False, "on")
-    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), True, "auto") is None  # auto: grouped heads padded, nothing said
+    said = pack_rows(TrainingSpec(), torch.nn.Linear(1, 1), "mps", "on")
+    assert said == "training batches run padded: packing runs on the CPU and on CUDA only, not mps"
+    assert pack_rows(qa_spec, torch.nn.Linear(1, 1), "cpu", "auto") is None  # auto: grouped heads padded, nothing said
 
 
 def test_random_batches_mix_lengths_and_grouped_ones_do_not():
@@ -183,7 +184,7 @@ def test_the_embedding_towers_pack_unless_packing_is_off(packing, packs, tiny_be
     encoder = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
     network = BiEncoderTrainer(encoder, EmbeddingLoss(objective="mnrl"))
     CpuTrainingKernels(network).apply()
-    assert pack_rows(TrainingSpec(BI_ENCODER), network, True, packing) is None
+    assert pack_rows(TrainingSpec(BI_ENCODER), network, "cpu", packing) is None
     assert can_pack(encoder) is packs
     unpack_rows(network)
     assert can_pack(encoder)
@@ -213,11 +214,14 @@ def test_auto_packs_a_task_head_when_its_batches_are_random(packing, random_batc
     from bertkit.tasks.training_spec import TrainingSpec
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2, attn_implementation="sdpa")
-    assert pack_rows(TrainingSpec(), model, True, packing, random_batches) is None
+    assert pack_rows(TrainingSpec(), model, "cpu", packing, random_batches) is None
     assert packs(model) is packed
     unpack_rows(model)
     assert not packs(model)
-    assert pack_rows(TrainingSpec(), model, False, "auto", True) is None and not packs(model)  # CUDA: silent
+    # CUDA: auto stays padded without a word (unmeasured there), on packs (engine/varlen_attention.py)
+    assert pack_rows(TrainingSpec(), model, "cuda", "auto", True) is None and not packs(model)
+    assert pack_rows(TrainingSpec(), model, "cuda", "on") is None and packs(model)
+    unpack_rows(model)
 
 
 def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, tiny_bert, run_cli, monkeypatch):

@@ -1,6 +1,8 @@
 """Packed cross-encoder training (bertkit/networks/packed_heads.py): the encoder runs the real tokens
 of a batch's rows as one sequence, the head reads the padded grid. Logits, loss and gradients must
-be the padded batch's (fp32, 1e-5) for every head and packable family, single texts and pairs."""
+be the padded batch's (fp32, 1e-5) for every head and packable family, single texts and pairs, under
+both attentions that read a packing: the CPU training attention and the variable-length one CUDA
+uses (engine/varlen_attention.py; here on the CPU, through SDPA's math kernel on jagged rows)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ torch = pytest.importorskip("torch")
 from tiny_models import build_family  # noqa: E402
 
 from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
+from bertkit.engine.varlen_attention import VarlenAttention  # noqa: E402
 from bertkit.networks.losses import TrainingLoss  # noqa: E402
 from bertkit.networks.packed import PACKED_TYPES  # noqa: E402
 from bertkit.networks.packed_heads import pack_encoder, packs, unpack_encoder, why_padded  # noqa: E402
 
+ATTENTIONS = {"cpu": CpuTrainingKernels, "varlen": VarlenAttention}
 TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
 # head -> (transformers class, config overrides, labels builder)
 HEADS = {
@@ -73,11 +77,11 @@ def _run(network, batch, real):
     return out.loss.detach(), logits.detach(), grads
 
 
-def _padded_and_packed(network, batch):
+def _padded_and_packed(network, batch, attention: str = "cpu"):
     real = batch["attention_mask"].bool()
     network.train()  # dropout 0: one network either way; train() as the loop runs it
     padded = _run(network, batch, real)
-    kernels = CpuTrainingKernels(network)
+    kernels = ATTENTIONS[attention](network)
     kernels.apply()
     assert pack_encoder(network) and packs(network)
     packed = _run(network, batch, real)
@@ -98,13 +102,14 @@ def _assert_equal(padded, packed):
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("head", sorted(HEADS))
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
-def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family, head, pairs, tmp_path):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family, head, pairs, attention, tmp_path):
     model, batch = _model_and_batch(family, head, tmp_path, pairs)
     lengths = batch["attention_mask"].sum(1)
     assert lengths.min() < lengths.max()  # padding to take out
     if pairs and "token_type_ids" in batch and family != "roberta":
         assert batch["token_type_ids"].max() == 1  # segment ids travel with their tokens
-    _assert_equal(*_padded_and_packed(model, batch))
+    _assert_equal(*_padded_and_packed(model, batch, attention))
 
 
 @pytest.fixture
@@ -142,9 +147,13 @@ def test_a_packed_head_in_length_groups_gives_the_padded_batchs_logits_loss_and_
 
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
-@pytest.mark.parametrize("grouped", [False, True], ids=["one group", "length groups"])
+@pytest.mark.parametrize(
+    "attention,grouped",
+    [("cpu", False), ("cpu", True), ("varlen", False)],
+    ids=["one group", "length groups", "varlen"],
+)
 def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients(
-    family, pairs, grouped, tmp_path, request
+    family, pairs, attention, grouped, tmp_path, request
 ):
     """QA reads every position; its span loss leaves padding out of the softmax (networks/losses.py),
     so the zeros packing leaves on padding change nothing."""
@@ -175,7 +184,7 @@ def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients
         return out.loss.detach(), logits.detach(), {n: p.grad.clone() for n, p in network.named_parameters()}
 
     padded = run()
-    kernels = CpuTrainingKernels(network)
+    kernels = ATTENTIONS[attention](network)
     kernels.apply()
     assert pack_encoder(network) and packs(network)
     packed = run()
@@ -214,13 +223,17 @@ def test_the_loss_wrappers_pack_the_model_inside(target, head, tmp_path):
     _assert_equal(*_padded_and_packed(network, {**batch, "labels": labels}))
 
 
-@pytest.mark.parametrize("grouped", [False, True], ids=["one group", "length groups"])
-def test_a_packed_row_never_sees_another_row(grouped, tmp_path, request):
+@pytest.mark.parametrize(
+    "attention,grouped",
+    [("cpu", False), ("cpu", True), ("varlen", False)],
+    ids=["one group", "length groups", "varlen"],
+)
+def test_a_packed_row_never_sees_another_row(attention, grouped, tmp_path, request):
     if grouped:
         request.getfixturevalue("length_groups")
     model, batch = _model_and_batch("bert", "ner", tmp_path)
     model.train()
-    CpuTrainingKernels(model).apply()
+    ATTENTIONS[attention](model).apply()
     pack_encoder(model)
     before = model(**batch).logits.detach()
     changed = {k: v.clone() for k, v in batch.items()}

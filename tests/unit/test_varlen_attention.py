@@ -1,0 +1,104 @@
+"""The variable-length attention a packed encoder uses on CUDA (engine/varlen_attention.py), run here
+on the CPU through SDPA's math kernel on jagged rows. Equality with the padded batch for every head
+and family is in test_packed_heads.py; here: what the attention itself does and when it is chosen."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
+from bertkit.engine.varlen_attention import training_kernels, varlen_attention  # noqa: E402
+from bertkit.networks.packed import PACKING, VARLEN_ATTENTION, Packing  # noqa: E402
+
+HEADS, DIM = 2, 8
+
+
+def _packed_qkv(lengths: list[int], seed: int = 0):
+    """A right-padded batch's mask and packed q/k/v of shape (1, heads, total, d), as a layer gives them."""
+    torch.manual_seed(seed)
+    longest = max(lengths)
+    mask = torch.tensor([[1] * n + [0] * (longest - n) for n in lengths])
+    packing = Packing.of(mask)
+    qkv = [torch.randn(1, HEADS, packing.total, DIM) for _ in range(3)]
+    return packing, qkv
+
+
+def _row_by_row(packing: Packing, query, key, value):
+    """Each row's tokens alone through plain SDPA: (T, heads, d)."""
+    lengths, start, out = packing.keep.sum(1).tolist(), 0, []
+    for n in lengths:
+        q, k, v = (x[:, :, start : start + n] for x in (query, key, value))
+        out.append(torch.nn.functional.scaled_dot_product_attention(q, k, v)[0].transpose(0, 1))
+        start += n
+    return torch.cat(out)
+
+
+def test_each_row_attends_to_its_own_tokens_and_the_spare_tokens_stay_zero():
+    packing, qkv = _packed_qkv([5, 1, 9, 3])
+    module = SimpleNamespace(training=False)
+    output, weights = varlen_attention(module, *qkv, None, **{PACKING: packing})
+    real = len(packing.index)
+    assert output.shape == (1, packing.total, HEADS, DIM) and weights is None
+    assert packing.total > real  # the bucket's spare tokens are there to check
+    assert torch.allclose(output[0, :real], _row_by_row(packing, *qkv), atol=1e-6)
+    assert output[0, real:].abs().max() == 0
+
+
+def test_attention_dropout_applies_while_training_only():
+    packing, qkv = _packed_qkv([7, 4, 6])
+    plain = varlen_attention(SimpleNamespace(training=True), *qkv, None, dropout=0.0, **{PACKING: packing})[0]
+    evaluating = varlen_attention(SimpleNamespace(training=False), *qkv, None, dropout=0.5, **{PACKING: packing})[0]
+    assert torch.equal(evaluating, plain)
+    torch.manual_seed(1)
+    dropped = varlen_attention(SimpleNamespace(training=True), *qkv, None, dropout=0.5, **{PACKING: packing})[0]
+    assert not torch.allclose(dropped, plain, atol=1e-3)
+    with torch.no_grad():  # a no-grad pass (an evaluation inside training) drops nothing
+        quiet = varlen_attention(SimpleNamespace(training=True), *qkv, None, dropout=0.5, **{PACKING: packing})[0]
+    assert torch.allclose(quiet, plain)
+
+
+def test_a_call_without_a_packing_is_transformers_sdpa():
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(3, HEADS, 6, DIM) for _ in range(3))
+    mask = torch.zeros(3, 1, 1, 6).masked_fill_(torch.tensor([False] * 4 + [True] * 2), torch.finfo(torch.float32).min)
+    module = SimpleNamespace(training=False, is_causal=False)
+    ours = varlen_attention(module, query, key, value, mask)[0]
+    theirs = sdpa_attention_forward(module, query, key, value, mask)[0]
+    assert torch.equal(ours, theirs)
+
+
+def test_the_row_offsets_are_worked_out_once_a_batch():
+    packing, qkv = _packed_qkv([3, 5])
+    module = SimpleNamespace(training=False)
+    varlen_attention(module, *qkv, None, **{PACKING: packing})
+    offsets, longest = packing.plans["varlen"]
+    assert offsets.tolist() == [0, 3, 8] and longest == 5
+    varlen_attention(module, *qkv, None, **{PACKING: packing})  # the next layer: the same offsets, not new ones
+    assert packing.plans["varlen"][0] is offsets
+
+
+def test_the_training_loop_picks_the_cpu_kernels_on_a_cpu_and_varlen_on_cuda_under_packing_on(tiny_bert):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2, attn_implementation="sdpa")
+    assert isinstance(training_kernels(model, "cpu", "on"), CpuTrainingKernels)
+    chosen = {
+        (device, packing): training_kernels(model, device, packing).enabled
+        for device in ("cuda", "mps")
+        for packing in ("auto", "on", "off")
+    }
+    assert chosen == {(d, p): d == "cuda" and p == "on" for d in ("cuda", "mps") for p in ("auto", "on", "off")}
+    kernels = training_kernels(model, "cuda", "on")
+    kernels.apply()
+    assert model.config._attn_implementation == VARLEN_ATTENTION
+    kernels.undo()
+    assert model.config._attn_implementation == "sdpa"
+    nothing = training_kernels(model, "cuda", "auto")
+    nothing.apply()
+    assert model.config._attn_implementation == "sdpa"
