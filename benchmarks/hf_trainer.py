@@ -97,6 +97,7 @@ class EpochEvaluator(TrainerCallback):
 
 
 def training_args(output_dir: str, side: str, hp: dict):
+    import torch
     from transformers import TrainingArguments
 
     recipe = RECIPES[side]
@@ -113,7 +114,7 @@ def training_args(output_dir: str, side: str, hp: dict):
         weight_decay=hp["weight_decay"],
         seed=hp["seed"],
         bf16=recipe["bf16"],
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),  # where bertkit trains too: its engine takes a GPU when there is one
         save_strategy="no",
         eval_strategy="no",
         logging_strategy="no",
