@@ -272,3 +272,32 @@ def test_a_multi_head_run_packs_its_shared_encoder_to_the_padded_weights(tmp_pat
         # its gradient is 0 up to rounding, which Adam scales to whole steps (lr 1e-3 x 18)
         atol = 1e-3 * 18 if name.endswith("qa_outputs.bias") else 1e-5
         assert torch.allclose(packed[name], padded[name], atol=atol), name
+
+
+def test_a_run_through_the_variable_length_attention_trains_to_the_padded_weights(
+    tmp_path, tiny_bert, run_cli, monkeypatch
+):
+    """The whole loop as it runs on CUDA under --packing on (engine/varlen_attention.py; here on the CPU,
+    the training kernels swapped for it): packed batches through the jagged SDPA, evaluation padded,
+    the weights the padded run's."""
+    from safetensors.torch import load_file
+
+    import bertkit.engine.core as core
+    import bertkit.engine.varlen_attention as varlen
+    from bertkit.networks.packed import PACKING
+
+    calls = []
+    real = varlen.varlen_attention
+    monkeypatch.setattr(varlen, "varlen_attention", lambda *a, **k: calls.append(PACKING in k) or real(*a, **k))
+    chosen = lambda model, device, packing: varlen.VarlenAttention(model, enabled=packing == "on")  # noqa: E731 (CUDA's rule)
+    monkeypatch.setattr(core, "training_kernels", chosen)
+    model = _without_dropout(tiny_bert, tmp_path / "model")
+    write_sentiment_csv(tmp_path / "train.csv", 40, seed=1)
+    base = ("finetune", "cls", "--data", tmp_path / "train.csv", "--model", model, "--epochs", 2)
+    base += ("--batch-size", 8, "--lr", "1e-3", "--precision", "no")
+    for packing in ("on", "off"):
+        code, stdout, stderr = run_cli(*base, "--packing", packing, "--output", tmp_path / packing)
+        assert code == 0 and PADDED_LINE not in stdout + stderr, stderr
+    assert calls and all(calls)  # only packed calls came here: evaluation ran SDPA on its padded batches
+    on, off = (load_file(str(tmp_path / p / "model.safetensors")) for p in ("on", "off"))
+    assert all(torch.allclose(on[name], off[name], atol=1e-5) for name in off)
