@@ -370,7 +370,7 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
     from bertkit.networks import recipes
 
     device = engine.accelerator.device.type
-    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches)
+    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches, config.save_memory)
     if padded:
         notice("runtime", padded)
     try:

@@ -277,14 +277,15 @@ def test_a_family_packing_does_not_know_says_why_and_stays_padded(family, tmp_pa
 
 
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
-def test_the_first_token_last_layer_packs_each_rows_cls(pairs, tmp_path):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_the_first_token_last_layer_packs_each_rows_cls(pairs, attention, tmp_path):
     """A sequence classifier trains with its last layer computing [CLS] alone (first_token_head.py);
     packed, each row's [CLS] attends to its own row."""
     from bertkit.networks.first_token_head import first_token_only_last_layer
 
     model, batch = _model_and_batch("bert", "cls", tmp_path, pairs)
     assert first_token_only_last_layer(model)
-    _assert_equal(*_padded_and_packed(model, batch))
+    _assert_equal(*_padded_and_packed(model, batch, attention))
 
 
 def test_attention_recomputed_in_backward_packs_too(tmp_path):
@@ -296,7 +297,23 @@ def test_attention_recomputed_in_backward_packs_too(tmp_path):
     _assert_equal(*_padded_and_packed(model, batch))
 
 
-def test_listwise_reranking_packs_each_querys_passages(tmp_path):
+def test_the_variable_length_attention_cannot_be_recomputed_so_cuda_packs_without_save_memory(tmp_path):
+    """Why --save-memory keeps CUDA's batches padded (networks/packed_heads.why_padded_on): torch's
+    non-reentrant checkpoint cannot keep the nested tensors SDPA saves. When this stops raising, the
+    combination can pack."""
+    from bertkit.engine.attention_recompute import checkpoint_attention
+    from bertkit.networks.packed_heads import why_padded_on
+
+    model, batch = _model_and_batch("bert", "ner", tmp_path, pairs=True)
+    checkpoint_attention(model)
+    with pytest.raises(RuntimeError, match="NestedTensorImpl"):
+        _padded_and_packed(model, batch, "varlen")
+    assert "--save-memory" in why_padded_on("cuda", save_memory=True)
+    assert why_padded_on("cpu", save_memory=True) is None and why_padded_on("cuda") is None
+
+
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_listwise_reranking_packs_each_querys_passages(attention, tmp_path):
     from bertkit.networks.listwise import ListwiseTrainer
 
     model, batch = _model_and_batch("bert", "rerank", tmp_path, pairs=True)
@@ -312,7 +329,7 @@ def test_listwise_reranking_packs_each_querys_passages(tmp_path):
 
     network.train()
     loss, grads = run()
-    kernels = CpuTrainingKernels(network)
+    kernels = ATTENTIONS[attention](network)
     kernels.apply()
     assert pack_encoder(network)
     packed_loss, packed_grads = run()
@@ -321,14 +338,15 @@ def test_listwise_reranking_packs_each_querys_passages(tmp_path):
         assert torch.allclose(packed_grads[name], grads[name], atol=1e-5, rtol=1e-4), name
 
 
-def test_lora_adapters_train_packed_too(tmp_path):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_lora_adapters_train_packed_too(attention, tmp_path):
     """--lora injects adapters into the model's linear layers, which act on each token alone."""
     pytest.importorskip("peft")
     from bertkit.networks.lora import LoraSettings, add_adapters
 
     model, batch = _model_and_batch("bert", "cls", tmp_path, pairs=True)
     add_adapters(model, LoraSettings(rank=4, alpha=8.0, dropout=0.0, targets=None), "tiny")
-    padded, packed = _padded_and_packed(model, batch)
+    padded, packed = _padded_and_packed(model, batch, attention)
     assert any(".lora_" in name for name in padded[2])  # the adapters' gradients are compared too
     _assert_equal(padded, packed)
 
