@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 from tiny_models import build_family  # noqa: E402
 
 from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
+from bertkit.engine.varlen_attention import VarlenAttention  # noqa: E402
 from bertkit.networks.bi_encoder import BiEncoderTrainer  # noqa: E402
 from bertkit.networks.contrastive import CosineSimilarityTrainer  # noqa: E402
 from bertkit.networks.packed import PACKED_TYPES, can_pack, packed_mean  # noqa: E402
@@ -17,6 +18,7 @@ from bertkit.networks.pooling import masked_mean  # noqa: E402
 from bertkit.networks.sorted_chunks import mean_pooled  # noqa: E402
 from bertkit.tasks.training_spec import EmbeddingLoss  # noqa: E402
 
+ATTENTIONS = {"cpu": CpuTrainingKernels, "varlen": VarlenAttention}  # CUDA's, run here on the CPU
 TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
 
 
@@ -47,11 +49,12 @@ def _vectors_and_grads(encoder, inputs, pooled):
 
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("pairs", [False, True])
-def test_packed_rows_give_the_padded_batchs_vectors_and_gradients(family, pairs, tmp_path):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_packed_rows_give_the_padded_batchs_vectors_and_gradients(family, pairs, attention, tmp_path):
     encoder, inputs = _encoder_and_inputs(family, tmp_path, pairs)
     encoder.eval()  # no dropout: both runs see one network
     padded, padded_grads = _vectors_and_grads(encoder, inputs, _padded_reference)
-    CpuTrainingKernels(encoder).apply()
+    ATTENTIONS[attention](encoder).apply()
     assert can_pack(encoder)
     lengths = inputs["attention_mask"].sum(1)
     assert lengths.min() < lengths.max()  # rows of different lengths: padding to take out
@@ -79,21 +82,26 @@ def test_a_packed_row_does_not_see_the_other_rows(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
-def test_no_mask_of_the_packed_row_is_built(family, tmp_path, monkeypatch):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_no_mask_of_the_packed_row_is_built(family, attention, tmp_path, monkeypatch):
     """Each layer's attention gets no total x total mask: without a mask of its own, transformers reads
     the restarting positions as packed sequences and builds one (8,896 tokens: 79M entries a step)."""
-    from bertkit.engine import cpu_kernels
+    from bertkit.engine import cpu_kernels, varlen_attention
 
+    module, name = {
+        "cpu": (cpu_kernels, "attention_for_training"),
+        "varlen": (varlen_attention, "varlen_attention"),
+    }[attention]
     encoder, inputs = _encoder_and_inputs(family, tmp_path)
-    CpuTrainingKernels(encoder).apply()
-    masks, attention = [], cpu_kernels.attention_for_training
+    ATTENTIONS[attention](encoder).apply()
+    masks, real = [], getattr(module, name)
 
     def seen(module, query, key, value, attention_mask, **kwargs):
         masks.append(attention_mask)
-        return attention(module, query, key, value, attention_mask, **kwargs)
+        return real(module, query, key, value, attention_mask, **kwargs)
 
-    monkeypatch.setattr(cpu_kernels, "attention_for_training", seen)
-    cpu_kernels.register_attention()
+    monkeypatch.setattr(module, name, seen)
+    module.register_attention()
     try:
         packed_mean(encoder, inputs)
         packed = list(masks)
@@ -101,7 +109,7 @@ def test_no_mask_of_the_packed_row_is_built(family, tmp_path, monkeypatch):
         encoder(**inputs)  # padded: the rows' own mask, as before
     finally:
         monkeypatch.undo()
-        cpu_kernels.register_attention()  # the registry holds the function itself: the real one again
+        module.register_attention()  # the registry holds the function itself: the real one again
     assert packed and all(mask is None for mask in packed)
     assert masks and all(mask is not None and mask.shape[0] == len(TEXTS) for mask in masks)
 
