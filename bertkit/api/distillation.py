@@ -19,7 +19,8 @@ from bertkit.events import notice
 from bertkit.methods import recorded_methods
 from bertkit.methods.distillation import TASKS, Distillation
 from bertkit.model_dir import load_meta
-from bertkit.models import load_config, load_tokenizer, resolve_model
+from bertkit.models import load_config, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.options import RunOptions, TrainConfig, default_output
 from bertkit.options.distillation import DistillOptions
 from bertkit.tasks.document_context import CONTEXT_OPTIONS

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.models import load_tokenizer, resolve_model
+from bertkit.models import resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.networks.pooling import parse_pooling
 from bertkit.options import EmbeddingOptions
 

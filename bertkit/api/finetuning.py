@@ -16,7 +16,8 @@ from bertkit.methods.base import FOLDS, RESUME, SINGLE, TUNE
 from bertkit.model_dir import ModelMeta, data_record, save_model_dir, staged_output, write_json
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.model_dir.writer_lock import writes_outputs
-from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.models import choose_max_length, load_config, load_model, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.options import RunOptions, TrainConfig
 from bertkit.tasks.base import EVAL, TRAIN
 from bertkit.tasks.family_recipes import family_recipe

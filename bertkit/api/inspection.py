@@ -13,7 +13,8 @@ from pathlib import Path
 
 from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, atomic_file, check_inputs_kept, check_output_file, load_meta
-from bertkit.models import choose_max_length, load_model, load_tokenizer, resolve_model
+from bertkit.models import choose_max_length, load_model, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.tasks.long_text import HEAD_TAIL, WINDOWS
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

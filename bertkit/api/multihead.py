@@ -24,7 +24,8 @@ from bertkit.model_dir import staged_output, write_json
 from bertkit.model_dir.files import check_output_dir, check_sibling_dir, checkpoint_root
 from bertkit.model_dir.run_config import write_run_config
 from bertkit.model_dir.writer_lock import writes_outputs
-from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.models import choose_max_length, load_config, load_model, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.options import LORA_FIELDS, RunOptions, TrainConfig, default_output
 from bertkit.options.multihead import MultiOptions
 from bertkit.tasks.family_recipes import family_recipe

@@ -54,7 +54,8 @@ class AddedHeads:
     def encoder_checkpoint(self) -> str:
         """DIR's encoder as a plain transformers checkpoint (config, weights, tokenizer) in a scratch
         directory: what the new heads' task models load, as from any --model."""
-        from bertkit.models import load_config, load_tokenizer
+        from bertkit.models import load_config
+        from bertkit.models.tokenizer import load_tokenizer
         from bertkit.networks.multihead import load_multihead
 
         heads = [(h["name"], h["model_class"], h["model_config"]) for h in self.records.values()]

@@ -78,7 +78,8 @@ class MultiHeadPredictor:
         if self.engine is not None:
             return self
         from bertkit.engine import Engine
-        from bertkit.models import load_config, load_tokenizer
+        from bertkit.models import load_config
+        from bertkit.models.tokenizer import load_tokenizer
         from bertkit.networks.multihead import load_multihead
 
         self.tokenizer = load_tokenizer(self.model_dir, self.model_dir, load_config(self.model_dir, self.model_dir))

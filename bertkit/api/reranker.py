@@ -3,7 +3,7 @@
 A reranker is a sequence-classification model with ONE output logit read on the pair as one input
 (``[CLS] query [SEP] passage [SEP]``), as sentence-transformers' CrossEncoder: a `finetune rerank`
 directory, a CrossEncoder checkpoint or any transformers checkpoint saved with ``num_labels=1``.
-It loads through bertkit's model loading (bertkit/models.py: the same checks as every model), a
+It loads through bertkit's model loading (bertkit/models/: the same checks as every model), a
 bertkit directory through the path eval and predict take (bertkit.inference.trained_model: a
 ``--save-adapter`` directory is its adapters merged over the base model it records), and runs
 through the engine's one inference loop. Scores are the raw logits: CrossEncoder's sigmoid
@@ -18,7 +18,8 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.model_dir import META_FILE, load_meta
-from bertkit.models import choose_max_length, load_config, load_model, load_tokenizer, resolve_model
+from bertkit.models import choose_max_length, load_config, load_model, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.options import InferenceOptions
 
 OUTPUT = "logits"

@@ -269,7 +269,8 @@ def make_runner(path: Path, threads: int | None = None) -> BatchRunner:
 def load_runner(model_dir, backend: str, threads: int | None = None):
     """(runner, tokenizer) for an exported backend of ``model_dir``; ``threads``: --threads, else
     OMP_NUM_THREADS, else the runtime's own default."""
-    from bertkit.models import load_config, load_tokenizer
+    from bertkit.models import load_config
+    from bertkit.models.tokenizer import load_tokenizer
 
     path = exported_file(model_dir, backend)
     model_config = load_config(str(model_dir), str(model_dir))

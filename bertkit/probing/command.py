@@ -37,7 +37,8 @@ from bertkit.model_dir import (
     staged_output,
 )
 from bertkit.model_dir.writer_lock import writes_outputs
-from bertkit.models import default_model, load_tokenizer, resolve_model
+from bertkit.models import default_model, resolve_model
+from bertkit.models.tokenizer import load_tokenizer
 from bertkit.options import ProbeOptions, RunOptions, TrainConfig, default_output
 from bertkit.probing.classifier import check_holdout, fit_head
 from bertkit.tasks import finetune_tasks, get_task_class

@@ -206,7 +206,8 @@ WORDS = ["John", "visited", "Paris", "and", "met", "Anna", "."]
 
 
 def _bertkit_tokenizer(directory):
-    from bertkit.models import load_config, load_tokenizer
+    from bertkit.models import load_config
+    from bertkit.models.tokenizer import load_tokenizer
 
     return load_tokenizer(str(directory), "tiny", load_config(str(directory), "tiny"))
 

