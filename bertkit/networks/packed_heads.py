@@ -64,14 +64,9 @@ def _unknown_family(config) -> str | None:
     return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
 
 
-def why_padded_on(device: str, save_memory: bool = False) -> str | None:
-    """Why an encoder cannot run packed on a device of type ``device`` (``save_memory``: with
-    --save-memory), or None where it can."""
-    if device not in PACKING_DEVICES:
-        return f"packing runs on the CPU and on CUDA only, not {device}"
-    if device == "cuda" and save_memory:  # torch's checkpoint cannot keep the nested tensors SDPA saves
-        return "--save-memory recomputes attention, which CUDA's packed rows cannot go through"
-    return None
+def why_padded_on(device: str) -> str | None:
+    """Why an encoder cannot run packed on a device of type ``device``, or None where it can."""
+    return None if device in PACKING_DEVICES else f"packing runs on the CPU and on CUDA only, not {device}"
 
 
 def pack_encoder(network: nn.Module) -> bool:
@@ -84,11 +79,11 @@ def pack_encoder(network: nn.Module) -> bool:
     return True
 
 
-def pack_shared_encoder(encoder: nn.Module, device: str, save_memory: bool = False) -> str | None:
+def pack_shared_encoder(encoder: nn.Module, device: str) -> str | None:
     """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's
-    (``device``: the training device's type; ``save_memory``: --save-memory); returns the line that
-    says why it runs padded instead, or None."""
-    reason = why_padded_on(device, save_memory) or _unknown_family(encoder.config)
+    (``device``: the training device's type); returns the line that says why it runs padded
+    instead, or None."""
+    reason = why_padded_on(device) or _unknown_family(encoder.config)
     if reason is not None:
         return f"training batches run padded: {reason}"
     pack_this_encoder(encoder)

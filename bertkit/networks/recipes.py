@@ -238,17 +238,14 @@ def finish_model(spec: TrainingSpec, trained, model_ref: str, display_name: str)
     return recipe(spec).finish(spec, trained, model_ref, display_name)
 
 
-def pack_rows(
-    spec: TrainingSpec, network, device: str, packing: str, random_batches: bool = False, save_memory: bool = False
-) -> str | None:
+def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_batches: bool = False) -> str | None:
     """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing; ``device``: the
     training device's type): the bi-encoder's and SetFit's towers pack unless "off"
     (networks/sorted_chunks.py); a task model's encoder packs under "on", and under "auto" on a CPU
     when its batches are random (``random_batches``: --random-batches, where packing was measured
     1.6-1.7x the padded step; networks/packed_heads.py). On CUDA only "on" packs (through
-    engine/varlen_attention.py, not yet measured on a GPU), and not with ``save_memory``
-    (--save-memory). Returns the line that says why "on" runs padded, or None ("auto" runs padded
-    without a word)."""
+    engine/varlen_attention.py, not yet measured on a GPU). Returns the line that says why "on"
+    runs padded, or None ("auto" runs padded without a word)."""
     from bertkit.networks.packed import PACKING_OFF
     from bertkit.networks.packed_heads import pack_encoder, task_model
 
@@ -257,13 +254,13 @@ def pack_rows(
         return None
     if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None
-    reason = _why_padded_rows(spec, network, device, save_memory)
+    reason = _why_padded_rows(spec, network, device)
     if reason is None and not pack_encoder(network):
         reason = "training batches run padded: this model cannot run packed"
     return reason if packing == "on" else None
 
 
-def _why_padded_rows(spec: TrainingSpec, network, device: str, save_memory: bool) -> str | None:
+def _why_padded_rows(spec: TrainingSpec, network, device: str) -> str | None:
     """Why a task model's training batches cannot run packed, or None when they can."""
     from bertkit.networks.packed_heads import why_padded, why_padded_on
 
@@ -271,7 +268,7 @@ def _why_padded_rows(spec: TrainingSpec, network, device: str, save_memory: bool
         return "training batches run padded: pre-training's rows are full blocks of --max-length tokens already"
     if recipe(spec) not in (FineTune, Listwise):
         return "training batches run padded: this recipe trains no task head over an encoder"
-    reason = why_padded_on(device, save_memory) or why_padded(network)
+    reason = why_padded_on(device) or why_padded(network)
     return f"training batches run padded: {reason}" if reason is not None else None
 
 

@@ -9,7 +9,7 @@ loss is the same function of the same rows (padding is masked out of attention a
 so the gradients are the same; measured on 32 SQuAD paragraphs, a MiniLM forward and backward took
 8.0 s whole and 3.5 s in chunks of 4 rows (fp32), 6.0 and 2.2 s (bf16) on 2 cores: besides the
 padding, chunks of about 1,000 tokens keep the CPU's working set in its caches. On a GPU the batch
-runs whole (its kernels want large batches).
+runs whole (its kernels want large batches), packed under CUDA's variable-length attention.
 
 While the CPU training attention is on (training), each chunk also runs without its padding
 (packed.py): a tower of 16 random STS-B sentences is one chunk, padded to its longest row, a third
@@ -30,7 +30,9 @@ def mean_pooled(encoder, inputs: dict, chunk_tokens: int | None = CPU_CHUNK_TOKE
     """``encoder(**inputs)``'s last layer mean-pooled over each row's real tokens, in row order.
     ``inputs`` are right-padded (the Collator's); ``chunk_tokens`` None runs the batch whole."""
     mask = inputs["attention_mask"]
-    if chunk_tokens is None or mask.device.type != "cpu" or len(mask) < 2:
+    if mask.device.type != "cpu":
+        return whole_batch(encoder, inputs)
+    if chunk_tokens is None or len(mask) < 2:
         return _pooled(encoder, inputs)
     lengths = mask.sum(1)
     order = torch.argsort(lengths, descending=True, stable=True)
@@ -53,6 +55,12 @@ def chunks(sorted_lengths: list[int], budget: int) -> list[list[int]]:
         else:
             groups.append([position])
     return groups
+
+
+def whole_batch(encoder, inputs: dict) -> torch.Tensor:
+    """A GPU's tower: the batch in one piece, packed where a packing attention is on (CUDA's
+    variable-length attention under --packing on, engine/varlen_attention.py), else padded."""
+    return (packed_mean if can_pack(encoder) else _pooled)(encoder, inputs)
 
 
 def _pooled(encoder, inputs: dict) -> torch.Tensor:

@@ -163,3 +163,22 @@ def test_mean_pooled_packs_each_sorted_chunk(tmp_path):
     CpuTrainingKernels(encoder).apply()
     assert torch.allclose(mean_pooled(encoder, inputs, 16).detach(), reference, atol=1e-5)  # several chunks
     assert torch.allclose(mean_pooled(encoder, inputs).detach(), reference, atol=1e-5)  # one chunk
+
+
+def test_a_gpus_tower_runs_whole_and_packs_under_the_variable_length_attention(tmp_path, monkeypatch):
+    """On CUDA a tower's batch is one piece (sorted_chunks.whole_batch): packed while the variable-length
+    attention is on (--packing on), padded otherwise, the padded batch's vectors either way."""
+    from bertkit.networks import packed as packed_module
+    from bertkit.networks.sorted_chunks import whole_batch
+
+    encoder, inputs = _encoder_and_inputs("bert", tmp_path, pairs=True)
+    encoder.eval()
+    reference = _padded_reference(encoder, inputs).detach()
+    calls = []
+    real = packed_module.Packing.of
+    monkeypatch.setattr(packed_module.Packing, "of", staticmethod(lambda mask: calls.append(1) or real(mask)))
+    assert torch.allclose(whole_batch(encoder, inputs).detach(), reference, atol=1e-5) and not calls
+    attention = VarlenAttention(encoder)
+    attention.apply()
+    assert torch.allclose(whole_batch(encoder, inputs).detach(), reference, atol=1e-5) and calls == [1]
+    attention.undo()

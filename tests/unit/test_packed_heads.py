@@ -288,28 +288,14 @@ def test_the_first_token_last_layer_packs_each_rows_cls(pairs, attention, tmp_pa
     _assert_equal(*_padded_and_packed(model, batch, attention))
 
 
-def test_attention_recomputed_in_backward_packs_too(tmp_path):
+@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
+def test_attention_recomputed_in_backward_packs_too(attention, tmp_path):
     """--save-memory (engine/attention_recompute.py) passes the packing through its checkpoint."""
     from bertkit.engine.attention_recompute import checkpoint_attention
 
     model, batch = _model_and_batch("bert", "ner", tmp_path, pairs=True)
     assert checkpoint_attention(model)
-    _assert_equal(*_padded_and_packed(model, batch))
-
-
-def test_the_variable_length_attention_cannot_be_recomputed_so_cuda_packs_without_save_memory(tmp_path):
-    """Why --save-memory keeps CUDA's batches padded (networks/packed_heads.why_padded_on): torch's
-    non-reentrant checkpoint cannot keep the nested tensors SDPA saves. When this stops raising, the
-    combination can pack."""
-    from bertkit.engine.attention_recompute import checkpoint_attention
-    from bertkit.networks.packed_heads import why_padded_on
-
-    model, batch = _model_and_batch("bert", "ner", tmp_path, pairs=True)
-    checkpoint_attention(model)
-    with pytest.raises(RuntimeError, match="NestedTensorImpl"):
-        _padded_and_packed(model, batch, "varlen")
-    assert "--save-memory" in why_padded_on("cuda", save_memory=True)
-    assert why_padded_on("cpu", save_memory=True) is None and why_padded_on("cuda") is None
+    _assert_equal(*_padded_and_packed(model, batch, attention))
 
 
 @pytest.mark.parametrize("attention", sorted(ATTENTIONS))

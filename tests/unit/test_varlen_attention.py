@@ -102,3 +102,61 @@ def test_the_training_loop_picks_the_cpu_kernels_on_a_cpu_and_varlen_on_cuda_und
     nothing = training_kernels(model, "cuda", "auto")
     nothing.apply()
     assert model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("kernel", ["flash", "efficient"])
+def test_the_cuda_kernels_get_the_packed_rows_as_their_schemas_ask(kernel, monkeypatch):
+    """No GPU here: torch's two variable-length kernels are replaced by stand-ins that check what they
+    are given against their schemas (aten::_flash_attention_forward, aten::_efficient_attention_forward)
+    and answer with each row attended alone; the kernels themselves run in benchmarks/varlen_check.py."""
+    from bertkit.engine import varlen_attention as varlen
+
+    packing, qkv = _packed_qkv([5, 1, 9, 3])
+    real = len(packing.index)
+    query, key, value = (x[0].transpose(0, 1)[:real].requires_grad_() for x in qkv)
+    offsets, longest = varlen.row_offsets(packing)
+    given = {}
+
+    def rows_alone(q, k, v):
+        return _row_by_row(packing, *(x.transpose(0, 1)[None] for x in (q, k, v)))
+
+    def flash(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, is_causal, debug, *, scale=None):
+        given.update(shape=q.shape, cu=(cu_q, cu_k), max=(max_q, max_k), dropout=dropout_p, causal=is_causal)
+        given.update(scale=scale)
+        return rows_alone(q, k, v), None, None, None, None
+
+    def efficient(q, k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p, mask_type, logsumexp, *, scale=None):
+        given.update(shape=q.shape, cu=(cu_q, cu_k), max=(max_q, max_k), dropout=dropout_p, causal=mask_type)
+        given.update(scale=scale, bias=bias, logsumexp=logsumexp)
+        return rows_alone(q[0], k[0], v[0])[None], None, None, None, max_q, max_k
+
+    monkeypatch.setattr(torch.ops.aten, "_flash_attention_forward", flash, raising=False)
+    monkeypatch.setattr(torch.ops.aten, "_efficient_attention_forward", efficient, raising=False)
+    monkeypatch.setattr(varlen, "_flash_fits", lambda q: kernel == "flash")
+    before = dict(varlen.kernel_calls)
+    output = varlen._cuda_kernel(query, key, value, offsets, longest, 0.25, 0.1)
+    assert varlen.kernel_calls.get(kernel, 0) == before.get(kernel, 0) + 1
+    assert output.shape == (real, HEADS, DIM)
+    assert torch.allclose(output, _row_by_row(packing, *qkv), atol=1e-6)
+    assert given["shape"] == ((real, HEADS, DIM) if kernel == "flash" else (1, real, HEADS, DIM))
+    assert all(cu.dtype == torch.int32 and cu.tolist() == [0, 5, 6, 15, 18] for cu in given["cu"])
+    assert given["max"] == (9, 9) and given["dropout"] == 0.1 and given["scale"] == 0.25
+    assert given["causal"] in (False, 0)  # bidirectional: False for flash, mask type 0 for efficient
+    if kernel == "efficient":
+        assert given["bias"] is None and given["logsumexp"] is True  # the backward needs the logsumexp
+
+
+def test_flash_is_chosen_only_where_it_has_kernels(monkeypatch):
+    from bertkit.engine import varlen_attention as varlen
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    fits = {
+        (dtype, head): varlen._flash_fits(torch.zeros(4, 2, head, dtype=dtype))
+        for dtype in (torch.float32, torch.float16, torch.bfloat16)
+        for head in (32, 36, 64, 512)
+    }
+    assert {key for key, fit in fits.items() if fit} == {
+        (dtype, head) for dtype in (torch.float16, torch.bfloat16) for head in (32, 64)
+    }
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))  # Turing: no flash
+    assert not varlen._flash_fits(torch.zeros(4, 2, 32, dtype=torch.bfloat16))
