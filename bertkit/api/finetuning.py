@@ -366,14 +366,14 @@ def _save(state: Run, chosen: list, report, finished, meta: ModelMeta, options: 
 
 @contextlib.contextmanager
 def _packed_rows(spec, network, config: TrainConfig, engine):
-    """Training batches run packed where they can (networks/packed_heads.py), said once where not;
-    the model given back runs its own forward."""
+    """Training batches run packed where they can (networks/packed_heads.py), said once where "on"
+    cannot or packs on CUDA; the model given back runs its own forward."""
     from bertkit.networks import recipes
 
     device = engine.accelerator.device.type
-    padded = recipes.pack_rows(spec, network, device, config.packing, config.random_batches)
-    if padded:
-        notice("runtime", padded)
+    said = recipes.pack_rows(spec, network, device, config.packing, config.random_batches)
+    if said:
+        notice("runtime", said)
     try:
         yield
     finally:

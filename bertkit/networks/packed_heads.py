@@ -29,6 +29,11 @@ from bertkit.networks.wrapped import WrappedModel
 # where a packed encoder has an attention to run with: the CPU training attention (engine/cpu_kernels.py)
 # and CUDA's variable-length kernels (engine/varlen_attention.py)
 PACKING_DEVICES = ("cpu", "cuda")
+# said once when --packing on packs on CUDA: the path is built and tested on the CPU, its GPU speed unmeasured
+PACKED_ON_CUDA = (
+    "training batches run packed: CUDA's variable-length attention (flash or memory-efficient); "
+    "its speed against padded batches is not yet measured on a GPU"
+)
 _UNPACKED_OUTPUTS = ("output_hidden_states", "output_attentions")  # per-layer outputs would come back packed
 
 

@@ -244,20 +244,22 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
     (networks/sorted_chunks.py); a task model's encoder packs under "on", and under "auto" on a CPU
     when its batches are random (``random_batches``: --random-batches, where packing was measured
     1.6-1.7x the padded step; networks/packed_heads.py). On CUDA only "on" packs (through
-    engine/varlen_attention.py, not yet measured on a GPU). Returns the line that says why "on"
-    runs padded, or None ("auto" runs padded without a word)."""
+    engine/varlen_attention.py, not yet measured on a GPU). Returns the line to say once: why "on"
+    runs padded, or that it packs on CUDA (networks/packed_heads.PACKED_ON_CUDA); else None
+    ("auto" runs padded without a word)."""
     from bertkit.networks.packed import PACKING_OFF
-    from bertkit.networks.packed_heads import pack_encoder, task_model
+    from bertkit.networks.packed_heads import PACKED_ON_CUDA, pack_encoder, task_model
 
+    on_cuda = PACKED_ON_CUDA if packing == "on" and device == "cuda" else None
     if recipe(spec) in (BiEncoder, SetFitBody):
         setattr(task_model(network), PACKING_OFF, packing == "off")
-        return None
+        return on_cuda
     if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None
     reason = _why_padded_rows(spec, network, device)
     if reason is None and not pack_encoder(network):
         reason = "training batches run padded: this model cannot run packed"
-    return reason if packing == "on" else None
+    return (reason or on_cuda) if packing == "on" else None
 
 
 def _why_padded_rows(spec: TrainingSpec, network, device: str) -> str | None:

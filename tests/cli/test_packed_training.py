@@ -185,6 +185,7 @@ def test_the_embedding_towers_pack_unless_packing_is_off(packing, packs, tiny_be
     network = BiEncoderTrainer(encoder, EmbeddingLoss(objective="mnrl"))
     CpuTrainingKernels(network).apply()
     assert pack_rows(TrainingSpec(BI_ENCODER), network, "cpu", packing) is None
+    assert (pack_rows(TrainingSpec(BI_ENCODER), network, "cuda", packing) is None) is (packing != "on")
     assert can_pack(encoder) is packs
     unpack_rows(network)
     assert can_pack(encoder)
@@ -209,7 +210,7 @@ def test_auto_packs_a_task_head_when_its_batches_are_random(packing, random_batc
     length-grouped ones carry 5 %, where it was not (docs/scale.md)."""
     from transformers import AutoModelForSequenceClassification
 
-    from bertkit.networks.packed_heads import packs
+    from bertkit.networks.packed_heads import PACKED_ON_CUDA, packs
     from bertkit.networks.recipes import pack_rows, unpack_rows
     from bertkit.tasks.training_spec import TrainingSpec
 
@@ -220,7 +221,8 @@ def test_auto_packs_a_task_head_when_its_batches_are_random(packing, random_batc
     assert not packs(model)
     # CUDA: auto stays padded without a word (unmeasured there), on packs (engine/varlen_attention.py)
     assert pack_rows(TrainingSpec(), model, "cuda", "auto", True) is None and not packs(model)
-    assert pack_rows(TrainingSpec(), model, "cuda", "on") is None and packs(model)
+    said = pack_rows(TrainingSpec(), model, "cuda", "on")  # packed, and said once: unmeasured on a GPU
+    assert said == PACKED_ON_CUDA and packs(model)
     unpack_rows(model)
 
 
@@ -305,3 +307,25 @@ def test_a_run_through_the_variable_length_attention_trains_to_the_padded_weight
     assert calls and all(calls)  # only packed calls came here: evaluation ran SDPA on its padded batches
     on, off = (load_file(str(tmp_path / p / "model.safetensors")) for p in ("on", "off"))
     assert all(torch.allclose(on[name], off[name], atol=1e-5) for name in off)
+
+
+@pytest.mark.parametrize("device,said", [("cpu", None), ("cuda", "packed"), ("mps", "padded")])
+def test_a_multi_head_encoder_under_packing_on_says_what_it_does_on_each_device(device, said, tiny_bert, monkeypatch):
+    """CPU: packs silently (measured); CUDA: packs and says its speed is unmeasured; elsewhere: padded, said."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModel
+
+    import bertkit.api.multihead as multihead
+    from bertkit.networks.packed_heads import PACKED_ON_CUDA
+
+    lines = []
+    monkeypatch.setattr(multihead, "notice", lambda kind, line, **_: lines.append(line))
+    encoder = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
+    engine = SimpleNamespace(accelerator=SimpleNamespace(device=torch.device(device)))
+    with multihead._packed_encoder(encoder, SimpleNamespace(packing="on"), engine):
+        assert ("forward" in vars(encoder)) is (said != "padded")  # the packed forward in place
+    assert "forward" not in vars(encoder)  # its own forward again
+    expected = {None: [], "packed": [PACKED_ON_CUDA], "padded": ["training batches run padded: packing runs on"]}
+    assert len(lines) == len(expected[said])
+    assert all(line.startswith(start) for line, start in zip(lines, expected[said]))
