@@ -17,7 +17,7 @@ ALLOWED = {  # path under bertkit/ -> why its suffixes are not input formats
     "api/embedding.py": "embed's --output formats (.npy, .npz, .jsonl, .parquet)",
     "data/annotation_sinks.py": "--format label-studio/doccano writes a JSON list or JSON Lines",
     "ray/outputs.py": "--ray writes a directory of Parquet files: an output named like a file is refused",
-    "models.py": "the files of a model directory transformers reads (config .json, vocab .txt), not data",
+    "models/__init__.py": "the files of a model directory transformers reads (config .json, vocab .txt), not data",
 }
 
 
