@@ -153,13 +153,12 @@ def _train(heads: MultiOptions, specs: list, run: RunOptions, config: TrainConfi
 def _packed_encoder(encoder, config: TrainConfig, engine):
     """--packing on: the shared encoder runs each batch's real tokens only, whichever head reads it
     (networks/packed_heads.py; auto and off: padded, as a task model's length-grouped batches)."""
-    from bertkit.networks.packed_heads import PACKED_ON_CUDA, pack_shared_encoder, unpack_this_encoder
+    from bertkit.networks.packed_heads import pack_shared_encoder, unpack_this_encoder
 
     if config.packing == "on":
-        device = engine.accelerator.device.type
-        padded = pack_shared_encoder(encoder, device)
-        if padded or device == "cuda":
-            notice("runtime", padded or PACKED_ON_CUDA)
+        said = pack_shared_encoder(encoder, engine.accelerator.device.type)
+        if said:
+            notice("runtime", said)
     try:
         yield
     finally:

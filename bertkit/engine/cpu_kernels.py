@@ -245,6 +245,18 @@ def register_attention() -> None:
     AttentionMaskInterface.register(ATTENTION, eager_mask)
 
 
+def attention_swappable(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s attention can be swapped for a registered one (this module's, or CUDA's
+    variable-length one, engine/varlen_attention.py) and back: an SDPA or eager attention of a type
+    in ``EAGER_TYPES``, through ``set_attn_implementation``."""
+    config = getattr(model, "config", None)
+    return (
+        getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
+        and getattr(config, "model_type", None) in EAGER_TYPES
+        and hasattr(model, "set_attn_implementation")
+    )
+
+
 class CpuTrainingKernels:
     """FastDropout and eager attention with fast dropout while training on the CPU: ``apply()``
     before training, ``undo()`` before evaluating or giving the model back (SDPA is faster in
@@ -255,12 +267,7 @@ class CpuTrainingKernels:
         self.model, self.enabled = model, enabled
         self.config = getattr(model, "config", None)
         self.before = getattr(self.config, "_attn_implementation", None)
-        self.attention = (
-            enabled
-            and self.before in ("sdpa", "eager")
-            and getattr(self.config, "model_type", None) in EAGER_TYPES
-            and hasattr(model, "set_attn_implementation")
-        )
+        self.attention = enabled and attention_swappable(model)
         if self.attention:
             register_attention()
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from bertkit.engine.cpu_kernels import ATTENTION, EAGER_TYPES, register_attention
+from bertkit.engine.cpu_kernels import ATTENTION, attention_swappable, register_attention
 from bertkit.networks.packed import POSITIONS
 from bertkit.networks.packed_heads import encoder_of, pack_this_encoder, task_model, unpack_this_encoder
 
@@ -53,11 +53,9 @@ class PackedInference:
             enabled
             and device.type == "cpu"
             and self.encoder is not None
-            and self.before in ("sdpa", "eager")
-            and getattr(config, "model_type", None) in EAGER_TYPES
+            and attention_swappable(self.encoder)
             and getattr(config, "model_type", None) in POSITIONS
             and not getattr(config, "is_decoder", False)
-            and hasattr(self.encoder, "set_attn_implementation")
         )
         self.packed_batches = 0
         if self.usable:

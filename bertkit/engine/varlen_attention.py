@@ -7,10 +7,11 @@ sizes a multiple of 8 up to 256, Ampere and later) and the memory-efficient atte
 precision), both with attention-probability dropout and an autograd backward that replays the same
 dropout mask. They are called here directly on the packed ``(tokens, heads, d)`` buffers, as torch's
 SDPA on jagged nested tensors calls them (torch/nested/_internal/sdpa.py), without the nested
-tensor: wrapping q, k and v as nested tensors costs milliseconds of Python a layer (about 2.4 ms
-forward and 4.3 ms forward and backward, a reviewer's probe with the kernel stubbed out), more than a
-small model's attention takes on a GPU, and torch's non-reentrant checkpoint (``--save-memory``)
-cannot keep nested tensors. torch's ``varlen_attn`` has no dropout (BERT's recipe drops 10 % of the
+tensor: wrapping q, k and v as nested tensors costs milliseconds of Python a layer (the nested-tensor
+version at 49c1879, a /tmp probe with the kernel stubbed out, 32 rows, 12 heads of 32, one thread:
+2.5 ms forward and 4.7 ms forward and backward a layer call, against 0.2 and 0.7 ms on the dense
+buffers), more than a small model's attention takes on a GPU, and torch's non-reentrant checkpoint
+(``--save-memory``) cannot keep nested tensors. torch's ``varlen_attn`` has no dropout (BERT's recipe drops 10 % of the
 attention probabilities), so it is not used.
 
 Off CUDA (the tests' CPU) the same rows attend one by one through SDPA: a stand-in for the kernels
@@ -33,9 +34,6 @@ import torch
 
 from bertkit.networks.packed import PACKING, VARLEN_ATTENTION, Packing
 
-# model types whose attention goes through transformers' AttentionInterface with BERT's signature
-# (the CPU training attention's list, engine/cpu_kernels.EAGER_TYPES)
-VARLEN_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert")
 FLASH_DTYPES = (torch.float16, torch.bfloat16)
 kernel_calls: dict = {}  # kernel name -> calls in this process (benchmarks/varlen_check.py reads it)
 
@@ -127,15 +125,11 @@ class VarlenAttention:
     attends through the variable-length kernels. ``enabled=False``: both do nothing."""
 
     def __init__(self, model: torch.nn.Module, enabled: bool = True):
+        from bertkit.engine.cpu_kernels import attention_swappable
+
         self.model = model
-        self.config = getattr(model, "config", None)
-        self.before = getattr(self.config, "_attn_implementation", None)
-        self.enabled = (
-            enabled
-            and self.before in ("sdpa", "eager")
-            and getattr(self.config, "model_type", None) in VARLEN_TYPES
-            and hasattr(model, "set_attn_implementation")
-        )
+        self.before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        self.enabled = enabled and attention_swappable(model)  # the CPU kernels' rule and model types
         if self.enabled:
             register_attention()
 

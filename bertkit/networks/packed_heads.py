@@ -86,13 +86,13 @@ def pack_encoder(network: nn.Module) -> bool:
 
 def pack_shared_encoder(encoder: nn.Module, device: str) -> str | None:
     """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's
-    (``device``: the training device's type); returns the line that says why it runs padded
-    instead, or None."""
+    (``device``: the training device's type); returns the line to say once, as
+    networks/recipes.pack_rows does (why it runs padded, or that it packs on CUDA), or None."""
     reason = why_padded_on(device) or _unknown_family(encoder.config)
     if reason is not None:
         return f"training batches run padded: {reason}"
     pack_this_encoder(encoder)
-    return None
+    return PACKED_ON_CUDA if device == "cuda" else None
 
 
 def pack_this_encoder(encoder: nn.Module) -> None:
