@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.networks import attention_groups
-from bertkit.networks.packed import PACKING, TRAINING_ATTENTION
+from bertkit.networks.packed import PACKING, SWAPPABLE_ATTENTIONS, TRAINING_ATTENTION
 
 LEVELS = 1 << 16
 
@@ -251,7 +251,7 @@ def attention_swappable(model: torch.nn.Module) -> bool:
     in ``EAGER_TYPES``, through ``set_attn_implementation``."""
     config = getattr(model, "config", None)
     return (
-        getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
+        getattr(config, "_attn_implementation", None) in SWAPPABLE_ATTENTIONS
         and getattr(config, "model_type", None) in EAGER_TYPES
         and hasattr(model, "set_attn_implementation")
     )

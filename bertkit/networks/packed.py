@@ -31,6 +31,9 @@ import torch
 TRAINING_ATTENTION = "bertkit_cpu_train"
 VARLEN_ATTENTION = "bertkit_varlen"  # CUDA's variable-length kernels (engine/varlen_attention.py)
 PACKING_ATTENTIONS = (TRAINING_ATTENTION, VARLEN_ATTENTION)  # the attentions that read a Packing
+# the attentions a model may be loaded with for training to swap in one of those and back (others,
+# flash or flex attention loaded through the API, keep their own attention: such a model runs padded)
+SWAPPABLE_ATTENTIONS = ("sdpa", "eager")
 PACKING = "bertkit_packing"
 SHAPE_BUCKET = 32  # the packed row's length is a multiple of this (Packing says why)
 

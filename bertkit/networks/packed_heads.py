@@ -23,7 +23,15 @@ import types
 
 from torch import nn
 
-from bertkit.networks.packed import PACKING, POSITIONS, Packing, can_pack, packed_inputs
+from bertkit.networks.packed import (
+    PACKING,
+    PACKING_ATTENTIONS,
+    POSITIONS,
+    SWAPPABLE_ATTENTIONS,
+    Packing,
+    can_pack,
+    packed_inputs,
+)
 from bertkit.networks.wrapped import WrappedModel
 
 # where a packed encoder has an attention to run with: the CPU training attention (engine/cpu_kernels.py)
@@ -54,19 +62,27 @@ def encoder_of(model: nn.Module) -> nn.Module | None:
 def why_padded(network: nn.Module) -> str | None:
     """None when ``pack_encoder`` applies to ``network``, else the reason its rows run padded."""
     model = task_model(network)
-    family = _unknown_family(getattr(model, "config", None))
-    if family is not None:
-        return family
+    reason = why_encoder_padded(getattr(model, "config", None))
+    if reason is not None:
+        return reason
     if encoder_of(model) is None:
         return "this model has no head over a separate encoder: its rows run padded"
     return None
 
 
-def _unknown_family(config) -> str | None:
+def why_encoder_padded(config) -> str | None:
+    """Why an encoder with this config cannot run packed (its family, or the attention it was loaded
+    with), or None where it can."""
     model_type = getattr(config, "model_type", None)
-    if model_type in POSITIONS:
-        return None
-    return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
+    if model_type not in POSITIONS:
+        return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
+    attention = getattr(config, "_attn_implementation", None)
+    if attention not in (*SWAPPABLE_ATTENTIONS, *PACKING_ATTENTIONS):
+        return (
+            f"a model loaded with {attention} attention runs padded: packing swaps in its own attention "
+            "for sdpa or eager only (load it with attn_implementation='sdpa')"
+        )
+    return None
 
 
 def why_padded_on(device: str) -> str | None:
@@ -88,7 +104,7 @@ def pack_shared_encoder(encoder: nn.Module, device: str) -> str | None:
     """A multi-head model's shared encoder runs packed, as ``pack_encoder`` does a task model's
     (``device``: the training device's type); returns the line to say once, as
     networks/recipes.pack_rows does (why it runs padded, or that it packs on CUDA), or None."""
-    reason = why_padded_on(device) or _unknown_family(encoder.config)
+    reason = why_padded_on(device) or why_encoder_padded(encoder.config)
     if reason is not None:
         return f"training batches run padded: {reason}"
     pack_this_encoder(encoder)

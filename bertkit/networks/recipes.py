@@ -248,12 +248,20 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
     runs padded, or that it packs on CUDA (networks/packed_heads.PACKED_ON_CUDA); else None
     ("auto" runs padded without a word)."""
     from bertkit.networks.packed import PACKING_OFF
-    from bertkit.networks.packed_heads import PACKED_ON_CUDA, pack_encoder, task_model
+    from bertkit.networks.packed_heads import (
+        PACKED_ON_CUDA,
+        pack_encoder,
+        task_model,
+        why_encoder_padded,
+        why_padded_on,
+    )
 
     on_cuda = PACKED_ON_CUDA if packing == "on" and device == "cuda" else None
     if recipe(spec) in (BiEncoder, SetFitBody):
-        setattr(task_model(network), PACKING_OFF, packing == "off")
-        return on_cuda
+        towers = task_model(network)
+        setattr(towers, PACKING_OFF, packing == "off")
+        reason = packing == "on" and (why_padded_on(device) or why_encoder_padded(getattr(towers, "config", None)))
+        return f"training batches run padded: {reason}" if reason else on_cuda
     if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None
     reason = _why_padded_rows(spec, network, device)

@@ -191,6 +191,30 @@ def test_the_embedding_towers_pack_unless_packing_is_off(packing, packs, tiny_be
     assert can_pack(encoder)
 
 
+def test_towers_that_cannot_pack_say_why_under_on(tiny_bert):
+    """A device without a packing attention, or towers loaded with an attention packing cannot swap:
+    under --packing on, one line; under auto, padded without a word."""
+    from transformers import AutoModel
+
+    from bertkit.networks.bi_encoder import BiEncoderTrainer
+    from bertkit.networks.recipes import pack_rows, unpack_rows
+    from bertkit.tasks.training_spec import BI_ENCODER, EmbeddingLoss, TrainingSpec
+
+    spec = TrainingSpec(BI_ENCODER)
+    network = BiEncoderTrainer(AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa"), EmbeddingLoss("mnrl"))
+    assert (
+        pack_rows(spec, network, "mps", "on")
+        == "training batches run padded: packing runs on the CPU and on CUDA only, not mps"
+    )
+    assert pack_rows(spec, network, "mps", "auto") is None
+    flex = AutoModel.from_pretrained(tiny_bert, attn_implementation="flex_attention")
+    network = BiEncoderTrainer(flex, EmbeddingLoss("mnrl"))
+    said = pack_rows(spec, network, "cpu", "on")
+    assert said.startswith("training batches run padded: a model loaded with flex_attention attention runs padded")
+    assert pack_rows(spec, network, "cpu", "auto") is None
+    unpack_rows(network)
+
+
 def test_an_unknown_packing_is_one_line(tmp_path, run_cli):
     from conftest import assert_user_error
 

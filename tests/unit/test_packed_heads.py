@@ -276,6 +276,24 @@ def test_a_family_packing_does_not_know_says_why_and_stays_padded(family, tmp_pa
     assert not pack_encoder(model) and not packs(model)
 
 
+def test_a_model_loaded_with_an_attention_packing_cannot_swap_says_why_and_stays_padded(tmp_path):
+    """flex attention (or flash, on a GPU) loaded through the API keeps its own attention: no packing
+    attention ever reads the packing, so the rows run padded, and say so."""
+    from transformers import AutoModelForSequenceClassification
+
+    directory = build_family("bert", tmp_path / "bert")
+    model = AutoModelForSequenceClassification.from_pretrained(
+        directory, num_labels=2, attn_implementation="flex_attention"
+    )
+    reason = why_padded(model)
+    assert reason.startswith("a model loaded with flex_attention attention runs padded"), reason
+    assert "attn_implementation='sdpa'" in reason
+    assert not pack_encoder(model) and not packs(model)
+    for attention in ("sdpa", "eager"):
+        model.set_attn_implementation(attention)
+        assert why_padded(model) is None
+
+
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
 @pytest.mark.parametrize("attention", sorted(ATTENTIONS))
 def test_the_first_token_last_layer_packs_each_rows_cls(pairs, attention, tmp_path):
