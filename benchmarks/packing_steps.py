@@ -6,9 +6,10 @@ CoNLL-2003 sentences (ner) or SQuAD-dev questions (qa: their 384-token windows, 
 token head, a stand-in for QA's two-logit one): length-grouped (the default) and random
 (--random-batches).
 
-Arms: padded/packed x grouped/random, and padded grouped and packed random as they ran "before"
+Arms: padded/packed x grouped/random, padded grouped and packed random as they ran "before"
 attention groups (networks/attention_groups.py; the results of 9cc4c3e also drew the "before" arms'
-masks on one thread, when large masks came from two). For every batch index each arm runs
+masks on one thread, when large masks came from two), and packed random with its rows "apart" (one
+a grid row, as before short rows shared grid rows: attention_groups.layout). For every batch index each arm runs
 one step, the order rotated from one index to the next; each arm's seconds are summed over the same
 batches. The optimizer step (the same work in every arm) is left out: benchmarks/packing.py
 measures whole runs.
@@ -35,9 +36,11 @@ ARMS = (
     "packed random",
     "padded grouped, before",
     "packed random, before",
+    "packed random, rows apart",
 )
 # "before": attention on the whole padded grid (no networks/attention_groups.py), as bertkit trained
-# until the groups came in
+# until the groups came in; "rows apart": length groups of one row a grid row, as until bins came in
+# (attention_groups.layout)
 
 
 def _packing_and_grouping(arm: str) -> list[str]:
@@ -112,10 +115,18 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
     from bertkit.networks import attention_groups
     from bertkit.networks.packed_heads import pack_encoder, unpack_encoder
 
-    now = attention_groups.row_groups, attention_groups.padded_chunks
+    now = attention_groups.row_groups, attention_groups.padded_chunks, attention_groups.layout
 
-    def before(on: bool) -> None:
-        attention_groups.row_groups, attention_groups.padded_chunks = ((lambda *a: None), (lambda *a: 1)) if on else now
+    def rows_apart(lengths, heads, itemsize):
+        return [[[row] for row in group] for group in attention_groups.plan(lengths, heads, itemsize)]
+
+    def before(arm: str) -> None:
+        """The attention as it was for an arm measured against an earlier state."""
+        whole_grid, apart = arm.endswith("before"), arm.endswith("rows apart")
+        attention_groups.row_groups, attention_groups.padded_chunks = (
+            ((lambda *a: None), (lambda *a: 1)) if whole_grid else now[:2]
+        )
+        attention_groups.layout = rows_apart if apart else now[2]
 
     feats = features(workload, rows, AutoTokenizer.from_pretrained(model_path()))
     lengths = [len(f["input_ids"]) for f in feats]
@@ -132,9 +143,9 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
             packing, grouping = _packing_and_grouping(arm)
             batch = collate([feats[j] for j in plans[grouping][i]], per_token=workload != "sst2")
             pack_encoder(model) if packing == "packed" else unpack_encoder(model)
-            before(arm.endswith("before"))
+            before(arm)
             seconds[arm] += step(model, batch) if i else 0.0  # the first index warms every arm up
-            before(False)
+            before("")
             tokens[arm] += int(batch["attention_mask"].numel())
     unpack_encoder(model)
     base = seconds["padded grouped"]

@@ -151,16 +151,20 @@ def attention_for_training(module, query, key, value, attention_mask, scaling=No
     packing = kwargs.get(PACKING)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     if not torch.is_grad_enabled():  # packed prediction (engine/packed_inference.py): SDPA's fused kernel, no weights
+
+        def fused(query, key, value, mask):
+            return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
+
         if packing is not None:
-            query, key, value = packing.padded(query), packing.padded(key), packing.padded(value)
-            attention_mask = packing.additive_mask(query.dtype)
-        output = torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=attention_mask, scale=scaling
-        ).transpose(1, 2)
-        return (packing.packed(output), None) if packing is not None else (output.contiguous(), None)
+            return _packed_attention(packing, query, key, value, fused), None
+        return fused(query, key, value, attention_mask).transpose(1, 2).contiguous(), None
     dropout = dropout if module.training else 0.0
     if packing is not None:  # rows packed into one (networks/packed.py): attend within each row
-        return _packed_attention(packing, query, key, value, scaling, dropout), None
+
+        def eager(query, key, value, mask):
+            return _attend(query, key, value, mask, scaling, dropout)[0]
+
+        return _packed_attention(packing, query, key, value, eager), None
     rows, heads, queries = query.shape[:3]
     chunks = attention_groups.padded_chunks(rows, heads, queries, key.shape[2], query.element_size())
     if chunks == 1:
@@ -217,19 +221,16 @@ def vector_elements(dtype: torch.dtype) -> int:
     return register // dtype.itemsize
 
 
-def _packed_attention(packing, query, key, value, scaling: float, dropout: float) -> torch.Tensor:
+def _packed_attention(packing, query, key, value, attend) -> torch.Tensor:
     """``(1, heads, total, d)`` packed q/k/v -> ``(1, total, heads, d)``, each row attending to its own tokens,
-    rows in attention_groups' groups where those pay."""
+    rows in attention_groups' groups and bins where those pay; ``attend(q, k, v, additive mask)`` attends on
+    a ``(rows, heads, longest, d)`` grid."""
     groups = attention_groups.row_groups(packing, query.shape[1], query.element_size())
     if groups is None:
         grid = [packing.padded(x) for x in (query, key, value)]
-        return packing.packed(_attend(*grid, packing.additive_mask(query.dtype), scaling, dropout)[0].transpose(1, 2))
+        return packing.packed(attend(*grid, packing.additive_mask(query.dtype)).transpose(1, 2))
     outputs = [
-        group.real(
-            _attend(
-                *[group.padded(x) for x in (query, key, value)], group.additive_mask(query.dtype), scaling, dropout
-            )[0]
-        )
+        group.real(attend(*[group.padded(x) for x in (query, key, value)], group.additive_mask(query.dtype)))
         for group in groups
     ]
     tokens = torch.cat([group.tokens for group in groups])

@@ -25,8 +25,18 @@ far less and fewer, larger groups pay. Random packed batches, paired step by ste
 (``python -m benchmarks.group_cost --costs 60000,600000,1200000``, benchmarks/results/group_cost.md):
 1,200,000 against 60,000 ran SST-2 1.07x, CoNLL 1.13x and SQuAD windows 1.26x faster (600,000:
 1.09x, 1.12x, 1.20x), with about one group a sentence batch (2.6-3.1 before) and 4 a window batch
-(12 before). Measured on 2 cores (AMX), bf16, 12 heads of 32. Each row attends to its own tokens only, as
-before; outputs and gradients equal the one-group ones up to float rounding
+(12 before). Measured on 2 cores (AMX), bf16, 12 heads of 32.
+
+Short rows share grid rows (``bins``, ``layout``): with one group a sentence batch, a random batch
+still paid its longest row's square in every row (SST-2's first 4,000 sentences: 3-57 tokens, 13.3
+on average; CoNLL's: 3-77, 19.3). Rows are put in bins of the group's longest row, first-fit
+decreasing, and a bin is one grid row under a block-diagonal mask (``RowGroup.additive_mask``): a
+random SST-2 batch of 32 rows needs 11.2 grid rows on average, a CoNLL one 13.0, their score
+elements 2.2x and 2.0x the sum of the rows' own squares (one row a grid row: 6.5x and 4.8x). Paired
+steps (python -m benchmarks.packing_steps --rows 4000 --name packing_steps_bins): packed random
+batches against padded length-grouped ones SST-2 0.74x -> 0.82x, CoNLL 0.74x -> 0.83x (the arm
+"packed random, rows apart" is the layout before bins). Each row attends to
+its own tokens only, as before; outputs and gradients equal the one-group ones up to float rounding
 (tests/unit/test_packed_heads.py, tests/unit/test_attention_groups.py).
 """
 
@@ -77,16 +87,51 @@ def padded_chunks(rows: int, heads: int, queries: int, keys: int, itemsize: int)
     return max(1, min(rows, math.ceil(rows * heads * queries * keys * itemsize / SCORE_BYTES)))
 
 
+def bins(lengths: list[int], rows: list[int], capacity: int) -> list[list[int]]:
+    """``rows`` in bins of at most ``capacity`` tokens, longest rows first, each into the first bin it
+    fits (first-fit decreasing): the grid rows a group of short rows needs when several share one."""
+    free: list[int] = []
+    held: list[list[int]] = []
+    for row in sorted(rows, key=lengths.__getitem__, reverse=True):
+        place = next((i for i, room in enumerate(free) if room >= lengths[row]), len(free))
+        if place == len(free):
+            free.append(capacity)
+            held.append([])
+        free[place] -= lengths[row]
+        held[place].append(row)
+    return held
+
+
+def layout(lengths: list[int], heads: int, itemsize: int) -> list[list[list[int]]]:
+    """Groups of bins of row indices: ``plan``'s groups, each group's rows in ``bins`` of its longest
+    row, or the whole batch in bins of its longest row, whichever holds fewer score elements (plus
+    ``GROUP_COST`` a group). A bin of several rows is a block-diagonal grid row: each row still attends
+    to its own tokens only (``RowGroup.additive_mask``)."""
+    planned = [bins(lengths, group, max(lengths[r] for r in group)) for group in plan(lengths, heads, itemsize)]
+    candidates = [planned]
+    longest = max(lengths)
+    whole = bins(lengths, list(range(len(lengths))), longest)
+    if len(whole) * heads * longest**2 * itemsize <= SCORE_BYTES:
+        candidates.append([whole])
+    return min(candidates, key=lambda groups: _score_cost(lengths, groups, heads))
+
+
+def _score_cost(lengths: list[int], groups: list[list[list[int]]], heads: int) -> int:
+    return sum(GROUP_COST + len(group) * heads * max(lengths[r] for b in group for r in b) ** 2 for group in groups)
+
+
 @dataclass
 class RowGroup:
-    """Some rows of a packed batch on their own ``rows x longest`` grid: ``tokens`` are their
-    tokens' places in the packed row, row by row, ``cells`` the same tokens' flat places in the grid."""
+    """Some rows of a packed batch on their own ``grid_rows x longest`` grid: ``tokens`` are their
+    tokens' places in the packed row, row by row, ``cells`` the same tokens' flat places in the grid.
+    A grid row holds one row, or, binned (``segments`` set), several rows one after another."""
 
     tokens: torch.Tensor
     cells: torch.Tensor
-    rows: int
+    rows: int  # grid rows
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
+    segments: torch.Tensor | None = None  # rows x longest: which row a cell holds (-1: padding); None: one a row
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
         """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)``, zeros on padding."""
@@ -99,30 +144,54 @@ class RowGroup:
         return x.transpose(1, 2).reshape(self.rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
-        return additive_mask(self.keep, dtype)
+        """``(rows, 1, 1, longest)`` over the keys; binned, ``(rows, 1, longest, longest)``: a query sees the
+        keys of its own row only (a padding cell's query sees none: its output is never read)."""
+        if self.segments is None:
+            return additive_mask(self.keep, dtype)
+        same = (self.segments[:, :, None] == self.segments[:, None, :]) & self.keep[:, None, :]
+        mask = torch.zeros(same.shape, dtype=dtype, device=same.device)
+        return mask.masked_fill_(~same, torch.finfo(dtype).min)[:, None]
 
 
 def row_groups(packing, heads: int, itemsize: int) -> list[RowGroup] | None:
-    """``packing``'s rows in ``plan``'s groups; None when one group of every row, in row order, is
-    the plan. Planned once a batch: every layer's attention asks again, the answer is kept."""
+    """``packing``'s rows in ``layout``'s groups; None when one group of every row, in row order, one a
+    grid row, is the layout. Planned once a batch: every layer's attention asks again, the answer is kept."""
     if (heads, itemsize) not in packing.plans:
         packing.plans[heads, itemsize] = _row_groups(packing, heads, itemsize)
     return packing.plans[heads, itemsize]
 
 
 def _row_groups(packing, heads: int, itemsize: int) -> list[RowGroup] | None:
-    lengths = packing.keep.sum(1)
-    groups = plan(lengths.tolist(), heads, itemsize)
-    if len(groups) == 1:
+    lengths = packing.keep.sum(1).tolist()
+    groups = layout(lengths, heads, itemsize)
+    if len(groups) == 1 and all(len(b) == 1 for b in groups[0]):
         return None
-    starts = lengths.cumsum(0) - lengths  # where each row's tokens begin in the packed row
-    return [_group(torch.tensor(rows, device=lengths.device), lengths, starts) for rows in groups]
+    starts = [0]
+    for length in lengths[:-1]:
+        starts.append(starts[-1] + length)  # where each row's tokens begin in the packed row
+    return [_group(group, lengths, starts, packing.keep.device) for group in groups]
 
 
-def _group(rows: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor) -> RowGroup:
-    counts = lengths[rows]
-    longest = int(counts.max())
-    local = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), counts)
-    column = torch.arange(int(counts.sum()), device=rows.device) - (counts.cumsum(0) - counts)[local]
-    keep = torch.arange(longest, device=rows.device)[None, :] < counts[:, None]
-    return RowGroup(starts[rows][local] + column, local * longest + column, len(rows), longest, keep)
+def _group(group: list[list[int]], lengths: list[int], starts: list[int], device) -> RowGroup:
+    """A group's grid: bin ``b``'s rows one after another on grid row ``b``."""
+    rows, grid_row, offset = [], [], []
+    for b, held in enumerate(group):
+        at = 0
+        for row in held:
+            rows.append(row)
+            grid_row.append(b)
+            offset.append(at)
+            at += lengths[row]
+    longest = max(sum(lengths[r] for r in held) for held in group)
+    counts = torch.tensor([lengths[r] for r in rows], device=device)
+    local = torch.repeat_interleave(torch.arange(len(rows), device=device), counts)
+    column = torch.arange(int(counts.sum()), device=device) - (counts.cumsum(0) - counts)[local]
+    place = torch.tensor(grid_row, device=device) * longest + torch.tensor(offset, device=device)
+    cells = place[local] + column
+    tokens = torch.tensor([starts[r] for r in rows], device=device)[local] + column
+    keep = torch.zeros(len(group) * longest, dtype=torch.bool, device=device).index_fill_(0, cells, True)
+    segments = None
+    if len(rows) > len(group):
+        segments = torch.full((len(group) * longest,), -1, device=device).index_copy_(0, cells, local)
+        segments = segments.view(len(group), longest)
+    return RowGroup(tokens, cells, len(group), longest, keep.view(len(group), longest), segments)

@@ -118,3 +118,39 @@ def test_a_padded_batch_in_chunks_trains_as_one(tiny_bert, monkeypatch):
     assert torch.allclose(chunked[0], whole[0], atol=1e-5)
     for a, b in zip(chunked[1], whole[1]):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_bins_fill_longest_first_and_never_overflow():
+    lengths = [4, 10, 2, 6, 5, 3]
+    held = attention_groups.bins(lengths, list(range(6)), capacity=10)
+    assert held == [[1], [3, 0], [4, 5, 2]]  # 10 | 6 + 4 | 5 + 3 + 2
+    assert attention_groups.bins(lengths, [0, 2, 5], capacity=4) == [[0], [5], [2]]
+
+
+def _grid_scores(lengths, groups, heads=12):
+    return sum(len(g) * heads * max(lengths[r] for b in g for r in b) ** 2 for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_layout_holds_every_row_once_in_bins_of_its_groups_longest_row(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([rng.randint(2, 40), rng.randint(100, 512)]) for _ in range(rng.randint(1, 40))]
+    groups = attention_groups.layout(lengths, heads=12, itemsize=2)
+    assert sorted(r for g in groups for b in g for r in b) == list(range(len(lengths)))
+    for group in groups:
+        longest = max(lengths[r] for b in group for r in b)
+        assert all(sum(lengths[r] for r in b) <= longest for b in group)
+    rows_apart = [[[r] for r in g] for g in plan(lengths, 12, 2)]
+    assert len(groups) * GROUP_COST + _grid_scores(lengths, groups) <= (
+        len(rows_apart) * GROUP_COST + _grid_scores(lengths, rows_apart)
+    )
+
+
+def test_a_random_sentence_batch_shares_grid_rows_and_long_windows_do_not():
+    rng = random.Random(0)
+    sentences = [rng.randint(3, 20) for _ in range(30)] + [60, 55]  # a random batch: a few long rows
+    groups = attention_groups.layout(sentences, heads=12, itemsize=2)
+    assert len(groups) == 1 and len(groups[0]) <= 12  # 32 rows in at most 12 grid rows
+    assert _grid_scores(sentences, groups) * 2.5 < 12 * 32 * 60**2  # under 40 % of the whole grid's scores
+    windows = [384, 380, 377, 384, 300, 384]
+    assert all(len(b) == 1 for g in attention_groups.layout(windows, 12, 2) for b in g)

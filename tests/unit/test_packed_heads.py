@@ -112,25 +112,39 @@ def test_a_packed_head_gives_the_padded_batchs_logits_loss_and_gradients(family,
     _assert_equal(*_padded_and_packed(model, batch, attention))
 
 
-@pytest.fixture
-def length_groups(monkeypatch):
+@pytest.fixture(params=[1, 2], ids=["a row a grid row", "two rows a grid row"])
+def length_groups(monkeypatch, request):
+    return _in_length_groups(monkeypatch, request.param)
+
+
+def _on_the_whole_grid(monkeypatch) -> None:
+    """Every packed batch's attention on its whole padded grid, one row a grid row (the layout of rows of
+    one length; the tests' batches mix lengths, so by default their short rows share grid rows)."""
+    from bertkit.networks import attention_groups
+
+    monkeypatch.setattr(attention_groups, "layout", lambda lengths, *a: [[[row] for row in range(len(lengths))]])
+
+
+def _in_length_groups(monkeypatch, per_bin: int) -> list[int]:
     """Every packed batch's attention in two groups of rows (networks/attention_groups.py): every
     other row, from the last, each group with rows of several lengths (so padding of its own) and
-    out of row order. Returns the group counts the batches had."""
+    out of row order; with two rows a grid row, neighbours in that order share one (a bin: its
+    block-diagonal mask keeps them apart). Returns the group counts the batches had."""
     from bertkit.networks import attention_groups
 
     counts, row_groups = [], attention_groups._row_groups
 
     def alternate(lengths, heads, itemsize):
         rows = list(range(len(lengths)))
-        return [rows[::-2], rows[-2::-2]]
+        return [[group[i : i + per_bin] for i in range(0, len(group), per_bin)] for group in (rows[::-2], rows[-2::-2])]
 
     def counted(*args):
         groups = row_groups(*args)
         counts.append(len(groups or [None]))
+        assert per_bin == 1 or all(g.segments is not None for g in groups)
         return groups
 
-    monkeypatch.setattr(attention_groups, "plan", alternate)
+    monkeypatch.setattr(attention_groups, "layout", alternate)
     monkeypatch.setattr(attention_groups, "_row_groups", counted)
     return counts
 
@@ -148,18 +162,24 @@ def test_a_packed_head_in_length_groups_gives_the_padded_batchs_logits_loss_and_
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
 @pytest.mark.parametrize(
-    "attention,grouped",
-    [("cpu", False), ("cpu", True), ("varlen", False)],
-    ids=["one group", "length groups", "varlen"],
+    "attention,per_bin",
+    [("cpu", None), ("cpu", 0), ("cpu", 1), ("cpu", 2), ("varlen", None)],
+    ids=["layout", "whole grid", "length groups", "length groups in bins", "varlen"],
 )
 def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients(
-    family, pairs, attention, grouped, tmp_path, request
+    family, pairs, attention, per_bin, tmp_path, monkeypatch
 ):
     """QA reads every position; its span loss leaves padding out of the softmax (networks/losses.py),
     so the zeros packing leaves on padding change nothing."""
     import transformers
 
-    groups = request.getfixturevalue("length_groups") if grouped else None
+    groups = (
+        _in_length_groups(monkeypatch, per_bin)
+        if per_bin
+        else _on_the_whole_grid(monkeypatch)
+        if per_bin == 0
+        else None
+    )
 
     from bertkit.networks.losses import SpanLoss
 
@@ -224,24 +244,27 @@ def test_the_loss_wrappers_pack_the_model_inside(target, head, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "attention,grouped",
-    [("cpu", False), ("cpu", True), ("varlen", False)],
-    ids=["one group", "length groups", "varlen"],
+    "attention,per_bin",
+    [("cpu", None), ("cpu", 0), ("cpu", 1), ("cpu", 2), ("varlen", None)],
+    ids=["layout", "whole grid", "length groups", "length groups in bins", "varlen"],
 )
-def test_a_packed_row_never_sees_another_row(attention, grouped, tmp_path, request):
-    if grouped:
-        request.getfixturevalue("length_groups")
+def test_a_packed_row_never_sees_another_row(attention, per_bin, tmp_path, monkeypatch):
+    if per_bin:
+        _in_length_groups(monkeypatch, per_bin)
+    elif per_bin == 0:
+        _on_the_whole_grid(monkeypatch)
     model, batch = _model_and_batch("bert", "ner", tmp_path)
     model.train()
     ATTENTIONS[attention](model).apply()
     pack_encoder(model)
     before = model(**batch).logits.detach()
     changed = {k: v.clone() for k, v in batch.items()}
-    changed["input_ids"][1, 1:5] = changed["input_ids"][1, 1:5].flip(0)  # another row's words reordered
+    # row 3's words reordered (in bins, row 3 shares its grid row with row 5)
+    changed["input_ids"][3, 1:5] = changed["input_ids"][3, 1:5].flip(0)
     after = model(**changed).logits.detach()
     real = batch["attention_mask"].bool()
-    assert not torch.allclose(after[1][real[1]], before[1][real[1]], atol=1e-4)
-    for row in (0, 2, 3, 4, 5):
+    assert not torch.allclose(after[3][real[3]], before[3][real[3]], atol=1e-4)
+    for row in (0, 1, 2, 4, 5):
         assert torch.allclose(after[row][real[row]], before[row][real[row]], atol=1e-6), row
 
 
