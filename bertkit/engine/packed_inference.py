@@ -5,10 +5,11 @@ unpadded; `serve` batches rows as they arrive, and a batch of a few long and man
 padding for half its tokens (a served batch of 32 SST-2 sentences: about 50 %). Only `serve` turns
 it on (``Engine.pack_padded``): in bf16 a packed row's numbers differ from the padded row's by
 bf16's rounding, and predict, eval, select and a teacher's logits agree with one another when
-none of them packs. Such a batch runs
-packed as training does (networks/packed_heads.py: the encoder on the real tokens as one sequence,
-attention row by row with the CPU training attention, engine/cpu_kernels.py, short rows sharing
-grid rows as in training, networks/attention_groups.py; the head reads the padded grid), with the padded batch's outputs up to float rounding (tests/unit/test_packed_inference.py).
+none of them packs. Such a batch runs packed as training does (networks/packed_heads.py: the
+encoder on the real tokens as one sequence, attention row by row with the CPU training attention,
+engine/cpu_kernels.py, short rows sharing grid rows, networks/attention_groups.py; the head reads
+the padded grid), with the padded batch's outputs up to float rounding
+(tests/unit/test_packed_inference.py).
 A batch under ``PADDING_SHARE`` keeps SDPA, which is faster than the eager attention on a batch
 with little padding. Only without targets: an evaluation loss may read the padding positions
 (QA's softmax runs over the whole row), so `eval` keeps its padded batches.
