@@ -45,7 +45,7 @@ def measure(workload: str, rows: int, costs: list[int]) -> dict:
             took = step(model, batch)
             if i:
                 seconds[cost] += took
-                groups[cost] += len(attention_groups.plan([lengths[j] for j in rows_of_batch], heads, 2))
+                groups[cost] += len(attention_groups.layout([lengths[j] for j in rows_of_batch], heads, 2))
     attention_groups.GROUP_COST = chosen
     counted = len(batches) - 1
     return {
