@@ -43,7 +43,7 @@ its own tokens only, as before; outputs and gradients equal the one-group ones u
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -132,6 +132,7 @@ class RowGroup:
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
     segments: torch.Tensor | None = None  # rows x longest: which row a cell holds (-1: padding); None: one a row
+    masks: dict = field(default_factory=dict, repr=False)  # additive_mask's answers by dtype: every layer asks
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
         """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)``, zeros on padding."""
@@ -146,6 +147,11 @@ class RowGroup:
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """``(rows, 1, 1, longest)`` over the keys; binned, ``(rows, 1, longest, longest)``: a query sees the
         keys of its own row only (a padding cell's query sees none: its output is never read)."""
+        if dtype not in self.masks:
+            self.masks[dtype] = self._additive_mask(dtype)
+        return self.masks[dtype]
+
+    def _additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         if self.segments is None:
             return additive_mask(self.keep, dtype)
         same = (self.segments[:, :, None] == self.segments[:, None, :]) & self.keep[:, None, :]
