@@ -150,7 +150,11 @@ def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 def attention_for_training(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     packing = kwargs.get(PACKING)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
-    if not torch.is_grad_enabled():  # packed prediction (engine/packed_inference.py): SDPA's fused kernel, no weights
+    dropout = dropout if module.training else 0.0
+    # no gradients and nothing to drop: prediction (engine/packed_inference.py) runs SDPA's fused kernel. A
+    # no-grad pass that drops (GradCache's first pass, networks/bi_encoder.py) must draw the masks its
+    # second pass, with gradients, replays: the eager path below.
+    if not torch.is_grad_enabled() and dropout == 0:
 
         def fused(query, key, value, mask):
             return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
@@ -158,7 +162,6 @@ def attention_for_training(module, query, key, value, attention_mask, scaling=No
         if packing is not None:
             return _packed_attention(packing, query, key, value, fused), None
         return fused(query, key, value, attention_mask).transpose(1, 2).contiguous(), None
-    dropout = dropout if module.training else 0.0
     if packing is not None:  # rows packed into one (networks/packed.py): attend within each row
 
         def eager(query, key, value, mask):

@@ -242,3 +242,35 @@ def test_every_training_wrapper_passes_the_cpu_attention_to_its_model(wrapper, t
     assert inner.config._attn_implementation == ATTENTION
     kernels.undo()
     assert inner.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_a_no_grad_pass_in_training_drops_what_its_replay_with_gradients_drops(packed, tiny_bert):
+    """GradCache embeds under no_grad in training mode, then replays each chunk with gradients from the
+    same random state (networks/bi_encoder.py): both passes must drop the same attention probabilities
+    (SDPA, which drops nothing without gradients here, is for prediction only)."""
+    from transformers import AutoModel
+
+    from bertkit.networks.bi_encoder import rng_state, set_rng_state
+    from bertkit.networks.packed import packed_mean
+
+    model = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa", attention_probs_dropout_prob=0.5)
+    CpuTrainingKernels(model.train()).apply()
+    torch.manual_seed(0)
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 4, 7, 2])[:, None]).long()
+    inputs = {"input_ids": torch.randint(5, 30, (4, 9)) * mask, "attention_mask": mask}
+
+    def embed():
+        return packed_mean(model, inputs) if packed else model(**inputs).last_hidden_state[mask.bool()]
+
+    state = rng_state()
+    with torch.no_grad():
+        first = embed()
+    set_rng_state(state)
+    replayed = embed()
+    assert replayed.requires_grad
+    assert torch.allclose(first, replayed.detach(), atol=1e-6)
+    with torch.no_grad():
+        model.eval()
+        undropped = embed()
+    assert not torch.allclose(first, undropped, atol=1e-3)  # the attention dropout did drop
