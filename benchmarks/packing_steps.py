@@ -120,8 +120,8 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
     def rows_apart(lengths, heads, itemsize):
         return [[[row] for row in group] for group in attention_groups.plan(lengths, heads, itemsize)]
 
-    def before(arm: str) -> None:
-        """The attention as it was for an arm measured against an earlier state."""
+    def attention_as_for(arm: str) -> None:
+        """The attention as it was for an arm measured against an earlier state; as it is now for any other."""
         whole_grid, apart = arm.endswith("before"), arm.endswith("rows apart")
         attention_groups.row_groups, attention_groups.padded_chunks = (
             ((lambda *a: None), (lambda *a: 1)) if whole_grid else now[:2]
@@ -143,9 +143,9 @@ def measure(workload: str, rows: int, batch_size: int) -> dict:
             packing, grouping = _packing_and_grouping(arm)
             batch = collate([feats[j] for j in plans[grouping][i]], per_token=workload != "sst2")
             pack_encoder(model) if packing == "packed" else unpack_encoder(model)
-            before(arm)
+            attention_as_for(arm)
             seconds[arm] += step(model, batch) if i else 0.0  # the first index warms every arm up
-            before("")
+            attention_as_for("now")
             tokens[arm] += int(batch["attention_mask"].numel())
     unpack_encoder(model)
     base = seconds["padded grouped"]

@@ -32,7 +32,10 @@ still paid its longest row's square in every row (SST-2's first 4,000 sentences:
 on average; CoNLL's: 3-77, 19.3). Rows are put in bins of the group's longest row, first-fit
 decreasing, and a bin is one grid row under a block-diagonal mask (``RowGroup.additive_mask``): a
 random SST-2 batch of 32 rows needs 11.2 grid rows on average, a CoNLL one 13.0, their score
-elements 2.2x and 2.0x the sum of the rows' own squares (one row a grid row: 6.5x and 4.8x). Paired
+elements 2.2x and 2.0x the sum of the rows' own squares (``plan``'s groups, one row a grid row: 6.5x
+and 4.8x). With bins the sentence batches are one group under any GROUP_COST from 300,000 to
+2,400,000, and SQuAD windows ran alike at 1,200,000 and 2,400,000 (group_cost --costs
+300000,1200000,2400000 --name group_cost_bins). Paired
 steps (python -m benchmarks.packing_steps --rows 4000 --name packing_steps_bins): packed random
 batches against padded length-grouped ones SST-2 0.74x -> 0.82x, CoNLL 0.74x -> 0.83x (the arm
 "packed random, rows apart" is the layout before bins). Each row attends to
@@ -128,24 +131,26 @@ class RowGroup:
 
     tokens: torch.Tensor
     cells: torch.Tensor
-    rows: int  # grid rows
+    grid_rows: int
     longest: int
-    keep: torch.Tensor  # rows x longest, True on real tokens
-    segments: torch.Tensor | None = None  # rows x longest: which row a cell holds (-1: padding); None: one a row
-    masks: dict = field(default_factory=dict, repr=False)  # additive_mask's answers by dtype: every layer asks
+    keep: torch.Tensor  # grid rows x longest, True on real tokens
+    segments: torch.Tensor | None = None  # grid rows x longest: the row a cell holds (-1: padding); None: one a row
+    masks: dict = field(default_factory=dict, repr=False, compare=False)  # additive_mask's by dtype: every layer asks
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)``, zeros on padding."""
+        """``(1, heads, total, d)`` packed -> ``(grid rows, heads, longest, d)``, zeros on padding."""
         real = x[0].transpose(0, 1).index_select(0, self.tokens)
-        grid = real.new_zeros(self.rows * self.longest, *real.shape[1:]).index_copy(0, self.cells, real)
-        return grid.view(self.rows, self.longest, *real.shape[1:]).transpose(1, 2)
+        grid = real.new_zeros(self.grid_rows * self.longest, *real.shape[1:]).index_copy(0, self.cells, real)
+        return grid.view(self.grid_rows, self.longest, *real.shape[1:]).transpose(1, 2)
 
     def real(self, x: torch.Tensor) -> torch.Tensor:
-        """``(rows, heads, longest, d)`` -> ``(tokens, heads, d)``: the real tokens, in ``tokens``' order."""
-        return x.transpose(1, 2).reshape(self.rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
+        """``(grid rows, heads, longest, d)`` -> ``(tokens, heads, d)``: the real tokens, in ``tokens``' order."""
+        return (
+            x.transpose(1, 2).reshape(self.grid_rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
+        )
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
-        """``(rows, 1, 1, longest)`` over the keys; binned, ``(rows, 1, longest, longest)``: a query sees the
+        """``(grid rows, 1, 1, longest)`` over the keys; binned, ``(grid rows, 1, longest, longest)``: a query sees the
         keys of its own row only (a padding cell's query sees none: its output is never read)."""
         if dtype not in self.masks:
             self.masks[dtype] = self._additive_mask(dtype)

@@ -54,6 +54,7 @@ class Packing:
     keep: torch.Tensor  # rows x longest, True on real tokens
     total: int = 0  # the packed row's length, spare tokens included
     plans: dict = field(default_factory=dict, repr=False)  # attention_groups.row_groups' answers
+    masks: dict = field(default_factory=dict, repr=False, compare=False)  # additive_mask's by dtype: every layer asks
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
         """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
@@ -90,7 +91,9 @@ class Packing:
         return grid.view(self.rows, self.longest, -1)
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
-        return additive_mask(self.keep, dtype)
+        if dtype not in self.masks:
+            self.masks[dtype] = additive_mask(self.keep, dtype)
+        return self.masks[dtype]
 
 
 def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -76,11 +76,13 @@ def why_encoder_padded(config) -> str | None:
     model_type = getattr(config, "model_type", None)
     if model_type not in POSITIONS:
         return f"{model_type} models run padded: packing knows the position ids of {', '.join(POSITIONS)} only"
+    if getattr(config, "is_decoder", False):
+        return "a decoder runs padded: packing attends both ways within each row"
     attention = getattr(config, "_attn_implementation", None)
     if attention not in (*SWAPPABLE_ATTENTIONS, *PACKING_ATTENTIONS):
         return (
-            f"a model loaded with {attention} attention runs padded: packing swaps in its own attention "
-            "for sdpa or eager only (load it with attn_implementation='sdpa')"
+            f"a model loaded with attn_implementation={attention!r} runs padded: packing swaps in its own "
+            "attention for 'sdpa' or 'eager' only (load it with attn_implementation='sdpa')"
         )
     return None
 

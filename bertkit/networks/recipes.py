@@ -260,7 +260,9 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
     if recipe(spec) in (BiEncoder, SetFitBody):
         towers = task_model(network)
         setattr(towers, PACKING_OFF, packing == "off")
-        reason = packing == "on" and (why_padded_on(device) or why_encoder_padded(getattr(towers, "config", None)))
+        if packing != "on":
+            return None
+        reason = why_padded_on(device) or why_encoder_padded(getattr(towers, "config", None))
         return f"training batches run padded: {reason}" if reason else on_cuda
     if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None

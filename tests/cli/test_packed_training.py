@@ -210,7 +210,9 @@ def test_towers_that_cannot_pack_say_why_under_on(tiny_bert):
     flex = AutoModel.from_pretrained(tiny_bert, attn_implementation="flex_attention")
     network = BiEncoderTrainer(flex, EmbeddingLoss("mnrl"))
     said = pack_rows(spec, network, "cpu", "on")
-    assert said.startswith("training batches run padded: a model loaded with flex_attention attention runs padded")
+    assert said.startswith(
+        "training batches run padded: a model loaded with attn_implementation='flex_attention' runs padded"
+    )
     assert pack_rows(spec, network, "cpu", "auto") is None
     unpack_rows(network)
 

@@ -154,3 +154,30 @@ def test_a_random_sentence_batch_shares_grid_rows_and_long_windows_do_not():
     assert _grid_scores(sentences, groups) * 2.5 < 12 * 32 * 60**2  # under 40 % of the whole grid's scores
     windows = [384, 380, 377, 384, 300, 384]
     assert all(len(b) == 1 for g in attention_groups.layout(windows, 12, 2) for b in g)
+
+
+def test_the_whole_batch_in_bins_wins_when_short_rows_fill_the_long_rows_grid_rows():
+    """Two long rows with room beside them: plan() puts the three short rows in a group of their own;
+    in bins of the longest row they fill that room instead, and one group costs less."""
+    lengths = [46, 156, 196, 27, 37]
+    assert len(plan(lengths, 12, 2)) == 2
+    assert attention_groups.layout(lengths, 12, 2) == [[[2], [1, 4], [0, 3]]]
+
+
+def test_plans_groups_win_when_the_long_rows_leave_no_room():
+    lengths = [512, 400, 100, 90, 20]
+    groups = attention_groups.layout(lengths, 12, 2)
+    assert groups == [[[2], [3], [4]], [[1]], [[0]]]  # plan's groups, as they were
+    whole = [attention_groups.bins(lengths, list(range(5)), 512)]  # [512], [400, 100], [90, 20]
+    assert attention_groups._score_cost(lengths, groups, 12) < attention_groups._score_cost(lengths, whole, 12)
+
+
+def test_the_whole_batch_in_bins_must_fit_the_score_budget(monkeypatch):
+    """Over SCORE_BYTES the whole batch in bins is no candidate, however cheap."""
+    lengths = [46, 156, 196, 27, 37]
+    monkeypatch.setattr(attention_groups, "SCORE_BYTES", 12 * 196**2 * 2 * 2)  # two grid rows of 196
+    groups = attention_groups.layout(lengths, 12, 2)
+    assert len(groups) > 1
+    assert all(
+        len(g) * 12 * max(lengths[r] for b in g for r in b) ** 2 * 2 <= attention_groups.SCORE_BYTES for g in groups
+    )

@@ -309,12 +309,44 @@ def test_a_model_loaded_with_an_attention_packing_cannot_swap_says_why_and_stays
         directory, num_labels=2, attn_implementation="flex_attention"
     )
     reason = why_padded(model)
-    assert reason.startswith("a model loaded with flex_attention attention runs padded"), reason
+    assert reason.startswith("a model loaded with attn_implementation='flex_attention' runs padded"), reason
     assert "attn_implementation='sdpa'" in reason
     assert not pack_encoder(model) and not packs(model)
     for attention in ("sdpa", "eager"):
         model.set_attn_implementation(attention)
         assert why_padded(model) is None
+    model.config.is_decoder = True  # causal attention: packing's attends both ways
+    assert why_padded(model) == "a decoder runs padded: packing attends both ways within each row"
+
+
+@pytest.mark.parametrize("per_bin", [None, 2], ids=["layout", "two rows a grid row"])
+def test_packed_attention_drops_its_probabilities_on_the_grid_it_attends_on(per_bin, tmp_path, monkeypatch):
+    """Attention dropout reaches the packed attention: each grid it attends on draws its own mask (a
+    bin's rows share one), and a run with dropout differs from one without, repeatably per seed."""
+    from bertkit.engine import cpu_kernels
+
+    if per_bin:
+        _in_length_groups(monkeypatch, per_bin)
+    model, batch = _model_and_batch("bert", "ner", tmp_path)
+    ATTENTIONS["cpu"](model).apply()
+    assert pack_encoder(model)
+    shapes, drop = [], cpu_kernels.fast_dropout
+    monkeypatch.setattr(cpu_kernels, "fast_dropout", lambda x, p: shapes.append((tuple(x.shape), p)) or drop(x, p))
+
+    def logits(p: float, seed: int = 0) -> torch.Tensor:
+        for layer in model.bert.encoder.layer:
+            layer.attention.self.dropout.p = p  # the hidden dropouts stay 0 (_model_and_batch)
+        torch.manual_seed(seed)
+        return model.train()(**batch).logits.detach()
+
+    undropped = logits(0.0)
+    assert not shapes  # nothing drawn without dropout
+    dropped = logits(0.5)
+    layers = model.config.num_hidden_layers
+    assert {p for _, p in shapes} == {0.5} and len(shapes) == layers * (2 if per_bin else 1)
+    rows = batch["input_ids"].shape[0]
+    assert all(shape[0] < rows for shape, _ in shapes)  # bins: fewer grid rows than the batch's rows
+    assert (dropped - undropped).abs().max() > 1e-4 and torch.equal(dropped, logits(0.5))
 
 
 @pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])

@@ -43,22 +43,22 @@ def _real(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture(params=["short rows share grid rows", "whole grid"])
-def grids(request, monkeypatch) -> list:
+def grids(request, monkeypatch) -> tuple[str, list]:
     """How the packed attention lays its rows out (networks/attention_groups.layout): as it chooses
     (these batches' short rows share grid rows), or every row on the whole padded grid. Returns the
-    groups each batch ran in."""
+    layout's name and the groups each batch ran in."""
     from bertkit.networks import attention_groups
 
     ran, row_groups = [], attention_groups._row_groups
     if request.param == "whole grid":
         monkeypatch.setattr(attention_groups, "layout", lambda lengths, *a: [[[row] for row in range(len(lengths))]])
     monkeypatch.setattr(attention_groups, "_row_groups", lambda *a: ran.append(row_groups(*a)) or ran[-1])
-    return ran
+    return request.param, ran
 
 
 @pytest.mark.parametrize("family", PACKED_TYPES)
 @pytest.mark.parametrize("head", sorted(HEADS))
-def test_a_mostly_padded_batch_runs_packed_with_the_padded_outputs(family, head, tmp_path, grids, request):
+def test_a_mostly_padded_batch_runs_packed_with_the_padded_outputs(family, head, tmp_path, grids):
     model, batch, names = _model_and_batch(family, head, tmp_path)
     assert padding_share(batch["attention_mask"]) >= packed_inference.PADDING_SHARE
     packing = PackedInference(model, torch.device("cpu"))
@@ -66,10 +66,11 @@ def test_a_mostly_padded_batch_runs_packed_with_the_padded_outputs(family, head,
         padded = model(**batch)
         packed = packing.run(model, batch)
     assert packing.packed_batches == 1
-    if "whole grid" in request.node.callspec.id:
-        assert grids == [None]
+    layout, ran = grids
+    if layout == "whole grid":
+        assert ran == [None]
     else:  # one group, 6 rows in fewer grid rows
-        assert len(grids) == 1 and len(grids[0]) == 1 and grids[0][0].segments is not None and grids[0][0].rows < 6
+        assert len(ran) == 1 and len(ran[0]) == 1 and ran[0][0].segments is not None and ran[0][0].grid_rows < 6
     for name in names:
         a, b = _real(padded[name], batch["attention_mask"]), _real(packed[name], batch["attention_mask"])
         assert torch.allclose(a, b, atol=1e-5), (name, (a - b).abs().max())
