@@ -112,7 +112,8 @@ class TrainConfig(DatasetOptions):
     random_batches: bool = option(
         False,
         "Random batches (packed: --packing auto); default: rows of similar length batched together (shuffled "
-        "groups, as transformers' group_by_length), about 1.3x as fast (docs: training.md).",
+        "groups, as transformers' group_by_length), faster; random scored 1.3 entity F1 higher on full "
+        "CoNLL-2003 over 3 seeds (docs: training.md).",
         flag=True,
     )
     seed: int = option(42, "Random seed (data order, head initialisation, dropout).")
