@@ -20,8 +20,13 @@ from __future__ import annotations
 import torch
 
 from bertkit.engine.cpu_kernels import ATTENTION, attention_swappable, register_attention
-from bertkit.networks.packed import POSITIONS
-from bertkit.networks.packed_heads import encoder_of, pack_this_encoder, task_model, unpack_this_encoder
+from bertkit.networks.packed_heads import (
+    encoder_of,
+    pack_this_encoder,
+    task_model,
+    unpack_this_encoder,
+    why_encoder_padded,
+)
 
 # Packed from this share of padding on; under it SDPA on the padded batch is as fast or faster.
 # Measured (MiniLM bf16, 2 threads, benchmarks/results/packing_inference{,_batch64}.md): packed 0.72-0.90x
@@ -55,8 +60,7 @@ class PackedInference:
             and device.type == "cpu"
             and self.encoder is not None
             and attention_swappable(self.encoder)
-            and getattr(config, "model_type", None) in POSITIONS
-            and not getattr(config, "is_decoder", False)
+            and why_encoder_padded(config) is None  # its family, a decoder, its attention: training's rule
         )
         self.packed_batches = 0
         if self.usable:

@@ -1,5 +1,6 @@
 """Class weights and the focal loss: torch's own losses where they exist, hand-computed values
-where they do not, and the 'auto' weights' formulas on hand-made counts."""
+where they do not, and the 'auto' weights' formulas on hand-made counts; QA's span loss without
+its padding."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.errors import BertkitError
-from bertkit.networks.losses import class_loss, multi_label_loss
+from bertkit.networks.losses import class_loss, multi_label_loss, span_loss
 from bertkit.tasks.loss_options import check_loss_options, class_weights
 
 
@@ -135,3 +136,17 @@ def test_float_targets_train_through_the_fp32_loss_equal_to_transformers(tiny_be
     assert loss.dtype == torch.float32
     loss.backward()
     assert model.classifier.weight.grad.dtype == torch.bfloat16
+
+
+def test_the_span_loss_leaves_padding_out_and_a_row_does_not_depend_on_its_batch():
+    torch.manual_seed(0)
+    start, end = torch.randn(2, 6), torch.randn(2, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    gold = torch.tensor([1, 2])
+    alone = span_loss(start[:1, :4], end[:1, :4], gold[:1], gold[:1])  # row 0 unpadded, by itself
+    padded = span_loss(start[:1], end[:1], gold[:1], gold[:1], mask[:1])
+    assert torch.allclose(padded, alone)  # its two padding positions count for nothing
+    unmasked = span_loss(start[:1], end[:1], gold[:1], gold[:1])
+    assert not torch.allclose(unmasked, alone)  # transformers' loss: the padding joins the softmax
+    beyond = span_loss(start, end, torch.tensor([1, 9]), torch.tensor([1, 9]), mask)  # 9: past the window, ignored
+    assert torch.allclose(beyond, padded)

@@ -2,7 +2,7 @@
 of a batch's rows as one sequence, the head reads the padded grid. Logits, loss and gradients must
 be the padded batch's (fp32, 1e-5) for every head and packable family, single texts and pairs, under
 both attentions that read a packing: the CPU training attention and the variable-length one CUDA
-uses (engine/varlen_attention.py; here on the CPU, through SDPA's math kernel on jagged rows)."""
+uses (engine/varlen_attention.py; here on the CPU, each row alone through SDPA, the kernels' stand-in)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bertkit.engine.cpu_kernels import CpuTrainingKernels  # noqa: E402
 from bertkit.engine.varlen_attention import VarlenAttention  # noqa: E402
 from bertkit.networks.losses import TrainingLoss  # noqa: E402
 from bertkit.networks.packed import PACKED_TYPES  # noqa: E402
-from bertkit.networks.packed_heads import pack_encoder, packs, unpack_encoder, why_padded  # noqa: E402
+from bertkit.networks.packed_heads import pack_encoder, packs, unpack_encoder  # noqa: E402
 
 ATTENTIONS = {"cpu": CpuTrainingKernels, "varlen": VarlenAttention}
 TEXTS = ["a", "the film was good and the plot was fine", "ok", "john lives in paris with mary", "it was bad", "no"]
@@ -214,22 +214,6 @@ def test_a_packed_qa_head_gives_the_padded_batchs_logits_span_loss_and_gradients
     assert groups is None or set(groups) == {2}
 
 
-def test_the_span_loss_leaves_padding_out_and_a_row_does_not_depend_on_its_batch():
-    from bertkit.networks.losses import span_loss
-
-    torch.manual_seed(0)
-    start, end = torch.randn(2, 6), torch.randn(2, 6)
-    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
-    gold = torch.tensor([1, 2])
-    alone = span_loss(start[:1, :4], end[:1, :4], gold[:1], gold[:1])  # row 0 unpadded, by itself
-    padded = span_loss(start[:1], end[:1], gold[:1], gold[:1], mask[:1])
-    assert torch.allclose(padded, alone)  # its two padding positions count for nothing
-    unmasked = span_loss(start[:1], end[:1], gold[:1], gold[:1])
-    assert not torch.allclose(unmasked, alone)  # transformers' loss: the padding joins the softmax
-    beyond = span_loss(start, end, torch.tensor([1, 9]), torch.tensor([1, 9]), mask)  # 9: past the window, ignored
-    assert torch.allclose(beyond, padded)
-
-
 @pytest.mark.parametrize(
     "target,head", [("class", "cls"), ("multi_hot", "multi-label"), ("class", "ner"), ("multi_hot", "rerank")]
 )
@@ -287,36 +271,6 @@ def test_the_encoder_packs_only_under_the_training_attention(tmp_path, monkeypat
     kernels.undo()
     unpack_encoder(model)
     assert not packs(model) and "forward" not in vars(model.bert)
-
-
-@pytest.mark.parametrize("family", ["deberta-v2", "modernbert"])
-def test_a_family_packing_does_not_know_says_why_and_stays_padded(family, tmp_path):
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(build_family(family, tmp_path / family), num_labels=2)
-    reason = why_padded(model)
-    assert reason.startswith(f"{model.config.model_type} models run padded")
-    assert not pack_encoder(model) and not packs(model)
-
-
-def test_a_model_loaded_with_an_attention_packing_cannot_swap_says_why_and_stays_padded(tmp_path):
-    """flex attention (or flash, on a GPU) loaded through the API keeps its own attention: no packing
-    attention ever reads the packing, so the rows run padded, and say so."""
-    from transformers import AutoModelForSequenceClassification
-
-    directory = build_family("bert", tmp_path / "bert")
-    model = AutoModelForSequenceClassification.from_pretrained(
-        directory, num_labels=2, attn_implementation="flex_attention"
-    )
-    reason = why_padded(model)
-    assert reason.startswith("a model loaded with attn_implementation='flex_attention' runs padded"), reason
-    assert "attn_implementation='sdpa'" in reason
-    assert not pack_encoder(model) and not packs(model)
-    for attention in ("sdpa", "eager"):
-        model.set_attn_implementation(attention)
-        assert why_padded(model) is None
-    model.config.is_decoder = True  # causal attention: packing's attends both ways
-    assert why_padded(model) == "a decoder runs padded: packing attends both ways within each row"
 
 
 @pytest.mark.parametrize("per_bin", [None, 2], ids=["layout", "two rows a grid row"])
