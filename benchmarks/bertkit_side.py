@@ -4,10 +4,12 @@ the API returns (FinetuneResult.throughput, Predictions.timings, evaluate's "tim
 bertkit is wrapped or patched.
 
 Sides: bertkit (the defaults: precision auto, bf16 where the CPU computes it natively, and there lazy
-embeddings), bertkit_fp32 (precision "no"), bertkit_frozen (auto + frozen word embeddings),
+embeddings; the task's batch order: random and packed for ner, length-grouped for the others),
+bertkit_grouped (length-grouped batches for every task: --grouped), bertkit_fp32 (precision
+"no"), bertkit_frozen (auto + frozen word embeddings),
 bertkit_lazy (--lazy-embeddings), bertkit_dense (--no-lazy);
-bertkit_packed (--packing on: the encoder runs each batch's real tokens only), bertkit_padded
-(--packing auto, the default: a task head's batches padded), bertkit_packed_random and
+bertkit_packed (--packing on, length-grouped: the encoder runs each batch's real tokens only),
+bertkit_padded (--packing auto, length-grouped: a task head's batches padded), bertkit_packed_random and
 bertkit_padded_random (random batches: --random-batches); bertkit_eager and bertkit_compiled
 (--compile off / on).
 """
@@ -25,13 +27,14 @@ from bertkit.options import RunOptions
 
 SIDES = {
     "bertkit": {},
+    "bertkit_grouped": {"random_batches": False},  # every task's order before ner's default became random
     "bertkit_fp32": {"precision": "no"},  # lazy embeddings on a CPU (the default where they apply)
     "bertkit_fp32_dense": {"precision": "no", "lazy_embeddings": False},
     "bertkit_frozen": {"freeze_embeddings": True},
     "bertkit_lazy": {"lazy_embeddings": True},
     "bertkit_dense": {"lazy_embeddings": False},  # every word-embedding row stepped (lazy is the CPU default)
-    "bertkit_packed": {"packing": "on"},
-    "bertkit_padded": {"packing": "auto"},
+    "bertkit_packed": {"packing": "on", "random_batches": False},
+    "bertkit_padded": {"packing": "auto", "random_batches": False},
     "bertkit_packed_random": {"packing": "on", "random_batches": True},
     "bertkit_padded_random": {"packing": "auto", "random_batches": True},
     "bertkit_eager": {"compile": "off"},

@@ -28,6 +28,7 @@ from benchmarks.machine import CAPS, cap_kernels, load_average, machine, matmul_
 WORKLOADS = ("sst2", "ner", "qa", "predict", "eval", "startup")
 TRAIN_SIDES = (
     "bertkit",
+    "bertkit_grouped",  # --grouped: ner's order before its default became random batches
     "bertkit_fp32",
     "bertkit_fp32_dense",  # fp32 --no-lazy: as fp32 trained before lazy embeddings applied to it
     "bertkit_frozen",

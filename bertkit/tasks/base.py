@@ -77,6 +77,9 @@ class Task(ABC):
     default_max_length: int = 128
     loss_target: str | None = None  # a loss computed outside the model (LossSpec.target); None: the model's own
     reads_first_token_only: bool = False  # the head uses only [CLS] of the last layer (see speedups.py)
+    # the batch order a run gets unless --random-batches/--grouped says: the more accurate one
+    # where measured over 3 seeds on a whole training set (docs/training.md), else length-grouped (faster)
+    default_random_batches: bool = False
     summary: str = ""  # a few words for `bertkit finetune --help`
     options_declared: tuple = ()  # TaskOption per setting; ``option_names`` follows from it
     reading_options: tuple = ()  # how a data file is read (--delimiter, --data-format): never stored

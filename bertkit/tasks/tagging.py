@@ -87,6 +87,9 @@ class TaggingTask(Task):
     card_text = card_texts.NER
     targets = {"labels": TOKEN_CLASS}
     fold_group_field = "document"  # a CoNLL file's -DOCSTART- sections
+    # whole CoNLL-2003, 3 seeds: random 0.8325 +- 0.0030 entity F1 against length-grouped 0.8194 +- 0.0074,
+    # ahead on every seed, at 0.90-0.95x the speed (benchmarks/results/packing_random_vs_grouped_conll_full.md)
+    default_random_batches = True
     reading_options = READING_OPTIONS
     options_declared = (
         TaskOption(

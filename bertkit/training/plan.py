@@ -5,7 +5,7 @@ record of its options that `--config` replays."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bertkit.data import registry
@@ -66,6 +66,7 @@ def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple
     check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
     adapter = get_task_class(task)(config.max_length, dict(config.task_options))
+    config = batch_order(config, adapter)  # before the checkpoints' identity: a resumed run keeps its order
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, run.overwrite)
     choice = registry.check_choice(data, eval_data, DatasetChoice.of(config))  # --data-config, the split flags
@@ -161,3 +162,14 @@ def resolved_options(plan: RunPlan, adapter) -> dict:
         **train,
         **task_options,
     }
+
+
+def batch_order(config: TrainConfig, adapter) -> TrainConfig:
+    """``config`` with --random-batches/--grouped resolved: unset, the task's more accurate
+    order (Task.default_random_batches), said when that is random."""
+    if config.random_batches is not None:
+        return config
+    if adapter.default_random_batches:
+        said = f"random batches: {adapter.name}'s more accurate order (docs: training.md); --grouped: faster"
+        notice("recipe", said)
+    return replace(config, random_batches=adapter.default_random_batches)
