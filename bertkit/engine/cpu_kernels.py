@@ -232,13 +232,12 @@ def _packed_attention(packing, query, key, value, attend) -> torch.Tensor:
     if groups is None:
         grid = [packing.padded(x) for x in (query, key, value)]
         return packing.packed(attend(*grid, packing.additive_mask(query.dtype)).transpose(1, 2))
-    outputs = [
-        group.real(attend(*[group.padded(x) for x in (query, key, value)], group.additive_mask(query.dtype)))
+    grids = [
+        group.flat(attend(*[group.padded(x) for x in (query, key, value)], group.additive_mask(query.dtype)))
         for group in groups
     ]
-    tokens = torch.cat([group.tokens for group in groups])
-    packed = outputs[0].new_zeros(packing.total, *outputs[0].shape[1:]).index_copy(0, tokens, torch.cat(outputs))
-    return packed.unsqueeze(0)
+    grid = grids[0] if len(grids) == 1 else torch.cat(grids)
+    return grid.index_select(0, attention_groups.places(packing, query.shape[1], query.element_size())).unsqueeze(0)
 
 
 def register_attention() -> None:

@@ -134,20 +134,21 @@ class RowGroup:
     grid_rows: int
     longest: int
     keep: torch.Tensor  # grid rows x longest, True on real tokens
+    # each cell's token in the packed row; a padding cell's is token 0's (finite: masked as a key, never read
+    # as a query, so its gradient is exactly 0): one gather fills the grid, no zeros written and scattered into
+    sources: torch.Tensor
     segments: torch.Tensor | None = None  # grid rows x longest: the row a cell holds (-1: padding); None: one a row
     masks: dict = field(default_factory=dict, repr=False, compare=False)  # additive_mask's by dtype: every layer asks
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, heads, total, d)`` packed -> ``(grid rows, heads, longest, d)``, zeros on padding."""
-        real = x[0].transpose(0, 1).index_select(0, self.tokens)
-        grid = real.new_zeros(self.grid_rows * self.longest, *real.shape[1:]).index_copy(0, self.cells, real)
-        return grid.view(self.grid_rows, self.longest, *real.shape[1:]).transpose(1, 2)
+        """``(1, heads, total, d)`` packed -> ``(grid rows, heads, longest, d)``: one gather (``sources``);
+        a padding cell holds a copy of a real token, masked as a key and never read as a query."""
+        grid = x[0].transpose(0, 1).index_select(0, self.sources)
+        return grid.view(self.grid_rows, self.longest, *grid.shape[1:]).transpose(1, 2)
 
-    def real(self, x: torch.Tensor) -> torch.Tensor:
-        """``(grid rows, heads, longest, d)`` -> ``(tokens, heads, d)``: the real tokens, in ``tokens``' order."""
-        return (
-            x.transpose(1, 2).reshape(self.grid_rows * self.longest, x.shape[1], x.shape[3]).index_select(0, self.cells)
-        )
+    def flat(self, x: torch.Tensor) -> torch.Tensor:
+        """``(grid rows, heads, longest, d)`` -> ``(grid rows x longest, heads, d)``, cell by cell as ``cells``."""
+        return x.transpose(1, 2).reshape(self.grid_rows * self.longest, x.shape[1], x.shape[3])
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """``(grid rows, 1, 1, longest)`` over the keys; binned, ``(grid rows, 1, longest, longest)``: a query sees the
@@ -201,8 +202,23 @@ def _group(group: list[list[int]], lengths: list[int], starts: list[int], device
     cells = place[local] + column
     tokens = torch.tensor([starts[r] for r in rows], device=device)[local] + column
     keep = torch.zeros(len(group) * longest, dtype=torch.bool, device=device).index_fill_(0, cells, True)
+    sources = torch.zeros(len(group) * longest, dtype=torch.long, device=device).index_copy_(0, cells, tokens)
     segments = None
     if len(rows) > len(group):
         segments = torch.full((len(group) * longest,), -1, device=device).index_copy_(0, cells, local)
         segments = segments.view(len(group), longest)
-    return RowGroup(tokens, cells, len(group), longest, keep.view(len(group), longest), segments)
+    return RowGroup(tokens, cells, len(group), longest, keep.view(len(group), longest), sources, segments)
+
+
+def places(packing, heads: int, itemsize: int) -> torch.Tensor:
+    """Where each token of the packed row sits in ``row_groups``' grids laid end to end (a spare token:
+    cell 0, never read): one gather puts the attention's outputs back in packed order. Kept on the packing."""
+    key = ("places", heads, itemsize)
+    if key not in packing.plans:
+        found = torch.zeros(packing.total, dtype=torch.long, device=packing.keep.device)
+        offset = 0
+        for group in row_groups(packing, heads, itemsize):
+            found.index_copy_(0, group.tokens, group.cells + offset)
+            offset += group.grid_rows * group.longest
+        packing.plans[key] = found
+    return packing.plans[key]

@@ -53,15 +53,17 @@ class Packing:
     longest: int
     keep: torch.Tensor  # rows x longest, True on real tokens
     total: int = 0  # the packed row's length, spare tokens included
-    plans: dict = field(default_factory=dict, repr=False)  # attention_groups.row_groups' answers
+    plans: dict = field(default_factory=dict, repr=False)  # row_groups' answers, the gathers' indices
     masks: dict = field(default_factory=dict, repr=False, compare=False)  # additive_mask's by dtype: every layer asks
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
-        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)`` with zeros on padding."""
-        heads, dim = x.shape[1], x.shape[3]
-        real = x[0].transpose(0, 1)[: len(self.index)]
-        grid = x.new_zeros(self.rows * self.longest, heads, dim).index_copy(0, self.index, real)
-        return grid.view(self.rows, self.longest, heads, dim).transpose(1, 2)
+        """``(1, heads, total, d)`` packed -> ``(rows, heads, longest, d)``: one gather; a padding cell holds
+        a copy of token 0 (finite: masked as a key, never read as a query, so its gradient is exactly 0)."""
+        if "sources" not in self.plans:  # each grid cell's packed token
+            cells = torch.zeros(self.rows * self.longest, dtype=torch.long, device=self.index.device)
+            self.plans["sources"] = cells.index_copy_(0, self.index, torch.arange(len(self.index), device=cells.device))
+        grid = x[0].transpose(0, 1).index_select(0, self.plans["sources"])
+        return grid.view(self.rows, self.longest, *grid.shape[1:]).transpose(1, 2)
 
     def packed(self, x: torch.Tensor) -> torch.Tensor:
         """``(rows, longest, heads, d)`` -> ``(1, total, heads, d)``: the real tokens, zeros after them."""
