@@ -69,6 +69,7 @@ def finetune_multi(heads: MultiOptions, run: RunOptions, config: TrainConfig | N
     specs = heads.validate().specs()
     config = (config or TrainConfig()).validate("bertkit finetune multi")
     _check_training(config)
+    config = dataclasses.replace(config, random_batches=False)  # each batch one head's rows, length-grouped
     run = dataclasses.replace(run, output=run.output or default_output("-".join(s.name for s in specs), "multi-"))
     check_output_dir(Path(run.output).expanduser().resolve(), run.overwrite)  # the run's, before any head's
     added = None
@@ -171,6 +172,12 @@ def _check_training(config: TrainConfig) -> None:
     if given:  # every head fine-tunes the whole shared encoder
         flag = f"--{given[0].replace('_', '-')}"
         raise BertkitError(f"bertkit finetune multi does not compose with {flag}", f"drop {flag}")
+    if config.random_batches:  # engine/batching.GroupedBatches: one head's rows a batch, length-grouped
+        raise BertkitError(
+            "bertkit finetune multi does not compose with --random-batches: each batch holds one head's rows, "
+            "length-grouped",
+            "drop --random-batches",
+        )
     if config.calibrate or config.calibration_data:  # one temperature per head is not fitted (methods/calibration.py)
         raise BertkitError(
             "bertkit finetune multi does not compose with --calibrate yet",

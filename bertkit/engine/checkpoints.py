@@ -70,14 +70,16 @@ class RunningSums:
             self.loss = {k: [saved["loss"][k][0].to(device), saved["loss"][k][1]] for k in self.loss}
             self.counts = [*saved["counts"], 0, 0, 0, 0][:4]
 
-    def add(self, loss, lengths: list[int], new: bool) -> None:
+    def add(self, loss, lengths: list[int], new: bool, computed: int | None = None) -> None:
+        """``computed``: the tokens the encoder ran for the batch (packed: the real ones and the packed
+        row's spare ones); None: the padded batch's, rows x longest."""
         for key in self.loss:
             self.loss[key] = [self.loss[key][0] + loss, self.loss[key][1] + 1]
         if new:  # not a repeated example that only keeps a rank in step with the others
             self.counts = [
                 self.counts[0] + len(lengths),
                 self.counts[1] + sum(lengths),
-                self.counts[2] + len(lengths) * max(lengths),
+                self.counts[2] + (len(lengths) * max(lengths) if computed is None else computed),
                 self.counts[3] + sum(n * n for n in lengths),
             ]
 
@@ -124,13 +126,23 @@ class Checkpoints:
         self.resume_from, self.clear = resume_from, clear
         self.greater_is_better = True  # how _prune ranks scores: Engine.fit's setting, given to begin
         self.skipped: list[str] = []  # newer checkpoints passed over because they cannot be read
+        self.inherited: tuple = ()  # identity keys the run left to defaults: a resumed run takes the checkpoint's
         self._weights = None  # the checkpoint's weights, between load_weights and begin
 
     @classmethod
     def plan(
-        cls, output: Path, config, identity: dict, resume: bool, resume_from: str | None, overwrite: bool
+        cls,
+        output: Path,
+        config,
+        identity: dict,
+        resume: bool,
+        resume_from: str | None,
+        overwrite: bool,
+        inherited: tuple = (),
     ) -> "Checkpoints | None":
-        """Decide, before any data is read, what this run saves and where it continues from."""
+        """Decide, before any data is read, what this run saves and where it continues from
+        (``inherited``: the identity's keys the run left to their defaults, which a resumed run takes
+        from its checkpoint, e.g. the batch order a task's default once gave)."""
         root = checkpoint_root(output)
         check_layout(root)
         existing = complete_checkpoints(root)
@@ -164,7 +176,7 @@ class Checkpoints:
             source,
             clear=bool(overwrite and existing and source is None),
         )
-        plan.skipped = skipped
+        plan.skipped, plan.inherited = skipped, inherited
         plan.check_compatible()
         return plan
 
@@ -178,7 +190,9 @@ class Checkpoints:
         """Refuse to continue a checkpoint with settings that would train something else."""
         if self.resume_from is None:
             return
-        found = differences(self.identity, read_state(self.resume_from).get("identity", {}))
+        saved = read_state(self.resume_from).get("identity", {})
+        self.identity.update({key: saved[key] for key in self.inherited if key in saved})
+        found = differences(self.identity, saved)
         if found:
             raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(found), RESUME_HINT)
 

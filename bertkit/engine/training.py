@@ -21,6 +21,8 @@ from bertkit.engine.gpu_attention import varying_shape_attention
 from bertkit.engine.interrupts import TrainingInterrupted, test_signal
 from bertkit.engine.progress import LineProgress
 from bertkit.errors import BertkitError
+from bertkit.networks.packed import SHAPE_BUCKET
+from bertkit.networks.packed_heads import packs
 
 
 @dataclass
@@ -195,6 +197,7 @@ class Run:
         self.optimisation = optimisation
         self.sums, self.selection, self.checkpoints = sums, selection, checkpoints
         self.saving = checkpoints is not None and checkpoints.save_every is not None
+        self.packed = packs(self.acc.unwrap_model(model))  # the padding share counts what the encoder ran
         self.finished, self.logging, self.at = False, False, 0
         self.started = 0.0  # when training time last started counting: evaluations and saves are left out
         self.step_loss, self.epoch_loss, self.ran = 0.0, 0.0, 0  # for the trackers and LineProgress's line
@@ -241,7 +244,9 @@ class Run:
         """Add a micro-batch to the running sums; ``repeated``: it only keeps a rank in step."""
         if self.tracking:
             self.step_loss += loss.item() / window
-        self.sums.add(loss.detach(), [self.plan.lengths[j] for j in indices], new=not repeated)
+        lengths = [self.plan.lengths[j] for j in indices]
+        computed = -(-sum(lengths) // SHAPE_BUCKET) * SHAPE_BUCKET if self.packed else None  # Packing.of's total
+        self.sums.add(loss.detach(), lengths, new=not repeated, computed=computed)
         if self.lines:
             # summed in fp32 as RunningSums does: a bf16 sum drifts from the epoch's mean on stdout
             self.epoch_loss, self.ran = self.epoch_loss + loss.detach().float(), self.ran + 1

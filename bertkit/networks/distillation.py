@@ -148,6 +148,12 @@ class DistillationLoss(WrappedModel):
             teacher.eval()
             self.layer_map = mapped_layers(teacher.config.num_hidden_layers, model.config.num_hidden_layers)
 
+    @property
+    def padded_reason(self) -> str | None:
+        if self.teacher is None:
+            return None
+        return "--hidden-loss compares every layer's hidden states, which packed calls do not return"
+
     def train(self, mode: bool = True):
         super().train(mode)
         if self.teacher is not None:

@@ -61,6 +61,11 @@ def encoder_of(model: nn.Module) -> nn.Module | None:
 
 def why_padded(network: nn.Module) -> str | None:
     """None when ``pack_encoder`` applies to ``network``, else the reason its rows run padded."""
+    wrapper = network
+    while isinstance(wrapper, WrappedModel):  # a wrapper whose calls ask for what packing cannot give
+        if wrapper.padded_reason is not None:
+            return wrapper.padded_reason
+        wrapper = wrapper.wrapped
     model = task_model(network)
     reason = why_encoder_padded(getattr(model, "config", None))
     if reason is not None:

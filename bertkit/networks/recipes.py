@@ -242,11 +242,12 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
     """Where ``network`` trains on packed rows (``packing``: TrainConfig.packing; ``device``: the
     training device's type): the bi-encoder's and SetFit's towers pack unless "off"
     (networks/sorted_chunks.py); a task model's encoder packs under "on", and under "auto" on a CPU
-    when its batches are random (``random_batches``: --random-batches, where packing was measured
-    1.6-1.7x the padded step; networks/packed_heads.py). On CUDA only "on" packs (through
-    engine/varlen_attention.py, not yet measured on a GPU). Returns the line to say once: why "on"
-    runs padded, or that it packs on CUDA (networks/packed_heads.PACKED_ON_CUDA); else None
-    ("auto" runs padded without a word)."""
+    when its batches are random (``random_batches``: ner's default, --random-batches, where packing was
+    measured 1.6-1.7x the padded step; networks/packed_heads.py). On CUDA only "on" packs (through
+    engine/varlen_attention.py, not yet measured on a GPU). Returns the line to say once: why "on",
+    or "auto" with random batches on a CPU, runs padded, or that it packs on CUDA
+    (networks/packed_heads.PACKED_ON_CUDA); else None (length-grouped batches under "auto" run padded
+    without a word)."""
     from bertkit.networks.packed import PACKING_OFF
     from bertkit.networks.packed_heads import (
         PACKED_ON_CUDA,
@@ -269,7 +270,10 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
     reason = _why_padded_rows(spec, network, device)
     if reason is None and not pack_encoder(network):
         reason = "training batches run padded: this model cannot run packed"
-    return (reason or on_cuda) if packing == "on" else None
+    if packing == "on":
+        return reason or on_cuda
+    # auto, random batches on a CPU: padded ones ran at 0.50x the length-grouped speed (packing_steps_gathers)
+    return f"{reason}; random batches padded train at about half the speed of --grouped ones" if reason else None
 
 
 def _why_padded_rows(spec: TrainingSpec, network, device: str) -> str | None:

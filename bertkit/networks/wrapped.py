@@ -16,6 +16,8 @@ class WrappedModel(nn.Module):
     """Subclasses keep the wrapped model as ``self.<wrapped_attribute>`` ("model" by default)."""
 
     wrapped_attribute = "model"
+    # why its training calls run the wrapped model padded even where packing applies (None: they need not)
+    padded_reason: str | None = None
 
     @property
     def wrapped(self) -> nn.Module:

@@ -66,7 +66,8 @@ def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple
     check_threads(threads, "finetune")
     trackers = parse_report_to(report_to)
     adapter = get_task_class(task)(config.max_length, dict(config.task_options))
-    config = batch_order(config, adapter)  # before the checkpoints' identity: a resumed run keeps its order
+    unset = ("random_batches",) if config.random_batches is None else ()  # resumed: the checkpoint's order
+    config = batch_order(config, adapter)
     output_path = Path(output).expanduser().resolve()
     check_output_dir(output_path, run.overwrite)
     choice = registry.check_choice(data, eval_data, DatasetChoice.of(config))  # --data-config, the split flags
@@ -88,7 +89,12 @@ def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple
         resume,
         resume_from,
         run.overwrite,
+        unset,
     )
+    if checkpoints is not None and checkpoints.resume_from is not None:
+        config = replace(config, **{key: checkpoints.identity[key] for key in unset if key in checkpoints.identity})
+    if unset and config.random_batches:
+        notice("recipe", f"random batches: {task}'s more accurate order (docs: training.md); --grouped: faster")
     notices = checkpoints.passed_over() if checkpoints is not None else []
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:
         notices.append(
@@ -165,11 +171,8 @@ def resolved_options(plan: RunPlan, adapter) -> dict:
 
 
 def batch_order(config: TrainConfig, adapter) -> TrainConfig:
-    """``config`` with --random-batches/--grouped resolved: unset, the task's more accurate
-    order (Task.default_random_batches), said when that is random."""
+    """``config`` with --random-batches/--grouped resolved: unset, the task's more accurate order
+    (Task.default_random_batches)."""
     if config.random_batches is not None:
         return config
-    if adapter.default_random_batches:
-        said = f"random batches: {adapter.name}'s more accurate order (docs: training.md); --grouped: faster"
-        notice("recipe", said)
     return replace(config, random_batches=adapter.default_random_batches)

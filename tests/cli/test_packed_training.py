@@ -1,6 +1,6 @@
 """Packed training end to end (--packing, off by default: networks/packed_heads.py): a run trains the
 same weights as the padded run; a model or task that cannot pack runs padded and says so once;
---random-batches gives random batches."""
+--random-batches gives random batches (the batch order per task: test_batch_order.py)."""
 
 from __future__ import annotations
 
@@ -272,48 +272,6 @@ def test_random_batches_train_packed_by_default_to_the_padded_weights(tmp_path, 
         packed.clear()
     auto, off = (load_file(str(tmp_path / p / "model.safetensors")) for p in ("auto", "off"))
     assert all(torch.allclose(auto[name], off[name], atol=1e-5) for name in off)
-
-
-RANDOM_LINE = "random batches: ner's more accurate order"
-
-
-@pytest.mark.parametrize(
-    "task,flags,random",
-    [
-        ("ner", (), True),
-        ("ner", ("--grouped",), False),
-        ("cls", (), False),
-        ("cls", ("--random-batches",), True),
-    ],
-)
-def test_the_batch_order_is_the_tasks_unless_a_flag_says(
-    task, flags, random, tmp_path, tiny_bert, run_cli, monkeypatch
-):
-    """NER trains on random batches by default (more accurate on whole CoNLL-2003, every seed), packed
-    under --packing auto on a CPU and said once; the others length-grouped, padded, silently; the
-    flags override, and the run's config.yaml records the order it used (a replay keeps it)."""
-    import yaml
-
-    import bertkit.engine.training as training
-    import bertkit.networks.packed_heads as packed_heads
-
-    packed, groupings = [], []
-    real_pack, real_of = packed_heads.pack_encoder, training.StepPlan.__init__
-    monkeypatch.setattr(packed_heads, "pack_encoder", lambda network: packed.append(1) or real_pack(network))
-
-    def recorded(self, lengths, config, processes, index, grouped, *rest):
-        groupings.append(grouped)
-        real_of(self, lengths, config, processes, index, grouped, *rest)
-
-    monkeypatch.setattr(training.StepPlan, "__init__", recorded)
-    data = tmp_path / ("train.txt" if task == "ner" else "train.csv")
-    write_conll(data, 24, seed=1) if task == "ner" else write_sentiment_csv(data, 24, seed=1)
-    output = tmp_path / "o"
-    code, stdout, stderr = run_cli("finetune", task, "--data", data, "--model", tiny_bert, *flags, "--output", output)
-    assert code == 0, stderr
-    assert (stdout + stderr).count(RANDOM_LINE) == (1 if task == "ner" and not flags else 0)
-    assert groupings == [not random] and len(packed) == int(random)  # auto packs random batches only
-    assert yaml.safe_load((output / "config.yaml").read_text())["random_batches"] is random
 
 
 def test_a_multi_head_run_packs_its_shared_encoder_to_the_padded_weights(tmp_path, tiny_bert, run_cli, packed_batches):
