@@ -113,7 +113,7 @@ class TrainConfig(DatasetOptions):
         None,
         "Random batches (packed: --packing auto) or rows of similar length batched together (shuffled groups, as "
         "transformers' group_by_length). Default: the task's better one, measured over 3 seeds on whole training "
-        "sets: random for ner (+1.3 entity F1 on CoNLL-2003, 0.90-0.95x the speed), grouped for the others "
+        "sets: random for ner (+1.3 entity F1 on CoNLL-2003, 0.88-0.95x the speed), grouped for the others "
         "(SST-2 as accurate, faster) (docs: training.md).",
         flag="--random-batches/--grouped",
     )
