@@ -152,7 +152,7 @@ class RowGroup:
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """``(grid rows, 1, 1, longest)`` over the keys; binned, ``(grid rows, 1, longest, longest)``: a query sees the
-        keys of its own row only (a padding cell's query sees none: its output is never read)."""
+        keys of its own row only (a padding cell's query the padding cells: its output is never read)."""
         if dtype not in self.masks:
             self.masks[dtype] = self._additive_mask(dtype)
         return self.masks[dtype]
@@ -160,7 +160,9 @@ class RowGroup:
     def _additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         if self.segments is None:
             return additive_mask(self.keep, dtype)
-        same = (self.segments[:, :, None] == self.segments[:, None, :]) & self.keep[:, None, :]
+        # a row's query sees its row's keys; a padding cell's query the padding cells of its grid row (so
+        # no query sees none: a fully masked row is -inf in fp16, NaN after the softmax); never read, 0 gradient
+        same = self.segments[:, :, None] == self.segments[:, None, :]
         mask = torch.zeros(same.shape, dtype=dtype, device=same.device)
         return mask.masked_fill_(~same, torch.finfo(dtype).min)[:, None]
 

@@ -181,3 +181,35 @@ def test_the_whole_batch_in_bins_must_fit_the_score_budget(monkeypatch):
     assert all(
         len(g) * 12 * max(lengths[r] for b in g for r in b) ** 2 * 2 <= attention_groups.SCORE_BYTES for g in groups
     )
+
+
+def test_no_query_of_a_binned_grid_sees_no_key_so_fp16_stays_finite():
+    """Binned, a padding cell's query sees its grid row's padding cells (never read, gradient 0): were it
+    to see no key, its scores would be the dtype's lowest value, -inf in fp16 once a score is negative,
+    and its softmax NaN, which the backward pass spreads to every key of the grid row."""
+    from bertkit.engine import cpu_kernels
+    from bertkit.networks.packed import Packing
+
+    lengths, heads, d = [40, 5, 5, 6, 7, 3, 8, 9, 10, 4, 12, 6, 3, 2, 11], 4, 8
+    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    packing = Packing.of(mask)
+    groups = attention_groups.row_groups(packing, heads, 2)
+    assert groups is not None and any(group.segments is not None for group in groups)  # bins in the layout
+    for group in groups:
+        seen = group.additive_mask(torch.float32)[:, 0] == 0  # grid rows x queries x keys
+        assert seen.any(-1).all()  # every query, padding ones too, sees a key
+        real = group.keep[:, :, None] & ~group.keep[:, None, :]
+        assert not (seen & real).any()  # and no real query sees a padding cell
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, heads, packing.total, d, generator=generator) for _ in range(3))
+    q[0, :, 0, 0], k[0, :, :, 0] = 10.0, -10.0  # token 0 (every padding cell's copy) scores -100 against all
+    q, k, v = (x.half().requires_grad_() for x in (q, k, v))
+
+    def eager(query, key, value, mask):
+        return cpu_kernels._attend(query, key, value, mask, d**-0.5, 0.0)[0]
+
+    out = cpu_kernels._packed_attention(packing, q, k, v, eager)
+    out[0, : len(packing.index)].float().sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
