@@ -114,7 +114,14 @@ def markdown(record: dict) -> str:
             f"| {r['workload']} | {r['arm']} | {r['steps_per_s']:.3f} | {ratio} | {r['ratios']} | "
             f"{r['padding_share']:.3f} | {r['metrics']} | {r['metric_mean']:.4f} ± {r.get('metric_std', 0.0):.4f} |"
         )
-    lines += ["", f"Command: `{record['command']}`", ""]
+    lines += [
+        "",
+        "Padding share: of the tokens the encoder ran (since 400ae60; a packed arm's is the spare tokens that "
+        "round each packed row up to 32, where earlier results show its batches' padding).",
+        "",
+        f"Command: `{record['command']}`",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -176,7 +176,7 @@ def _check_training(config: TrainConfig) -> None:
         raise BertkitError(
             "bertkit finetune multi does not compose with --random-batches: each batch holds one head's rows, "
             "length-grouped",
-            "drop --random-batches",
+            "drop --random-batches (or random_batches from the --config file)",
         )
     if config.calibrate or config.calibration_data:  # one temperature per head is not fitted (methods/calibration.py)
         raise BertkitError(

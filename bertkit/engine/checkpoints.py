@@ -45,7 +45,7 @@ from bertkit.engine.history import FILE as HISTORY_FILE
 from bertkit.engine.history import History, read
 from bertkit.engine.interrupts import test_signal
 from bertkit.engine.rng_state import rng_state
-from bertkit.engine.run_identity import differences, features_sha1  # noqa: F401 (features_sha1: api's import)
+from bertkit.engine.run_identity import differences, features_sha1, recorded  # noqa: F401 (features_sha1: api's import)
 from bertkit.errors import BertkitError
 from bertkit.model_dir import checkpoint_root, write_json
 from bertkit.model_dir.files import disk_full_error, follow_umask
@@ -191,7 +191,7 @@ class Checkpoints:
         if self.resume_from is None:
             return
         saved = read_state(self.resume_from).get("identity", {})
-        self.identity.update({key: saved[key] for key in self.inherited if key in saved})
+        self.identity.update({key: recorded(saved, key) for key in self.inherited})
         found = differences(self.identity, saved)
         if found:
             raise BertkitError(f"cannot resume from {self.resume_from}: " + "; ".join(found), RESUME_HINT)

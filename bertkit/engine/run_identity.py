@@ -19,6 +19,18 @@ IMPLIED_TARGETS = ("labels", "start_positions", "end_positions")
 FLOAT_KINDS = ("float", "multi_hot")  # batching.Collator's float target kinds
 
 
+# How a checkpoint written before a key existed recorded it: random_batches was group_by_length (its
+# opposite) from 31fd17c to b5b3424, and before that every run's batches were length-grouped
+OLDER_RECORDS = {"random_batches": lambda saved: not saved.get("group_by_length", True)}
+
+
+def recorded(saved: dict, key: str):
+    """``key``'s value in a checkpoint's identity ``saved``, read from an older record where it has none."""
+    if key in saved or key not in OLDER_RECORDS:
+        return saved.get(key)
+    return OLDER_RECORDS[key](saved)
+
+
 def differences(identity: dict, saved: dict) -> list[str]:
     """What differs between this run's identity and a checkpoint's, as flags for the user."""
     found = []

@@ -137,8 +137,8 @@ def unpack_encoder(network: nn.Module) -> None:
 
 
 def packs(network: nn.Module) -> bool:
-    encoder = encoder_of(task_model(network))
-    return encoder is not None and getattr(vars(encoder).get("forward"), "__func__", None) is _packed_forward
+    """Whether an encoder in ``network`` runs packed (``pack_encoder``'s, or a multi-head model's shared one)."""
+    return any(getattr(vars(m).get("forward"), "__func__", None) is _packed_forward for m in network.modules())
 
 
 def _packed_forward(

@@ -267,6 +267,8 @@ def pack_rows(spec: TrainingSpec, network, device: str, packing: str, random_bat
         return f"training batches run padded: {reason}" if reason else on_cuda
     if not (packing == "on" or (packing == "auto" and random_batches and device == "cpu")):
         return None
+    if packing == "auto" and recipe(spec) not in (FineTune, Listwise):  # no padding to pack away: nothing to say
+        return None
     reason = _why_padded_rows(spec, network, device)
     if reason is None and not pack_encoder(network):
         reason = "training batches run padded: this model cannot run packed"

@@ -91,9 +91,9 @@ def plan_run(task: str, run: RunOptions, config: TrainConfig | None, fold: tuple
         run.overwrite,
         unset,
     )
-    if checkpoints is not None and checkpoints.resume_from is not None:
-        config = replace(config, **{key: checkpoints.identity[key] for key in unset if key in checkpoints.identity})
-    if unset and config.random_batches:
+    if checkpoints is not None and checkpoints.resume_from is not None:  # the checkpoint's order, unsaid
+        config = replace(config, **{key: checkpoints.identity[key] for key in unset})
+    elif unset and config.random_batches:
         notice("recipe", f"random batches: {task}'s more accurate order (docs: training.md); --grouped: faster")
     notices = checkpoints.passed_over() if checkpoints is not None else []
     if checkpoints is not None and (resume or resume_from) and checkpoints.resume_from is None:

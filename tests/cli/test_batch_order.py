@@ -68,10 +68,18 @@ def test_the_batch_order_is_the_tasks_unless_a_flag_says(
     assert yaml.safe_load((output / "config.yaml").read_text())["random_batches"] is random
 
 
-def test_a_resumed_run_keeps_its_checkpoints_batch_order_unless_a_flag_says(tmp_path, tiny_bert, run_cli, groupings):
-    """A checkpoint saved with length-grouped ner batches (--grouped, or before ner's default became
-    random) resumes grouped when the flag is left out: the resumed batch plan is the checkpoint's; an
-    explicit --random-batches against it is refused in one line."""
+@pytest.mark.parametrize(
+    "record",
+    [{"random_batches": False}, {"group_by_length": True}, {}],
+    ids=["random_batches", "group_by_length (before b5b3424)", "neither (before 31fd17c)"],
+)
+def test_a_resumed_run_keeps_its_checkpoints_batch_order_unless_a_flag_says(
+    record, tmp_path, tiny_bert, run_cli, groupings
+):
+    """A checkpoint of length-grouped ner batches (--grouped, or older bertkits that recorded the order
+    as group_by_length or, earlier, not at all: always grouped) resumes grouped when the flag is left
+    out: the resumed batch plan is the checkpoint's, unsaid; an explicit --random-batches against it is
+    refused in one line."""
     import yaml
 
     data, output = tmp_path / "train.txt", tmp_path / "o"
@@ -80,12 +88,32 @@ def test_a_resumed_run_keeps_its_checkpoints_batch_order_unless_a_flag_says(tmp_
     base += ("--max-steps", 2)
     code, _, stderr = run_cli(*base, "--grouped")
     assert code == 0 and groupings == [True], stderr
+    state = tmp_path / "o.checkpoints" / "step-2" / "state.json"
+    saved = json.loads(state.read_text())
+    identity = {k: v for k, v in saved["identity"].items() if k != "random_batches"}
+    state.write_text(json.dumps({**saved, "identity": {**identity, **record}}))
     code, stdout, stderr = run_cli(*base, "--resume", "--overwrite")
     assert code == 0, stderr
     assert groupings == [True, True] and RANDOM_LINE not in stdout + stderr
     assert yaml.safe_load((output / "config.yaml").read_text())["random_batches"] is False
     result = run_cli(*base, "--resume", "--overwrite", "--random-batches")
-    assert_user_error(result, "cannot resume from", "--random-batches True (checkpoint: False)")
+    if "random_batches" in record:
+        assert_user_error(result, "cannot resume from", "--random-batches True (checkpoint: False)")
+
+
+def test_a_resumed_run_of_random_batches_continues_them_without_the_defaults_line(
+    tmp_path, tiny_bert, run_cli, groupings
+):
+    """cls resumed from a --random-batches checkpoint without the flag: random, and not called cls's
+    better order."""
+    data = tmp_path / "train.csv"
+    write_sentiment_csv(data, 24, seed=1)
+    base = ("finetune", "cls", "--data", data, "--model", tiny_bert, "--output", tmp_path / "o", "--save-every", 2)
+    base += ("--max-steps", 2)
+    assert run_cli(*base, "--random-batches")[0] == 0
+    code, stdout, stderr = run_cli(*base, "--resume", "--overwrite")
+    assert code == 0 and groupings == [False, False], stderr
+    assert "random batches:" not in stdout + stderr
 
 
 def test_random_batches_that_cannot_pack_say_what_they_cost(tmp_path, run_cli, groupings):
@@ -122,6 +150,8 @@ def test_a_hidden_state_loss_runs_padded_and_says_why(tiny_bert):
         "calls do not return"
     )
     assert SLOW_LINE in pack_rows(TrainingSpec(), hidden, "cpu", "auto", True) and not packs(hidden)
+    masked_lm = TrainingSpec(recipe="masked-lm")  # full blocks of --max-length tokens: nothing to pack, nothing said
+    assert pack_rows(masked_lm, hidden, "cpu", "auto", True) is None
     logits_only = DistillationLoss(loaded(), 2.0, 0.5)
     assert pack_rows(TrainingSpec(), logits_only, "cpu", "auto", True) is None and packs(logits_only)
     unpack_rows(logits_only)
@@ -160,3 +190,19 @@ def test_the_padding_share_of_a_packed_run_counts_what_the_encoder_ran(tmp_path,
     assert shares["auto"]["tokens"] == real
     ran = -(-real // SHAPE_BUCKET) * SHAPE_BUCKET  # one batch of all 40 rows: one packed row
     assert shares["auto"]["padding_share"] == round(1 - real / ran, 4) != shares["off"]["padding_share"]
+
+
+def test_a_shared_encoder_that_runs_packed_counts_as_packed(tiny_bert):
+    """A multi-head model's shared encoder packs under --packing on (pack_this_encoder): the run's
+    padding share must count what it ran too, so ``packs`` finds it anywhere inside the network."""
+    from transformers import AutoModel
+
+    from bertkit.networks.packed_heads import pack_this_encoder, packs, unpack_this_encoder
+
+    encoder = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
+    heads = torch.nn.ModuleDict({"encoder": encoder, "head": torch.nn.Linear(4, 2)})
+    assert not packs(heads)
+    pack_this_encoder(encoder)
+    assert packs(heads)
+    unpack_this_encoder(encoder)
+    assert not packs(heads)
